@@ -1,0 +1,107 @@
+"""Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+A reader never sees a half-written file, and a killed process leaves at worst a stray
+``.tmp-*`` file (ignored by readers, swept by :func:`sweep_temp_files`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+TEMP_PREFIX = ".tmp-"
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(target.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def dumps_json(data: Any) -> str:
+    """Stable JSON: sorted keys, 2-space indent, non-finite numbers rejected."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
+    atomic_write_text(path, dumps_json(data))
+
+
+def append_jsonl(path: str | os.PathLike[str], records: list[Any]) -> None:
+    """Append complete lines in one write, then fsync; readers skip a torn last line."""
+    if not records:
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(
+        json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for r in records
+    ).encode("utf-8")
+    with open(target, "ab") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
+    """Read a JSONL file, dropping a torn (unterminated or unparsable) final line."""
+    target = Path(path)
+    if not target.exists():
+        return []
+    out: list[Any] = []
+    raw = target.read_bytes()
+    lines = raw.split(b"\n")
+    complete = lines[:-1]  # the piece after the last newline is torn or empty
+    for line in complete:
+        if not line.strip():
+            continue
+        out.append(json.loads(line))
+    return out
+
+
+def sweep_temp_files(directory: str | os.PathLike[str]) -> int:
+    """Remove stray temp files a killed writer left behind; returns how many."""
+    count = 0
+    root = Path(directory)
+    if not root.is_dir():
+        return 0
+    for stray in root.rglob(f"{TEMP_PREFIX}*"):
+        try:
+            stray.unlink()
+            count += 1
+        except OSError:
+            pass
+    return count

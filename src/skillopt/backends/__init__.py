@@ -1,0 +1,1 @@
+"""Model backends: the pool and its members (HTTP, CLI, mock)."""

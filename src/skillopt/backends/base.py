@@ -1,0 +1,107 @@
+"""The backend protocol every pool member implements.
+
+A member turns one :class:`CompletionRequest` into one :class:`Completion` or raises a
+:class:`skillopt.errors.BackendError`. Members never retry; the pool is the only retry layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+
+class Role(StrEnum):
+    TARGET = "target"  # attempts / rollouts: the model the skill is deployed on
+    OPTIMIZER = "optimizer"  # reflect, judge, mine, merge, rank
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletionRequest:
+    """One model call.
+
+    Either ``messages`` or ``prompt`` (a single user message) is given. ``sample_id``
+    distinguishes deliberately repeated samples of the same prompt (K dream rollouts)
+    so the cache keeps them apart. ``stage`` tags accounting ("rollout", "reflect", ...).
+    ``metadata`` carries structured hints some members use (the mock's world model,
+    the exec harness's workspace); HTTP members ignore it.
+    """
+
+    role: Role
+    prompt: str = ""
+    messages: tuple[Message, ...] = ()
+    system: str = ""
+    max_output_tokens: int = 2048
+    sample_id: int = 0
+    timeout: float | None = None
+    stage: str = "other"
+    use_cache: bool = True
+    json_mode: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_messages(self) -> tuple[Message, ...]:
+        """The conversation to send: system (if any), then messages or the prompt."""
+        out: list[Message] = []
+        if self.system:
+            out.append(Message(role="system", content=self.system))
+        if self.messages:
+            out.extend(self.messages)
+        else:
+            out.append(Message(role="user", content=self.prompt))
+        return tuple(out)
+
+    def text_for_key(self) -> str:
+        """A canonical text of the whole request content, for cache keys and estimates."""
+        return "\n\x1e".join(f"{m.role}\x1f{m.content}" for m in self.as_messages())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False  # True when counted as len/4, not reported by the API
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @staticmethod
+    def estimate(prompt: str, completion: str) -> Usage:
+        return Usage(
+            prompt_tokens=max(1, len(prompt) // 4) if prompt else 0,
+            completion_tokens=max(1, len(completion) // 4) if completion else 0,
+            estimated=True,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    text: str
+    usage: Usage
+    member: str
+    latency: float  # seconds spent in the successful attempt
+    attempts: int = 1  # attempts the pool made, including failed ones on other members
+    cached: bool = False
+    tools_called: tuple[str, ...] = ()  # verified from a shim log, never the model's claim
+    raw: dict[str, Any] = field(default_factory=dict)  # member-specific extras (finish reason)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A pool member: one endpoint, one CLI, or the mock."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    async def complete(self, request: CompletionRequest) -> Completion: ...
+
+    async def aclose(self) -> None: ...

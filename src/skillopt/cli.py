@@ -1,0 +1,25 @@
+"""`skillopt` command line: train and eval (filled in by the trainer)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skillopt", description="ReflACT skill training.")
+    parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

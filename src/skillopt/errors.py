@@ -1,0 +1,164 @@
+"""The one error hierarchy of skillopt.
+
+Foreign exceptions (openai, httpx2, OSError, pydantic) are mapped to these at the
+boundary with ``raise ... from``, so callers only ever catch our types::
+
+    SkillOptError
+    ├── ConfigError                 bad file, bad value, unknown key (names the key path)
+    ├── DataError                   malformed input we read (tasks file, transcript, state file)
+    │   └── CorruptStateError       a state/checkpoint file exists but cannot be trusted
+    ├── SkillDocError               a skill document or edit cannot be applied
+    ├── BackendError                a model call failed; carries member, status, cause
+    │   ├── RetryableBackendError   429/408/409/5xx, timeout, connection, empty reply
+    │   │   └── BackendTimeoutError
+    │   └── FatalBackendError       will not get better by retrying
+    │       ├── BackendAuthError        401/403, CLI "not logged in"
+    │       ├── BackendRequestError     400/404/422, unsupported model
+    │       └── ContentFilterError      the provider refused the content
+    ├── NoHealthyMemberError        every member of a role is open-circuited or unusable
+    ├── BudgetExceededError         the night/run spend cap was reached
+    ├── ReplyFormatError            a model reply did not match the expected schema
+    ├── LockHeldError               another process holds the project lock
+    └── RefusedError                the user must act first (unreviewed tasks, changed live file)
+"""
+
+from __future__ import annotations
+
+
+class SkillOptError(Exception):
+    """Root of every error skillopt raises on purpose."""
+
+
+class ConfigError(SkillOptError):
+    """A configuration file or value is invalid. ``key`` is the dotted key path."""
+
+    def __init__(self, message: str, *, key: str | None = None, source: str | None = None) -> None:
+        self.key = key
+        self.source = source
+        where = ""
+        if source:
+            where += f"{source}: "
+        if key:
+            where += f"{key}: "
+        super().__init__(f"{where}{message}")
+
+
+class DataError(SkillOptError):
+    """Input data we read is malformed."""
+
+
+class CorruptStateError(DataError):
+    """A persisted state or checkpoint file is unreadable; never silently reset."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class SkillDocError(SkillOptError):
+    """A skill document or edit cannot be processed."""
+
+
+class BackendError(SkillOptError):
+    """A model call failed.
+
+    ``member`` names the pool member, ``status`` the HTTP status or CLI exit code when
+    there is one, ``cause`` a short redacted description. Never carries credentials.
+    """
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        member: str = "",
+        status: int | None = None,
+        cause: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.member = member
+        self.status = status
+        self.cause = cause or message
+        self.retry_after = retry_after
+        parts = [message]
+        if member:
+            parts.append(f"member={member}")
+        if status is not None:
+            parts.append(f"status={status}")
+        super().__init__(" ".join(parts))
+
+    @property
+    def error_class(self) -> str:
+        """A short stable label for accounting ("rate_limit", "timeout", ...)."""
+        return type(self).__name__
+
+
+class RetryableBackendError(BackendError):
+    """Worth another try, possibly on another member."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, kind: str = "retryable", **kw: object) -> None:
+        self.kind = kind
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+    @property
+    def error_class(self) -> str:
+        return self.kind
+
+
+class BackendTimeoutError(RetryableBackendError):
+    def __init__(self, message: str = "timed out", **kw: object) -> None:
+        super().__init__(message, kind="timeout", **kw)
+
+
+class FatalBackendError(BackendError):
+    """Retrying will not help; fail fast."""
+
+
+class BackendAuthError(FatalBackendError):
+    @property
+    def error_class(self) -> str:
+        return "auth"
+
+
+class BackendRequestError(FatalBackendError):
+    @property
+    def error_class(self) -> str:
+        return "request"
+
+
+class ContentFilterError(FatalBackendError):
+    @property
+    def error_class(self) -> str:
+        return "content_filter"
+
+
+class NoHealthyMemberError(SkillOptError):
+    """Every member of a role is unusable (open circuit or misconfigured)."""
+
+
+class BudgetExceededError(SkillOptError):
+    """The configured spend cap (calls or tokens) was reached."""
+
+
+class ReplyFormatError(SkillOptError):
+    """A model reply did not match the schema we asked for. ``raw`` keeps the reply."""
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        self.raw = raw
+        super().__init__(message)
+
+
+class LockHeldError(SkillOptError):
+    """Another live process holds the lock. ``holder`` describes it (pid, host, since)."""
+
+    def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
+        self.holder = holder or {}
+        super().__init__(message)
+
+
+class RefusedError(SkillOptError):
+    """The operation is refused until the user acts (exit code 2 at the CLI)."""

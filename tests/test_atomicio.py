@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillopt.atomicio import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sweep_temp_files,
+)
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "f.txt"
+    atomic_write_text(target, "first")
+    atomic_write_text(target, "second")
+    assert target.read_text() == "second"
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]
+
+
+def test_atomic_write_json_rejects_nan_and_leaves_old_content(tmp_path: Path) -> None:
+    target = tmp_path / "d.json"
+    atomic_write_json(target, {"a": 1})
+    with pytest.raises(ValueError):
+        atomic_write_json(target, {"a": float("nan")})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sweep_temp_files(tmp_path) == 0
+
+
+def test_read_jsonl_drops_torn_last_line(tmp_path: Path) -> None:
+    target = tmp_path / "r.jsonl"
+    append_jsonl(target, [{"i": 1}, {"i": 2}])
+    with open(target, "ab") as handle:
+        handle.write(b'{"i": 3')  # a writer killed mid-line
+    assert read_jsonl(target) == [{"i": 1}, {"i": 2}]
+
+
+def test_sweep_removes_stray_temp_files(tmp_path: Path) -> None:
+    (tmp_path / ".tmp-abc").write_text("half")
+    (tmp_path / "keep").write_text("x")
+    assert sweep_temp_files(tmp_path) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["keep"]

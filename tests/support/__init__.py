@@ -1,0 +1,1 @@
+"""Test support: fake servers and fake executables shared by the tests."""

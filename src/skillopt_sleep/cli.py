@@ -1,9 +1,33 @@
-"""`skillopt-sleep` command line (subcommands are filled in by the night and daemon modules)."""
+"""`skillopt-sleep` command line.
+
+Each subcommand lives in its own module under :mod:`skillopt_sleep.commands` and exposes
+``NAME``, ``HELP``, ``ORDER`` (position in ``--help``), ``register(parser)`` and
+``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
+from types import ModuleType
+
+from skillopt_sleep import commands
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 2
+EXIT_INTERRUPTED = 130
+
+
+def _command_modules() -> list[ModuleType]:
+    found = [
+        importlib.import_module(f"{commands.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    ]
+    return sorted(found, key=lambda mod: (getattr(mod, "ORDER", 100), mod.NAME))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -11,17 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
         prog="skillopt-sleep",
         description="Nightly, validation-gated improvement of your coding agent's skill documents.",
     )
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        sub = subparsers.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.register(sub)
+        sub.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.command:
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    if not getattr(args, "_run", None):
         parser.print_help()
-        return 2
-    return 0
+        return EXIT_REFUSED
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,0 +1,5 @@
+import sys
+
+from skillopt_sleep.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""A question-answering environment over JSONL files of ``{id, question, context?, answers[]}``.
+
+Splits are ``train.jsonl``, ``val.jsonl`` and ``test.jsonl`` in one directory; the bundled
+synthetic set (``envs/data/qa_synth``) is used when no directory is given. The target gets the
+skill in its system prompt and must end with ``<answer>...</answer>``; scoring is normalised
+exact match (hard) and token F1 (soft), max over the gold answers.
+
+Copy this module to add a chat benchmark: the trainer only calls ``items``, ``task_types`` and
+``rollout``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from skillopt.backends.base import CompletionRequest, Role
+from skillopt.errors import DataError
+from skillopt.redact import redact_text
+from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
+
+__all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
+
+_SYSTEM_TEMPLATE = """You answer short factual questions.
+
+# Skill
+{skill}
+
+Think briefly, then finish with the final answer inside <answer></answer> tags."""
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+_CONTEXT_CHARS = 4000
+
+
+def bundled_data_dir() -> Path:
+    """Directory of the synthetic QA set shipped with the package."""
+    return Path(str(resources.files("skillopt.trainer.envs").joinpath("data", "qa_synth")))
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, drop punctuation and articles, collapse whitespace."""
+    lowered = text.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", lowered).split())
+
+
+def extract_answer(reply: str) -> str:
+    """The last ``<answer>`` tag's content, else the last non-empty line."""
+    tags = _ANSWER_TAG.findall(reply)
+    if tags:
+        return str(tags[-1]).strip()
+    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    norm = normalize_answer(prediction)
+    return 1.0 if any(norm == normalize_answer(g) for g in golds) else 0.0
+
+
+def token_f1(prediction: str, golds: Sequence[str]) -> float:
+    pred = normalize_answer(prediction).split()
+    best = 0.0
+    for gold in golds:
+        ref = normalize_answer(gold).split()
+        common = sum((Counter(pred) & Counter(ref)).values())
+        if not pred or not ref or common == 0:
+            continue
+        precision, recall = common / len(pred), common / len(ref)
+        best = max(best, 2 * precision * recall / (precision + recall))
+    return best
+
+
+def _load_split(path: Path, limit: int) -> list[EnvItem]:
+    if not path.is_file():
+        raise DataError(f"{path}: split file not found")
+    items: list[EnvItem] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(raw, dict):
+            raise DataError(f"{path}:{lineno}: an item must be a JSON object")
+        answers = raw.get("answers")
+        if not isinstance(raw.get("id"), str | int) or not isinstance(raw.get("question"), str):
+            raise DataError(f"{path}:{lineno}: needs string 'id' and 'question'")
+        if (
+            not isinstance(answers, list)
+            or not answers
+            or not all(isinstance(a, str) for a in answers)
+        ):
+            raise DataError(f"{path}:{lineno}: 'answers' must be a non-empty list of strings")
+        item_id = str(raw["id"])
+        if item_id in seen:
+            raise DataError(f"{path}:{lineno}: duplicate id {item_id!r}")
+        seen.add(item_id)
+        items.append(EnvItem(id=item_id, task_type=str(raw.get("task_type", "qa")), data=raw))
+        if limit and len(items) >= limit:
+            break
+    return items
+
+
+class QAEnvironment:
+    """Single-turn QA with EM / F1 scoring."""
+
+    def __init__(self, data_dir: str | Path = "", *, limit: int = 0) -> None:
+        root = Path(data_dir) if data_dir else bundled_data_dir()
+        self._splits = {split: _load_split(root / f"{split.value}.jsonl", limit) for split in Split}
+
+    @property
+    def name(self) -> str:
+        return "qa"
+
+    def items(self, split: Split) -> Sequence[EnvItem]:
+        return self._splits[split]
+
+    def task_types(self) -> list[str]:
+        return sorted({item.task_type for items in self._splits.values() for item in items})
+
+    @staticmethod
+    def system_prompt(skill: str) -> str:
+        return _SYSTEM_TEMPLATE.format(skill=skill.strip() or "(no skill yet)")
+
+    @staticmethod
+    def user_prompt(item: EnvItem) -> str:
+        context = str(item.data.get("context") or "")[:_CONTEXT_CHARS]
+        parts = [f"Context:\n{context}\n" if context else "", f"Question: {item.data['question']}"]
+        return "".join(parts)
+
+    async def rollout(self, item: EnvItem, skill: str, ctx: RolloutContext) -> RolloutResult:
+        golds = [str(a) for a in item.data["answers"]]
+        request = CompletionRequest(
+            role=Role.TARGET,
+            system=redact_text(self.system_prompt(skill)),
+            prompt=redact_text(self.user_prompt(item)),
+            max_output_tokens=ctx.max_output_tokens,
+            timeout=ctx.timeout_s,
+            sample_id=ctx.sample_id,
+            stage="rollout",
+            metadata={"qa_item": {"id": item.id, "task_type": item.task_type, "answers": golds}},
+        )
+        completion = await ctx.completer.complete(request)
+        prediction = extract_answer(completion.text)
+        hard = exact_match(prediction, golds)
+        soft = token_f1(prediction, golds)
+        fail_reason = "" if hard else f"EM=0: predicted {prediction!r}, expected {golds!r}"
+        trajectory = "\n".join(
+            [
+                f"Question: {item.data['question']}",
+                f"Model reply: {completion.text.strip()[:600]}",
+                f"Extracted answer: {prediction!r}",
+                f"Verification: EM={hard:.0f} F1={soft:.2f} gold={golds!r}",
+            ]
+        )
+        return RolloutResult(
+            item_id=item.id,
+            hard=hard,
+            soft=soft,
+            task_type=item.task_type,
+            fail_reason=fail_reason,
+            prediction=prediction,
+            trajectory=trajectory,
+        )

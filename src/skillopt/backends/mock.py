@@ -259,14 +259,15 @@ class MockBackend:
 def build_mock_member(cfg: Any) -> MockBackend:
     """Build the mock from a member config (the pool's ``kind = "mock"`` entry).
 
-    Reads ``name``, ``model``, ``latency`` and ``fail_stages`` when the config has them.
+    Reads ``name`` and ``model``; ``latency`` (seconds) and ``fail_stages`` (stage names,
+    or ``"*"``) come from the member's ``options`` table or attributes of the same name.
     """
-    latency = getattr(cfg, "latency", None)
-    if latency is None:
-        latency = getattr(cfg, "latency_s", 0.0)
+    options: dict[str, Any] = dict(getattr(cfg, "options", None) or {})
+    latency = options.get("latency", getattr(cfg, "latency", 0.0))
+    fail_stages = options.get("fail_stages", getattr(cfg, "fail_stages", ()))
     return MockBackend(
         name=str(getattr(cfg, "name", None) or "mock"),
         model=str(getattr(cfg, "model", None) or "mock-world"),
         latency=float(latency or 0.0),
-        fail_stages=tuple(getattr(cfg, "fail_stages", ()) or ()),
+        fail_stages=tuple(str(s) for s in (fail_stages or ())),
     )

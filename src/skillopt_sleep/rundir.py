@@ -1,0 +1,220 @@
+"""One night's run directory: the layout of design section 5, written atomically.
+
+::
+
+    <state_dir>/projects/<key>/runs/<UTC-stamp>-<id>/
+      run.json  tasks.jsonl  rollouts.jsonl  trials.json  diagnostics.json
+      evidence.jsonl  report.md  report.json  proposal/
+
+``run.json`` is the journal: status, per-stage timings, and the small checkpoints
+(reflect results, the decision) that let a killed night resume. Large stage outputs live
+in their own files: tasks in ``tasks.jsonl`` (written once, whole), every judged attempt
+in ``rollouts.jsonl`` (appended line by line as it finishes). Every string passes the
+redactor before it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from skillopt.atomicio import (
+    append_jsonl,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sweep_temp_files,
+)
+from skillopt.errors import CorruptStateError
+from skillopt.redact import redact_obj, sanitize
+
+RUN_JSON = "run.json"
+TASKS = "tasks.jsonl"
+ROLLOUTS = "rollouts.jsonl"
+TRIALS = "trials.json"
+DIAGNOSTICS = "diagnostics.json"
+EVIDENCE = "evidence.jsonl"
+REPORT_MD = "report.md"
+REPORT_JSON = "report.json"
+PROPOSAL = "proposal"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    ABORTED = "aborted"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def runs_root(state_dir: Path, project_key: str) -> Path:
+    return state_dir / "projects" / project_key / "runs"
+
+
+class RunDir:
+    """A run directory plus its in-memory journal (mirrored to ``run.json``)."""
+
+    def __init__(self, path: Path, journal: dict[str, Any]) -> None:
+        self.path = path
+        self.journal = journal
+
+    # -- creation and discovery -------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        *,
+        now: datetime,
+        project: str,
+        project_key: str,
+        config: Mapping[str, Any],
+        config_hash: str,
+        dry_run: bool,
+    ) -> RunDir:
+        stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+        path = root / f"{stamp}-{secrets.token_hex(3)}"
+        path.mkdir(parents=True, exist_ok=False)
+        journal: dict[str, Any] = {
+            "schema": "skillopt-sleep-run/1",
+            "run_id": path.name,
+            "project": project,
+            "project_key": project_key,
+            "status": RunStatus.RUNNING.value,
+            "started_at": iso(now),
+            "ended_at": None,
+            "pid": os.getpid(),
+            "dry_run": dry_run,
+            "config": dict(config),
+            "config_hash": config_hash,
+            "stages": [],
+            "resumed": [],
+            "outcome": None,
+            "reason": "",
+            "failed_stage": "",
+            "versions": {},
+            "checkpoint": {},
+        }
+        run = cls(path, journal)
+        run.save()
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        try:
+            journal = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CorruptStateError(str(path / RUN_JSON), f"unreadable run journal: {exc}") from exc
+        if not isinstance(journal, dict):
+            raise CorruptStateError(str(path / RUN_JSON), "run journal is not an object")
+        return cls(path, journal)
+
+    @staticmethod
+    def list_runs(root: Path) -> list[Path]:
+        """Run directories under ``root``, oldest first (names sort by UTC stamp)."""
+        if not root.is_dir():
+            return []
+        return sorted(p for p in root.iterdir() if p.is_dir() and (p / RUN_JSON).is_file())
+
+    # -- journal ----------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return str(self.journal["run_id"])
+
+    @property
+    def status(self) -> RunStatus:
+        return RunStatus(self.journal["status"])
+
+    def save(self) -> None:
+        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal))
+
+    def stage_done(self, name: str) -> bool:
+        return any(s["name"] == name and s["status"] == "done" for s in self.journal["stages"])
+
+    def begin_stage(self, name: str, now: datetime) -> None:
+        self.journal["stages"] = [s for s in self.journal["stages"] if s["name"] != name]
+        self.journal["stages"].append(
+            {"name": name, "status": "running", "started_at": iso(now), "seconds": None}
+        )
+        self.save()
+
+    def end_stage(self, name: str, now: datetime, *, status: str = "done", **extra: Any) -> None:
+        for stage in self.journal["stages"]:
+            if stage["name"] == name:
+                started = datetime.fromisoformat(stage["started_at"].replace("Z", "+00:00"))
+                stage.update(
+                    status=status,
+                    ended_at=iso(now),
+                    seconds=round((now - started).total_seconds(), 3),
+                    **extra,
+                )
+        self.save()
+
+    def checkpoint(self, key: str, value: Any) -> None:
+        self.journal["checkpoint"][key] = value
+        self.save()
+
+    def finish(
+        self,
+        status: RunStatus,
+        now: datetime,
+        *,
+        outcome: str,
+        reason: str = "",
+        failed_stage: str = "",
+    ) -> None:
+        self.journal.update(
+            status=status.value,
+            ended_at=iso(now),
+            outcome=outcome,
+            reason=sanitize(reason),
+            failed_stage=failed_stage,
+        )
+        self.save()
+
+    def mark_resumed(self, now: datetime, *, pid: int) -> None:
+        self.journal["resumed"].append({"at": iso(now), "previous_pid": self.journal.get("pid")})
+        self.journal["pid"] = pid
+        self.journal["status"] = RunStatus.RUNNING.value
+        sweep_temp_files(self.path)
+        self.save()
+
+    # -- stage outputs ----------------------------------------------------------
+
+    def write_tasks(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        text = "".join(
+            json.dumps(redact_obj(dict(r)), sort_keys=True, ensure_ascii=False) + "\n" for r in rows
+        )
+        atomic_write_text(self.path / TASKS, text)
+
+    def read_tasks(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in read_jsonl(self.path / TASKS)]
+
+    def append_rollouts(self, rows: list[Mapping[str, Any]]) -> None:
+        append_jsonl(self.path / ROLLOUTS, [redact_obj(dict(r)) for r in rows])
+
+    def read_rollouts(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in read_jsonl(self.path / ROLLOUTS)]
+
+    def append_evidence(self, rows: list[Mapping[str, Any]]) -> None:
+        append_jsonl(self.path / EVIDENCE, [redact_obj(dict(r)) for r in rows])
+
+    def write_json(self, name: str, data: Any) -> None:
+        atomic_write_json(self.path / name, redact_obj(data))
+
+    def write_text(self, name: str, text: str) -> None:
+        atomic_write_text(self.path / name, sanitize(text))

@@ -1,0 +1,540 @@
+"""Skill documents: protected regions and bounded text edits.
+
+A skill document is plain Markdown. Three kinds of region are fenced by HTML-comment
+markers and owned by skillopt:
+
+* ``Region.LEARNED`` -- bullets learned by nights; the only place night edits write.
+* ``Region.APPENDIX`` -- execution-notes reminders (trainer); appended, never edited.
+* ``Region.SLOW_UPDATE`` -- epoch-level guidance (trainer); replaced whole, kept last.
+
+Regions keep the order LEARNED < APPENDIX < SLOW_UPDATE at the end of the document.
+
+Public API::
+
+    content_hash(text) -> str                                  # sha256 hex of UTF-8
+    normalise(text) -> str                                     # casefold + collapse spaces
+    near_duplicate_key(text) -> str                            # normalise + trailing punct
+    region_spans(text, region) -> list[tuple[int, int]]
+    extract_region(text, region) -> str | None                 # stripped inner text
+    strip_region(text, region) -> str                          # remove all (and orphans)
+    inject_region(text, region, body) -> str                   # exactly one, canonical place
+    learned_bullets(text) -> tuple[str, ...]
+    append_notes(text, notes) -> str                           # appendix, dedup collapse
+    appendix_notes(text) -> tuple[str, ...]
+    set_slow_update(text, guidance) / inject_empty_slow_update(text) / extract_slow_update(text)
+    strip_protected(text) -> str                               # body without any region
+    apply_edits(text, edits, *, mode=EditMode.PATCH) -> EditApplication
+    ensure_skill_scaffold(text, name, description) -> str
+
+``apply_edits`` never changes a byte outside the span an edit targets: each applied edit
+is one contiguous replacement (an insertion, a substitution or a removal). In
+``EditMode.PATCH`` (trainer) the span is in the body, never inside a region; in
+``EditMode.LEARNED`` (night) the span is inside the learned block, which is created at
+the end of the document when missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from skillopt.types import EditOp, EditRecord
+
+__all__ = [
+    "EditApplication",
+    "EditMode",
+    "EditOutcome",
+    "EditStatus",
+    "Region",
+    "append_notes",
+    "appendix_notes",
+    "apply_edits",
+    "content_hash",
+    "ensure_skill_scaffold",
+    "extract_region",
+    "extract_slow_update",
+    "inject_empty_slow_update",
+    "inject_region",
+    "learned_bullets",
+    "near_duplicate_key",
+    "normalise",
+    "region_spans",
+    "set_slow_update",
+    "strip_protected",
+    "strip_region",
+]
+
+
+class Region(StrEnum):
+    LEARNED = "LEARNED"
+    APPENDIX = "APPENDIX"
+    SLOW_UPDATE = "SLOW-UPDATE"
+
+    @property
+    def start(self) -> str:
+        return f"<!-- SKILLOPT:{self.value} START -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- SKILLOPT:{self.value} END -->"
+
+
+_ORDER = (Region.LEARNED, Region.APPENDIX, Region.SLOW_UPDATE)
+_MARKER_RE = re.compile(r"<!--\s*SKILLOPT:(?:LEARNED|APPENDIX|SLOW-UPDATE)\s+(?:START|END)\s*-->")
+
+LEARNED_HEADING = "## Learned preferences & procedures"
+LEARNED_BANNER = (
+    "_Kept by skillopt: each line here passed a validation gate. Edit freely outside this block._"
+)
+APPENDIX_HEADING = "## Execution notes"
+
+
+class EditMode(StrEnum):
+    PATCH = "patch"  # trainer: edit the body, never a region
+    LEARNED = "learned"  # night: edit only bullets of the learned block
+
+
+class EditStatus(StrEnum):
+    APPLIED = "applied"
+    UNMATCHED = "unmatched"  # nothing to act on (duplicate, anchor not found, unknown op)
+    SKIPPED = "skipped"  # refused (aimed at a protected region)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditOutcome:
+    """What happened to one edit. ``reason`` is a short stable label."""
+
+    index: int  # 0-based position in the input
+    edit: EditRecord
+    status: EditStatus
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditApplication:
+    text: str
+    outcomes: tuple[EditOutcome, ...]
+
+    def _with(self, status: EditStatus) -> tuple[EditRecord, ...]:
+        return tuple(o.edit for o in self.outcomes if o.status is status)
+
+    @property
+    def applied(self) -> tuple[EditRecord, ...]:
+        return self._with(EditStatus.APPLIED)
+
+    @property
+    def unmatched(self) -> tuple[EditRecord, ...]:
+        return self._with(EditStatus.UNMATCHED)
+
+    @property
+    def skipped(self) -> tuple[EditRecord, ...]:
+        return self._with(EditStatus.SKIPPED)
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_WS = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    return _WS.sub(" ", text).strip().casefold()
+
+
+def near_duplicate_key(text: str) -> str:
+    """Key under which two notes count as the same (case, spacing, end punctuation)."""
+    return normalise(text).rstrip(" .!?;:,")
+
+
+def _clean_content(text: str) -> str:
+    """Edit content never carries region markers (it could forge a region)."""
+    return _MARKER_RE.sub("", text).strip()
+
+
+# --------------------------------------------------------------------------- regions
+
+
+def region_spans(text: str, region: Region) -> list[tuple[int, int]]:
+    """Spans ``[start, end)`` of complete regions, from start marker through end marker."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        s = text.find(region.start, pos)
+        if s < 0:
+            return spans
+        e = text.find(region.end, s + len(region.start))
+        if e < 0:
+            return spans
+        e += len(region.end)
+        spans.append((s, e))
+        pos = e
+
+
+def _all_spans(text: str) -> list[tuple[int, int]]:
+    return sorted(span for region in _ORDER for span in region_spans(text, region))
+
+
+def _inside(spans: Iterable[tuple[int, int]], start: int, end: int) -> bool:
+    """True when ``[start, end)`` touches a region (a point counts if strictly inside)."""
+    for s, e in spans:
+        if start == end:
+            if s < start < e:
+                return True
+        elif start < e and s < end:
+            return True
+    return False
+
+
+def extract_region(text: str, region: Region) -> str | None:
+    """Inner text of the first complete region, stripped; ``None`` when there is none."""
+    spans = region_spans(text, region)
+    if not spans:
+        return None
+    s, e = spans[0]
+    return text[s + len(region.start) : e - len(region.end)].strip()
+
+
+def _collapse_joint(text: str, at: int) -> str:
+    """Reduce a run of blank lines around ``at`` (where text was removed) to one."""
+    lo = at
+    while lo > 0 and text[lo - 1] in " \t\n":
+        lo -= 1
+    hi = at
+    while hi < len(text) and text[hi] in " \t\n":
+        hi += 1
+    gap = text[lo:hi]
+    if gap.count("\n") <= 2:
+        return text
+    joint = "" if lo == 0 else "\n\n"
+    return text[:lo] + joint + text[hi:]
+
+
+def strip_region(text: str, region: Region) -> str:
+    """Remove every region of this kind and any orphan marker of it."""
+    for s, e in reversed(region_spans(text, region)):
+        text = _collapse_joint(text[:s] + text[e:], s)
+    for marker in (region.start, region.end):
+        while (i := text.find(marker)) >= 0:
+            text = _collapse_joint(text[:i] + text[i + len(marker) :], i)
+    if text.strip() == "":
+        return ""
+    return text.rstrip() + "\n"
+
+
+def _canonical_position(text: str, region: Region) -> int:
+    """Where a new region goes: the end, but before any region that must follow it."""
+    later = _ORDER[_ORDER.index(region) + 1 :]
+    starts = [s for r in later for s, _ in region_spans(text, r)]
+    return min(starts) if starts else len(text)
+
+
+def _insert_block(text: str, pos: int, block: str) -> str:
+    """Insert ``block`` at ``pos`` as its own paragraph, touching nothing else."""
+    head, tail = text[:pos], text[pos:]
+    if not head or head.endswith("\n\n"):
+        lead = ""
+    elif head.endswith("\n"):
+        lead = "\n"
+    else:
+        lead = "\n\n"
+    trail = "\n\n" if tail else "\n"
+    return head + lead + block + trail + tail
+
+
+def inject_region(text: str, region: Region, body: str) -> str:
+    """Replace every region of this kind by exactly one holding ``body``."""
+    text = strip_region(text, region)
+    inner = _clean_content(body)
+    block = f"{region.start}\n{inner}\n{region.end}" if inner else f"{region.start}\n{region.end}"
+    return _insert_block(text, _canonical_position(text, region), block)
+
+
+def strip_protected(text: str) -> str:
+    """The hand-written body: every region removed."""
+    for region in _ORDER:
+        text = strip_region(text, region)
+    return text
+
+
+# --------------------------------------------------------------------------- slow update
+
+
+def set_slow_update(text: str, guidance: str) -> str:
+    """Exactly one slow-update region, at the very end, holding ``guidance``."""
+    return inject_region(text, Region.SLOW_UPDATE, guidance)
+
+
+def inject_empty_slow_update(text: str) -> str:
+    """Add an empty slow-update region if there is none (idempotent)."""
+    if region_spans(text, Region.SLOW_UPDATE):
+        return text
+    return set_slow_update(text, "")
+
+
+def extract_slow_update(text: str) -> str:
+    return extract_region(text, Region.SLOW_UPDATE) or ""
+
+
+# --------------------------------------------------------------------------- appendix
+
+
+def _bullets_of(inner: str) -> list[str]:
+    out = []
+    for line in inner.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("- ", "* ")):
+            out.append(stripped[2:].strip())
+    return out
+
+
+def appendix_notes(text: str) -> tuple[str, ...]:
+    inner = extract_region(text, Region.APPENDIX)
+    return tuple(_bullets_of(inner)) if inner else ()
+
+
+def append_notes(text: str, notes: Sequence[str]) -> str:
+    """Add notes to the appendix, collapsing near-duplicates, first-seen order kept."""
+    merged: list[str] = []
+    seen: set[str] = set()
+    for note in (*appendix_notes(text), *notes):
+        one_line = _WS.sub(" ", _clean_content(note)).strip()
+        key = near_duplicate_key(one_line)
+        if key and key not in seen:
+            seen.add(key)
+            merged.append(one_line)
+    if not merged:
+        return text
+    body = APPENDIX_HEADING + "\n\n" + "\n".join(f"- {n}" for n in merged)
+    return inject_region(text, Region.APPENDIX, body)
+
+
+# --------------------------------------------------------------------------- learned block
+
+
+def learned_bullets(text: str) -> tuple[str, ...]:
+    inner = extract_region(text, Region.LEARNED)
+    return tuple(_bullets_of(inner)) if inner else ()
+
+
+def _ensure_learned_block(text: str) -> str:
+    if region_spans(text, Region.LEARNED):
+        return text
+    block = f"{Region.LEARNED.start}\n{LEARNED_HEADING}\n\n{LEARNED_BANNER}\n{Region.LEARNED.end}"
+    return _insert_block(text, _canonical_position(text, Region.LEARNED), block)
+
+
+@dataclass(slots=True)
+class _Line:
+    start: int  # absolute offset of the line
+    end: int  # absolute offset just past its newline
+    bullet: str | None  # bullet text, or None for a non-bullet line
+
+
+def _learned_lines(text: str) -> tuple[int, int, list[_Line]]:
+    """Inner span of the first learned block and its lines (absolute offsets)."""
+    s, e = region_spans(text, Region.LEARNED)[0]
+    inner_start = s + len(Region.LEARNED.start)
+    inner_end = e - len(Region.LEARNED.end)
+    if text.startswith("\n", inner_start):
+        inner_start += 1
+    lines: list[_Line] = []
+    pos = inner_start
+    while pos < inner_end:
+        nl = text.find("\n", pos, inner_end)
+        stop = inner_end if nl < 0 else nl + 1
+        raw = text[pos:stop].strip()
+        bullet = raw[2:].strip() if raw.startswith(("- ", "* ")) else None
+        lines.append(_Line(pos, stop, bullet))
+        pos = stop
+    return inner_start, inner_end, lines
+
+
+def _learned_insert(text: str, after: _Line | None, content: str) -> str:
+    inner_start, inner_end, lines = _learned_lines(text)
+    if after is None:
+        bullets = [ln for ln in lines if ln.bullet is not None]
+        if bullets:
+            after = bullets[-1]
+    if after is not None:
+        at = after.end
+        prefix = "" if text[at - 1] == "\n" else "\n"
+    else:
+        at = inner_end
+        before = text[inner_start:inner_end]
+        prefix = "" if not before or before.endswith("\n\n") else "\n"
+        if before and not before.endswith("\n"):
+            prefix = "\n\n"
+    return text[:at] + prefix + f"- {content}\n" + text[at:]
+
+
+def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus, str]:
+    content = _WS.sub(" ", _clean_content(edit.content)).strip()
+    anchor = normalise(_clean_content(edit.anchor))
+    if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
+        if not content:
+            return text, EditStatus.UNMATCHED, "empty_content"
+        text = _ensure_learned_block(text)
+        keys = {near_duplicate_key(b) for b in learned_bullets(text)}
+        if near_duplicate_key(content) in keys:
+            return text, EditStatus.UNMATCHED, "duplicate"
+        after: _Line | None = None
+        reason = "applied_append"
+        if op == EditOp.INSERT_AFTER:
+            _, _, lines = _learned_lines(text)
+            hits = [
+                ln
+                for ln in lines
+                if ln.bullet is not None and anchor and anchor in normalise(ln.bullet)
+            ]
+            if hits:
+                after, reason = hits[0], "applied_insert_after"
+            else:
+                reason = "applied_insert_after_fallback_append"
+        return _learned_insert(text, after, content), EditStatus.APPLIED, reason
+    if op in (EditOp.DELETE, EditOp.REPLACE):
+        needle = anchor or (normalise(_clean_content(edit.content)) if op == EditOp.DELETE else "")
+        if not needle:
+            return text, EditStatus.UNMATCHED, "missing_anchor"
+        if op == EditOp.REPLACE and not content:
+            return text, EditStatus.UNMATCHED, "empty_content"
+        if not region_spans(text, Region.LEARNED):
+            return text, EditStatus.UNMATCHED, "anchor_not_found"
+        _, _, lines = _learned_lines(text)
+        hits = [ln for ln in lines if ln.bullet is not None and needle in normalise(ln.bullet)]
+        if not hits:
+            return text, EditStatus.UNMATCHED, "anchor_not_found"
+        # One contiguous span: from the first matching line to the last one.
+        lo, hi = hits[0].start, hits[-1].end
+        pieces = []
+        for ln in lines:
+            if ln.start < lo or ln.end > hi:
+                continue
+            if ln in hits:
+                if op == EditOp.REPLACE:
+                    pieces.append(f"- {content}\n")
+            else:
+                pieces.append(text[ln.start : ln.end])
+        new_text = text[:lo] + "".join(pieces) + text[hi:]
+        if new_text == text:
+            return text, EditStatus.UNMATCHED, "no_change"
+        return new_text, EditStatus.APPLIED, f"applied_{op}"
+    return text, EditStatus.UNMATCHED, "unknown_op"
+
+
+# --------------------------------------------------------------------------- patch mode
+
+
+def _append_point(text: str) -> int:
+    spans = _all_spans(text)
+    return spans[0][0] if spans else len(text)
+
+
+def _apply_patch(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus, str]:
+    content = _clean_content(edit.content)
+    anchor = edit.anchor if edit.anchor.strip() else ""  # verbatim, as proposed
+    spans = _all_spans(text)
+    hit = text.find(anchor) if anchor else -1
+    if hit >= 0 and _inside(spans, hit, hit + len(anchor)):
+        return text, EditStatus.SKIPPED, "protected_region"
+    if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
+        if not content:
+            return text, EditStatus.UNMATCHED, "empty_content"
+        if near_duplicate_key(content) in normalise(strip_protected(text)):
+            return text, EditStatus.UNMATCHED, "duplicate"
+        if op == EditOp.INSERT_AFTER and hit >= 0:
+            nl = text.find("\n", hit + len(anchor))
+            at = len(text) if nl < 0 else nl
+            if _inside(spans, at, at):
+                return text, EditStatus.SKIPPED, "protected_region"
+            return (
+                text[:at] + "\n" + content + text[at:],
+                EditStatus.APPLIED,
+                "applied_insert_after",
+            )
+        at = _append_point(text)
+        reason = "applied_append" if at == len(text) else "applied_append_before_protected_region"
+        if op == EditOp.INSERT_AFTER:
+            reason = reason.replace("applied_", "applied_insert_after_fallback_")
+        return _insert_block(text, at, content), EditStatus.APPLIED, reason
+    if op in (EditOp.REPLACE, EditOp.DELETE):
+        if not anchor:
+            return text, EditStatus.UNMATCHED, "missing_anchor"
+        if hit < 0:
+            return text, EditStatus.UNMATCHED, "anchor_not_found"
+        start, end = hit, hit + len(anchor)
+        if op == EditOp.DELETE:
+            line_start = text.rfind("\n", 0, start) + 1
+            line_end = text.find("\n", end)
+            line_end = len(text) if line_end < 0 else line_end
+            if not text[line_start:start].strip() and not text[end:line_end].strip():
+                # The anchor is a whole line: remove the line with its newline.
+                start, end = line_start, min(line_end + 1, len(text))
+            return text[:start] + text[end:], EditStatus.APPLIED, "applied_delete"
+        return text[:start] + content + text[end:], EditStatus.APPLIED, "applied_replace"
+    return text, EditStatus.UNMATCHED, "unknown_op"
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _canonical_op(op: str) -> str:
+    op = op.strip().lower()
+    return EditOp.APPEND.value if op == EditOp.ADD.value else op
+
+
+def apply_edits(
+    text: str, edits: Sequence[EditRecord], *, mode: EditMode = EditMode.PATCH
+) -> EditApplication:
+    """Apply ``edits`` in order to the evolving text; report each edit's outcome."""
+    outcomes: list[EditOutcome] = []
+    for index, edit in enumerate(edits):
+        op = _canonical_op(edit.op)
+        if mode is EditMode.LEARNED:
+            new_text, status, reason = _apply_learned(text, op, edit)
+        else:
+            new_text, status, reason = _apply_patch(text, op, edit)
+        if status is EditStatus.APPLIED:
+            text = new_text
+        outcomes.append(EditOutcome(index=index, edit=edit, status=status, reason=reason))
+    return EditApplication(text=text, outcomes=tuple(outcomes))
+
+
+# --------------------------------------------------------------------------- scaffold
+
+
+def _front_matter(text: str) -> tuple[int, int] | None:
+    """Span of the YAML front matter body (between the ``---`` fences), if any."""
+    if not text.startswith("---\n"):
+        return None
+    close = text.find("\n---", 3)
+    if close < 0:
+        return None
+    after = close + len("\n---")
+    if after < len(text) and text[after] != "\n":
+        return None
+    return 4, close + 1
+
+
+def ensure_skill_scaffold(text: str, name: str, description: str) -> str:
+    """Give a skill document front matter with ``name`` and ``description`` if missing.
+
+    Existing keys and the body are left as they are; only missing keys are added.
+    """
+    name_line = f"name: {_WS.sub(' ', name).strip()}\n"
+    desc_line = f"description: {_WS.sub(' ', description).strip()}\n"
+    fm = _front_matter(text)
+    if fm is None:
+        body = text if text.strip() else f"# {name.strip()}\n"
+        return f"---\n{name_line}{desc_line}---\n\n{body}"
+    start, end = fm
+    block = text[start:end]
+    keys = {line.split(":", 1)[0].strip() for line in block.splitlines() if ":" in line}
+    missing = ("" if "name" in keys else name_line) + ("" if "description" in keys else desc_line)
+    return text[:end] + missing + text[end:]

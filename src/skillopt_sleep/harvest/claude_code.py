@@ -1,0 +1,85 @@
+"""Claude Code transcripts: ``<claude_home>/projects/<slug>/<session>.jsonl``.
+
+Each line is one event: ``type`` user/assistant (with ``message.role`` and
+``message.content`` as a string or a list of blocks), plus ``timestamp``, ``cwd``,
+``gitBranch`` and ``sessionId``. Sub-agent transcripts (``subagents/`` directories,
+``agent-*.jsonl`` files, ``isSidechain`` lines) and ``isMeta`` lines are not the user's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
+from skillopt_sleep.harvest.digest import SourceKind
+from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, iter_json_objects
+
+
+def session_files(claude_home: Path) -> Iterator[Path]:
+    root = claude_home / "projects"
+    if not root.is_dir():
+        return
+    for path in root.rglob("*.jsonl"):
+        if "subagents" in path.relative_to(root).parts[:-1] or path.name.startswith("agent-"):
+            continue
+        if path.is_file():
+            yield path
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _on_assistant(builder: SessionBuilder, blocks: list[dict[str, Any]]) -> None:
+    texts: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use" and isinstance(block.get("name"), str):
+            builder.add_tool(block["name"])
+            tool_input = block.get("input")
+            if block["name"] == "Skill" and isinstance(tool_input, dict):
+                skill = tool_input.get("skill")
+                if isinstance(skill, str):
+                    builder.add_skill(skill)
+    if texts:
+        builder.add_assistant_text("\n".join(texts))
+
+
+def read_session(
+    path: Path,
+    tally: LineTally,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    self_markers: tuple[str, ...] = (SELF_MARKER,),
+) -> SessionBuilder:
+    builder = SessionBuilder(source=SourceKind.CLAUDE_CODE, path=path, self_markers=self_markers)
+    for record in iter_json_objects(path, tally, max_line_bytes=max_line_bytes):
+        if record.get("isSidechain") is True:
+            continue
+        builder.saw_time(record.get("timestamp"))
+        if not builder.session_id and isinstance(record.get("sessionId"), str):
+            builder.session_id = record["sessionId"]
+        if not builder.cwd and isinstance(record.get("cwd"), str):
+            builder.cwd = record["cwd"]
+        if not builder.git_branch and isinstance(record.get("gitBranch"), str):
+            builder.git_branch = record["gitBranch"]
+        message = record.get("message")
+        if record.get("isMeta") is True or not isinstance(message, dict):
+            continue
+        role = message.get("role") or record.get("type")
+        blocks = _blocks(message.get("content"))
+        if role == "user":
+            for block in blocks:
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    builder.add_user_text(block["text"])
+        elif role == "assistant":
+            _on_assistant(builder, blocks)
+    return builder

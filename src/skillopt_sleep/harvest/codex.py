@@ -1,0 +1,137 @@
+"""Codex CLI rollouts: ``<codex_home>/sessions/YYYY/MM/DD/rollout-*.jsonl`` and
+``<codex_home>/archived_sessions/*.jsonl``.
+
+Current rollouts wrap every line as ``{"timestamp", "type", "payload"}`` with types
+``session_meta`` (id, cwd, git), ``turn_context`` (cwd), ``event_msg`` (``user_message`` /
+``agent_message``) and ``response_item`` (``message`` with input/output text blocks,
+``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``, ...).
+Older rollouts put the response items directly on the line. The user's words appear
+twice (event and response item); the event stream is preferred when present because the
+response stream also carries injected context (environment, AGENTS.md).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillopt_sleep.harvest.common import MAX_FINALS, SELF_MARKER, SessionBuilder
+from skillopt_sleep.harvest.digest import SourceKind
+from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, iter_json_objects
+
+_MAX_RAW_MESSAGES = 200
+_MAX_RAW_CHARS = 16_000
+_TOOL_ITEMS = {
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search",
+    "tool_search_call": "tool_search",
+}
+
+
+def session_files(codex_home: Path) -> Iterator[Path]:
+    for sub in ("sessions", "archived_sessions"):
+        root = codex_home / sub
+        if root.is_dir():
+            yield from (p for p in root.rglob("*.jsonl") if p.is_file())
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One copy of the conversation (events or response items), bounded."""
+
+    users: list[str] = field(default_factory=list)
+    assistants: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_FINALS))
+    n_assistants: int = 0
+
+    def user(self, text: str) -> None:
+        if len(self.users) < _MAX_RAW_MESSAGES:
+            self.users.append(text[:_MAX_RAW_CHARS])
+
+    def assistant(self, text: str) -> None:
+        self.n_assistants += 1
+        self.assistants.append(text[:_MAX_RAW_CHARS])
+
+
+def _block_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = [
+        b["text"]
+        for b in content
+        if isinstance(b, dict)
+        and b.get("type") in ("input_text", "output_text", "text")
+        and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(parts)
+
+
+def _on_item(builder: SessionBuilder, item: dict[str, Any], responses: _Stream) -> None:
+    kind = item.get("type")
+    if kind == "message":
+        text = _block_text(item.get("content"))
+        if item.get("role") == "user" and text:
+            responses.user(text)
+        elif item.get("role") == "assistant" and text:
+            responses.assistant(text)
+    elif kind in ("function_call", "custom_tool_call") and isinstance(item.get("name"), str):
+        builder.add_tool(item["name"])
+    elif isinstance(kind, str) and kind in _TOOL_ITEMS:
+        builder.add_tool(_TOOL_ITEMS[kind])
+
+
+def _on_meta(builder: SessionBuilder, payload: dict[str, Any]) -> None:
+    if not builder.session_id and isinstance(payload.get("id"), str):
+        builder.session_id = payload["id"]
+    if not builder.cwd and isinstance(payload.get("cwd"), str):
+        builder.cwd = payload["cwd"]
+    git = payload.get("git")
+    if not builder.git_branch and isinstance(git, dict) and isinstance(git.get("branch"), str):
+        builder.git_branch = git["branch"]
+
+
+def read_session(
+    path: Path,
+    tally: LineTally,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    self_markers: tuple[str, ...] = (SELF_MARKER,),
+) -> SessionBuilder:
+    builder = SessionBuilder(source=SourceKind.CODEX, path=path, self_markers=self_markers)
+    events, responses = _Stream(), _Stream()
+    for record in iter_json_objects(path, tally, max_line_bytes=max_line_bytes):
+        builder.saw_time(record.get("timestamp"))
+        payload = record.get("payload")
+        if not isinstance(payload, dict):
+            if "id" in record and "instructions" in record:  # legacy first line
+                _on_meta(builder, record)
+            else:
+                _on_item(builder, record, responses)
+            continue
+        builder.saw_time(payload.get("timestamp"))
+        kind = record.get("type")
+        if kind == "session_meta":
+            _on_meta(builder, payload)
+        elif kind == "turn_context":
+            if not builder.cwd and isinstance(payload.get("cwd"), str):
+                builder.cwd = payload["cwd"]
+        elif kind == "event_msg":
+            message = payload.get("message")
+            if payload.get("type") == "user_message" and isinstance(message, str):
+                events.user(message)
+            elif payload.get("type") == "agent_message" and isinstance(message, str):
+                events.assistant(message)
+        elif kind == "response_item":
+            _on_item(builder, payload, responses)
+    users = events.users or responses.users
+    assistants = events if events.n_assistants else responses
+    for text in users:
+        builder.add_user_text(text)
+    for text in assistants.assistants:
+        builder.add_assistant_text(text)
+    builder.n_assistant = assistants.n_assistants
+    return builder

@@ -1,0 +1,546 @@
+"""The long-running ``skillopt-sleep daemon``: one asyncio process, one cron job per project.
+
+APScheduler 3 is used only here, and only as a clock: each job's fire merely hands a
+:class:`NightRequest` to our own task group, where nights run under structured
+concurrency (a :class:`anyio.CapacityLimiter` bounds overlapping nights of different
+projects; a per-project guard plus the project lock make one night per project at a time).
+
+Lifecycle:
+- start: take the daemon lock (one daemon per state dir), schedule jobs, then catch up a
+  night missed while the daemon was down (at most one per project).
+- SIGTERM/SIGINT: no new nights; in-flight nights get ``shutdown_grace_seconds`` to finish,
+  then are cancelled (their own finalizers mark the run aborted and resumable). A second
+  signal cancels at once. SIGHUP reloads the config; a bad config keeps the old one.
+
+A night counts as "done" for catch-up when it completed or failed; an aborted night is
+caught up (resumed) at the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from apscheduler.events import (
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobEvent,
+    JobSubmissionEvent,
+)
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from tzlocal import get_localzone
+
+from skillopt.atomicio import atomic_write_json
+from skillopt.errors import ConfigError, CorruptStateError, LockHeldError, SkillOptError
+from skillopt.logging import get_logger
+from skillopt.redact import sanitize
+from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.lock import (
+    LockHolder,
+    daemon_lock,
+    daemon_lock_path,
+    lock_is_held,
+    project_lock,
+)
+from skillopt_sleep.lock import project_key as _project_key
+
+log = get_logger(__name__)
+
+STATE_FILE = "daemon-state.json"
+STATE_VERSION = 1
+EXIT_OK = 0
+EXIT_INTERRUPTED = 130
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(ZoneInfo("UTC"))
+
+
+class WakeReason(StrEnum):
+    SCHEDULED = "scheduled"
+    CATCH_UP = "catch_up"
+
+
+class NightStatus(StrEnum):
+    COMPLETE = "complete"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    LOCKED = "locked"  # another process (``once``, a timer) holds the project lock
+    SKIPPED = "skipped"  # the daemon was stopping before the night could start
+
+
+_COUNTS_AS_DONE = frozenset({NightStatus.COMPLETE, NightStatus.FAILED})
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightRequest:
+    project: ProjectSchedule
+    key: str
+    reason: WakeReason
+    scheduled_for: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightSummary:
+    """What a night runner reports back; one log line per night is built from it."""
+
+    status: NightStatus
+    calls: int = 0
+    tokens: int = 0
+    run_dir: Path | None = None
+    detail: str = ""
+
+
+NightRunner = Callable[[NightRequest], Awaitable[NightSummary]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonConfig:
+    """Everything the daemon needs from one (re)load of the configuration."""
+
+    settings: DaemonSettings
+    state_dir: Path
+    runner: NightRunner
+    last_night_at: Callable[[Path], datetime | None] | None = None
+    """Optional: when the project's last finished night started, from the night's own
+    state (so a night run by hand also counts for catch-up)."""
+
+
+ConfigLoader = Callable[[], DaemonConfig]
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+def _zone(settings: DaemonSettings) -> Any:
+    return ZoneInfo(settings.timezone) if settings.timezone else get_localzone()
+
+
+def build_trigger(
+    settings: DaemonSettings, project: ProjectSchedule, *, jitter: bool = True
+) -> CronTrigger:
+    """The CronTrigger of one project; a bad cron field becomes a ConfigError."""
+    spec = settings.schedule_for(project)
+    try:
+        return CronTrigger(
+            second=spec.second,
+            minute=spec.minute,
+            hour=spec.hour,
+            day=spec.day,
+            month=spec.month,
+            day_of_week=spec.day_of_week,
+            timezone=_zone(settings),
+            jitter=(settings.jitter_seconds or None) if jitter else None,
+        )
+    except ValueError as exc:
+        index = settings.projects.index(project) if project in settings.projects else None
+        key = f"daemon.projects.{index}" if index is not None else "daemon"
+        raise ConfigError(f"invalid schedule ({spec.describe()}): {exc}", key=key) from exc
+
+
+def next_fire_after(trigger: CronTrigger, instant: datetime) -> datetime | None:
+    """First fire time strictly after ``instant`` (jitter ignored)."""
+    fire: datetime | None = trigger.get_next_fire_time(None, instant + timedelta(microseconds=1))
+    return fire
+
+
+def next_wake_times(
+    settings: DaemonSettings, *, now: datetime | None = None
+) -> dict[Path, datetime]:
+    """Next scheduled night per enabled project (before jitter), for ``status``."""
+    current = now or utc_now()
+    out: dict[Path, datetime] = {}
+    for project in settings.enabled_projects():
+        fire = next_fire_after(build_trigger(settings, project, jitter=False), current)
+        if fire is not None:
+            out[project.path] = fire
+    return out
+
+
+def daemon_holder(state_dir: Path) -> LockHolder | None:
+    """The running daemon for this state dir, if any (for ``status``)."""
+    return lock_is_held(daemon_lock_path(state_dir))
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectRecord:
+    path: str
+    first_seen: str
+    last_fire: str | None = None
+    last_night_started: str | None = None
+    last_night_finished: str | None = None
+    last_outcome: str | None = None
+
+
+@dataclass(kw_only=True)
+class DaemonState:
+    """``<state_dir>/daemon-state.json``: what catch-up needs to survive restarts."""
+
+    path: Path
+    projects: dict[str, ProjectRecord] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> DaemonState:
+        path = Path(state_dir) / STATE_FILE
+        if not path.exists():
+            return cls(path=path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") != STATE_VERSION:
+                raise ValueError(f"unknown version {data.get('version')!r}")
+            projects = {k: ProjectRecord(**v) for k, v in data["projects"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptStateError(str(path), f"cannot read daemon state: {exc}") from exc
+        return cls(path=path, projects=projects)
+
+    @classmethod
+    def load_or_reset(cls, state_dir: Path) -> DaemonState:
+        """Like :meth:`load`, but a corrupt file is moved aside (loudly) so the daemon runs."""
+        try:
+            return cls.load(state_dir)
+        except CorruptStateError as exc:
+            path = Path(state_dir) / STATE_FILE
+            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+            path.replace(aside)
+            log.error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
+            return cls(path=path)
+
+    def save(self) -> None:
+        atomic_write_json(
+            self.path,
+            {
+                "version": STATE_VERSION,
+                "projects": {k: vars(v) for k, v in sorted(self.projects.items())},
+            },
+        )
+
+    def update(self, key: str, **changes: str | None) -> None:
+        self.projects[key] = replace(self.projects[key], **changes)  # type: ignore[arg-type]
+        self.save()
+
+
+def read_daemon_state(state_dir: Path) -> dict[str, ProjectRecord]:
+    """Per-project last fire / night / outcome as the daemon recorded them."""
+    return DaemonState.load(state_dir).projects
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return instant.isoformat() if instant else None
+
+
+# --------------------------------------------------------------------------- daemon
+
+
+class Daemon:
+    """Runs scheduled nights until asked to stop. Build, then ``await daemon.run()``."""
+
+    def __init__(
+        self,
+        loader: ConfigLoader,
+        *,
+        clock: Clock = utc_now,
+        handle_signals: bool = False,
+    ) -> None:
+        self._loader = loader
+        self._clock = clock
+        self._handle_signals = handle_signals
+        self._stop = anyio.Event()
+        self._immediate = anyio.Event()
+        self.ready = anyio.Event()
+        self._stopping = False
+        self._running: set[str] = set()
+        self._aborted = 0
+        self._fired_at: dict[str, datetime] = {}
+        self._config: DaemonConfig | None = None
+        self._scheduler: Any = None
+        self._nights: TaskGroup | None = None
+        self._limiter = anyio.CapacityLimiter(1)
+        self._state: DaemonState | None = None
+        self._projects: dict[str, ProjectSchedule] = {}
+
+    # -- control (also used by signal handling) -------------------------------
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        self._stop.set()
+        if immediate:
+            self._immediate.set()
+
+    @property
+    def config(self) -> DaemonConfig:
+        if self._config is None:
+            raise RuntimeError("daemon not started")
+        return self._config
+
+    @property
+    def scheduler(self) -> Any:
+        """The underlying APScheduler instance (tests use it to simulate a suspended host)."""
+        return self._scheduler
+
+    def reload(self) -> bool:
+        """Re-read the config; on any problem keep the running one and log why."""
+        old = self.config
+        try:
+            new = self._loader()
+            if Path(new.state_dir) != Path(old.state_dir):
+                raise ConfigError("cannot change on reload; restart the daemon", key="state_dir")
+            jobs = self._jobs_for(new.settings)
+        except Exception as exc:  # a reload must never take the daemon down
+            log.error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
+            return False
+        self._config = new
+        self._limiter.total_tokens = new.settings.max_concurrent_nights
+        self._install_jobs(jobs)
+        log.info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
+        return True
+
+    # -- main loop ----------------------------------------------------------
+
+    async def run(self) -> int:
+        config = self._loader()
+        jobs = self._jobs_for(config.settings)
+        self._config = config
+        async with daemon_lock(config.state_dir):
+            self._state = DaemonState.load_or_reset(config.state_dir)
+            known = set(self._state.projects)
+            self._limiter.total_tokens = config.settings.max_concurrent_nights
+            async with anyio.create_task_group() as outer:
+                if self._handle_signals:
+                    await outer.start(self._watch_signals)
+                async with anyio.create_task_group() as nights:
+                    self._nights = nights
+                    self._start_scheduler(jobs)
+                    self._catch_up(known)
+                    self.ready.set()
+                    await self._stop.wait()
+                    self._stopping = True
+                    self._scheduler.shutdown(wait=False)
+                    grace = self.config.settings.shutdown_grace_seconds
+                    log.info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
+                    outer.start_soon(self._cancel_after_grace, nights, grace)
+                outer.cancel_scope.cancel()
+        log.info("daemon.stopped", aborted_nights=self._aborted)
+        return EXIT_INTERRUPTED if self._aborted else EXIT_OK
+
+    async def _watch_signals(self, *, task_status: TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if signum == signal.SIGHUP:
+                    log.info("daemon.signal", signal=name, action="reload")
+                    if not self._stopping:
+                        self.reload()
+                elif self._stop.is_set():
+                    log.warning("daemon.signal", signal=name, action="cancel now")
+                    self.request_stop(immediate=True)
+                else:
+                    log.info("daemon.signal", signal=name, action="stop")
+                    self.request_stop()
+
+    async def _cancel_after_grace(self, nights: TaskGroup, grace: float) -> None:
+        with anyio.move_on_after(grace):
+            await self._immediate.wait()
+        if self._running:
+            log.warning("daemon.cancelling_nights", projects=sorted(self._running))
+        nights.cancel_scope.cancel()
+
+    # -- scheduling ----------------------------------------------------------
+
+    def _jobs_for(self, settings: DaemonSettings) -> dict[str, tuple[ProjectSchedule, CronTrigger]]:
+        projects = settings.enabled_projects()
+        if not projects:
+            raise ConfigError("no enabled project to schedule", key="daemon.projects")
+        return {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
+
+    def _start_scheduler(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we log the events ourselves
+        settings = self.config.settings
+        self._scheduler = AsyncIOScheduler(
+            timezone=_zone(settings),
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": settings.misfire_grace_seconds,
+            },
+        )
+        self._scheduler.add_listener(
+            self._on_scheduler_event,
+            EVENT_JOB_SUBMITTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES,
+        )
+        self._scheduler.start()
+        self._install_jobs(jobs)
+        log.info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
+
+    def _install_jobs(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
+        self._scheduler.remove_all_jobs()
+        self._projects = {key: project for key, (project, _) in jobs.items()}
+        if self._state is not None:
+            now = self._clock().isoformat()
+            fresh = {
+                key: ProjectRecord(path=str(project.path), first_seen=now)
+                for key, project in self._projects.items()
+                if key not in self._state.projects
+            }
+            if fresh:
+                self._state.projects.update(fresh)
+                self._state.save()
+        settings = self.config.settings
+        for key, (project, trigger) in jobs.items():
+            self._scheduler.add_job(
+                self._on_fire,
+                trigger,
+                args=[key],
+                id=key,
+                name=str(project.path),
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=settings.misfire_grace_seconds,
+            )
+
+    def _next_wakes_log(self) -> dict[str, str]:
+        return {job.name: _iso(job.next_run_time) or "" for job in self._scheduler.get_jobs()}
+
+    def _on_scheduler_event(self, event: JobEvent) -> None:
+        if isinstance(event, JobSubmissionEvent) and event.code == EVENT_JOB_SUBMITTED:
+            self._fired_at[event.job_id] = event.scheduled_run_times[-1]
+        elif event.code == EVENT_JOB_MISSED:
+            log.warning(
+                "daemon.wake_missed",
+                key=event.job_id,
+                scheduled_for=_iso(event.scheduled_run_time),
+                reason="later than misfire_grace_seconds",
+            )
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
+
+    async def _on_fire(self, key: str) -> None:
+        """APScheduler job body: hand the night to our task group and return at once."""
+        self._dispatch(key, WakeReason.SCHEDULED, self._fired_at.pop(key, None))
+
+    def _catch_up(self, known: set[str]) -> None:
+        """Run (once) a night whose fire time passed since the last night or first sight."""
+        assert self._state is not None
+        now = self._clock()
+        config = self.config
+        if not config.settings.catch_up:
+            return
+        for key, project in self._projects.items():
+            record = self._state.projects.get(key)
+            if record is None or key not in known:
+                continue  # first time we see this project: nothing was missed
+            ref = datetime.fromisoformat(record.first_seen)
+            if record.last_night_started:
+                ref = max(ref, datetime.fromisoformat(record.last_night_started))
+            if config.last_night_at is not None:
+                external = config.last_night_at(project.path)
+                if external is not None:
+                    ref = max(ref, external)
+            trigger = build_trigger(config.settings, project, jitter=False)
+            missed = next_fire_after(trigger, ref)
+            if missed is not None and missed <= now:
+                log.info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
+                self._dispatch(key, WakeReason.CATCH_UP, missed)
+
+    # -- nights --------------------------------------------------------------
+
+    def _dispatch(self, key: str, reason: WakeReason, scheduled_for: datetime | None) -> None:
+        project = self._projects.get(key)
+        now = self._clock()
+        late = (now - scheduled_for).total_seconds() if scheduled_for else None
+        fields = {
+            "project": str(project.path) if project else key,
+            "reason": str(reason),
+            "scheduled_for": _iso(scheduled_for),
+            "late_s": round(late, 3) if late is not None else None,
+        }
+        if project is None or self._nights is None:
+            log.warning("daemon.wake", **fields, action="ignored", why="project not configured")
+            return
+        if self._stopping:
+            log.info("daemon.wake", **fields, action="ignored", why="daemon stopping")
+            return
+        if key in self._running:
+            log.warning("daemon.wake", **fields, action="skipped", why="night already running")
+            return
+        log.info("daemon.wake", **fields, action="night")
+        if scheduled_for is not None and self._state is not None and key in self._state.projects:
+            self._state.update(key, last_fire=scheduled_for.isoformat())
+        self._running.add(key)
+        request = NightRequest(project=project, key=key, reason=reason, scheduled_for=scheduled_for)
+        self._nights.start_soon(self._night, request, self.config, name=f"night {key}")
+
+    async def _night(self, request: NightRequest, config: DaemonConfig) -> None:
+        started = self._clock()
+        t0 = time.monotonic()
+        summary = NightSummary(status=NightStatus.ABORTED, detail="cancelled")
+        try:
+            summary = await self._guarded_night(request, config)
+        finally:
+            self._running.discard(request.key)
+            if summary.status is NightStatus.ABORTED:
+                self._aborted += 1
+            self._record(request, summary, started)
+            log.info(
+                "daemon.night",
+                project=str(request.project.path),
+                reason=str(request.reason),
+                outcome=str(summary.status),
+                duration_s=round(time.monotonic() - t0, 3),
+                calls=summary.calls,
+                tokens=summary.tokens,
+                run_dir=str(summary.run_dir) if summary.run_dir else None,
+                detail=sanitize(summary.detail)[:500],
+            )
+
+    async def _guarded_night(self, request: NightRequest, config: DaemonConfig) -> NightSummary:
+        async with self._limiter:
+            if self._stopping:
+                return NightSummary(status=NightStatus.SKIPPED, detail="daemon stopping")
+            lock = project_lock(
+                config.state_dir, request.project.path, command=f"daemon night ({request.reason})"
+            )
+            try:
+                async with lock:
+                    return await config.runner(request)
+            except LockHeldError as exc:
+                return NightSummary(status=NightStatus.LOCKED, detail=str(exc))
+            except SkillOptError as exc:
+                return NightSummary(status=NightStatus.FAILED, detail=str(exc))
+            except Exception as exc:  # one broken night must not end the daemon
+                log.exception("daemon.night_crashed", project=str(request.project.path))
+                return NightSummary(
+                    status=NightStatus.FAILED, detail=f"{type(exc).__name__}: {exc}"
+                )
+
+    def _record(self, request: NightRequest, summary: NightSummary, started: datetime) -> None:
+        state = self._state
+        if state is None or request.key not in state.projects:
+            return
+        changes: dict[str, str | None] = {
+            "last_outcome": str(summary.status),
+            "last_night_finished": self._clock().isoformat(),
+        }
+        if summary.status in _COUNTS_AS_DONE:
+            changes["last_night_started"] = started.isoformat()
+        try:
+            state.update(request.key, **changes)
+        except OSError as exc:
+            log.error("daemon.state_write_failed", path=str(state.path), error=str(exc))

@@ -1,0 +1,155 @@
+"""The reviewable tasks file written by ``skillopt-sleep harvest --output tasks.json``.
+
+Shape::
+
+    {"version": 1, "reviewed": false, "generated_at": "<UTC ISO>",
+     "project": "...", "source": "...", "n_sessions": 12, "tasks": [TaskRecord, ...]}
+
+The file is always written with ``reviewed: false``; the user reads and edits it, then
+sets ``reviewed: true``. Loading validates everything before any model is called: every
+task, every rule check (an unknown op or a bad argument is an error naming the task and
+the check), duplicate ids, and the types of the top-level keys. Refusing an unreviewed
+file for a real backend is the caller's decision; :attr:`TasksFile.reviewed` says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from skillopt.atomicio import atomic_write_json
+from skillopt.errors import DataError
+from skillopt.judges import validate_checks
+from skillopt.redact import redact_obj
+from skillopt.types import ReferenceKind, TaskRecord
+from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
+
+TASKS_FILE_VERSION = 1
+_META_KEYS = {"project": str, "source": str, "n_sessions": int, "note": str}
+_KNOWN_KEYS = {"version", "reviewed", "generated_at", "tasks", *_META_KEYS}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TasksFile:
+    path: Path
+    reviewed: bool
+    generated_at: datetime | None
+    tasks: tuple[TaskRecord, ...]
+    metadata: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+def write_tasks_file(
+    path: str | os.PathLike[str],
+    tasks: Sequence[TaskRecord],
+    *,
+    generated_at: datetime,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a draft (``reviewed: false``) tasks file atomically; strings are redacted."""
+    meta = dict(metadata or {})
+    unknown = sorted(set(meta) - set(_META_KEYS))
+    if unknown:
+        raise DataError(f"tasks file: unsupported metadata keys {unknown}")
+    document: dict[str, Any] = {
+        "version": TASKS_FILE_VERSION,
+        "reviewed": False,
+        "generated_at": as_utc(generated_at).isoformat(),
+        **meta,
+        "tasks": [t.to_dict() for t in tasks],
+    }
+    target = Path(path)
+    atomic_write_json(target, redact_obj(document))
+    return target
+
+
+def _task_name(index: int, raw: Any) -> str:
+    if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
+        return f"task #{index + 1} ({raw['id']!r})"
+    return f"task #{index + 1}"
+
+
+def _load_task(where: str, index: int, raw: Any) -> tuple[TaskRecord, list[str]]:
+    name = _task_name(index, raw)
+    try:
+        task = TaskRecord.from_dict(raw)
+    except DataError as exc:
+        raise DataError(f"{where}: {name}: {exc}") from exc
+    warnings: list[str] = []
+    if task.reference_kind is ReferenceKind.RULE and not task.checks:
+        raise DataError(f"{where}: {name}: reference_kind 'rule' needs at least one check")
+    for j, check in enumerate(task.checks):
+        try:
+            validate_checks([check])
+        except DataError as exc:
+            raise DataError(f"{where}: {name}: check #{j + 1} ({check.label()}): {exc}") from exc
+    if task.checks:
+        warnings.extend(f"{name}: {w}" for w in validate_checks(task.checks))
+    if not task.intent.strip():
+        raise DataError(f"{where}: {name}: empty intent")
+    return task, warnings
+
+
+def load_tasks_file(path: str | os.PathLike[str]) -> TasksFile:
+    """Read and validate a tasks file; every problem raises :class:`DataError` naming it."""
+    target = Path(path)
+    where = str(target)
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise DataError(f"{where}: no such tasks file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{where}: cannot read tasks file ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno})") from exc
+
+    if isinstance(data, list):  # a bare list of tasks is a draft
+        data = {"version": TASKS_FILE_VERSION, "reviewed": False, "tasks": data}
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: expected a JSON object with a 'tasks' list")
+    unknown = sorted(set(data) - _KNOWN_KEYS)
+    if unknown:
+        raise DataError(f"{where}: unknown keys {unknown} (known: {sorted(_KNOWN_KEYS)})")
+    if data.get("version") != TASKS_FILE_VERSION:
+        raise DataError(f"{where}: unsupported version {data.get('version')!r} (expected 1)")
+    reviewed = data.get("reviewed", False)
+    if not isinstance(reviewed, bool):
+        raise DataError(f"{where}: 'reviewed' must be true or false, got {reviewed!r}")
+    generated_at = None
+    if data.get("generated_at") is not None:
+        generated_at = parse_instant(data["generated_at"])
+        if generated_at is None:
+            raise DataError(f"{where}: 'generated_at' is not a timestamp")
+    metadata: dict[str, Any] = {}
+    for key, kind in _META_KEYS.items():
+        if key in data:
+            if not isinstance(data[key], kind) or isinstance(data[key], bool):
+                raise DataError(f"{where}: {key!r} must be a {kind.__name__}")
+            metadata[key] = data[key]
+    raw_tasks = data.get("tasks")
+    if not isinstance(raw_tasks, list):
+        raise DataError(f"{where}: 'tasks' must be a list")
+
+    tasks: list[TaskRecord] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_tasks):
+        task, task_warnings = _load_task(where, index, raw)
+        if task.id in seen:
+            raise DataError(f"{where}: {_task_name(index, raw)}: duplicate id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
+        warnings.extend(task_warnings)
+    return TasksFile(
+        path=target,
+        reviewed=reviewed,
+        generated_at=generated_at,
+        tasks=tuple(tasks),
+        metadata=metadata,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,158 @@
+"""Tasks file: draft write, review flag, strict validation naming task and check."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt.errors import DataError
+from skillopt.types import ReferenceKind, RuleCheck, Split, TaskRecord
+from skillopt_sleep.tasks_file import load_tasks_file, write_tasks_file
+
+NOW = datetime(2026, 11, 25, 1, 0, tzinfo=UTC)
+
+TASKS = [
+    TaskRecord(
+        id="h_000000000001",
+        intent="Summarise the changelog",
+        reference_kind=ReferenceKind.RULE,
+        checks=(RuleCheck(op="max_chars", arg=400), RuleCheck(op="contains", arg="2.0")),
+    ),
+    TaskRecord(id="h_000000000002", intent="Explain the retry policy", split=Split.VAL),
+]
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_draft_round_trip_is_unreviewed(tmp_path: Path) -> None:
+    path = write_tasks_file(
+        tmp_path / "tasks.json",
+        TASKS,
+        generated_at=NOW,
+        metadata={"project": "/p", "n_sessions": 4},
+    )
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and data["reviewed"] is False
+    loaded = load_tasks_file(path)
+    assert loaded.reviewed is False
+    assert loaded.tasks == tuple(TASKS)
+    assert loaded.generated_at == NOW
+    assert loaded.metadata == {"project": "/p", "n_sessions": 4}
+
+
+def test_reviewed_flag_is_read(tmp_path: Path) -> None:
+    path = write_tasks_file(tmp_path / "t.json", TASKS, generated_at=NOW)
+    data = json.loads(path.read_text())
+    data["reviewed"] = True
+    assert load_tasks_file(_write(path, data)).reviewed is True
+
+
+def test_written_file_is_redacted(tmp_path: Path) -> None:
+    key = "ghp_" + "Q" * 36
+    path = write_tasks_file(
+        tmp_path / "t.json", [TaskRecord(id="x", intent=f"push using {key}")], generated_at=NOW
+    )
+    assert key not in path.read_text()
+
+
+def test_bare_list_is_an_unreviewed_draft(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.json", [{"id": "a", "intent": "Do the thing"}])
+    loaded = load_tasks_file(path)
+    assert loaded.reviewed is False and [t.id for t in loaded.tasks] == ["a"]
+
+
+def test_legacy_task_shape_loads(tmp_path: Path) -> None:
+    legacy = {
+        "id": "task_abc",
+        "intent": "Write the summary",
+        "split": "holdout",
+        "reference_kind": "rule",
+        "judge": {"kind": "rule", "checks": [{"op": "max_chars", "arg": 100}]},
+    }
+    loaded = load_tasks_file(_write(tmp_path / "t.json", {"version": 1, "tasks": [legacy]}))
+    assert loaded.tasks[0].split is Split.VAL
+    assert loaded.tasks[0].checks == (RuleCheck(op="max_chars", arg=100),)
+
+
+def _doc(*tasks: Any, **top: Any) -> dict[str, Any]:
+    return {"version": 1, "reviewed": True, "tasks": list(tasks), **top}
+
+
+RULE = {"reference_kind": "rule"}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            _doc({"id": "a", "intent": "x", **RULE, "checks": [{"op": "shout", "arg": "y"}]}),
+            r"task #1 \('a'\): check #1 \(shout=y\): .*unknown op 'shout'",
+        ),
+        (
+            _doc(
+                {"id": "a", "intent": "x"},
+                {
+                    "id": "b",
+                    "intent": "y",
+                    **RULE,
+                    "checks": [{"op": "contains", "arg": "k"}, {"op": "regex", "arg": "("}],
+                },
+            ),
+            r"task #2 \('b'\): check #2 \(regex=\(\)",
+        ),
+        (
+            _doc({"id": "a", "intent": "x", **RULE, "checks": [{"op": "max_chars", "arg": -3}]}),
+            r"task #1 \('a'\): check #1 .*non-negative integer",
+        ),
+        (
+            _doc({"id": "a", "intent": "x", **RULE, "checks": [{"op": "contains", "arg": " "}]}),
+            r"needs a non-empty text arg",
+        ),
+        (_doc({"id": "a", "intent": "x", **RULE}), r"task #1 \('a'\): .*needs at least one check"),
+        (_doc({"id": "a", "intent": "x", "colour": "red"}), r"task #1 \('a'\): .*colour"),
+        (_doc({"intent": "no id"}), r"task #1: "),
+        (_doc({"id": "a", "intent": "   "}), r"empty intent"),
+        (_doc({"id": "a", "intent": "x"}, {"id": "a", "intent": "y"}), r"duplicate id 'a'"),
+        (_doc({"id": "a", "intent": "x"}, reviewed="yes"), r"'reviewed' must be true or false"),
+        (_doc(version=2), r"unsupported version 2"),
+        (_doc(extra=1), r"unknown keys \['extra'\]"),
+        (_doc(generated_at="soon"), r"'generated_at' is not a timestamp"),
+        (_doc(n_sessions="4"), r"'n_sessions' must be a int"),
+        ({"version": 1, "tasks": {"a": 1}}, r"'tasks' must be a list"),
+        ("just a string", r"expected a JSON object"),
+    ],
+)
+def test_invalid_files_raise_a_clear_data_error(
+    tmp_path: Path, document: Any, message: str
+) -> None:
+    path = _write(tmp_path / "tasks.json", document)
+    with pytest.raises(DataError, match=message) as info:
+        load_tasks_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_unparsable_and_missing_files(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1,\n "tasks": [}')
+    with pytest.raises(DataError, match=r"not valid JSON \(line 2"):
+        load_tasks_file(bad)
+    with pytest.raises(DataError, match="no such tasks file"):
+        load_tasks_file(tmp_path / "nope.json")
+
+
+def test_shape_only_checks_warn_but_load(tmp_path: Path) -> None:
+    task = {"id": "a", "intent": "x", **RULE, "checks": [{"op": "max_chars", "arg": 10}]}
+    loaded = load_tasks_file(_write(tmp_path / "t.json", _doc(task)))
+    assert loaded.warnings and "task #1 ('a')" in loaded.warnings[0]
+
+
+def test_unsupported_metadata_is_refused_on_write(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="unsupported metadata"):
+        write_tasks_file(tmp_path / "t.json", TASKS, generated_at=NOW, metadata={"who": "me"})

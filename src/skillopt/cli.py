@@ -1,15 +1,95 @@
-"""`skillopt` command line: train and eval (filled in by the trainer)."""
+"""`skillopt` command line: ``train`` (the ReflACT loop) and ``eval`` (score one skill).
+
+Exit codes: 0 done, 1 a run error (the message names the cause), 2 bad usage or config.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.errors import ConfigError, SkillOptError
+from skillopt.logging import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skillopt", description="ReflACT skill training.")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = sub.add_parser("train", help="optimize a skill over a benchmark environment")
+    train.add_argument("--config", required=True, help="trainer TOML file")
+    train.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config key (repeatable), e.g. --set train.num_epochs=3",
+    )  # fmt: skip
+    train.add_argument("--log-level", default="INFO")
+
+    ev = sub.add_parser("eval", help="score a skill file on a split")
+    ev.add_argument("--config", required=True, help="trainer TOML file")
+    ev.add_argument("--skill", required=True, help="skill document to score")
+    ev.add_argument("--split", default="test", help="train | val | test (default test)")
+    ev.add_argument("--out", default="", help="directory for the rollouts (default: a temp dir)")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ev.add_argument("--log-level", default="WARNING")
     return parser
+
+
+async def _train(args: argparse.Namespace) -> dict[str, Any]:
+    from skillopt.trainer.build import build_environment, open_pool
+    from skillopt.trainer.config import load_trainer_config
+    from skillopt.trainer.loop import Trainer
+
+    cfg = load_trainer_config(args.config, overrides=args.overrides)
+    env = build_environment(cfg)
+    async with open_pool(cfg) as pool:
+        trainer = Trainer(cfg, env, pool, pool_accounting=pool.accounting)
+        return await trainer.run()
+
+
+def _read_skill(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read skill file: {exc}", key="--skill") from exc
+
+
+async def _eval(args: argparse.Namespace) -> dict[str, Any]:
+    import tempfile
+
+    from skillopt.trainer.build import build_environment, open_pool
+    from skillopt.trainer.config import load_trainer_config
+    from skillopt.trainer.envs.base import parse_split
+    from skillopt.trainer.evaluate import evaluate_skill
+
+    cfg = load_trainer_config(args.config, overrides=args.overrides)
+    split = parse_split(args.split)
+    skill = _read_skill(args.skill)
+    env = build_environment(cfg)
+    async with open_pool(cfg) as pool:
+        if args.out:
+            return await evaluate_skill(cfg, env, pool, skill, split, Path(args.out))
+        with tempfile.TemporaryDirectory(prefix="skillopt-eval-") as tmp:
+            return await evaluate_skill(cfg, env, pool, skill, split, Path(tmp))
+
+
+def _summary_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [
+        f"steps {summary['total_steps']}: {summary['total_accepts']} accepted, "
+        f"{summary['total_rejects']} rejected, {summary['total_skips']} skipped",
+        f"val gate score: baseline {summary['baseline_gate_score']:.3f} -> best "
+        f"{summary['best_gate_score']:.3f} (step {summary['best_step']})",
+    ]
+    if "test_hard" in summary:
+        lines.append(
+            f"test hard: baseline {summary['baseline_test_hard']:.3f}, best "
+            f"{summary['test_hard']:.3f}, final {summary['final_test_hard']:.3f}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +98,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    configure_logging(level=args.log_level)
+    try:
+        if args.command == "train":
+            summary = anyio.run(_train, args)
+            for line in _summary_lines(summary):
+                print(line)
+        else:
+            print(json.dumps(anyio.run(_eval, args), indent=2, sort_keys=True))
+    except ConfigError as exc:
+        print(f"skillopt: config error: {exc}", file=sys.stderr)
+        return 2
+    except SkillOptError as exc:
+        print(f"skillopt: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,746 @@
+"""The ReflACT training loop: baseline, epochs of gated steps, epoch boundaries, final phase.
+
+A step is rollout -> reflect -> merge -> select -> update -> evaluate, with accumulation
+micro-batches rolled out and analysed concurrently. After every step the run directory holds
+everything needed to continue; :meth:`Trainer.run` on an existing directory resumes after the
+last completed step and redoes a partly done step from its saved rollouts and patches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.errors import ConfigError, CorruptStateError, ReplyFormatError
+from skillopt.logging import get_logger
+from skillopt.optimizer.meta import meta_context
+from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
+from skillopt.prompts import render_prompt
+from skillopt.skilldoc import extract_slow_update, inject_empty_slow_update, set_slow_update
+from skillopt.trainer.config import TrainerConfig, UpdateMode
+from skillopt.trainer.data import StepPlan, eval_batch, plan_steps, plan_train_epoch, sample_train
+from skillopt.trainer.envs.base import Completer, Environment, EnvItem, RolloutResult
+from skillopt.trainer.gating import decide, gate_score, scheduled_budget
+from skillopt.trainer.persistence import RunDir, RunState, StepBufferEntry
+from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply, ask_json
+from skillopt.trainer.steps import (
+    RunContext,
+    StageCounter,
+    analyse,
+    failure_patterns,
+    format_step_buffer,
+    mean_scores,
+    merge_patches,
+    rank_edits,
+    rewrite_skill,
+    rollout,
+    skill_hash,
+    update_patch,
+)
+from skillopt.types import GateAction, Split
+
+__all__ = ["Trainer"]
+
+VERSION = "skillopt-trainer-1"
+_log = get_logger("skillopt.trainer")
+
+
+class Trainer:
+    """One training run over ``env`` into ``cfg.out_root``."""
+
+    def __init__(
+        self,
+        cfg: TrainerConfig,
+        env: Environment,
+        completer: Completer,
+        *,
+        pool_accounting: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.run_dir = RunDir(cfg.out_root)
+        self.ctx = RunContext(
+            cfg=cfg,
+            env=env,
+            completer=StageCounter(completer),
+            run=self.run_dir,
+            limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
+        )
+        self._pool_accounting = pool_accounting
+        self._items = {item.id: item for split in Split for item in env.items(split)}
+        self._train_ids = [i.id for i in env.items(Split.TRAIN)]
+        self._val = self._subset(Split.VAL, cfg.evaluation.sel_env_num)
+        self._test = self._subset(Split.TEST, cfg.evaluation.test_env_num)
+        self.plan: StepPlan = plan_steps(
+            loaded_train_size=len(self._train_ids),
+            configured_train_size=cfg.train.train_size,
+            batch_size=cfg.train.batch_size,
+            accumulation=cfg.train.accumulation,
+            num_epochs=cfg.train.num_epochs,
+        )
+        self._timing: dict[str, Any] = {"steps": {}}
+
+    def _subset(self, split: Split, env_num: int) -> list[EnvItem]:
+        ids = eval_batch([i.id for i in self.env.items(split)], env_num)
+        return [self._items[i] for i in ids]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _score(self, hard: float, soft: float) -> float:
+        ev = self.cfg.evaluation
+        return gate_score(hard, soft, ev.gate_metric, ev.mixed_weight)
+
+    async def _validate(
+        self, state: RunState, skill: str, out_dir: Path
+    ) -> tuple[RunState, float, float, bool]:
+        """Val scores of ``skill`` from the selection cache, else a val rollout."""
+        digest = skill_hash(skill)
+        cached = state.selection_cache.get(digest)
+        if cached is not None:
+            return state, cached[0], cached[1], True
+        hard, soft = mean_scores(await rollout(self.ctx, self._val, skill, out_dir))
+        cache = {**state.selection_cache, digest: (hard, soft)}
+        return state.model_copy(update={"selection_cache": cache}), hard, soft, False
+
+    def _read_skill_init(self) -> str:
+        path = self.cfg.env.skill_init
+        if not path:
+            return ""
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
+
+    def _config_dump(self) -> dict[str, Any]:
+        dump = self.cfg.redacted_dump()
+        dump.pop("out_root", None)  # where the file is; keeps runs comparable byte for byte
+        return {"config": dump, "plan": self._plan_dict()}
+
+    def _plan_dict(self) -> dict[str, int]:
+        p = self.plan
+        return {
+            "train_size": p.train_size,
+            "steps_per_epoch": p.steps_per_epoch,
+            "batches_per_epoch": p.batches_per_epoch,
+            "total_steps": p.total_steps,
+        }
+
+    # ------------------------------------------------------------------ start / resume
+
+    async def _start(self) -> tuple[RunState, list[dict[str, Any]]]:
+        run = self.run_dir
+        run.prepare()
+        state = run.load_state()
+        history = run.load_history()
+        if state is None:
+            if history:
+                raise CorruptStateError(
+                    str(run.state_path), "missing while history.json exists; refusing to restart"
+                )
+            init = self._read_skill_init()
+            run.write_text(run.skill_path(0), init)
+            run.write_json(run.root / "config.json", self._config_dump())
+            _log.info("baseline_start", n_val=len(self._val))
+            hard, soft = mean_scores(
+                await rollout(self.ctx, self._val, init, run.root / "selection_eval_baseline")
+            )
+            score = self._score(hard, soft)
+            digest = skill_hash(init)
+            state = RunState(
+                total_steps=self.plan.total_steps,
+                current_skill_path=run.rel(run.skill_path(0)),
+                current_score=score,
+                best_score=score,
+                baseline_hash=digest,
+                baseline_score=score,
+                selection_cache={digest: (hard, soft)},
+            )
+            run.write_text(run.root / "best_skill.md", init)
+            run.save_state(state)
+            _log.info("baseline_done", hard=hard, soft=soft, score=score)
+            return state, []
+        history = [h for h in history if int(h.get("step", 0)) <= state.last_completed_step]
+        _log.info("resume", last_completed_step=state.last_completed_step)
+        return state, history
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> dict[str, Any]:
+        t_start = time.monotonic()
+        state, history = await self._start()
+        cfg = self.cfg
+        global_step = 0
+        for epoch in range(1, cfg.train.num_epochs + 1):
+            if epoch > state.step_buffer_epoch:
+                state = state.model_copy(update={"step_buffer": [], "step_buffer_epoch": epoch})
+            batches = plan_train_epoch(
+                self._train_ids,
+                epoch=epoch,
+                batch_size=cfg.train.batch_size,
+                batches=self.plan.batches_per_epoch,
+                seed=cfg.train.seed,
+            )
+            for step_in_epoch in range(self.plan.steps_per_epoch):
+                global_step += 1
+                if global_step <= state.last_completed_step:
+                    continue
+                acc = cfg.train.accumulation
+                micro = batches[step_in_epoch * acc : (step_in_epoch + 1) * acc]
+                state, record = await self._step(state, global_step, epoch, step_in_epoch, micro)
+                history.append(record)
+                self._persist_step(state, history, record)
+            if epoch not in state.epochs_closed:
+                state = await self._close_epoch(state, epoch, global_step)
+        summary = await self._finish(state, history)
+        self._timing["total_wall_time_s"] = round(time.monotonic() - t_start, 3)
+        if self._pool_accounting is not None:
+            self._timing["pool_accounting"] = self._pool_accounting()
+        self.run_dir.write_json(self.run_dir.root / "timing.json", self._timing)
+        return summary
+
+    # ------------------------------------------------------------------ one step
+
+    async def _step(
+        self,
+        state: RunState,
+        step: int,
+        epoch: int,
+        step_in_epoch: int,
+        micro: Sequence[Any],
+    ) -> tuple[RunState, dict[str, Any]]:
+        cfg, run = self.cfg, self.run_dir
+        step_dir = run.step_dir(step)
+        current = run.read_text(state.current_skill_path)
+        tokens_before = self.ctx.completer.snapshot()
+        self.ctx.diagnostics = []
+        timing: dict[str, float] = {}
+        t0 = time.monotonic()
+        _log.info("step_start", step=step, epoch=epoch)
+
+        def bdir(a: int) -> Path:
+            return step_dir if len(micro) == 1 else step_dir / f"batch_{a}"
+
+        # (1) rollout, all micro-batches at once
+        per_batch: list[list[RolloutResult]] = [[] for _ in micro]
+
+        async def roll(a: int) -> None:
+            items = [self._items[i] for i in micro[a].item_ids]
+            per_batch[a] = await rollout(self.ctx, items, current, bdir(a) / "rollout")
+
+        async with anyio.create_task_group() as tg:
+            for a in range(len(micro)):
+                tg.start_soon(roll, a)
+        results = [r for batch in per_batch for r in batch]
+        r_hard, r_soft = mean_scores(results)
+        timing["rollout_s"] = time.monotonic() - t0
+
+        # (2) reflect, all micro-batches at once
+        t1 = time.monotonic()
+        buffer_text = format_step_buffer(state.step_buffer)
+        meta_text = meta_context(state.meta_skill)
+        per_patches: list[list[Any]] = [[] for _ in micro]
+
+        async def reflect(a: int) -> None:
+            per_patches[a] = await analyse(
+                self.ctx,
+                per_batch[a],
+                skill=current,
+                patches_dir=bdir(a) / "patches",
+                seed=micro[a].seed,
+                step_buffer=buffer_text,
+                meta_skill=meta_text,
+            )
+
+        async with anyio.create_task_group() as tg:
+            for a in range(len(micro)):
+                tg.start_soon(reflect, a)
+        patches = [p for batch in per_patches for p in batch]
+        timing["reflect_s"] = time.monotonic() - t1
+        n_fail_p = sum(1 for p in patches if p.side.value == "failure" and p.edits)
+        n_succ_p = sum(1 for p in patches if p.side.value == "success" and p.edits)
+        record: dict[str, Any] = {
+            "step": step,
+            "epoch": epoch,
+            "step_in_epoch": step_in_epoch,
+            "rollout_hard": r_hard,
+            "rollout_soft": r_soft,
+            "rollout_n": len(results),
+            "accumulation_batches": [
+                {
+                    "batch_idx": b.index,
+                    "batch_seed": b.seed,
+                    "n_envs": len(b.item_ids),
+                    "hard": mean_scores(per_batch[a])[0],
+                    "soft": mean_scores(per_batch[a])[1],
+                    "n_failure_patches": sum(
+                        1 for p in per_patches[a] if p.side.value == "failure" and p.edits
+                    ),
+                    "n_success_patches": sum(
+                        1 for p in per_patches[a] if p.side.value == "success" and p.edits
+                    ),
+                }
+                for a, b in enumerate(micro)
+            ],
+            "n_patches": n_fail_p + n_succ_p,
+            "n_failure_patches": n_fail_p,
+            "n_success_patches": n_succ_p,
+        }
+        fail_patterns = failure_patterns(results)
+        if not any(p.edits for p in patches):
+            return self._skip(state, record, "skip_no_patches", current, tokens_before, timing)
+
+        # (3) merge
+        t2 = time.monotonic()
+        merged = await merge_patches(self.ctx, patches, skill=current, meta_skill=meta_text)
+        run.write_json(
+            step_dir / "merged_patch.json",
+            {
+                "edits": [e.model_dump(mode="json") for e in merged.edits],
+                "merge_calls": merged.calls,
+                "fallbacks": merged.fallbacks,
+            },
+        )
+        timing["aggregate_s"] = time.monotonic() - t2
+
+        # (4) select
+        t3 = time.monotonic()
+        budget = scheduled_budget(
+            cfg.optimizer.lr_scheduler,
+            max_edits=cfg.optimizer.learning_rate,
+            min_edits=cfg.optimizer.min_learning_rate,
+            step=step,
+            total_steps=state.total_steps,
+        )
+        ranked, rank_info = await rank_edits(
+            self.ctx, merged.edits, budget=budget, skill=current, meta_skill=meta_text
+        )
+        run.write_json(
+            step_dir / "ranked_edits.json",
+            {"edits": [e.model_dump(mode="json") for e in ranked], **rank_info},
+        )
+        timing["select_s"] = time.monotonic() - t3
+        record.update(
+            n_edits_merged=len(merged.edits),
+            n_edits_ranked=len(ranked),
+            edit_budget=budget,
+            lr_control_mode="fixed",
+            support_counts=[e.support_count for e in ranked],
+        )
+
+        # (5) update
+        t4 = time.monotonic()
+        if cfg.optimizer.update_mode is UpdateMode.PATCH:
+            candidate, rows = update_patch(current, ranked)
+            run.write_json(step_dir / "edit_apply_report.json", rows)
+            record["edit_apply_summary"] = {
+                "total": len(rows),
+                "applied": sum(1 for r in rows if r["status"] == "applied"),
+                "skipped": sum(1 for r in rows if r["status"] != "applied"),
+                "errors": 0,
+            }
+        else:
+            rewrite = await rewrite_skill(self.ctx, current, ranked, step_buffer=buffer_text)
+            if rewrite is None:
+                return self._skip(state, record, "skip_no_rewrite", current, tokens_before, timing)
+            run.write_json(step_dir / "rewrite_result.json", rewrite.model_dump(mode="json"))
+            candidate = rewrite.new_skill
+            guidance = extract_slow_update(current)
+            if guidance or "SLOW-UPDATE" in current:
+                candidate = set_slow_update(candidate, guidance)
+            record["rewrite_change_summary"] = rewrite.change_summary
+        run.write_text(step_dir / "candidate_skill.md", candidate)
+        timing["update_s"] = time.monotonic() - t4
+        record.update(candidate_hash=skill_hash(candidate), candidate_skill_len=len(candidate))
+
+        # (6) evaluate and gate
+        t5 = time.monotonic()
+        state, hard, soft, cached = await self._validate(
+            state, candidate, step_dir / "selection_eval"
+        )
+        cand_score = self._score(hard, soft)
+        outcome = decide(
+            candidate=cand_score,
+            current=state.current_score,
+            best=state.best_score,
+            use_gate=cfg.evaluation.use_gate,
+        )
+        timing["evaluate_s"] = time.monotonic() - t5
+        score_before = state.current_score
+        update: dict[str, Any] = {}
+        if outcome.becomes_current:
+            update.update(
+                current_skill_path=run.rel(run.skill_path(step)),
+                current_score=cand_score,
+                current_origin=f"step_{step:04d}",
+            )
+        if outcome.becomes_best:
+            update.update(best_score=cand_score, best_step=step, best_origin=f"step_{step:04d}")
+            run.write_text(run.root / "best_skill.md", candidate)
+        new_current = candidate if outcome.becomes_current else current
+        entry = StepBufferEntry(
+            step=step,
+            action=outcome.action.value,
+            n_total=len(results),
+            n_fail=sum(1 for r in results if not r.passed),
+            failure_patterns=fail_patterns,
+            score_before=score_before if outcome.action is GateAction.REJECT else None,
+            score_after=cand_score if outcome.action is GateAction.REJECT else None,
+            rejected_edits=[e.summary() for e in ranked]
+            if outcome.action is GateAction.REJECT
+            else [],
+        )
+        update["step_buffer"] = [*state.step_buffer, entry]
+        update["step_buffer_epoch"] = epoch
+        update["last_completed_step"] = step
+        state = state.model_copy(update=update)
+        run.write_json(step_dir / "trajectory_digest.json", entry.model_dump(mode="json"))
+        run.write_text(run.skill_path(step), new_current)
+        record.update(
+            selection_hard=hard,
+            selection_soft=soft,
+            selection_cached=cached,
+            gate_metric=cfg.evaluation.gate_metric.value,
+            candidate_gate_score=cand_score,
+            action=outcome.action.value,
+        )
+        return state, self._finish_record(state, record, new_current, tokens_before, timing)
+
+    def _finish_record(
+        self,
+        state: RunState,
+        record: dict[str, Any],
+        skill: str,
+        tokens_before: dict[str, dict[str, int]],
+        timing: dict[str, float],
+    ) -> dict[str, Any]:
+        record.update(
+            current_score=state.current_score,
+            best_score=state.best_score,
+            best_step=state.best_step,
+            current_origin=state.current_origin,
+            best_origin=state.best_origin,
+            skill_len=len(skill),
+            tokens=StageCounter.delta(tokens_before, self.ctx.completer.snapshot()),
+            diagnostics=list(self.ctx.diagnostics),
+        )
+        self._timing["steps"][str(record["step"])] = {k: round(v, 3) for k, v in timing.items()}
+        _log.info(
+            "step_done",
+            step=record["step"],
+            action=record["action"],
+            current_score=state.current_score,
+            best_score=state.best_score,
+        )
+        return record
+
+    def _skip(
+        self,
+        state: RunState,
+        record: dict[str, Any],
+        action: str,
+        current: str,
+        tokens_before: dict[str, dict[str, int]],
+        timing: dict[str, float],
+    ) -> tuple[RunState, dict[str, Any]]:
+        step = int(record["step"])
+        record["action"] = action
+        state = state.model_copy(update={"last_completed_step": step})
+        self.run_dir.write_text(self.run_dir.skill_path(step), current)
+        return state, self._finish_record(state, record, current, tokens_before, timing)
+
+    def _persist_step(
+        self, state: RunState, history: list[dict[str, Any]], record: dict[str, Any]
+    ) -> None:
+        run = self.run_dir
+        run.save_history(history)
+        run.save_state(state)
+        step_dir = run.step_dir(int(record["step"]))
+        run.write_json(step_dir / "step_record.json", record)
+        run.write_json(step_dir / "timing.json", self._timing["steps"][str(record["step"])])
+
+    # ------------------------------------------------------------------ epoch boundary
+
+    async def _close_epoch(self, state: RunState, epoch: int, last_step: int) -> RunState:
+        cfg, run = self.cfg, self.run_dir
+        pairs_json: list[dict[str, Any]] | None = None
+        comparison = ""
+        epoch_last_skill = run.read_text(state.current_skill_path)
+        prev_skill = self._epoch_end_skill(epoch - 1)
+        if epoch >= 2 and (cfg.optimizer.use_slow_update or cfg.optimizer.use_meta_skill):
+            ids = sample_train(
+                self._train_ids, cfg.optimizer.slow_update_samples, cfg.train.seed + epoch * 2000
+            )
+            items = [self._items[i] for i in ids]
+            edir = run.epoch_dir("slow_update", epoch)
+            prev_res: list[RolloutResult] = []
+            curr_res: list[RolloutResult] = []
+
+            async def roll_prev() -> None:
+                prev_res.extend(await rollout(self.ctx, items, prev_skill, edir / "rollout_prev"))
+
+            async def roll_curr() -> None:
+                curr_res.extend(
+                    await rollout(self.ctx, items, epoch_last_skill, edir / "rollout_curr")
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(roll_prev)
+                tg.start_soon(roll_curr)
+            pairs = filter_pairs(build_pairs(prev_res, curr_res), cfg.optimizer.pair_policy)
+            pairs_json = [p.to_json() for p in pairs]
+            run.write_json(edir / "comparison_pairs.json", pairs_json)
+            comparison = format_comparison(pairs)
+        if cfg.optimizer.use_slow_update:
+            state = await self._slow_update(state, epoch, last_step, prev_skill, comparison)
+        if cfg.optimizer.use_meta_skill:
+            state = await self._meta_skill(state, epoch, prev_skill, epoch_last_skill, comparison)
+        end_path = state.current_skill_path
+        state = state.model_copy(update={"epochs_closed": [*state.epochs_closed, epoch]})
+        run.write_json(run.epoch_dir("epochs", epoch) / "epoch_end.json", {"skill": end_path})
+        run.save_state(state)
+        return state
+
+    def _epoch_end_skill(self, epoch: int) -> str:
+        run = self.run_dir
+        if epoch <= 0:
+            return run.read_text(run.skill_path(0))
+        raw = run.read_json(run.epoch_dir("epochs", epoch) / "epoch_end.json")
+        return run.read_text(str(raw["skill"]))
+
+    async def _slow_update(
+        self, state: RunState, epoch: int, last_step: int, prev_skill: str, comparison: str
+    ) -> RunState:
+        run = self.run_dir
+        edir = run.epoch_dir("slow_update", epoch)
+        marker = edir / "slow_result.json"
+        saved = run.read_json_opt(marker)
+        if saved is not None:
+            return state.model_copy(update=saved["state_update"])
+        current = run.read_text(state.current_skill_path)
+        result: dict[str, Any] = {"epoch": epoch}
+        update: dict[str, Any] = {}
+        if epoch == 1:
+            injected = inject_empty_slow_update(current)
+            run.write_text(edir / "skill.md", injected)
+            update = {
+                "current_skill_path": run.rel(edir / "skill.md"),
+                "current_origin": "slow_update_placeholder_epoch_01",
+            }
+            result["action"] = "inject_placeholder"
+        else:
+            prompt = render_prompt(
+                "slow_update",
+                previous_skill=prev_skill.strip() or "(empty)",
+                current_skill=current.strip() or "(empty)",
+                previous_guidance=extract_slow_update(current) or "(first slow update)",
+                comparison=comparison or "(no comparison pairs)",
+            )
+            content = await self._ask_optional(prompt, SlowUpdateReply, "slow_update")
+            if content is None or not content.slow_update_content.strip():
+                result["action"] = "no_content"
+            else:
+                candidate = set_slow_update(current, content.slow_update_content)
+                run.write_text(edir / "candidate_skill.md", candidate)
+                state, hard, soft, _ = await self._validate(
+                    state, candidate, edir / "selection_eval"
+                )
+                score = self._score(hard, soft)
+                gated = self.cfg.optimizer.slow_update_gated
+                outcome = decide(
+                    candidate=score,
+                    current=state.current_score,
+                    best=state.best_score,
+                    use_gate=gated,
+                )
+                result.update(
+                    guidance=content.slow_update_content,
+                    candidate_hash=skill_hash(candidate),
+                    selection_hard=hard,
+                    selection_soft=soft,
+                    candidate_gate_score=score,
+                )
+                if outcome.becomes_current:
+                    run.write_text(edir / "skill.md", candidate)
+                    update = {
+                        "current_skill_path": run.rel(edir / "skill.md"),
+                        "current_score": score,
+                        "current_origin": f"slow_update_epoch_{epoch:02d}",
+                    }
+                # Best never takes force-injected guidance; a gated acceptance may.
+                if gated and outcome.becomes_best:
+                    run.write_text(run.root / "best_skill.md", candidate)
+                    update.update(
+                        best_score=score,
+                        best_step=last_step,
+                        best_origin=f"slow_update_epoch_{epoch:02d}",
+                    )
+                result["action"] = outcome.action.value
+        result["state_update"] = update
+        run.write_json(marker, result)
+        state = state.model_copy(update=update)
+        run.save_state(state)
+        return state
+
+    async def _meta_skill(
+        self, state: RunState, epoch: int, prev_skill: str, curr_skill: str, comparison: str
+    ) -> RunState:
+        run = self.run_dir
+        marker = run.epoch_dir("meta_skill", epoch) / "meta_skill_result.json"
+        saved = run.read_json_opt(marker)
+        if saved is not None:
+            return state.model_copy(update={"meta_skill": saved.get("meta_skill_content", "")})
+        if epoch == 1:
+            run.write_json(marker, {"action": "skip_first_epoch", "meta_skill_content": ""})
+            return state
+        prompt = render_prompt(
+            "meta_skill",
+            previous_skill=prev_skill.strip() or "(empty)",
+            current_skill=curr_skill.strip() or "(empty)",
+            previous_memory=state.meta_skill or "(none)",
+            comparison=comparison or "(no comparison pairs)",
+        )
+        reply = await self._ask_optional(prompt, MetaSkillReply, "meta_skill")
+        content = reply.meta_skill_content.strip() if reply is not None else ""
+        run.write_json(
+            marker,
+            {
+                "action": "write_meta_skill" if content else "no_content",
+                "meta_skill_content": content or state.meta_skill,
+            },
+        )
+        if not content:
+            return state
+        state = state.model_copy(update={"meta_skill": content})
+        run.save_state(state)
+        return state
+
+    async def _ask_optional(self, prompt: str, schema: Any, stage: str) -> Any:
+        try:
+            reply = await ask_json(
+                self.ctx.completer,
+                prompt=prompt,
+                schema=schema,
+                stage=stage,
+                timeout_s=self.cfg.backend.optimizer_timeout_s,
+                max_output_tokens=self.cfg.backend.optimizer_max_output_tokens,
+            )
+        except ReplyFormatError as exc:
+            self.ctx.note(stage=stage, error=str(exc))
+            return None
+        return reply.value
+
+    # ------------------------------------------------------------------ final phase
+
+    async def _finish(self, state: RunState, history: list[dict[str, Any]]) -> dict[str, Any]:
+        cfg, run = self.cfg, self.run_dir
+        current = run.read_text(state.current_skill_path)
+        best = run.read_text(state.best_skill_path)
+        final_hard: float | None = None
+        final_soft: float | None = None
+        if skill_hash(current) == skill_hash(best):
+            cached = state.selection_cache.get(skill_hash(best))
+            if cached is not None:
+                final_hard, final_soft = cached
+        else:
+            state, final_hard, final_soft, _ = await self._validate(
+                state, current, run.root / "final_selection_eval"
+            )
+            final_score = self._score(final_hard, final_soft)
+            if final_score > state.best_score:
+                state = state.model_copy(
+                    update={
+                        "best_score": final_score,
+                        "best_step": state.last_completed_step,
+                        "best_origin": state.current_origin,
+                    },
+                )
+                run.write_text(run.root / "best_skill.md", current)
+                best = current
+        run.save_state(state)
+        summary: dict[str, Any] = {
+            "version": VERSION,
+            "config": self._config_dump()["config"],
+            "plan": self._plan_dict(),
+            "baseline_selection_hard": state.selection_cache.get(state.baseline_hash, (None,))[0],
+            "baseline_gate_score": state.baseline_score,
+            "best_gate_score": state.best_score,
+            "best_selection_hard": state.selection_cache.get(skill_hash(best), (None,))[0],
+            "final_selection_hard": final_hard,
+            "final_selection_soft": final_soft,
+            "best_step": state.best_step,
+            "current_origin": state.current_origin,
+            "best_origin": state.best_origin,
+            **_count_actions(history),
+            "epoch_stats": _epoch_stats(history),
+            "token_summary": self.ctx.completer.snapshot(),
+        }
+        if cfg.evaluation.eval_test:
+            summary.update(await self._test_phase(best, current))
+        run.write_json(run.root / "summary.json", summary)
+        _log.info(
+            "run_done",
+            steps=summary["total_steps"],
+            accepts=summary["total_accepts"],
+            rejects=summary["total_rejects"],
+            best_gate_score=state.best_score,
+        )
+        return summary
+
+    async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
+        run = self.run_dir
+        init = run.read_text(run.skill_path(0))
+        scored: dict[str, list[RolloutResult]] = {}
+        out: dict[str, Any] = {}
+        for label, skill, dirname in (
+            ("baseline", init, "test_eval_baseline"),
+            ("best", best, "test_eval"),
+            ("final", final, "test_eval_final"),
+        ):
+            digest = skill_hash(skill)
+            if digest not in scored:
+                scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
+                run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
+            hard, soft = mean_scores(scored[digest])
+            key = "test" if label == "best" else f"{label}_test"
+            out[f"{key}_hard"], out[f"{key}_soft"] = hard, soft
+        out["test_delta_hard"] = out["test_hard"] - out["baseline_test_hard"]
+        out["final_test_delta_hard"] = out["final_test_hard"] - out["baseline_test_hard"]
+        return out
+
+    def _per_type(self, results: Sequence[RolloutResult]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for task_type in [*self.env.task_types(), "overall"]:
+            chosen = [r for r in results if task_type in ("overall", r.task_type)]
+            hard, soft = mean_scores(chosen)
+            out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}
+        return out
+
+
+def _count_actions(history: Sequence[dict[str, Any]]) -> dict[str, int]:
+    actions = [str(h.get("action", "")) for h in history]
+    return {
+        "total_steps": len(history),
+        "total_accepts": sum(a in ("accept", "accept_new_best") for a in actions),
+        "total_force_accepts": sum(a == "force_accept" for a in actions),
+        "total_rejects": sum(a == "reject" for a in actions),
+        "total_skips": sum(a.startswith("skip_") for a in actions),
+    }
+
+
+def _epoch_stats(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    stats: list[dict[str, Any]] = []
+    for epoch in sorted({int(h["epoch"]) for h in history}):
+        rows = [h for h in history if int(h["epoch"]) == epoch]
+        stats.append(
+            {
+                "epoch": epoch,
+                **_count_actions(rows),
+                "best_score_at_epoch_end": rows[-1]["best_score"],
+                "current_score_at_epoch_end": rows[-1]["current_score"],
+            },
+        )
+    return stats

@@ -1,0 +1,161 @@
+"""The run directory: every file the trainer writes, written atomically, read strictly.
+
+Layout (``NNNN`` = global step, ``EE`` = epoch)::
+
+    config.json  runtime_state.json  history.json  best_skill.md  summary.json  timing.json
+    skills/skill_vNNNN.md            the skill after step NNNN (never rewritten afterwards)
+    selection_eval_baseline/results.json
+    steps/step_NNNN/[batch_K/]rollout/results.json, [batch_K/]patches/minibatch_*.json,
+        merged_patch.json, ranked_edits.json, candidate_skill.md, edit_apply_report.json,
+        selection_eval/results.json, trajectory_digest.json, step_record.json, timing.json
+    slow_update/epoch_EE/..., meta_skill/epoch_EE/..., final_selection_eval/, test_eval*/
+
+``timing.json`` files hold wall-clock figures and pool latency; every other file depends only
+on the configuration and the model's replies, so two runs with the same replies are
+byte-identical apart from them. A state file that exists but cannot be parsed or validated
+raises :class:`CorruptStateError` naming it; the run never silently restarts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillopt.atomicio import atomic_write_json, atomic_write_text, sweep_temp_files
+from skillopt.errors import CorruptStateError
+from skillopt.redact import redact_obj, sanitize
+
+__all__ = ["RunDir", "RunState", "StepBufferEntry"]
+
+STATE_VERSION = 1
+
+
+class StepBufferEntry(BaseModel):
+    """What later prompts of the same epoch learn about an earlier step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: int
+    action: str
+    n_total: int
+    n_fail: int
+    failure_patterns: list[dict[str, Any]] = []
+    score_before: float | None = None
+    score_after: float | None = None
+    rejected_edits: list[str] = []
+
+
+class RunState(BaseModel):
+    """Everything needed to continue a run after the last completed step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = STATE_VERSION
+    last_completed_step: int = 0
+    total_steps: int  # schedule horizon fixed at the first start
+    current_skill_path: str
+    best_skill_path: str = "best_skill.md"
+    current_score: float
+    best_score: float
+    best_step: int = 0
+    current_origin: str = "initial_skill"
+    best_origin: str = "initial_skill"
+    baseline_hash: str
+    baseline_score: float
+    selection_cache: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    step_buffer: list[StepBufferEntry] = []
+    step_buffer_epoch: int = 0
+    meta_skill: str = ""
+    epochs_closed: list[int] = []
+
+
+class RunDir:
+    """Paths and strict I/O of one run directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    # -- paths ----------------------------------------------------------------------------
+
+    def step_dir(self, step: int) -> Path:
+        return self.root / "steps" / f"step_{step:04d}"
+
+    def skill_path(self, step: int) -> Path:
+        return self.root / "skills" / f"skill_v{step:04d}.md"
+
+    def epoch_dir(self, kind: str, epoch: int) -> Path:
+        return self.root / kind / f"epoch_{epoch:02d}"
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # -- generic I/O ----------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        sweep_temp_files(self.root)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        atomic_write_json(path, redact_obj(data))
+
+    def write_text(self, path: Path, text: str) -> None:
+        atomic_write_text(path, sanitize(text))
+
+    def read_json(self, path: Path) -> Any:
+        """Parse ``path``; raises CorruptStateError (naming it) when it is not valid JSON."""
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptStateError(str(path), f"unreadable JSON ({exc})") from exc
+
+    def read_json_opt(self, path: Path) -> Any | None:
+        return self.read_json(path) if path.exists() else None
+
+    def read_text(self, rel_or_abs: str | Path) -> str:
+        path = Path(rel_or_abs)
+        path = path if path.is_absolute() else self.root / path
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CorruptStateError(str(path), f"unreadable skill file ({exc})") from exc
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "runtime_state.json"
+
+    @property
+    def history_path(self) -> Path:
+        return self.root / "history.json"
+
+    def load_state(self) -> RunState | None:
+        raw = self.read_json_opt(self.state_path)
+        if raw is None:
+            return None
+        try:
+            state = RunState.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise CorruptStateError(str(self.state_path), f"{where}: {first['msg']}") from exc
+        if state.version != STATE_VERSION:
+            raise CorruptStateError(str(self.state_path), f"unknown version {state.version}")
+        return state
+
+    def save_state(self, state: RunState) -> None:
+        self.write_json(self.state_path, state.model_dump(mode="json"))
+
+    def load_history(self) -> list[dict[str, Any]]:
+        raw = self.read_json_opt(self.history_path)
+        if raw is None:
+            return []
+        if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+            raise CorruptStateError(str(self.history_path), "expected a list of step records")
+        return raw
+
+    def save_history(self, history: list[dict[str, Any]]) -> None:
+        self.write_json(self.history_path, history)

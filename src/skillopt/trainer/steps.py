@@ -1,0 +1,502 @@
+"""The stages of a training step: rollout, reflect, merge, select, update, evaluate.
+
+Each stage is an async function over a :class:`RunContext`. Fan-out uses task groups and
+places results by index; finished work (rollout rows, analyst patches) is on disk before the
+stage returns, and found again on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.atomicio import append_jsonl, read_jsonl
+from skillopt.backends.base import Completion, CompletionRequest
+from skillopt.errors import BackendError, FatalBackendError, ReplyFormatError
+from skillopt.logging import get_logger
+from skillopt.optimizer.merge import MergeOutcome, merge_sides
+from skillopt.prompts import render_prompt
+from skillopt.skilldoc import apply_edits, content_hash
+from skillopt.trainer.config import TrainerConfig
+from skillopt.trainer.envs.base import (
+    Completer,
+    Environment,
+    EnvItem,
+    RolloutContext,
+    RolloutResult,
+)
+from skillopt.trainer.persistence import RunDir, StepBufferEntry
+from skillopt.trainer.replies import (
+    AnalystReply,
+    EditItem,
+    MergeReply,
+    RankReply,
+    RewriteReply,
+    SourceType,
+    ask_json,
+)
+from skillopt.types import EditRecord
+
+__all__ = [
+    "RunContext",
+    "StageCounter",
+    "analyse",
+    "format_step_buffer",
+    "merge_patches",
+    "rank_edits",
+    "rewrite_skill",
+    "rollout",
+    "skill_hash",
+    "update_patch",
+]
+
+_log = get_logger("skillopt.trainer")
+
+
+def skill_hash(text: str) -> str:
+    return content_hash(text)[:16]
+
+
+class StageCounter:
+    """A completer wrapper counting calls and tokens per stage (deterministic accounting)."""
+
+    def __init__(self, inner: Completer) -> None:
+        self.inner = inner
+        self.stages: dict[str, dict[str, int]] = {}
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        row = self.stages.setdefault(
+            request.stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
+        row["calls"] += 1
+        row["prompt_tokens"] += completion.usage.prompt_tokens
+        row["completion_tokens"] += completion.usage.completion_tokens
+        return completion
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {stage: dict(row) for stage, row in sorted(self.stages.items())}
+
+    @staticmethod
+    def delta(
+        before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+    ) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for stage, row in after.items():
+            base = before.get(stage, {})
+            diff = {k: v - base.get(k, 0) for k, v in row.items()}
+            if any(diff.values()):
+                out[stage] = diff
+        return out
+
+
+@dataclass(slots=True, kw_only=True)
+class RunContext:
+    cfg: TrainerConfig
+    env: Environment
+    completer: StageCounter
+    run: RunDir
+    limiter: anyio.CapacityLimiter
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+    def note(self, **event: Any) -> None:
+        """Record a per-call problem (kept in the step record, never silently dropped)."""
+        self.diagnostics.append(event)
+        _log.warning("trainer_diagnostic", **event)
+
+
+# --------------------------------------------------------------------------- rollout
+
+
+def _load_final(path: Path, run: RunDir, digest: str, ids: list[str]) -> list[RolloutResult] | None:
+    raw = run.read_json_opt(path)
+    if raw is None:
+        return None
+    if raw.get("skill_hash") != digest or [r["id"] for r in raw.get("results", [])] != ids:
+        return None
+    return [RolloutResult.from_json(r) for r in raw["results"]]
+
+
+async def rollout(
+    ctx: RunContext, items: Sequence[EnvItem], skill: str, out_dir: Path
+) -> list[RolloutResult]:
+    """Roll ``skill`` out on ``items`` concurrently; results in item order.
+
+    Finished rows are appended to ``results.partial.jsonl`` as they land, so a killed run
+    redoes only the missing ones; the ordered ``results.json`` replaces it at the end.
+    """
+    digest = skill_hash(skill)
+    ids = [item.id for item in items]
+    final_path = out_dir / "results.json"
+    reused = _load_final(final_path, ctx.run, digest, ids)
+    if reused is not None:
+        return reused
+    partial_path = out_dir / "results.partial.jsonl"
+    done = {
+        row["result"]["id"]: RolloutResult.from_json(row["result"])
+        for row in read_jsonl(partial_path)
+        if row.get("skill_hash") == digest
+    }
+    results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
+    cfg = ctx.cfg.env
+
+    async def one(index: int, item: EnvItem) -> None:
+        rctx = RolloutContext(
+            completer=ctx.completer,
+            timeout_s=cfg.rollout_timeout_s,
+            max_output_tokens=cfg.max_output_tokens,
+            workdir=out_dir / "work" / f"{index:05d}",
+        )
+        async with ctx.limiter:
+            try:
+                with anyio.fail_after(cfg.rollout_timeout_s * 4):
+                    result = await ctx.env.rollout(item, skill, rctx)
+            except FatalBackendError:
+                raise
+            except (BackendError, TimeoutError) as exc:
+                result = RolloutResult(
+                    item_id=item.id,
+                    hard=0.0,
+                    soft=0.0,
+                    task_type=item.task_type,
+                    fail_reason="error: the attempt failed",
+                    error=str(exc) or type(exc).__name__,
+                )
+        results[index] = result
+        append_jsonl(partial_path, [{"skill_hash": digest, "result": result.to_json()}])
+
+    async with anyio.create_task_group() as tg:
+        for index, item in enumerate(items):
+            if results[index] is None:
+                tg.start_soon(one, index, item)
+    final = [r for r in results if r is not None]
+    errors = sum(1 for r in final if r.error)
+    if final and errors * 2 > len(final):
+        raise BackendError(
+            f"{errors}/{len(final)} rollouts failed in {ctx.run.rel(out_dir)}; "
+            "refusing to score a mostly broken batch"
+        )
+    ctx.run.write_json(final_path, {"skill_hash": digest, "results": [r.to_json() for r in final]})
+    partial_path.unlink(missing_ok=True)
+    return final
+
+
+def mean_scores(results: Sequence[RolloutResult]) -> tuple[float, float]:
+    if not results:
+        return 0.0, 0.0
+    n = len(results)
+    return sum(r.hard for r in results) / n, sum(r.soft for r in results) / n
+
+
+# --------------------------------------------------------------------------- reflect
+
+
+def format_step_buffer(entries: Sequence[StepBufferEntry]) -> str:
+    if not entries:
+        return "(none yet in this epoch)"
+    lines = []
+    for e in entries:
+        line = f"Step {e.step}: {e.action}; {e.n_fail}/{e.n_total} attempts failed."
+        if e.failure_patterns:
+            pats = ", ".join(f"{p['label']} x{p['count']}" for p in e.failure_patterns)
+            line += f" Failure patterns: {pats}."
+        if e.action == "reject":
+            line += f" Score {e.score_before} -> {e.score_after}; these edits were rejected:"
+            line += "".join(f"\n  - {s}" for s in e.rejected_edits)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _format_trajectories(results: Sequence[RolloutResult], limit: int) -> str:
+    blocks = []
+    for k, r in enumerate(results, start=1):
+        text = r.trajectory if len(r.trajectory) <= limit else r.trajectory[:limit] + "\n[...]"
+        blocks.append(
+            f"### Attempt {k} (id={r.item_id})\nTask type: {r.task_type}\n"
+            f"Outcome: {'PASS' if r.passed else 'FAIL'}\n"
+            + (f"Failure: {r.fail_reason}\n" if r.fail_reason else "")
+            + text
+        )
+    return "\n\n---\n\n".join(blocks)
+
+
+_SIDE_GUIDANCE = {
+    SourceType.FAILURE: (
+        "All of these attempts FAILED. Find the patterns behind the failures and propose rules "
+        "that would have prevented them."
+    ),
+    SourceType.SUCCESS: (
+        "All of these attempts SUCCEEDED. Propose rules only for generalisable practices that "
+        "made them work and that the skill does not state yet."
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Patch:
+    side: SourceType
+    index: int
+    item_ids: tuple[str, ...]
+    batch_size: int
+    patterns: tuple[dict[str, Any], ...]
+    edits: tuple[EditItem, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "side": self.side.value,
+            "index": self.index,
+            "item_ids": list(self.item_ids),
+            "batch_size": self.batch_size,
+            "patterns": list(self.patterns),
+            "edits": [e.model_dump(mode="json") for e in self.edits],
+        }
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> Patch:
+        return Patch(
+            side=SourceType(raw["side"]),
+            index=int(raw["index"]),
+            item_ids=tuple(raw["item_ids"]),
+            batch_size=int(raw["batch_size"]),
+            patterns=tuple(raw["patterns"]),
+            edits=tuple(EditItem.model_validate(e) for e in raw["edits"]),
+        )
+
+
+def partition(
+    results: Sequence[RolloutResult], *, seed: int, minibatch: int, failure_only: bool
+) -> list[tuple[SourceType, int, list[RolloutResult]]]:
+    """Seeded minibatches: failures shuffled with ``seed``, successes with ``seed + 1``."""
+    fails = [r for r in results if not r.passed]
+    succs = [] if failure_only else [r for r in results if r.passed]
+    random.Random(seed).shuffle(fails)
+    random.Random(seed + 1).shuffle(succs)
+    out: list[tuple[SourceType, int, list[RolloutResult]]] = []
+    for side, pool in ((SourceType.FAILURE, fails), (SourceType.SUCCESS, succs)):
+        for idx, start in enumerate(range(0, len(pool), minibatch)):
+            out.append((side, idx, pool[start : start + minibatch]))
+    return out
+
+
+async def analyse(
+    ctx: RunContext,
+    results: Sequence[RolloutResult],
+    *,
+    skill: str,
+    patches_dir: Path,
+    seed: int,
+    step_buffer: str,
+    meta_skill: str,
+) -> list[Patch]:
+    """Run the analysts over seeded minibatches; reuse patch files of an earlier attempt."""
+    cfg = ctx.cfg
+    batches = partition(
+        results,
+        seed=seed,
+        minibatch=cfg.reflect.minibatch_size,
+        failure_only=cfg.reflect.failure_only,
+    )
+    patches: list[Patch | None] = [None] * len(batches)
+
+    async def one(pos: int, side: SourceType, idx: int, batch: list[RolloutResult]) -> None:
+        tag = "fail" if side is SourceType.FAILURE else "succ"
+        path = patches_dir / f"minibatch_{tag}_{idx:03d}.json"
+        saved = ctx.run.read_json_opt(path)
+        if saved is not None:
+            patches[pos] = Patch.from_json(saved)
+            return
+        prompt = render_prompt(
+            "analyst",
+            side_guidance=_SIDE_GUIDANCE[side],
+            n_trajectories=len(batch),
+            edit_budget=cfg.optimizer.learning_rate,
+            skill=skill.strip() or "(empty)",
+            step_buffer=step_buffer,
+            meta_skill=meta_skill or "(none)",
+            trajectories=_format_trajectories(batch, cfg.reflect.max_trajectory_chars),
+        )
+        try:
+            reply = await _ask(ctx, prompt, AnalystReply, "analyst")
+        except ReplyFormatError as exc:
+            ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
+            return
+        support = max(reply.value.batch_size, 1)
+        edits = tuple(
+            e.model_copy(update={"source_type": side, "support_count": support})
+            for e in reply.value.patch.edits[: cfg.optimizer.learning_rate]
+        )
+        patch = Patch(
+            side=side,
+            index=idx,
+            item_ids=tuple(r.item_id for r in batch),
+            batch_size=reply.value.batch_size,
+            patterns=tuple(p.model_dump(mode="json") for p in reply.value.patterns),
+            edits=edits,
+        )
+        ctx.run.write_json(path, patch.to_json())
+        patches[pos] = patch
+
+    async with anyio.create_task_group() as tg:
+        for pos, (side, idx, batch) in enumerate(batches):
+            tg.start_soon(one, pos, side, idx, batch)
+    return [p for p in patches if p is not None]
+
+
+async def _ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:
+    backend = ctx.cfg.backend
+    return await ask_json(
+        ctx.completer,
+        prompt=prompt,
+        schema=schema,
+        stage=stage,
+        timeout_s=backend.optimizer_timeout_s,
+        max_output_tokens=backend.optimizer_max_output_tokens,
+    )
+
+
+# --------------------------------------------------------------------------- merge / rank
+
+
+async def merge_patches(
+    ctx: RunContext, patches: Sequence[Patch], *, skill: str, meta_skill: str
+) -> MergeOutcome:
+    async def call(
+        group: Sequence[Sequence[EditItem]], level: int, side: SourceType | None
+    ) -> list[EditItem] | None:
+        guidance = (
+            f"All patches come from the {side.value} side; merge them at level {level}."
+            if side is not None
+            else "Combine the failure-side edits (higher priority) with the success-side edits."
+        )
+        payload = [{"level": level, "edits": [e.model_dump(mode="json") for e in p]} for p in group]
+        prompt = render_prompt(
+            "merge",
+            merge_guidance=guidance,
+            skill=skill.strip() or "(empty)",
+            meta_skill=meta_skill or "(none)",
+            n_patches=len(group),
+            patches=json.dumps(payload, sort_keys=True, ensure_ascii=False),
+        )
+        try:
+            reply = await _ask(ctx, prompt, MergeReply, "merge")
+        except ReplyFormatError as exc:
+            ctx.note(stage="merge", level=level, error=str(exc))
+            return None
+        edits: list[EditItem] = reply.value.edits
+        return edits
+
+    return await merge_sides(
+        [list(p.edits) for p in patches if p.side is SourceType.FAILURE],
+        [list(p.edits) for p in patches if p.side is SourceType.SUCCESS],
+        group_size=ctx.cfg.reflect.merge_batch_size,
+        merge=call,
+    )
+
+
+def pick_indices(indices: Sequence[int], n_items: int, budget: int) -> list[int]:
+    """Valid, unique, in-range indices in the given order, at most ``budget``."""
+    chosen: list[int] = []
+    for idx in indices:
+        if len(chosen) >= budget:
+            break
+        if isinstance(idx, int) and 0 <= idx < n_items and idx not in chosen:
+            chosen.append(idx)
+    return chosen
+
+
+async def rank_edits(
+    ctx: RunContext, items: Sequence[EditItem], *, budget: int, skill: str, meta_skill: str
+) -> tuple[list[EditItem], dict[str, Any]]:
+    """Keep at most ``budget`` edits; ask the optimizer only when there are more."""
+    if len(items) <= budget:
+        return list(items), {"ranked_by": "pass_through", "n_items": len(items)}
+    if budget <= 0:
+        return [], {"ranked_by": "zero_budget", "n_items": len(items)}
+    candidates = "\n".join(
+        f"[{i}] op={e.op} target={e.target!r} content={e.content!r} "
+        f"support={e.support_count} source={e.source_type.value}"
+        for i, e in enumerate(items)
+    )
+    prompt = render_prompt(
+        "rank",
+        budget=budget,
+        n_items=len(items),
+        skill=skill.strip() or "(empty)",
+        meta_skill=meta_skill or "(none)",
+        candidates=candidates,
+    )
+    try:
+        reply = await _ask(ctx, prompt, RankReply, "rank")
+        chosen = pick_indices(reply.value.selected_indices, len(items), budget)
+    except ReplyFormatError as exc:
+        ctx.note(stage="rank", error=str(exc))
+        chosen = []
+    if not chosen:
+        return list(items[:budget]), {"ranked_by": "fallback_first_k", "n_items": len(items)}
+    return [items[i] for i in chosen], {
+        "ranked_by": "optimizer",
+        "n_items": len(items),
+        "selected_indices": chosen,
+    }
+
+
+# --------------------------------------------------------------------------- update
+
+
+def update_patch(skill: str, edits: Sequence[EditItem]) -> tuple[str, list[dict[str, Any]]]:
+    """Apply ranked edits in order; one report row per edit."""
+    records = [EditRecord(op=e.op, content=e.content, anchor=e.target) for e in edits]
+    application = apply_edits(skill, records)
+    rows = [
+        {
+            "index": o.index + 1,
+            "op": o.edit.op,
+            "target": o.edit.anchor[:200],
+            "content_preview": o.edit.content[:200],
+            "status": o.status.value,
+            "reason": o.reason,
+        }
+        for o in application.outcomes
+    ]
+    return application.text, rows
+
+
+async def rewrite_skill(
+    ctx: RunContext, skill: str, edits: Sequence[EditItem], *, step_buffer: str
+) -> RewriteReply | None:
+    """Rewrite-from-suggestions mode: the ranked edits are the suggestions."""
+    suggestions = "\n".join(f"- {e.summary()}" for e in edits)
+    prompt = render_prompt(
+        "rewrite",
+        skill=skill.strip() or "(empty)",
+        step_buffer=step_buffer,
+        suggestions=suggestions,
+    )
+    try:
+        reply = await _ask(ctx, prompt, RewriteReply, "rewrite")
+    except ReplyFormatError as exc:
+        ctx.note(stage="rewrite", error=str(exc))
+        return None
+    value: RewriteReply = reply.value
+    return value
+
+
+def failure_patterns(results: Sequence[RolloutResult]) -> list[dict[str, Any]]:
+    """Failures grouped by fail-reason kind (text before the first ':') and task type; the
+    labels come from the results themselves, never paired with analyst text by position."""
+    groups = Counter(
+        (r.fail_reason.split(":", 1)[0].strip() or "unknown", r.task_type)
+        for r in results
+        if not r.passed
+    )
+    return [
+        {"label": f"{kind} ({task_type})", "count": n}
+        for (kind, task_type), n in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]

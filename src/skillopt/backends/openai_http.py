@@ -1,0 +1,289 @@
+"""HTTP members through the openai SDK: chat completions and Responses, OpenAI and Azure.
+
+Every client is built with ``max_retries=0`` (the pool is the only retry layer) on ONE
+shared ``openai.DefaultAsyncHttpxClient`` whose connection limits are sized to the pool.
+That is the SDK's own httpx2-based client; an ``httpx`` 0.28 ``AsyncClient`` costs several
+times the CPU per call, so none is ever created here.
+
+Every message sent is passed through :func:`skillopt.redact.redact_text` first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+import httpx2
+import openai
+
+from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.retry import classify_exception, short_cause
+from skillopt.config import (
+    AzureChatMember,
+    AzureCliAuth,
+    AzureDefaultAuth,
+    AzureKeyAuth,
+    AzureManagedIdentityAuth,
+    AzureResponsesMember,
+    OpenAIChatMember,
+    OpenAIResponsesMember,
+)
+from skillopt.errors import BackendAuthError, BackendError, ConfigError, ContentFilterError
+from skillopt.redact import redact_text
+
+Api = Literal["chat", "responses"]
+HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
+
+_NO_KEY = "no-key-configured"  # OpenAI-compatible servers that want no key still need a value
+_REFRESH_MARGIN = 300.0  # refresh an Entra token this many seconds before it expires
+
+
+def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.AsyncClient:
+    """The one shared HTTP client for all HTTP members of a pool."""
+    size = max(1, max_connections)
+    return openai.DefaultAsyncHttpxClient(
+        limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
+        timeout=httpx2.Timeout(timeout, connect=min(timeout, 30.0)),
+    )
+
+
+class EntraTokenProvider:
+    """Async bearer-token provider over a *synchronous* azure-identity credential.
+
+    ``azure.identity.aio`` would need ``aiohttp`` as another HTTP stack. Tokens live for
+    about an hour and are refreshed rarely, so the blocking ``get_token`` runs in a worker
+    thread via ``anyio.to_thread.run_sync`` and the result is cached until five minutes
+    before expiry; concurrent callers share one refresh.
+    """
+
+    def __init__(self, credential: Any, scope: str) -> None:
+        self._credential = credential
+        self._scope = scope
+        self._token: str | None = None
+        self._expires_on = 0.0
+        self._lock: anyio.Lock | None = None
+        self.refreshes = 0
+
+    async def __call__(self) -> str:
+        if self._token is not None and time.time() < self._expires_on - _REFRESH_MARGIN:
+            return self._token
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._token is None or time.time() >= self._expires_on - _REFRESH_MARGIN:
+                access = await anyio.to_thread.run_sync(self._credential.get_token, self._scope)
+                self._token, self._expires_on = str(access.token), float(access.expires_on)
+                self.refreshes += 1
+        return self._token
+
+    def close(self) -> None:
+        closer = getattr(self._credential, "close", None)
+        if callable(closer):
+            closer()
+
+
+def make_credential(
+    auth: AzureDefaultAuth | AzureCliAuth | AzureManagedIdentityAuth,
+) -> Any:
+    """The synchronous azure-identity credential for an Entra auth config."""
+    import azure.identity as identity
+
+    if isinstance(auth, AzureCliAuth):
+        return identity.AzureCliCredential()
+    if isinstance(auth, AzureManagedIdentityAuth):
+        if auth.client_id:
+            return identity.ManagedIdentityCredential(client_id=auth.client_id)
+        return identity.ManagedIdentityCredential()
+    return identity.DefaultAzureCredential()
+
+
+def _env_key(env_name: str, key_path: str, environ: dict[str, str] | os._Environ[str]) -> str:
+    value = environ.get(env_name)
+    if not value:
+        raise ConfigError(f"environment variable {env_name} is not set or empty", key=key_path)
+    return value
+
+
+class OpenAIHttpBackend:
+    """One HTTP member: an SDK client, the model or deployment name, and which API to call."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        client: openai.AsyncOpenAI,
+        api: Api,
+        token_limit_param: str = "max_completion_tokens",
+        token_provider: EntraTokenProvider | None = None,
+        owned_http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self._owned_http_client = owned_http_client
+        self._name = name
+        self._model = model
+        self._client = client
+        self._api = api
+        self._token_limit_param = token_limit_param
+        self._token_provider = token_provider
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        started = time.monotonic()
+        try:
+            if self._api == "chat":
+                text, usage, raw = await self._chat(request)
+            else:
+                text, usage, raw = await self._responses(request)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise self._map(exc) from exc
+        prompt_text = request.text_for_key()
+        return Completion(
+            text=text,
+            usage=usage if usage is not None else Usage.estimate(prompt_text, text),
+            member=self._name,
+            latency=time.monotonic() - started,
+            raw=raw,
+        )
+
+    def _map(self, exc: Exception) -> BackendError:
+        try:
+            from azure.core.exceptions import ClientAuthenticationError
+        except ImportError:  # pragma: no cover - azure-identity is a dependency
+            ClientAuthenticationError = ()  # type: ignore[assignment,misc]
+        if isinstance(exc, ClientAuthenticationError):
+            return BackendAuthError(
+                "Entra ID token unavailable",
+                member=self._name,
+                cause=short_cause(getattr(exc, "message", None) or exc),
+            )
+        return classify_exception(exc, member=self._name)
+
+    def _messages(self, request: CompletionRequest) -> list[dict[str, str]]:
+        return [{"role": m.role, "content": redact_text(m.content)} for m in request.as_messages()]
+
+    def _timeout(self, request: CompletionRequest) -> float | openai.NotGiven:
+        return request.timeout if request.timeout is not None else openai.NOT_GIVEN
+
+    async def _chat(self, request: CompletionRequest) -> tuple[str, Usage | None, dict[str, Any]]:
+        extra: dict[str, Any] = {self._token_limit_param: request.max_output_tokens}
+        if request.json_mode:
+            extra["response_format"] = {"type": "json_object"}
+        resp = await self._client.chat.completions.create(
+            model=self._model,
+            messages=self._messages(request),  # type: ignore[arg-type]
+            timeout=self._timeout(request),
+            extra_body=extra,
+        )
+        if not resp.choices:
+            return "", None, {"finish_reason": None}
+        choice = resp.choices[0]
+        if choice.finish_reason == "content_filter":
+            raise ContentFilterError(
+                "content filtered", member=self._name, status=200, cause="finish_reason"
+            )
+        usage = None
+        if resp.usage is not None:
+            usage = Usage(
+                prompt_tokens=resp.usage.prompt_tokens or 0,
+                completion_tokens=resp.usage.completion_tokens or 0,
+            )
+        return choice.message.content or "", usage, {"finish_reason": choice.finish_reason}
+
+    async def _responses(
+        self, request: CompletionRequest
+    ) -> tuple[str, Usage | None, dict[str, Any]]:
+        extra: dict[str, Any] = {}
+        if request.json_mode:
+            extra["text"] = {"format": {"type": "json_object"}}
+        resp = await self._client.responses.create(
+            model=self._model,
+            input=self._messages(request),  # type: ignore[arg-type]
+            max_output_tokens=request.max_output_tokens,
+            timeout=self._timeout(request),
+            extra_body=extra or None,
+        )
+        usage = None
+        if resp.usage is not None:
+            usage = Usage(
+                prompt_tokens=resp.usage.input_tokens or 0,
+                completion_tokens=resp.usage.output_tokens or 0,
+            )
+        incomplete = getattr(resp, "incomplete_details", None)
+        if incomplete is not None and getattr(incomplete, "reason", None) == "content_filter":
+            raise ContentFilterError("content filtered", member=self._name, cause="incomplete")
+        return resp.output_text or "", usage, {"status": resp.status}
+
+    async def aclose(self) -> None:
+        """Close what this member owns; a shared HTTP client is closed by its owner (the pool)."""
+        if self._token_provider is not None:
+            await anyio.to_thread.run_sync(self._token_provider.close)
+        if self._owned_http_client is not None:
+            await self._owned_http_client.aclose()
+
+
+def build_http_member(
+    cfg: HttpMemberConfig,
+    *,
+    http_client: httpx2.AsyncClient | None = None,
+    environ: dict[str, str] | None = None,
+) -> OpenAIHttpBackend:
+    """Build the SDK client for one member config (keys read from the named env vars)."""
+    env = os.environ if environ is None else environ
+    owned = (
+        None if http_client is not None else make_http_client(max_connections=cfg.max_concurrency)
+    )
+    client_http = http_client or owned
+    common: dict[str, Any] = {"max_retries": 0, "timeout": cfg.timeout, "http_client": client_http}
+    key_path = f"members.{cfg.name}"
+    if isinstance(cfg, OpenAIChatMember | OpenAIResponsesMember):
+        api_key = (
+            _env_key(cfg.api_key_env, f"{key_path}.api_key_env", env)
+            if cfg.api_key_env
+            else _NO_KEY
+        )
+        client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=api_key, **common)
+        return OpenAIHttpBackend(
+            name=cfg.name,
+            model=cfg.model,
+            client=client,
+            api="chat" if isinstance(cfg, OpenAIChatMember) else "responses",
+            token_limit_param=cfg.token_limit_param
+            if isinstance(cfg, OpenAIChatMember)
+            else "max_output_tokens",
+            owned_http_client=owned,
+        )
+    provider: EntraTokenProvider | None = None
+    auth_kw: dict[str, Any]
+    if isinstance(cfg.auth, AzureKeyAuth):
+        auth_kw = {"api_key": _env_key(cfg.auth.api_key_env, f"{key_path}.auth.api_key_env", env)}
+    else:
+        provider = EntraTokenProvider(make_credential(cfg.auth), cfg.token_scope)
+        token_fn: Callable[[], Awaitable[str]] = provider
+        auth_kw = {"azure_ad_token_provider": token_fn}
+    azure = openai.AsyncAzureOpenAI(
+        azure_endpoint=cfg.endpoint, api_version=cfg.api_version, **auth_kw, **common
+    )
+    return OpenAIHttpBackend(
+        name=cfg.name,
+        model=cfg.deployment,
+        client=azure,
+        api="chat" if isinstance(cfg, AzureChatMember) else "responses",
+        token_limit_param=cfg.token_limit_param
+        if isinstance(cfg, AzureChatMember)
+        else "max_output_tokens",
+        token_provider=provider,
+        owned_http_client=owned,
+    )

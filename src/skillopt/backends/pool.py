@@ -1,0 +1,523 @@
+"""BackendPool: fan model calls out over the members of a role, within every member's limits.
+
+How one :meth:`BackendPool.complete` call proceeds:
+
+1. Cache lookup (unless ``request.use_cache`` is False).
+2. Take a slot of the role's gate, a :class:`anyio.CapacityLimiter` as wide as the sum of
+   its members' concurrency. Thousands of callers wait here in FIFO order at no CPU cost;
+   a release wakes exactly one waiter.
+3. Pick a member round-robin among members whose breaker admits calls and whose own
+   limiter has room (avoiding the member that just failed this call when possible). Only
+   if none has room (a member shared by two roles, or an open member's share of the
+   gate) does the caller wait on the next member's limiter.
+4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
+5. On a retryable failure: release the slots, sleep the policy delay (``Retry-After``
+   honoured), and try again, which naturally fails over to the next member. Fatal
+   failures (auth, bad request, content filter) are raised at once.
+
+No task is spawned per call, so cancelling the caller cancels the in-flight request and
+leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from skillopt.backends.accounting import Accounting
+from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
+from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
+from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
+from skillopt.errors import (
+    BackendAuthError,
+    BackendError,
+    BackendTimeoutError,
+    ConfigError,
+    NoHealthyMemberError,
+    RetryableBackendError,
+)
+from skillopt.logging import get_logger
+
+if TYPE_CHECKING:
+    from skillopt.config import PoolConfig
+
+_log = get_logger("skillopt.pool")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberSpec:
+    """One member as the pool sees it."""
+
+    backend: Backend
+    max_concurrency: int = 8
+    requests_per_minute: float | None = None
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakerPolicy:
+    """Open a member after ``failure_threshold`` consecutive failures for ``cooldown`` s."""
+
+    failure_threshold: int = 5
+    cooldown: float = 30.0
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class _Breaker:
+    """Per-member circuit breaker. After the cool-down exactly one probe call is let through."""
+
+    def __init__(self, policy: BreakerPolicy) -> None:
+        self._policy = policy
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._probing = False
+        self.times_opened = 0
+
+    def state(self, now: float) -> BreakerState:
+        if self._opened_at is None:
+            return BreakerState.CLOSED
+        if now - self._opened_at >= self._policy.cooldown:
+            return BreakerState.HALF_OPEN
+        return BreakerState.OPEN
+
+    def admits(self, now: float) -> bool:
+        state = self.state(now)
+        if state is BreakerState.CLOSED:
+            return True
+        return state is BreakerState.HALF_OPEN and not self._probing
+
+    def reopens_at(self) -> float | None:
+        return None if self._opened_at is None else self._opened_at + self._policy.cooldown
+
+    def on_start(self, now: float) -> bool:
+        """Register a call start; returns True when this call is the half-open probe."""
+        if self.state(now) is BreakerState.HALF_OPEN:
+            self._probing = True
+            return True
+        return False
+
+    def on_success(self) -> None:
+        self._failures = 0
+        self._opened_at = None
+        self._probing = False
+
+    def on_failure(self, now: float) -> bool:
+        """Count a failure; returns True when this failure (re)opened the circuit."""
+        self._failures += 1
+        was_probe = self._probing
+        self._probing = False
+        if was_probe or (
+            self._opened_at is None and self._failures >= self._policy.failure_threshold
+        ):
+            self._opened_at = now
+            self.times_opened += 1
+            return True
+        return False
+
+    def on_abandon(self) -> None:
+        """The call was cancelled or failed for a reason that says nothing about the member."""
+        self._probing = False
+
+
+class _RateSpacer:
+    """Spaces call starts ``60/rpm`` seconds apart by reserving start times (no polling)."""
+
+    def __init__(self, rpm: float) -> None:
+        self._interval = 60.0 / rpm
+        self._next = -math.inf
+
+    async def wait_turn(self) -> None:
+        now = anyio.current_time()
+        start = max(now, self._next)
+        self._next = start + self._interval
+        if start > now:
+            await anyio.sleep_until(start)
+
+
+class _Member:
+    def __init__(self, spec: MemberSpec, breaker: BreakerPolicy) -> None:
+        self.spec = spec
+        self.name = spec.backend.name
+        self.limiter = anyio.CapacityLimiter(spec.max_concurrency)
+        self.spacer = _RateSpacer(spec.requests_per_minute) if spec.requests_per_minute else None
+        self.breaker = _Breaker(breaker)
+
+    def has_room(self) -> bool:
+        return self.limiter.available_tokens >= 1
+
+
+class _RoleGroup:
+    def __init__(self, role: Role, members: list[_Member]) -> None:
+        self.role = role
+        self.members = members
+        self.gate = anyio.CapacityLimiter(sum(m.spec.max_concurrency for m in members))
+        self.cursor = itertools.count()
+        names = sorted({m.spec.backend.model for m in members})
+        self.model_signature = ",".join(names)
+
+
+def _breaker_counts(error: BackendError) -> bool:
+    """Failures that say the member is unhealthy (not that the request was bad)."""
+    return error.retryable or isinstance(error, BackendAuthError)
+
+
+class BackendPool:
+    """Round-robin, limit-respecting, retrying dispatcher over the members of each role."""
+
+    def __init__(
+        self,
+        roles: Mapping[Role, Sequence[MemberSpec]],
+        *,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, immutable default
+        breaker: BreakerPolicy = BreakerPolicy(),
+        cache: ResponseCache | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._retry = retry
+        self._cache = cache
+        self._rng = rng or random.Random()
+        self._accounting = Accounting()
+        self._members: dict[str, _Member] = {}
+        self._groups: dict[Role, _RoleGroup] = {}
+        self._closers: list[Any] = []
+        self._closed = False
+        for role, specs in roles.items():
+            if not specs:
+                raise ConfigError("a role needs at least one member", key=f"roles.{role}")
+            group_members: list[_Member] = []
+            for spec in specs:
+                if spec.max_concurrency < 1:
+                    raise ConfigError(
+                        "must be >= 1", key=f"members.{spec.backend.name}.max_concurrency"
+                    )
+                member = self._members.get(spec.backend.name)
+                if member is None:
+                    member = self._members[spec.backend.name] = _Member(spec, breaker)
+                elif member.spec is not spec and member.spec.backend is not spec.backend:
+                    raise ConfigError(
+                        f"two different members are named {spec.backend.name!r}", key="members"
+                    )
+                if member not in group_members:
+                    group_members.append(member)
+            self._groups[Role(role)] = _RoleGroup(Role(role), group_members)
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_config(
+        cls, cfg: PoolConfig, *, extra_backends: Mapping[str, Backend] | None = None
+    ) -> BackendPool:
+        """Build every member from config; ``extra_backends`` replaces members by name."""
+        from skillopt.backends.factory import build_member, needs_http_client
+        from skillopt.backends.openai_http import make_http_client
+
+        extra = dict(extra_backends or {})
+        http_members = [m for m in cfg.members if m.name not in extra and needs_http_client(m)]
+        http_client = (
+            make_http_client(max_connections=sum(m.max_concurrency for m in http_members))
+            if http_members
+            else None
+        )
+        built: dict[str, MemberSpec] = {}
+        for member_cfg in cfg.members:
+            backend = extra.get(member_cfg.name) or build_member(
+                member_cfg, http_client=http_client
+            )
+            built[member_cfg.name] = MemberSpec(
+                backend=backend,
+                max_concurrency=member_cfg.max_concurrency,
+                requests_per_minute=member_cfg.requests_per_minute,
+                timeout=member_cfg.timeout,
+            )
+        roles = {
+            Role.TARGET: [built[n] for n in cfg.roles.target],
+            Role.OPTIMIZER: [built[n] for n in cfg.roles.optimizer],
+        }
+        cache = None
+        if cfg.cache.enabled:
+            cache_path = cfg.cache.dir / "responses.jsonl" if cfg.cache.dir else None
+            cache = ResponseCache(cache_path, max_entries=cfg.cache.max_entries)
+        pool = cls(
+            roles,
+            retry=RetryPolicy(
+                max_attempts=cfg.retry.max_attempts,
+                base_delay=cfg.retry.base_delay,
+                max_delay=cfg.retry.max_delay,
+                retry_after_cap=cfg.retry.retry_after_cap,
+            ),
+            breaker=BreakerPolicy(
+                failure_threshold=cfg.breaker.failure_threshold, cooldown=cfg.breaker.cooldown
+            ),
+            cache=cache,
+        )
+        if http_client is not None:
+            pool._closers.append(http_client)
+        return pool
+
+    # ----------------------------------------------------------------- public API
+    def total_concurrency(self, role: Role) -> int:
+        """How many calls of ``role`` can be in flight at once (size your fan-out to this)."""
+        return int(self._group(role).gate.total_tokens)
+
+    def members(self, role: Role) -> list[str]:
+        return [m.name for m in self._group(role).members]
+
+    def breaker_state(self, member: str) -> BreakerState:
+        return self._members[member].breaker.state(anyio.current_time())
+
+    def accounting(self) -> dict[str, Any]:
+        """Plain JSON-able diagnostics: totals, per member / role / stage, breaker states."""
+        snap = self._accounting.snapshot()
+        try:
+            now: float | None = anyio.current_time()
+        except RuntimeError:  # called outside an event loop (e.g. writing a report)
+            now = None
+        snap["members"] = {
+            name: {
+                "max_concurrency": m.spec.max_concurrency,
+                "in_flight": int(m.limiter.borrowed_tokens),
+                "breaker": m.breaker.state(now).value if now is not None else None,
+                "times_opened": m.breaker.times_opened,
+            }
+            for name, m in sorted(self._members.items())
+        }
+        if self._cache is not None:
+            snap["cache"] = {
+                "entries": len(self._cache),
+                "hits": self._cache.hits,
+                "misses": self._cache.misses,
+            }
+        return snap
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        if self._closed:
+            raise NoHealthyMemberError("the pool is closed")
+        group = self._group(request.role)
+        role, stage = group.role.value, request.stage
+        key: str | None = None
+        if self._cache is not None and request.use_cache:
+            key = cache_key(role=role, model=group.model_signature, request=request)
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._accounting.cache_hit(role=role, stage=stage)
+                return Completion(
+                    text=hit.text,
+                    usage=hit.usage,
+                    member=hit.member,
+                    latency=0.0,
+                    attempts=0,
+                    cached=True,
+                )
+        completion = await self._run_with_retries(group, request)
+        if key is not None and self._cache is not None:
+            self._cache.put(
+                key,
+                CachedReply(text=completion.text, usage=completion.usage, member=completion.member),
+            )
+        return completion
+
+    async def aclose(self) -> None:
+        """Close every member and the shared HTTP client. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for member in self._members.values():
+                await member.spec.backend.aclose()
+            for closer in self._closers:
+                await closer.aclose()
+
+    async def __aenter__(self) -> BackendPool:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------- internals
+    def _group(self, role: Role) -> _RoleGroup:
+        try:
+            return self._groups[Role(role)]
+        except (KeyError, ValueError) as exc:
+            raise NoHealthyMemberError(f"the pool has no members for role {role!r}") from exc
+
+    def _pick(self, group: _RoleGroup, avoid: str | None) -> _Member | None:
+        """Next admitted member with room, round-robin; else a full one; None if all are open."""
+        now = anyio.current_time()
+        count = len(group.members)
+        start = next(group.cursor) % count
+        order = [group.members[(start + i) % count] for i in range(count)]
+        admitted = [m for m in order if m.breaker.admits(now)]
+        if not admitted:
+            return None
+        preferred = [m for m in admitted if m.name != avoid] or admitted
+        for member in preferred:
+            if member.has_room():
+                return member
+        return preferred[0]
+
+    async def _run_with_retries(self, group: _RoleGroup, request: CompletionRequest) -> Completion:
+        role, stage = group.role.value, request.stage
+        last_error: BackendError | None = None
+        avoid: str | None = None
+        for attempt in range(1, self._retry.max_attempts + 1):
+            try:
+                return await self._attempt(group, request, attempt, avoid)
+            except RetryableBackendError as error:
+                last_error, avoid = error, error.member or None
+                if attempt >= self._retry.max_attempts:
+                    break
+                delay = retry_delay(
+                    self._retry, attempt, retry_after=error.retry_after, rng=self._rng
+                )
+                self._accounting.retry(member=error.member, role=role, stage=stage)
+                _log.warning(
+                    "pool.retry",
+                    member=error.member,
+                    status=error.status,
+                    error=error.error_class,
+                    cause=error.cause,
+                    attempt=attempt,
+                    delay=round(delay, 3),
+                    role=role,
+                    stage=stage,
+                )
+                await anyio.sleep(delay)
+        assert last_error is not None
+        raise last_error
+
+    async def _attempt(
+        self, group: _RoleGroup, request: CompletionRequest, attempt: int, avoid: str | None
+    ) -> Completion:
+        role, stage = group.role.value, request.stage
+        async with group.gate:
+            member = self._pick(group, avoid)
+            if member is None:
+                reopen = min(
+                    (t for m in group.members if (t := m.breaker.reopens_at()) is not None),
+                    default=None,
+                )
+                self._accounting.failure(
+                    member=None, role=role, stage=stage, error_class="no_member"
+                )
+                raise NoHealthyMemberError(
+                    f"every member of role {role!r} has an open circuit"
+                    + (f"; next probe in {reopen - anyio.current_time():.1f}s" if reopen else "")
+                )
+            async with member.limiter:
+                if member.spacer is not None:
+                    await member.spacer.wait_turn()
+                return await self._call_member(member, group, request, attempt)
+
+    async def _call_member(
+        self, member: _Member, group: _RoleGroup, request: CompletionRequest, attempt: int
+    ) -> Completion:
+        role, stage = group.role.value, request.stage
+        timeout = request.timeout if request.timeout is not None else member.spec.timeout
+        breaker = member.breaker
+        breaker.on_start(anyio.current_time())
+        self._accounting.attempt(member=member.name, role=role, stage=stage)
+        started = anyio.current_time()
+        try:
+            with anyio.fail_after(timeout):
+                result = await member.spec.backend.complete(request)
+            if not result.text.strip():
+                raise RetryableBackendError(
+                    "empty completion", kind="empty", member=member.name, cause="empty reply"
+                )
+        except TimeoutError as exc:
+            error: BackendError = BackendTimeoutError(
+                f"no reply within {timeout:g}s", member=member.name, cause="pool timeout"
+            )
+            self._record_failure(member, role, stage, error)
+            raise error from exc
+        except BackendError as exc:
+            error = exc if exc.member else _with_member(exc, member.name)
+            self._record_failure(member, role, stage, error)
+            if error is exc:
+                raise
+            raise error from exc
+        except anyio.get_cancelled_exc_class():
+            breaker.on_abandon()
+            raise
+        except Exception as exc:
+            # A member broke its contract (raised a foreign error): treat as retryable.
+            error = RetryableBackendError(
+                "member raised an unexpected error",
+                kind="unexpected",
+                member=member.name,
+                cause=short_cause(f"{type(exc).__name__}: {exc}"),
+            )
+            self._record_failure(member, role, stage, error)
+            raise error from exc
+        latency = anyio.current_time() - started
+        breaker.on_success()
+        self._accounting.success(
+            member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
+        )
+        _log.debug(
+            "pool.call",
+            member=member.name,
+            role=role,
+            stage=stage,
+            attempt=attempt,
+            latency=round(latency, 4),
+            prompt_tokens=result.usage.prompt_tokens,
+            completion_tokens=result.usage.completion_tokens,
+        )
+        return Completion(
+            text=result.text,
+            usage=result.usage,
+            member=member.name,
+            latency=latency,
+            attempts=attempt,
+            cached=False,
+            tools_called=result.tools_called,
+            raw=result.raw,
+        )
+
+    def _record_failure(self, member: _Member, role: str, stage: str, error: BackendError) -> None:
+        self._accounting.failure(
+            member=member.name, role=role, stage=stage, error_class=error.error_class
+        )
+        now = anyio.current_time()
+        if _breaker_counts(error):
+            if member.breaker.on_failure(now):
+                _log.warning(
+                    "pool.breaker_open", member=member.name, cooldown=member.breaker.reopens_at()
+                )
+        else:
+            member.breaker.on_abandon()
+
+
+def _with_member(error: BackendError, member: str) -> BackendError:
+    """A copy of ``error`` that names the member (members may leave it blank)."""
+    kwargs: dict[str, Any] = {
+        "member": member,
+        "status": error.status,
+        "cause": error.cause,
+        "retry_after": error.retry_after,
+    }
+    message = str(error.args[0]) if error.args else type(error).__name__
+    message = message.split(" member=")[0].split(" status=")[0]
+    if isinstance(error, BackendTimeoutError):
+        return BackendTimeoutError(message, **kwargs)
+    if isinstance(error, RetryableBackendError):
+        return RetryableBackendError(message, kind=error.kind, **kwargs)
+    return type(error)(message, **kwargs)

@@ -1,0 +1,220 @@
+"""Retry policy, the pure delay function, and the classifier for failed model calls.
+
+The pool is the only retry layer (SDK ``max_retries=0``). This module decides two things
+about a failure: *what kind* it is (a :class:`skillopt.errors.BackendError` subclass) and
+*how long to wait* before the next attempt. Both are pure so they can be tested by table.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skillopt.errors import (
+    BackendAuthError,
+    BackendError,
+    BackendRequestError,
+    BackendTimeoutError,
+    ContentFilterError,
+    RetryableBackendError,
+)
+from skillopt.redact import sanitize
+
+_CAUSE_LIMIT = 300
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_AUTH_STATUS = frozenset({401, 403})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How often and how patiently the pool retries one call.
+
+    ``max_attempts`` counts every attempt, across members. Without a server hint the
+    delay before attempt ``n+1`` is uniform in ``[0, min(max_delay, base_delay * 2**(n-1))]``
+    (full jitter). A ``Retry-After`` hint is obeyed up to ``retry_after_cap`` seconds.
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    retry_after_cap: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if self.base_delay < 0 or self.max_delay < 0 or self.retry_after_cap < 0:
+            raise ValueError("delays must be >= 0")
+
+
+def retry_delay(
+    policy: RetryPolicy, attempt: int, *, retry_after: float | None, rng: random.Random
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    A server hint (``retry_after``) wins, capped by ``policy.retry_after_cap``; otherwise
+    capped exponential backoff with full jitter drawn from ``rng``.
+    """
+    if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
+        return min(retry_after, policy.retry_after_cap)
+    exponent = max(0, attempt - 1)
+    # Guard against float overflow for absurd attempt numbers.
+    ceiling = policy.max_delay if exponent > 60 else policy.base_delay * (2.0**exponent)
+    return rng.uniform(0.0, min(policy.max_delay, ceiling))
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Read ``retry-after-ms`` (milliseconds) or ``Retry-After`` (seconds or HTTP date).
+
+    Returns seconds (>= 0) or ``None`` when there is no usable hint.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            ms = float(raw_ms)
+        except ValueError:
+            ms = math.nan
+        if math.isfinite(ms) and ms >= 0:
+            return ms / 1000.0
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if math.isfinite(seconds):
+        return max(0.0, seconds)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def short_cause(text: object) -> str:
+    """A redacted, single-line, bounded description safe to log and persist."""
+    flat = " ".join(str(text).split())
+    clean = sanitize(flat)
+    return clean if len(clean) <= _CAUSE_LIMIT else clean[: _CAUSE_LIMIT - 1] + "…"
+
+
+def _is_content_filter(code: str | None, body: object) -> bool:
+    if code and "content_filter" in code:
+        return True
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            inner_code = inner.get("code")
+            if isinstance(inner_code, str) and "content_filter" in inner_code:
+                return True
+            if inner.get("innererror") and "ResponsibleAIPolicyViolation" in str(inner):
+                return True
+    return False
+
+
+def classify_status(
+    status: int,
+    *,
+    member: str,
+    cause: str,
+    retry_after: float | None = None,
+    code: str | None = None,
+    body: object = None,
+) -> BackendError:
+    """Map an HTTP status (plus provider error code) to our error type."""
+    text = short_cause(cause)
+    if _is_content_filter(code, body):
+        return ContentFilterError("content filtered", member=member, status=status, cause=text)
+    if status in _AUTH_STATUS:
+        return BackendAuthError("not authorised", member=member, status=status, cause=text)
+    if status == 429:
+        return RetryableBackendError(
+            "rate limited",
+            kind="rate_limit",
+            member=member,
+            status=status,
+            cause=text,
+            retry_after=retry_after,
+        )
+    if status == 408:
+        return BackendTimeoutError(
+            "request timeout", member=member, status=status, cause=text, retry_after=retry_after
+        )
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return RetryableBackendError(
+            "server error" if status >= 500 else "conflict",
+            kind="server" if status >= 500 else "conflict",
+            member=member,
+            status=status,
+            cause=text,
+            retry_after=retry_after,
+        )
+    return BackendRequestError("request rejected", member=member, status=status, cause=text)
+
+
+def classify_exception(exc: BaseException, *, member: str) -> BackendError:
+    """Map an exception raised by the openai SDK or httpx2 to a :class:`BackendError`.
+
+    Imports of the foreign libraries are local so this module stays cheap to import.
+    """
+    if isinstance(exc, BackendError):
+        return exc
+    import httpx2
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
+        return BackendTimeoutError(
+            "timed out", member=member, cause=short_cause(type(exc).__name__)
+        )
+    if isinstance(exc, openai.ContentFilterFinishReasonError):
+        return ContentFilterError("content filtered", member=member, cause=short_cause(exc))
+    if isinstance(exc, openai.APIStatusError):
+        hint = parse_retry_after(dict(exc.response.headers))
+        return classify_status(
+            exc.status_code,
+            member=member,
+            cause=_status_message(exc),
+            retry_after=hint,
+            code=exc.code,
+            body=exc.body,
+        )
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError):
+        reason = exc.__cause__ if exc.__cause__ is not None else exc
+        return RetryableBackendError(
+            "connection failed",
+            kind="connection",
+            member=member,
+            cause=short_cause(f"{type(reason).__name__}: {reason}"),
+        )
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        # A 2xx reply whose body we could not parse: the server misbehaved; try again.
+        return RetryableBackendError(
+            "malformed reply", kind="malformed", member=member, cause=short_cause(exc)
+        )
+    if isinstance(exc, openai.OpenAIError):
+        return BackendRequestError("client error", member=member, cause=short_cause(exc))
+    return RetryableBackendError(
+        "unexpected failure",
+        kind="unexpected",
+        member=member,
+        cause=short_cause(f"{type(exc).__name__}: {exc}"),
+    )
+
+
+def _status_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return str(getattr(exc, "message", "") or exc)

@@ -1,0 +1,464 @@
+"""Configuration models shared by both CLIs, and the one loader every module reuses.
+
+``load_toml_model(path, Model, env_prefix=..., overrides=...)`` reads a TOML file, applies
+environment overrides and explicit overrides (precedence: overrides > env > file >
+defaults), validates with pydantic (``extra="forbid"`` everywhere) and turns every problem
+into a :class:`skillopt.errors.ConfigError` naming the dotted key path and the reason.
+
+Secrets are never stored here: a config names the *environment variable* that holds a key
+(``api_key_env = "OPENAI_API_KEY"``), so :func:`redacted_dump` can put a config in a run
+record as is. This module is the only place that reads the process environment for config.
+
+Env overrides: ``{PREFIX}SECTION__KEY=value`` sets ``section.key`` (``__`` separates levels,
+names are lower-cased, a numeric level indexes a list: ``{PREFIX}MEMBERS__0__MODEL``).
+Values are parsed as TOML literals when they parse (``3``, ``true``, ``["a","b"]``),
+otherwise taken as strings.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from skillopt.errors import ConfigError
+from skillopt.redact import redact_obj
+
+M = TypeVar("M", bound=BaseModel)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_url(value: str) -> str:
+    """Accept an absolute http(s) URL with a host; the error never echoes the value."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an absolute http:// or https:// URL with a host")
+    return value.strip()
+
+
+def check_env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError(
+            "must be the NAME of an environment variable (letters, digits, _), not a secret"
+        )
+    return value
+
+
+# ----------------------------------------------------------------------------- members
+class _MemberBase(StrictModel):
+    name: str = Field(min_length=1, max_length=64)
+    max_concurrency: int = Field(default=8, ge=1, le=4096)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    timeout: float = Field(default=120.0, gt=0, le=3600)
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _MEMBER_NAME.match(value):
+            raise ValueError("use letters, digits, '.', '_' or '-'")
+        return value
+
+
+class _OpenAIBase(_MemberBase):
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = None  # None: send no key (local servers)
+    model: str = Field(min_length=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url(value)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        return None if value is None else check_env_name(value)
+
+
+TokenLimitParam = Literal["max_completion_tokens", "max_tokens"]
+
+
+class OpenAIChatMember(_OpenAIBase):
+    """An OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, LiteLLM ...).
+
+    ``token_limit_param``: older OpenAI-compatible servers only know ``max_tokens``.
+    """
+
+    kind: Literal["openai"] = "openai"
+    token_limit_param: TokenLimitParam = "max_completion_tokens"
+
+
+class OpenAIResponsesMember(_OpenAIBase):
+    """An OpenAI Responses API endpoint."""
+
+    kind: Literal["openai_responses"] = "openai_responses"
+
+
+class AzureKeyAuth(StrictModel):
+    method: Literal["key"] = "key"
+    api_key_env: str = "AZURE_OPENAI_API_KEY"
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, value: str) -> str:
+        return check_env_name(value)
+
+
+class AzureDefaultAuth(StrictModel):
+    """``DefaultAzureCredential``: env vars, workload identity, managed identity, az login ..."""
+
+    method: Literal["default"]
+
+
+class AzureCliAuth(StrictModel):
+    """``AzureCliCredential``: the token of the local ``az login``."""
+
+    method: Literal["azure_cli"]
+
+
+class AzureManagedIdentityAuth(StrictModel):
+    """``ManagedIdentityCredential``; ``client_id`` picks a user-assigned identity."""
+
+    method: Literal["managed_identity"]
+    client_id: str | None = None
+
+
+AzureAuth = Annotated[
+    AzureKeyAuth | AzureDefaultAuth | AzureCliAuth | AzureManagedIdentityAuth,
+    Field(discriminator="method"),
+]
+
+AZURE_SCOPE = "https://cognitiveservices.azure.com/.default"
+
+
+class _AzureBase(_MemberBase):
+    endpoint: str
+    deployment: str = Field(min_length=1)
+    api_version: str = Field(default="2024-10-21", min_length=1)
+    auth: AzureAuth = Field(default_factory=AzureKeyAuth)
+    token_scope: str = AZURE_SCOPE
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url(value)
+
+
+class AzureChatMember(_AzureBase):
+    """An Azure OpenAI chat-completions deployment."""
+
+    kind: Literal["azure"] = "azure"
+    token_limit_param: TokenLimitParam = "max_completion_tokens"
+
+
+class AzureResponsesMember(_AzureBase):
+    """An Azure OpenAI Responses API deployment."""
+
+    kind: Literal["azure_responses"] = "azure_responses"
+
+
+class MockMember(_MemberBase):
+    """The deterministic offline world model; its own settings live in ``options``."""
+
+    kind: Literal["mock"] = "mock"
+    model: str = "mock"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class _CliBase(_MemberBase):
+    executable: Path | None = None
+    model: str | None = None
+    isolated_home: bool = False
+    home_dir: Path | None = None
+    provider_base_url: str | None = None
+    provider_key_env: str | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    timeout: float = Field(default=240.0, gt=0, le=7200)
+
+    @field_validator("provider_base_url")
+    @classmethod
+    def _purl(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
+
+    @field_validator("provider_key_env")
+    @classmethod
+    def _penv(cls, value: str | None) -> str | None:
+        return None if value is None else check_env_name(value)
+
+
+class ClaudeCliMember(_CliBase):
+    kind: Literal["claude"] = "claude"
+
+
+class CodexCliMember(_CliBase):
+    kind: Literal["codex"] = "codex"
+
+
+class CopilotCliMember(_CliBase):
+    kind: Literal["copilot"] = "copilot"
+
+
+MemberConfig = Annotated[
+    OpenAIChatMember
+    | OpenAIResponsesMember
+    | AzureChatMember
+    | AzureResponsesMember
+    | MockMember
+    | ClaudeCliMember
+    | CodexCliMember
+    | CopilotCliMember,
+    Field(discriminator="kind"),
+]
+
+HTTP_KINDS = frozenset({"openai", "openai_responses", "azure", "azure_responses"})
+CLI_KINDS = frozenset({"claude", "codex", "copilot"})
+
+
+# ----------------------------------------------------------------------------- pool
+class RolesConfig(StrictModel):
+    target: list[str] = Field(min_length=1)
+    optimizer: list[str] = Field(min_length=1)
+
+
+class RetryConfig(StrictModel):
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    base_delay: float = Field(default=0.5, ge=0)
+    max_delay: float = Field(default=20.0, ge=0)
+    retry_after_cap: float = Field(default=60.0, ge=0)
+
+
+class BreakerConfig(StrictModel):
+    failure_threshold: int = Field(default=5, ge=1)
+    cooldown: float = Field(default=30.0, ge=0)
+
+
+class CacheConfig(StrictModel):
+    enabled: bool = True
+    dir: Path | None = None  # None: memory only
+    max_entries: int = Field(default=100_000, ge=1)
+
+
+class PoolConfig(StrictModel):
+    """Members, which of them serve each role, and the pool's policies."""
+
+    members: list[MemberConfig] = Field(min_length=1)
+    roles: RolesConfig
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> PoolConfig:
+        seen: dict[str, int] = {}
+        for index, member in enumerate(self.members):
+            if member.name in seen:
+                raise PydanticCustomError(
+                    "keyed",
+                    "{reason}",
+                    {
+                        "key": f"members.{index}.name",
+                        "reason": f"duplicate member name {member.name!r}",
+                    },
+                )
+            seen[member.name] = index
+        for role in ("target", "optimizer"):
+            for position, name in enumerate(getattr(self.roles, role)):
+                if name not in seen:
+                    raise PydanticCustomError(
+                        "keyed",
+                        "{reason}",
+                        {
+                            "key": f"roles.{role}.{position}",
+                            "reason": f"unknown member {name!r} (known: {', '.join(seen)})",
+                        },
+                    )
+        return self
+
+    def member(self, name: str) -> MemberConfig:
+        for member in self.members:
+            if member.name == name:
+                return member
+        raise ConfigError(f"unknown member {name!r}", key="members")
+
+
+# ----------------------------------------------------------------------------- loading
+def load_toml_model(
+    path: str | os.PathLike[str] | None,
+    model_cls: type[M],
+    *,
+    env_prefix: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> M:
+    """Load ``model_cls`` from a TOML file (``None``: defaults only), env and overrides.
+
+    ``overrides`` keys may be dotted (``{"schedule.hour": 3}``) or nested dicts; ``None``
+    values are skipped so CLI flags that were not given can be passed straight through.
+    ``environ`` defaults to ``os.environ`` (tests pass their own).
+    """
+    source = str(path) if path is not None else None
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_toml(Path(path))
+    if env_prefix:
+        env = os.environ if environ is None else environ
+        for dotted, raw in _env_overrides(env, env_prefix):
+            _set_dotted(data, dotted, _parse_env_value(raw), source=f"env {env_prefix}")
+    for dotted, value in _flatten(overrides or {}):
+        if value is not None:
+            _set_dotted(data, dotted, value, source="overrides")
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, data, source) from None
+
+
+def load_pool_config(
+    path: str | os.PathLike[str] | None,
+    *,
+    env_prefix: str | None = "SKILLOPT_POOL__",
+    overrides: Mapping[str, Any] | None = None,
+) -> PoolConfig:
+    """The endpoints file (see ``configs/endpoints.example.toml``)."""
+    return load_toml_model(path, PoolConfig, env_prefix=env_prefix, overrides=overrides)
+
+
+def redacted_dump(model: BaseModel) -> dict[str, Any]:
+    """A JSON-able dict for run records; secret shapes (and URL credentials) redacted.
+
+    Configs hold env-var *names*, never key values, so this is a safety net, not a filter.
+    """
+    dumped = redact_obj(model.model_dump(mode="json"))
+    assert isinstance(dumped, dict)
+    return dumped
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError("file not found", source=str(path)) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", source=str(path)) from exc
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError("file is not UTF-8 text", source=str(path)) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from exc
+
+
+def _env_overrides(environ: Mapping[str, str], prefix: str) -> list[tuple[str, str]]:
+    upper = prefix.upper()
+    found = []
+    for name, value in environ.items():
+        if name.upper().startswith(upper) and len(name) > len(prefix):
+            path = name[len(prefix) :].lower().strip("_").split("__")
+            if all(path):
+                found.append((".".join(path), value))
+    return sorted(found)
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.extend(_flatten(value, dotted + "."))
+        else:
+            out.append((dotted, value))
+    return out
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any, *, source: str) -> None:
+    parts = dotted.split(".")
+    node: Any = data
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError("no such list element", key=where, source=source)
+            if last:
+                node[int(part)] = copy.deepcopy(value)
+                return
+            node = node[int(part)]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError("cannot set a key inside a non-table value", key=where, source=source)
+        if last:
+            node[part] = copy.deepcopy(value)
+            return
+        node = node.setdefault(part, {})
+
+
+def _key_path(loc: tuple[int | str, ...], data: Any) -> str:
+    """Dotted path of a pydantic error location, dropping discriminator tags."""
+    parts: list[str] = []
+    node = data
+    for seg in loc:
+        if isinstance(node, dict) and isinstance(seg, str) and seg not in node:
+            tag = node.get("kind", node.get("method"))
+            if seg == tag:
+                continue  # a union tag pydantic inserted, not a key the user wrote
+        parts.append(str(seg))
+        if isinstance(node, dict):
+            node = node.get(seg) if isinstance(seg, str) else None
+        elif isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node):
+            node = node[seg]
+        else:
+            node = None
+    return ".".join(parts)
+
+
+def _reason(err: Mapping[str, Any]) -> str:
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown key"
+    disc = str(ctx.get("discriminator", "kind")).strip("'")
+    if kind == "union_tag_invalid":
+        return f"unknown {disc} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+    if kind == "union_tag_not_found":
+        return f"missing {disc}"
+    message = str(err.get("msg", "invalid value"))
+    return message.removeprefix("Value error, ")
+
+
+def _config_error(exc: ValidationError, data: Any, source: str | None) -> ConfigError:
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False, include_input=False):
+        ctx = err.get("ctx") or {}
+        key = str(ctx["key"]) if "key" in ctx else _key_path(tuple(err["loc"]), data)
+        if err.get("type") == "union_tag_invalid" or err.get("type") == "union_tag_not_found":
+            disc = str(ctx.get("discriminator", "kind")).strip("'")
+            key = f"{key}.{disc}".lstrip(".")
+        problems.append((key or "<root>", _reason(err)))
+    first_key, first_reason = problems[0]
+    message = first_reason
+    if len(problems) > 1:
+        message += "; also " + "; ".join(f"{k}: {r}" for k, r in problems[1:])
+    return ConfigError(message, key=first_key, source=source)

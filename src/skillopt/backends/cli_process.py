@@ -1,0 +1,189 @@
+"""Run one CLI subprocess: argv list, own process group, hard timeout, bounded output.
+
+The child gets its own session (``start_new_session=True``) so that a timeout, a cancellation,
+an output overflow or an early failure seen on stdout kills the *whole* process group (node
+wrappers, native binaries, anything they spawned), never just the top process. The group is also
+swept after a normal exit so no straggler keeps the pipes open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from skillopt.errors import (
+    BackendError,
+    BackendRequestError,
+    BackendTimeoutError,
+    RetryableBackendError,
+)
+from skillopt.redact import sanitize
+
+LineWatcher = Callable[[str], BackendError | None]
+"""Called with each complete stdout line; returning an error stops the process at once."""
+
+_TAIL = 2000  # characters of output kept in error causes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed: float
+    truncated: bool = False
+
+
+class _Capture:
+    """Accumulates one stream up to ``limit`` bytes; reports overflow instead of growing."""
+
+    def __init__(self, limit: int, watcher: LineWatcher | None = None) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.overflow = False
+        self._watcher = watcher
+        self._pending = b""
+
+    def add(self, chunk: bytes) -> BackendError | None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.overflow = True
+            return None
+        self.chunks.append(chunk)
+        if self._watcher is None:
+            return None
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        for line in lines:
+            err = self._watcher(line.decode("utf-8", "replace"))
+            if err is not None:
+                return err
+        return None
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def tail(text: str, limit: int = _TAIL) -> str:
+    """The redacted, control-stripped end of ``text`` (where CLIs put their errors)."""
+    clean = sanitize(text.strip())
+    return clean if len(clean) <= limit else "…" + clean[-limit:]
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    time_limit: float,
+    stdin_text: str | None = None,
+    max_output_bytes: int = 4 * 1024 * 1024,
+    stdout_watcher: LineWatcher | None = None,
+    member: str = "",
+) -> ProcessResult:
+    """Run ``argv`` to completion and return its exit code and (bounded) output.
+
+    Raises :class:`BackendTimeoutError` after ``time_limit`` seconds,
+    :class:`RetryableBackendError` (kind ``output_overflow``) when a stream exceeds
+    ``max_output_bytes``, whatever ``stdout_watcher`` returns when it flags a line, and
+    :class:`BackendRequestError` when the executable cannot be started. In every case, and on
+    cancellation, the process group is killed before this returns.
+    """
+    started = time.monotonic()
+    try:
+        proc = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BackendRequestError(
+            f"cannot start {argv[0]}", member=member, cause=sanitize(str(exc))
+        ) from exc
+
+    out = _Capture(max_output_bytes, stdout_watcher)
+    err = _Capture(max_output_bytes)
+    stop: list[BackendError] = []
+
+    async def feed(stream: anyio.abc.ByteSendStream) -> None:
+        try:
+            await stream.send((stdin_text or "").encode("utf-8"))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the child closed stdin early; its exit code tells the rest
+        finally:
+            await stream.aclose()
+
+    async def drain(
+        stream: anyio.abc.ByteReceiveStream, sink: _Capture, scope: anyio.CancelScope
+    ) -> None:
+        try:
+            async for chunk in stream:
+                flagged = sink.add(chunk)
+                if flagged is not None or sink.overflow:
+                    if flagged is not None:
+                        stop.append(flagged)
+                    scope.cancel()
+                    return
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+
+    timed_out = False
+    try:
+        with anyio.move_on_after(time_limit) as deadline:
+            async with anyio.create_task_group() as tg:
+                if proc.stdin is not None:
+                    tg.start_soon(feed, proc.stdin)
+                assert proc.stdout is not None and proc.stderr is not None
+                tg.start_soon(drain, proc.stdout, out, tg.cancel_scope)
+                tg.start_soon(drain, proc.stderr, err, tg.cancel_scope)
+                await proc.wait()
+                _kill_group(proc.pid)  # stragglers would hold the pipes open
+        timed_out = deadline.cancelled_caught
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                await proc.wait()
+            _kill_group(proc.pid)
+            await proc.aclose()
+
+    elapsed = time.monotonic() - started
+    if stop:
+        raise stop[0]
+    if out.overflow or err.overflow:
+        raise RetryableBackendError(
+            f"{argv[0]} produced more than {max_output_bytes} bytes of output",
+            kind="output_overflow",
+            member=member,
+            cause=tail(out.text() + "\n" + err.text()),
+        )
+    if timed_out:
+        raise BackendTimeoutError(
+            f"{Path(argv[0]).name} timed out after {time_limit:g}s",
+            member=member,
+            cause=tail(out.text() + "\n" + err.text()) or f"no output within {time_limit:g}s",
+        )
+    assert proc.returncode is not None
+    return ProcessResult(
+        returncode=proc.returncode, stdout=out.text(), stderr=err.text(), elapsed=elapsed
+    )

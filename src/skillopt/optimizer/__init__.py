@@ -1,0 +1,1 @@
+"""Optimizer pieces: edit-budget schedules (:mod:`.budget`) and rank-and-select (:mod:`.rank`)."""

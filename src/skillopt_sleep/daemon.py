@@ -57,7 +57,11 @@ from skillopt_sleep.lock import (
 )
 from skillopt_sleep.lock import project_key as _project_key
 
-log = get_logger(__name__)
+
+def _log() -> Any:
+    """Looked up per call: a module-level bound logger would freeze the logging config."""
+    return get_logger(__name__)
+
 
 STATE_FILE = "daemon-state.json"
 STATE_VERSION = 1
@@ -220,7 +224,7 @@ class DaemonState:
             path = Path(state_dir) / STATE_FILE
             aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
             path.replace(aside)
-            log.error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
+            _log().error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
             return cls(path=path)
 
     def save(self) -> None:
@@ -303,12 +307,12 @@ class Daemon:
                 raise ConfigError("cannot change on reload; restart the daemon", key="state_dir")
             jobs = self._jobs_for(new.settings)
         except Exception as exc:  # a reload must never take the daemon down
-            log.error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
+            _log().error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
             return False
         self._config = new
         self._limiter.total_tokens = new.settings.max_concurrent_nights
         self._install_jobs(jobs)
-        log.info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log().info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
         return True
 
     # -- main loop ----------------------------------------------------------
@@ -333,10 +337,10 @@ class Daemon:
                     self._stopping = True
                     self._scheduler.shutdown(wait=False)
                     grace = self.config.settings.shutdown_grace_seconds
-                    log.info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
+                    _log().info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
                     outer.start_soon(self._cancel_after_grace, nights, grace)
                 outer.cancel_scope.cancel()
-        log.info("daemon.stopped", aborted_nights=self._aborted)
+        _log().info("daemon.stopped", aborted_nights=self._aborted)
         return EXIT_INTERRUPTED if self._aborted else EXIT_OK
 
     async def _watch_signals(self, *, task_status: TaskStatus[None]) -> None:
@@ -345,21 +349,21 @@ class Daemon:
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if signum == signal.SIGHUP:
-                    log.info("daemon.signal", signal=name, action="reload")
+                    _log().info("daemon.signal", signal=name, action="reload")
                     if not self._stopping:
                         self.reload()
                 elif self._stop.is_set():
-                    log.warning("daemon.signal", signal=name, action="cancel now")
+                    _log().warning("daemon.signal", signal=name, action="cancel now")
                     self.request_stop(immediate=True)
                 else:
-                    log.info("daemon.signal", signal=name, action="stop")
+                    _log().info("daemon.signal", signal=name, action="stop")
                     self.request_stop()
 
     async def _cancel_after_grace(self, nights: TaskGroup, grace: float) -> None:
         with anyio.move_on_after(grace):
             await self._immediate.wait()
         if self._running:
-            log.warning("daemon.cancelling_nights", projects=sorted(self._running))
+            _log().warning("daemon.cancelling_nights", projects=sorted(self._running))
         nights.cancel_scope.cancel()
 
     # -- scheduling ----------------------------------------------------------
@@ -387,7 +391,7 @@ class Daemon:
         )
         self._scheduler.start()
         self._install_jobs(jobs)
-        log.info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log().info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
 
     def _install_jobs(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
         self._scheduler.remove_all_jobs()
@@ -422,14 +426,14 @@ class Daemon:
         if isinstance(event, JobSubmissionEvent) and event.code == EVENT_JOB_SUBMITTED:
             self._fired_at[event.job_id] = event.scheduled_run_times[-1]
         elif event.code == EVENT_JOB_MISSED:
-            log.warning(
+            _log().warning(
                 "daemon.wake_missed",
                 key=event.job_id,
                 scheduled_for=_iso(event.scheduled_run_time),
                 reason="later than misfire_grace_seconds",
             )
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            log.warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
+            _log().warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
 
     async def _on_fire(self, key: str) -> None:
         """APScheduler job body: hand the night to our task group and return at once."""
@@ -456,7 +460,7 @@ class Daemon:
             trigger = build_trigger(config.settings, project, jitter=False)
             missed = next_fire_after(trigger, ref)
             if missed is not None and missed <= now:
-                log.info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
+                _log().info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
                 self._dispatch(key, WakeReason.CATCH_UP, missed)
 
     # -- nights --------------------------------------------------------------
@@ -472,15 +476,15 @@ class Daemon:
             "late_s": round(late, 3) if late is not None else None,
         }
         if project is None or self._nights is None:
-            log.warning("daemon.wake", **fields, action="ignored", why="project not configured")
+            _log().warning("daemon.wake", **fields, action="ignored", why="project not configured")
             return
         if self._stopping:
-            log.info("daemon.wake", **fields, action="ignored", why="daemon stopping")
+            _log().info("daemon.wake", **fields, action="ignored", why="daemon stopping")
             return
         if key in self._running:
-            log.warning("daemon.wake", **fields, action="skipped", why="night already running")
+            _log().warning("daemon.wake", **fields, action="skipped", why="night already running")
             return
-        log.info("daemon.wake", **fields, action="night")
+        _log().info("daemon.wake", **fields, action="night")
         if scheduled_for is not None and self._state is not None and key in self._state.projects:
             self._state.update(key, last_fire=scheduled_for.isoformat())
         self._running.add(key)
@@ -498,7 +502,7 @@ class Daemon:
             if summary.status is NightStatus.ABORTED:
                 self._aborted += 1
             self._record(request, summary, started)
-            log.info(
+            _log().info(
                 "daemon.night",
                 project=str(request.project.path),
                 reason=str(request.reason),
@@ -525,7 +529,7 @@ class Daemon:
             except SkillOptError as exc:
                 return NightSummary(status=NightStatus.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
-                log.exception("daemon.night_crashed", project=str(request.project.path))
+                _log().exception("daemon.night_crashed", project=str(request.project.path))
                 return NightSummary(
                     status=NightStatus.FAILED, detail=f"{type(exc).__name__}: {exc}"
                 )
@@ -543,4 +547,4 @@ class Daemon:
         try:
             state.update(request.key, **changes)
         except OSError as exc:
-            log.error("daemon.state_write_failed", path=str(state.path), error=str(exc))
+            _log().error("daemon.state_write_failed", path=str(state.path), error=str(exc))

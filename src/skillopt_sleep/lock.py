@@ -31,24 +31,28 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from skillopt.errors import LockHeldError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 
-log = get_logger(__name__)
+
+def _log() -> Any:
+    """Looked up per call: a module-level bound logger would freeze the logging config."""
+    return get_logger(__name__)
+
 
 LOCK_NAME = "lock"
 GUARD_SUFFIX = ".guard"
 
 
-def project_key(project: Path) -> str:
-    """A stable, filesystem-safe key for a project: readable name plus a path hash."""
-    resolved = str(Path(project).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:12]
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(resolved).name).strip("-.") or "root"
-    return f"{name[:40]}-{digest}"
+def project_key(project: str | os.PathLike[str]) -> str:
+    """``<slug>-<sha256(realpath)[:10]>``: the same key as ``skillopt_sleep.state``."""
+    real = os.path.realpath(os.path.expanduser(project))
+    slug = re.sub(r"[^a-z0-9]+", "-", Path(real).name.lower()).strip("-")[:40] or "root"
+    digest = hashlib.sha256(real.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug}-{digest}"
 
 
 def project_lock_path(state_dir: Path, key: str) -> Path:
@@ -198,7 +202,7 @@ class FileLock:
                     raise
             holder = read_holder(self.path)
             if attempt == 0 and holder is not None and self._is_dead_here(holder):
-                log.warning(
+                _log().warning(
                     "lock.reclaimed",
                     path=str(self.path),
                     previous=holder.to_dict(),
@@ -222,7 +226,7 @@ class FileLock:
         if not size:
             return
         previous = _parse_holder(os.pread(fd, min(size, 4096), 0))
-        log.warning(
+        _log().warning(
             "lock.reclaimed",
             path=str(self.path),
             previous=previous.to_dict() if previous else None,

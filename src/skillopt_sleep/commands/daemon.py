@@ -1,0 +1,160 @@
+"""`skillopt-sleep daemon`: run every configured project's night on schedule until stopped.
+
+Stop with SIGTERM or Ctrl-C (a second one cancels at once); reload the config with SIGHUP.
+Exit codes: 0 stopped cleanly, 2 bad config or another daemon already running, 130 stopped
+after cancelling a night (it is resumed at the next start).
+
+Test hook: ``SKILLOPT_SLEEP_TEST_NIGHT=sleep:<seconds>`` replaces the real night with one
+that only sleeps and writes a minimal run record; the subprocess tests use it to exercise
+scheduling and signals without models. Never set it in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.atomicio import atomic_write_json
+from skillopt.errors import ConfigError, LockHeldError, SkillOptError
+from skillopt.logging import configure_logging, get_logger
+from skillopt_sleep.daemon import (
+    Daemon,
+    DaemonConfig,
+    NightRequest,
+    NightRunner,
+    NightStatus,
+    NightSummary,
+)
+
+NAME = "daemon"
+HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
+ORDER = 30
+
+TEST_NIGHT_ENV = "SKILLOPT_SLEEP_TEST_NIGHT"
+EXIT_REFUSED = 2
+
+
+def _log() -> Any:
+    """Looked up per call: a module-level bound logger would freeze the logging config."""
+    return get_logger(__name__)
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, default=None, help="sleep.toml (default ~/.config/skillopt/)"
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also schedule this project at the default time (repeatable)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(level=args.log_level)
+    projects = [Path(p).expanduser().resolve() for p in args.project]
+    daemon = Daemon(make_loader(args.config, projects), handle_signals=True)
+    try:
+        return anyio.run(daemon.run)
+    except (ConfigError, LockHeldError) as exc:
+        sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
+        return EXIT_REFUSED
+    except SkillOptError as exc:
+        sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
+        return 1
+
+
+def make_loader(config_path: Path | None, projects: list[Path]) -> Any:
+    """A loader the daemon calls at start and on every SIGHUP."""
+
+    def load() -> DaemonConfig:
+        from skillopt_sleep.config import load_sleep_config
+
+        cfg = load_sleep_config(config_path)
+        settings = cfg.daemon.with_projects(projects)
+        return DaemonConfig(
+            settings=settings, state_dir=cfg.state_path(), runner=select_runner(cfg)
+        )
+
+    return load
+
+
+def select_runner(cfg: Any) -> NightRunner:
+    spec = os.environ.get(TEST_NIGHT_ENV, "")
+    if spec:
+        kind, _, value = spec.partition(":")
+        if kind != "sleep":
+            raise ConfigError(f"unknown test night {spec!r}; expected sleep:<seconds>")
+        try:
+            seconds = float(value)
+        except ValueError as exc:
+            raise ConfigError(f"bad seconds in {spec!r}") from exc
+        return sleep_night(cfg.state_path(), seconds)
+    return real_night(cfg)
+
+
+def real_night(cfg: Any) -> NightRunner:
+    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run_night`."""
+
+    async def run_one(request: NightRequest) -> NightSummary:
+        from skillopt_sleep.night import run_night
+
+        outcome = await run_night(cfg, project=request.project.path)
+        return summary_from_outcome(outcome)
+
+    return run_one
+
+
+def summary_from_outcome(outcome: Any) -> NightSummary:
+    """Map a NightOutcome (status, spend, run_dir, reason) to the daemon's summary."""
+    status = {
+        "complete": NightStatus.COMPLETE,
+        "failed": NightStatus.FAILED,
+        "aborted": NightStatus.ABORTED,
+    }.get(str(getattr(outcome, "status", "failed")), NightStatus.FAILED)
+    spend = getattr(outcome, "spend", {}) or {}
+    detail = str(getattr(outcome, "result", ""))
+    reason = str(getattr(outcome, "reason", "") or "")
+    return NightSummary(
+        status=status,
+        calls=int(spend.get("calls", 0) or 0),
+        tokens=int(spend.get("tokens", 0) or 0),
+        run_dir=getattr(outcome, "run_dir", None),
+        detail=f"{detail}: {reason}" if reason else detail,
+    )
+
+
+def sleep_night(state_dir: Path, seconds: float) -> NightRunner:
+    """TEST ONLY: a night that sleeps, recording running -> complete | aborted (resumable)."""
+
+    async def run_one(request: NightRequest) -> NightSummary:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        run_dir = state_dir / "projects" / request.key / "runs" / f"{stamp}-{os.getpid()}-test"
+        record: dict[str, Any] = {
+            "status": "running",
+            "project": str(request.project.path),
+            "reason": str(request.reason),
+            "stage": "sleep",
+        }
+        atomic_write_json(run_dir / "run.json", record)
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            record.update(status="aborted", abort_reason="daemon shutdown", resumable=True)
+            atomic_write_json(run_dir / "run.json", record)
+            raise
+        record.update(status="complete")
+        atomic_write_json(run_dir / "run.json", record)
+        return NightSummary(status=NightStatus.COMPLETE, run_dir=run_dir, detail="test night")
+
+    return run_one

@@ -1,0 +1,391 @@
+"""Transactional adoption of a staged proposal into the live files.
+
+Order of operations for ``adopt(run_dir, skill_roots=..., select=...)``:
+
+1. Take ``<run_dir>/.adopt.lock`` (exclusive create; a dead holder's lock is reclaimed).
+2. Recover a journal a killed adoption left behind (roll its targets back).
+3. Load the manifest; verify each selected proposed file against its sha256 pin.
+4. Refuse: unknown or duplicate selections, re-adoption (receipts are append-only), a
+   live path outside every skill root (by realpath), a symlinked or hard-linked live
+   file, a realpath that moved, a live file whose bytes changed since staging.
+5. Immutable backups of the live files (``adopt-backups/``, created, never replaced).
+6. Write the journal, then replace each live file atomically (temp file + ``replace_fn``).
+7. On any failure: restore every file already replaced, remove the journal, raise.
+8. Append the receipts (one write), then remove the journal: the commit point.
+
+Memory files (``CLAUDE.md`` / ``AGENTS.md``) are confined like skills: pass the project
+directory among ``skill_roots`` to allow them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
+from skillopt.errors import CorruptStateError, DataError, LockHeldError, RefusedError, SkillOptError
+from skillopt.logging import get_logger
+from skillopt_sleep.staging import (
+    RECEIPTS_NAME,
+    ManifestEntry,
+    load_manifest,
+    sha256_bytes,
+    sha256_file,
+)
+
+JOURNAL_NAME = ".adopt-journal.json"
+LOCK_NAME = ".adopt.lock"
+BACKUP_DIR = "adopt-backups"
+
+ReplaceFn = Callable[[str, str], None]
+_log = get_logger("skillopt_sleep.adopt")
+
+
+class AdoptionError(SkillOptError):
+    """Writing the live files failed; every file touched was restored."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptedFile:
+    name: str
+    kind: str
+    live_path: str
+    sha256_before: str  # "" = the live file did not exist
+    sha256_after: str
+    backup_path: str  # "" when there was nothing to back up
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptResult:
+    run_dir: Path
+    transaction: str
+    adopted: tuple[AdoptedFile, ...]
+    recovered: tuple[str, ...] = ()  # live paths rolled back from an interrupted adoption
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _RunLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> _RunLock:
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                holder = self._holder()
+                if holder is not None and _pid_alive(holder):
+                    raise LockHeldError(
+                        f"{self.path}: another adoption is running", holder={"pid": holder}
+                    ) from None
+                _log.warning("adopt.stale_lock_reclaimed", path=str(self.path), pid=holder)
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(str(os.getpid()))
+            return self
+        raise LockHeldError(f"{self.path}: could not take the adoption lock")
+
+    def _holder(self) -> int | None:
+        try:
+            return int(self.path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _write_file(path: Path, data: bytes, replace_fn: ReplaceFn) -> None:
+    """Temp file beside ``path``, fsync, then ``replace_fn(temp, path)``."""
+    tmp = path.parent / f"{TEMP_PREFIX}adopt-{uuid.uuid4().hex[:8]}-{path.name}"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+        replace_fn(str(tmp), str(path))
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _restore(path: Path, original: bytes | None) -> None:
+    if original is None:
+        path.unlink(missing_ok=True)
+    else:
+        _write_file(path, original, os.replace)
+
+
+def _receipts(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return [r for r in read_jsonl(run_dir / RECEIPTS_NAME) if isinstance(r, dict)]
+    except ValueError as exc:
+        raise CorruptStateError(str(run_dir / RECEIPTS_NAME), f"unreadable ({exc})") from exc
+
+
+def adopted_names(run_dir: str | os.PathLike[str]) -> set[str]:
+    """Names already adopted from this run (from the append-only receipts)."""
+    return {str(r.get("name")) for r in _receipts(Path(run_dir))}
+
+
+def _within(real: str, roots: Sequence[str]) -> bool:
+    return any(real != root and os.path.commonpath([real, root]) == root for root in roots)
+
+
+def _confine(entry: ManifestEntry, roots: Sequence[str]) -> Path:
+    live = Path(entry.live_path)
+    if not live.is_absolute():
+        raise RefusedError(f"{entry.name}: live path {live} is not absolute")
+    real = os.path.realpath(live)
+    if not _within(real, roots):
+        raise RefusedError(f"{entry.name}: {live} is outside the configured skill roots")
+    if real != entry.live_realpath:
+        raise RefusedError(f"{entry.name}: {live} now resolves to {real}, not the staged target")
+    try:
+        info = os.lstat(live)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if os.path.islink(live):
+            raise RefusedError(f"{entry.name}: {live} is a symlink; refusing to write through it")
+        if info.st_nlink > 1:
+            raise RefusedError(f"{entry.name}: {live} has other hard links; refusing")
+    if not Path(real).parent.is_dir():
+        raise RefusedError(f"{entry.name}: the directory of {live} does not exist")
+    return Path(real)
+
+
+def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
+    digest = sha256_bytes(original)
+    path = run_dir / BACKUP_DIR / f"{entry.kind.value}-{entry.name}.{digest[:12]}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444)
+    except FileExistsError:
+        if sha256_file(path) != digest:
+            raise CorruptStateError(str(path), "existing backup does not match") from None
+        return path
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(original)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def recover(run_dir: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Roll back an adoption a killed process left half-done; returns the paths restored."""
+    root = Path(run_dir)
+    journal_path = root / JOURNAL_NAME
+    try:
+        journal = json.loads(journal_path.read_text())
+    except FileNotFoundError:
+        return ()
+    except (OSError, ValueError) as exc:
+        raise CorruptStateError(str(journal_path), f"unreadable journal ({exc})") from exc
+    committed = {r.get("transaction") for r in _receipts(root)}
+    restored: list[str] = []
+    if journal.get("transaction") not in committed:
+        for item in journal.get("targets", []):
+            path = Path(item["live_path"])
+            original = item.get("original_b64")
+            if sha256_file(path) == item["sha256_after"]:
+                _restore(path, None if original is None else base64.b64decode(original))
+                restored.append(str(path))
+    journal_path.unlink(missing_ok=True)
+    if restored:
+        _log.warning("adopt.recovered", run_dir=str(root), restored=restored)
+    return tuple(restored)
+
+
+# --------------------------------------------------------------------------- adopt
+
+
+def _select(
+    entries: Sequence[ManifestEntry], select: list[str] | None, done: set[str]
+) -> list[ManifestEntry]:
+    by_name = {e.name: e for e in entries}
+    if select is None:
+        chosen = [e for e in entries if e.name not in done]
+        if not chosen:
+            raise RefusedError("nothing left to adopt from this night")
+        return chosen
+    if not select:
+        raise RefusedError("no proposal selected")
+    if len(set(select)) != len(select):
+        raise RefusedError(f"duplicate names in the selection: {select}")
+    unknown = [n for n in select if n not in by_name]
+    if unknown:
+        raise RefusedError(f"not in this night's proposal: {unknown} (have {sorted(by_name)})")
+    again = [n for n in select if n in done]
+    if again:
+        raise RefusedError(f"already adopted from this night: {again}")
+    return [by_name[n] for n in select]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    entry: ManifestEntry
+    live: Path
+    proposed: bytes
+    original: bytes | None  # None = the live file did not exist
+
+
+def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) -> list[_Step]:
+    """Every check that can refuse, done before anything is written."""
+    plan: list[_Step] = []
+    for entry in chosen:
+        staged_path = root / entry.proposed_file
+        try:
+            proposed = staged_path.read_bytes()
+        except OSError as exc:
+            raise CorruptStateError(str(staged_path), f"unreadable ({exc})") from exc
+        if sha256_bytes(proposed) != entry.sha256:
+            raise CorruptStateError(str(staged_path), "does not match its manifest sha256")
+        live = _confine(entry, roots)
+        try:
+            original: bytes | None = live.read_bytes()
+        except FileNotFoundError:
+            original = None
+        current = "" if original is None else sha256_bytes(original)
+        if current != entry.live_sha256:
+            raise RefusedError(
+                f"{entry.name}: {entry.live_path} changed since staging; "
+                "discard this proposal and rerun the night"
+            )
+        plan.append(_Step(entry=entry, live=live, proposed=proposed, original=original))
+    return plan
+
+
+def _write_journal(root: Path, transaction: str, plan: Sequence[_Step]) -> None:
+    targets = [
+        {
+            "live_path": str(step.live),
+            "sha256_after": step.entry.sha256,
+            "original_b64": None
+            if step.original is None
+            else base64.b64encode(step.original).decode("ascii"),
+        }
+        for step in plan
+    ]
+    atomic_write_json(root / JOURNAL_NAME, {"transaction": transaction, "targets": targets})
+
+
+def _apply(root: Path, plan: Sequence[_Step], replace_fn: ReplaceFn) -> None:
+    """Replace every live file, or restore every one already replaced and raise."""
+    replaced: list[_Step] = []
+    try:
+        for step in plan:
+            replaced.append(step)
+            _write_file(step.live, step.proposed, replace_fn)
+    except BaseException as exc:
+        problems = []
+        for step in reversed(replaced):
+            before = "" if step.original is None else sha256_bytes(step.original)
+            try:
+                if sha256_file(step.live) != before:
+                    _restore(step.live, step.original)
+            except OSError as undo_exc:
+                problems.append(f"{step.live}: {undo_exc}")
+        if problems:
+            raise CorruptStateError(
+                str(root / JOURNAL_NAME), f"rollback incomplete: {problems}; journal kept"
+            ) from exc
+        (root / JOURNAL_NAME).unlink(missing_ok=True)
+        if isinstance(exc, Exception):
+            raise AdoptionError(f"adoption failed and was rolled back: {exc}") from exc
+        raise
+
+
+def adopt(
+    run_dir: str | os.PathLike[str],
+    *,
+    skill_roots: Sequence[str | os.PathLike[str]],
+    select: list[str] | None = None,
+    replace_fn: ReplaceFn = os.replace,
+    now: datetime | None = None,
+) -> AdoptResult:
+    """Adopt the selected proposals (``None`` = every one not yet adopted), all or nothing.
+
+    Raises :class:`RefusedError` when the user must act first (changed live file, path
+    outside the roots, re-adoption, bad selection), :class:`AdoptionError` when writing
+    failed and everything was restored, :class:`CorruptStateError` if staged bytes
+    do not match their pins. ``replace_fn`` exists so tests can inject a failure.
+    """
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise DataError(f"{root}: no such run directory")
+    roots = [os.path.realpath(r) for r in skill_roots]
+    if not roots:
+        raise RefusedError("no skill roots configured; adoption is confined to them")
+    with _RunLock(root / LOCK_NAME):
+        recovered = recover(root)
+        manifest = load_manifest(root)
+        plan = _prepare(root, _select(manifest.entries, select, adopted_names(root)), roots)
+        backups = {
+            step.entry.name: ""
+            if step.original is None
+            else str(_backup(root, step.entry, step.original))
+            for step in plan
+        }
+        transaction = uuid.uuid4().hex
+        _write_journal(root, transaction, plan)
+        _apply(root, plan, replace_fn)
+        stamp = (now or datetime.now(UTC)).astimezone(UTC).isoformat()
+        adopted = tuple(
+            AdoptedFile(
+                name=step.entry.name,
+                kind=step.entry.kind.value,
+                live_path=str(step.live),
+                sha256_before=step.entry.live_sha256,
+                sha256_after=step.entry.sha256,
+                backup_path=backups[step.entry.name],
+            )
+            for step in plan
+        )
+        receipts = [
+            {"transaction": transaction, "adopted_at": stamp, **_as_dict(a)} for a in adopted
+        ]
+        append_jsonl(root / RECEIPTS_NAME, receipts)
+        (root / JOURNAL_NAME).unlink(missing_ok=True)  # the commit point
+    _log.info("adopt.done", run_dir=str(root), adopted=[a.name for a in adopted])
+    return AdoptResult(run_dir=root, transaction=transaction, adopted=adopted, recovered=recovered)
+
+
+def _as_dict(item: AdoptedFile) -> dict[str, str]:
+    return {
+        "name": item.name,
+        "kind": item.kind,
+        "live_path": item.live_path,
+        "sha256_before": item.sha256_before,
+        "sha256_after": item.sha256_after,
+        "backup_path": item.backup_path,
+    }

@@ -1,0 +1,250 @@
+"""Transactional adoption: pins, confinement, backups, receipts, rollback, recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
+from skillopt_sleep.adopt import (
+    JOURNAL_NAME,
+    LOCK_NAME,
+    AdoptionError,
+    adopt,
+    adopted_names,
+    recover,
+)
+from skillopt_sleep.staging import Proposal, ProposalKind, sha256_file, write_proposal
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    roots = tmp_path / "skills"
+    for name in ("alpha", "beta"):
+        (roots / name).mkdir(parents=True)
+        (roots / name / "SKILL.md").write_text(f"# {name}\noriginal\n")
+    (roots / "gamma").mkdir()  # no live file yet
+    run = tmp_path / "run"
+    write_proposal(
+        run,
+        [
+            Proposal(name=n, live_path=roots / n / "SKILL.md", text=f"# {n}\nimproved\n")
+            for n in ("alpha", "beta", "gamma")
+        ],
+        run_id="r1",
+    )
+    return {"roots": roots, "run": run, "tmp": tmp_path}
+
+
+def _live(world: dict[str, Path], name: str) -> Path:
+    return world["roots"] / name / "SKILL.md"
+
+
+def test_adopt_everything(world: dict[str, Path]) -> None:
+    before = _live(world, "alpha").read_bytes()
+    result = adopt(world["run"], skill_roots=[world["roots"]])
+    assert [a.name for a in result.adopted] == ["alpha", "beta", "gamma"]
+    for name in ("alpha", "beta", "gamma"):
+        assert _live(world, name).read_text() == f"# {name}\nimproved\n"
+    alpha = result.adopted[0]
+    backup = Path(alpha.backup_path)
+    assert backup.read_bytes() == before and backup.stat().st_mode & 0o222 == 0
+    assert result.adopted[2].backup_path == "" and result.adopted[2].sha256_before == ""
+    receipts = [json.loads(x) for x in (world["run"] / "adoptions.jsonl").read_text().splitlines()]
+    assert [r["name"] for r in receipts] == ["alpha", "beta", "gamma"]
+    assert {r["transaction"] for r in receipts} == {result.transaction}
+    assert receipts[0]["sha256_after"] == sha256_file(_live(world, "alpha"))
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    assert not (world["run"] / LOCK_NAME).exists()
+    with pytest.raises(RefusedError, match="nothing left"):
+        adopt(world["run"], skill_roots=[world["roots"]])
+
+
+def test_subset_then_rest_and_no_readoption(world: dict[str, Path]) -> None:
+    adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    assert adopted_names(world["run"]) == {"beta"}
+    with pytest.raises(RefusedError, match=r"already adopted.*beta"):
+        adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
+    rest = adopt(world["run"], skill_roots=[world["roots"]])
+    assert [a.name for a in rest.adopted] == ["alpha", "gamma"]
+
+
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        (["nope"], "not in this night's proposal"),
+        (["alpha", "alpha"], "duplicate"),
+        ([], "no proposal"),
+    ],
+)
+def test_bad_selection(world: dict[str, Path], select: list[str], message: str) -> None:
+    with pytest.raises(RefusedError, match=message):
+        adopt(world["run"], skill_roots=[world["roots"]], select=select)
+
+
+def test_live_file_changed_since_staging_refuses_and_touches_nothing(
+    world: dict[str, Path],
+) -> None:
+    _live(world, "beta").write_text("user edit\n")
+    with pytest.raises(RefusedError, match="changed since staging"):
+        adopt(world["run"], skill_roots=[world["roots"]])
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    assert _live(world, "beta").read_text() == "user edit\n"
+    assert not (world["run"] / "adoptions.jsonl").exists()
+
+
+def test_file_created_where_none_was_staged_refuses(world: dict[str, Path]) -> None:
+    _live(world, "gamma").write_text("appeared\n")
+    with pytest.raises(RefusedError, match="gamma"):
+        adopt(world["run"], skill_roots=[world["roots"]], select=["gamma"])
+
+
+def test_target_outside_skill_roots_is_refused(world: dict[str, Path]) -> None:
+    other = world["tmp"] / "elsewhere"
+    other.mkdir()
+    with pytest.raises(RefusedError, match="outside the configured skill roots"):
+        adopt(world["run"], skill_roots=[other])
+    with pytest.raises(RefusedError, match="no skill roots"):
+        adopt(world["run"], skill_roots=[])
+
+
+def test_symlink_escapes_are_refused(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("secret\n")
+    roots.mkdir()
+    (roots / "linked").symlink_to(outside, target_is_directory=True)
+    (roots / "filelink").mkdir()
+    (roots / "filelink" / "SKILL.md").symlink_to(outside / "SKILL.md")
+    for name in ("linked", "filelink"):
+        run = tmp_path / f"run-{name}"
+        live = roots / name / "SKILL.md"
+        write_proposal(run, [Proposal(name=name, live_path=live, text="x")])
+        with pytest.raises(RefusedError, match="outside the configured skill roots"):
+            adopt(run, skill_roots=[roots])
+    assert (outside / "SKILL.md").read_text() == "secret\n"
+
+
+def test_symlink_inside_the_root_is_refused(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    (roots / "a").mkdir(parents=True)
+    (roots / "a" / "real.md").write_text("r")
+    (roots / "a" / "SKILL.md").symlink_to(roots / "a" / "real.md")
+    run = tmp_path / "run"
+    live = roots / "a" / "SKILL.md"
+    write_proposal(run, [Proposal(name="a", live_path=live, text="x")])
+    # The pinned realpath is real.md; writing through the link is refused either way.
+    with pytest.raises(RefusedError, match=r"symlink|resolves"):
+        adopt(run, skill_roots=[roots])
+
+
+def test_hard_linked_live_file_is_refused(world: dict[str, Path]) -> None:
+    os.link(_live(world, "alpha"), world["tmp"] / "hardlink.md")
+    with pytest.raises(RefusedError, match="hard links"):
+        adopt(world["run"], skill_roots=[world["roots"]], select=["alpha"])
+
+
+def test_failure_on_second_replace_rolls_everything_back(world: dict[str, Path]) -> None:
+    before = {n: _live(world, n).read_bytes() for n in ("alpha", "beta")}
+    calls: list[str] = []
+
+    def flaky_replace(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        os.replace(src, dst)
+
+    with pytest.raises(AdoptionError, match="rolled back"):
+        adopt(world["run"], skill_roots=[world["roots"]], replace_fn=flaky_replace)
+    assert len(calls) == 2
+    for name, data in before.items():
+        assert _live(world, name).read_bytes() == data
+    assert not _live(world, "gamma").exists()
+    assert not (world["run"] / "adoptions.jsonl").exists()
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    assert [p.name for p in _live(world, "alpha").parent.iterdir()] == ["SKILL.md"]
+    # After the failure the same proposal can still be adopted.
+    adopt(world["run"], skill_roots=[world["roots"]])
+    assert _live(world, "beta").read_text() == "# beta\nimproved\n"
+
+
+def test_rollback_removes_a_file_that_did_not_exist(world: dict[str, Path]) -> None:
+    calls: list[str] = []
+
+    def fail_second(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError("boom")
+        os.replace(src, dst)
+
+    with pytest.raises(AdoptionError):
+        adopt(
+            world["run"],
+            skill_roots=[world["roots"]],
+            select=["gamma", "alpha"],
+            replace_fn=fail_second,
+        )
+    assert not _live(world, "gamma").exists()
+
+
+def test_killed_adoption_is_recovered(world: dict[str, Path]) -> None:
+    """A real process dies (os._exit) between the first and second replace."""
+    script = textwrap.dedent(
+        f"""
+        import os
+        from skillopt_sleep.adopt import adopt
+        calls = []
+        def die_on_second(src, dst):
+            calls.append(dst)
+            if len(calls) == 2:
+                os._exit(9)
+            os.replace(src, dst)
+        roots = [{str(world["roots"])!r}]
+        adopt({str(world["run"])!r}, skill_roots=roots, replace_fn=die_on_second)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert proc.returncode == 9, proc.stderr.decode()
+    assert _live(world, "alpha").read_text() == "# alpha\nimproved\n"  # half-adopted on disk
+    assert (world["run"] / JOURNAL_NAME).exists()
+    assert (world["run"] / LOCK_NAME).exists()  # the dead process's lock
+    result = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
+    assert result.recovered == (str(_live(world, "alpha")),)
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    assert _live(world, "beta").read_text() == "# beta\nimproved\n"
+    assert recover(world["run"]) == ()
+
+
+def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:
+    (world["run"] / LOCK_NAME).write_text(str(os.getppid()))
+    with pytest.raises(LockHeldError):
+        adopt(world["run"], skill_roots=[world["roots"]])
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+
+
+def test_tampered_proposal_is_refused(world: dict[str, Path]) -> None:
+    (world["run"] / "proposal" / "skill-alpha.md").write_text("# alpha\nsneaky\n")
+    with pytest.raises(CorruptStateError, match="manifest sha256"):
+        adopt(world["run"], skill_roots=[world["roots"]], select=["alpha"])
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+
+
+def test_memory_file_confined_to_project_root(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    memory = project / "CLAUDE.md"
+    memory.write_text("mem\n")
+    run = tmp_path / "run"
+    write_proposal(
+        run, [Proposal(name="memory", live_path=memory, text="mem2\n", kind=ProposalKind.MEMORY)]
+    )
+    result = adopt(run, skill_roots=[project])
+    assert memory.read_text() == "mem2\n" and result.adopted[0].kind == "memory"

@@ -204,13 +204,13 @@ class RunDir:
     def read_tasks(self) -> list[dict[str, Any]]:
         return [dict(r) for r in read_jsonl(self.path / TASKS)]
 
-    def append_rollouts(self, rows: list[Mapping[str, Any]]) -> None:
+    def append_rollouts(self, rows: list[dict[str, Any]]) -> None:
         append_jsonl(self.path / ROLLOUTS, [redact_obj(dict(r)) for r in rows])
 
     def read_rollouts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in read_jsonl(self.path / ROLLOUTS)]
 
-    def append_evidence(self, rows: list[Mapping[str, Any]]) -> None:
+    def append_evidence(self, rows: list[dict[str, Any]]) -> None:
         append_jsonl(self.path / EVIDENCE, [redact_obj(dict(r)) for r in rows])
 
     def write_json(self, name: str, data: Any) -> None:

@@ -147,8 +147,9 @@ class World:
     ) -> list[dict[str, str]]:
         """Edits reflection proposes: the missing rules of the failures, plus the harmful one.
 
-        The harmful rule rides along with the skill edits (an over-eager generalisation a
-        real optimizer also makes), so the gate and edit attribution can be seen working.
+        The harmful rule rides along whenever good skill edits are proposed (an over-eager
+        generalisation a real optimizer also makes), so the gate and edit attribution can be
+        seen separating them.
         """
         present = self.present((skill, memory))
         wanted: list[MockRule] = []
@@ -157,7 +158,7 @@ class World:
                 if rule.key not in present and rule not in wanted and not rule.harmful:
                     wanted.append(rule)
         chosen = [r for r in wanted if r.home == target]
-        if target == "skill" and failures:
+        if target == "skill" and chosen:
             chosen.extend(r for r in self.rules if r.harmful and r.key not in present)
         edits = [
             {

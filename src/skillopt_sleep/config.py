@@ -1,0 +1,142 @@
+"""Sleep settings: ``~/.config/skillopt/sleep.toml`` + env + flags, validated strictly.
+
+Precedence is flags > env (``SKILLOPT_SLEEP__SECTION__KEY``) > file > defaults; loading
+goes through :func:`skillopt.config.load_toml_model`, so every problem is a
+:class:`~skillopt.errors.ConfigError` naming the key path. The ``[pool]`` section is the
+shared :class:`~skillopt.config.PoolConfig`; ``[daemon]`` is
+:class:`~skillopt_sleep.daemon_settings.DaemonSettings`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from skillopt.config import PoolConfig, StrictModel, load_toml_model, redacted_dump
+from skillopt_sleep.daemon_settings import DaemonSettings
+
+DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
+ENV_PREFIX = "SKILLOPT_SLEEP__"
+MANAGED_SKILL = "skillopt-sleep-learned"
+
+
+SourceKindName = Literal["claude_code", "codex"]
+
+
+def _all_sources() -> list[SourceKindName]:
+    return ["claude_code", "codex"]
+
+
+class SourcesSettings(StrictModel):
+    """Where transcripts are read from."""
+
+    kinds: list[SourceKindName] = Field(default_factory=_all_sources, min_length=1)
+    claude_home: Path = Path("~/.claude")
+    codex_home: Path = Path("~/.codex")
+    lookback_hours: float = Field(default=72.0, ge=0)  # first night only; 0 = all history
+    max_sessions: int = Field(default=0, ge=0)  # 0 = 3 x night.max_tasks
+
+
+class NightSettings(StrictModel):
+    """What one night does."""
+
+    max_tasks: int = Field(default=40, ge=1, le=5000)
+    dream_rollouts: int = Field(default=2, ge=1, le=16)  # K samples per train task
+    rounds: int = Field(default=1, ge=1, le=10)  # rollout -> reflect -> trial iterations
+    edit_budget: int = Field(default=4, ge=0, le=32)
+    evolve_skill: bool = True
+    evolve_memory: bool = True
+    attribution: bool = True  # split a rejected multi-edit trial into single edits
+    llm_mine: bool = True
+    val_fraction: float = Field(default=0.34, ge=0, lt=1)
+    test_fraction: float = Field(default=0.0, ge=0, lt=1)
+    seed: int = 42
+    preferences: str = ""
+    evidence: bool = True
+    evidence_max_chars: int = Field(default=4000, ge=200)
+
+    @model_validator(mode="after")
+    def _fractions(self) -> NightSettings:
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError("val_fraction + test_fraction must be below 1")
+        return self
+
+
+class GateSettings(StrictModel):
+    metric: Literal["hard", "soft", "mixed"] = "mixed"
+    mixed_weight: float = Field(default=0.5, ge=0, le=1)
+    no_regression: bool = False
+    min_delta: float = Field(default=0.0, ge=0)
+    samples_per_task: int = Field(default=1, ge=1, le=16)
+
+
+class BudgetSettings(StrictModel):
+    """Per-night spend cap; 0 means no cap."""
+
+    max_calls: int = Field(default=5000, ge=0)
+    max_tokens: int = Field(default=4_000_000, ge=0)
+
+
+class SleepConfig(StrictModel):
+    state_dir: Path = Path("~/.local/state/skillopt-sleep")
+    skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
+    memory_path: Path | None = None  # live memory; default <project>/CLAUDE.md
+    skill_roots: list[Path] = Field(default_factory=list)
+    auto_adopt: bool = False
+    sources: SourcesSettings = Field(default_factory=SourcesSettings)
+    night: NightSettings = Field(default_factory=NightSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    pool: PoolConfig | None = None
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+    # Test hook: SIGKILL the night after this stage ("rollouts", "final", ...) or after
+    # N recorded rollouts ("rollouts=N"). Used by the resume tests; leave empty.
+    debug_kill_after: str = ""
+
+    # -- resolved paths -------------------------------------------------------------
+    def state_path(self) -> Path:
+        return self.state_dir.expanduser()
+
+    def live_skill_path(self) -> Path:
+        if self.skill_path is not None:
+            return self.skill_path.expanduser()
+        return self.sources.claude_home.expanduser() / "skills" / MANAGED_SKILL / "SKILL.md"
+
+    def live_memory_path(self, project: Path) -> Path:
+        if self.memory_path is not None:
+            path = self.memory_path.expanduser()
+            return path if path.is_absolute() else project / path
+        return project / "CLAUDE.md"
+
+    def resolved_skill_roots(self) -> list[Path]:
+        roots = [p.expanduser() for p in self.skill_roots]
+        return roots or [self.live_skill_path().parent.parent]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The redacted config as JSON data (for run.json)."""
+        return redacted_dump(self)
+
+    def fingerprint(self) -> str:
+        """A hash of what decides a night's result (a resumed night must match it)."""
+        data = self.model_dump(mode="json", include={"night", "gate", "skill_path", "memory_path"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_sleep_config(
+    path: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SleepConfig:
+    """Load the sleep config. ``path=None`` reads the default file when it exists."""
+    if path is None:
+        default = DEFAULT_CONFIG_PATH.expanduser()
+        path = default if default.is_file() else None
+    return load_toml_model(
+        path, SleepConfig, env_prefix=ENV_PREFIX, overrides=overrides, environ=environ
+    )

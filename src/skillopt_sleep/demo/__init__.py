@@ -1,0 +1,115 @@
+"""The bundled demo: synthetic Claude Code sessions, a starting skill and memory, a mock pool.
+
+:func:`prepare_demo` lays the demo out under a fresh directory (a project, a fake
+``~/.claude`` with transcripts pointing at that project, a state directory) and returns a
+:class:`SleepConfig` wired to the deterministic mock backend, so ``once --demo`` runs a
+whole night offline in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from skillopt.config import PoolConfig
+from skillopt_sleep.config import MANAGED_SKILL, SleepConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoSetup:
+    root: Path
+    project: Path
+    claude_home: Path
+    state_dir: Path
+    config: SleepConfig
+
+
+def _data(name: str) -> str:
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _write_session(
+    home: Path, project: Path, index: int, user: list[str], answer: str, start: datetime
+) -> None:
+    sid = str(uuid.UUID(int=index + 1))
+    path = home / "projects" / str(project).replace("/", "-") / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base: dict[str, Any] = {"cwd": str(project), "sessionId": sid, "gitBranch": "main"}
+    lines = []
+    now = start
+    for text in user:
+        lines.append(
+            {**base, "type": "user", "timestamp": _iso(now),
+             "message": {"role": "user", "content": text}}
+        )  # fmt: skip
+        now += timedelta(minutes=2)
+        lines.append(
+            {**base, "type": "assistant", "timestamp": _iso(now),
+             "message": {"role": "assistant", "content": [{"type": "text", "text": answer}]}}
+        )  # fmt: skip
+        now += timedelta(minutes=1)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    stamp = now.timestamp()
+    os.utime(path, (stamp, stamp))
+
+
+def demo_pool(*, latency: float = 0.0) -> PoolConfig:
+    return PoolConfig.model_validate(
+        {
+            "members": [
+                {"kind": "mock", "name": "mock", "max_concurrency": 16,
+                 "options": {"latency": latency}}
+            ],
+            "roles": {"target": ["mock"], "optimizer": ["mock"]},
+        }
+    )  # fmt: skip
+
+
+def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
+    """Lay out the demo under ``root`` (created if needed) and return its config."""
+    now = now or datetime.now(UTC)
+    project = root / "demo-project"
+    claude_home = root / "claude-home"
+    state_dir = root / "state"
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "CLAUDE.md").write_text(_data("CLAUDE.md"), encoding="utf-8")
+    skill_path = claude_home / "skills" / MANAGED_SKILL / "SKILL.md"
+    skill_path.parent.mkdir(parents=True, exist_ok=True)
+    skill_path.write_text(_data("SKILL.md"), encoding="utf-8")
+    sessions = json.loads(_data("sessions.json"))["sessions"]
+    start = now - timedelta(hours=len(sessions) + 1)
+    for index, session in enumerate(sessions):
+        _write_session(
+            claude_home,
+            project.resolve(),
+            index,
+            list(session["user"]),
+            str(session["answer"]),
+            start + timedelta(hours=index),
+        )
+    config = SleepConfig.model_validate(
+        {
+            "state_dir": str(state_dir),
+            "sources": {"kinds": ["claude_code"], "claude_home": str(claude_home),
+                        "lookback_hours": 0},
+            "night": {"dream_rollouts": 3, "rounds": 2, "edit_budget": 4},
+            "pool": demo_pool().model_dump(mode="json"),
+        }
+    )  # fmt: skip
+    return DemoSetup(
+        root=root,
+        project=project.resolve(),
+        claude_home=claude_home,
+        state_dir=state_dir,
+        config=config,
+    )

@@ -1,0 +1,84 @@
+"""The night's first stage: transcripts -> session digests -> mined tasks -> splits.
+
+Synchronous local-disk work (the night runs it in a worker thread). A reviewed tasks file
+replaces harvest and mining. Splits are the core's deterministic hash split, so a task
+keeps its split across nights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from skillopt.splits import assign_splits
+from skillopt.types import TaskRecord
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
+from skillopt_sleep.mine import heuristic_mine
+from skillopt_sleep.tasks_file import load_tasks_file
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gathered:
+    tasks: tuple[TaskRecord, ...]
+    n_sessions: int
+    source: str  # "transcripts" | "tasks_file"
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+
+def harvest_window_start(
+    cfg: SleepConfig, cursor: datetime | None, now: datetime
+) -> datetime | None:
+    """Where tonight's harvest starts: the cursor, else the first-night lookback."""
+    if cursor is not None:
+        return cursor
+    hours = cfg.sources.lookback_hours
+    return None if hours <= 0 else now - timedelta(hours=hours)
+
+
+def sources_for(cfg: SleepConfig) -> list[SourceSpec]:
+    homes = {"claude_code": cfg.sources.claude_home, "codex": cfg.sources.codex_home}
+    return [SourceSpec(kind=SourceKind(k), home=homes[k].expanduser()) for k in cfg.sources.kinds]
+
+
+def split(cfg: SleepConfig, tasks: list[TaskRecord]) -> list[TaskRecord]:
+    return list(
+        assign_splits(
+            tasks,
+            val_fraction=cfg.night.val_fraction,
+            test_fraction=cfg.night.test_fraction,
+            seed=cfg.night.seed,
+        )
+    )
+
+
+def gather(
+    cfg: SleepConfig,
+    *,
+    project: Path,
+    since: datetime | None,
+    tasks_file: Path | None = None,
+) -> Gathered:
+    if tasks_file is not None:
+        loaded = load_tasks_file(tasks_file)
+        tasks = [replace(t, project=t.project or str(project)) for t in loaded.tasks]
+        return Gathered(
+            tasks=tuple(split(cfg, tasks[: cfg.night.max_tasks])),
+            n_sessions=int(loaded.metadata.get("n_sessions", 0)),
+            source="tasks_file",
+            diagnostics={"tasks_file": str(tasks_file), "warnings": list(loaded.warnings)},
+        )
+    limit = cfg.sources.max_sessions or cfg.night.max_tasks * 3
+    harvested = harvest(sources_for(cfg), since=since, project=project, limit=limit)
+    mined = heuristic_mine(harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks)
+    return Gathered(
+        tasks=tuple(split(cfg, list(mined.tasks))),
+        n_sessions=len(harvested.digests),
+        source="transcripts",
+        diagnostics={
+            "harvest": harvested.diagnostics.to_dict(),
+            "mine": {"miner": mined.miner, **mined.diagnostics},
+        },
+    )

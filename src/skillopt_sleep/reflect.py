@@ -1,0 +1,317 @@
+"""Reflection: turn judged rollouts into at most ``budget`` proposed edits.
+
+Contrastive first: tasks whose K samples scored differently show what a better attempt
+does, so the optimizer compares good and bad attempts of the same task. When no task has
+a spread (or that reply yields nothing), single-shot reflection over the failures runs.
+The reply must be a JSON array of edits; it is validated, retried once with a note, and
+truncated to the budget. Every raw reply is kept for diagnostics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from skillopt.backends.base import CompletionRequest, Role
+from skillopt.errors import (
+    BackendError,
+    BudgetExceededError,
+    NoHealthyMemberError,
+    ReplyFormatError,
+)
+from skillopt.prompts import render_prompt
+from skillopt.redact import redact_obj, sanitize
+from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
+from skillopt_sleep.replay import Docs, first_json_value, task_hint
+from skillopt_sleep.spend import ModelPool
+
+MAX_GROUPS = 6
+MAX_FAILURES = 8
+SNIPPET = 240
+RETRY_NOTE = "Your previous reply could not be used: {why}. Reply again with ONLY the JSON array."
+
+
+class ReflectMode(StrEnum):
+    CONTRASTIVE = "contrastive"
+    SINGLE = "single"
+    NONE = "none"
+
+
+class _Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    op: Literal["add", "append", "insert_after", "replace", "delete"] = "add"
+    content: str = ""
+    anchor: str = ""
+    rationale: str = ""
+
+
+_EDITS = TypeAdapter(list[_Edit])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutSet:
+    """The K judged samples of one train task under the same documents."""
+
+    task: TaskRecord
+    results: tuple[RolloutResult, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReflectOutcome:
+    edits: tuple[EditRecord, ...]
+    mode: ReflectMode
+    reason: str = ""  # why there are no edits, when there are none
+    raw: tuple[str, ...] = ()  # every raw reply, redacted
+    calls: int = 0
+    errors: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "edits": [e.to_dict() for e in self.edits],
+            "mode": self.mode.value,
+            "reason": self.reason,
+            "raw": list(self.raw),
+            "calls": self.calls,
+            "errors": list(self.errors),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReflectOutcome:
+        return cls(
+            edits=tuple(EditRecord.from_dict(e) for e in data.get("edits", [])),
+            mode=ReflectMode(data.get("mode", "none")),
+            reason=str(data.get("reason", "")),
+            raw=tuple(data.get("raw", [])),
+            calls=int(data.get("calls", 0)),
+            errors=tuple(data.get("errors", [])),
+        )
+
+
+def parse_edits(text: str, *, target: EditTarget, budget: int) -> list[EditRecord]:
+    """Validate a reply as a JSON array of edits; raise :class:`ReplyFormatError` if not."""
+    value = first_json_value(text, "[")
+    try:
+        items = _EDITS.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ReplyFormatError(f"edit {where}: {first['msg']}", raw=text) from exc
+    edits = []
+    for item in items:
+        content = sanitize(item.content).strip()
+        anchor = sanitize(item.anchor).strip()
+        if not content and not (item.op == "delete" and anchor):
+            continue
+        edits.append(
+            EditRecord(
+                target=target,
+                op=item.op,
+                content=content,
+                anchor=anchor,
+                rationale=sanitize(item.rationale).strip()[:400],
+            )
+        )
+    return edits[: max(0, budget)]
+
+
+@dataclass(kw_only=True)
+class Reflector:
+    pool: ModelPool
+    marker: str
+    preferences: str = ""
+    score: Callable[[RolloutResult], float] = lambda r: r.hard
+    evidence: Callable[[list[dict[str, Any]]], None] | None = None
+    max_output_tokens: int = 1500
+    _log: list[str] = field(default_factory=list)
+
+    async def reflect(
+        self, *, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet], budget: int
+    ) -> ReflectOutcome:
+        if budget <= 0:
+            return ReflectOutcome(edits=(), mode=ReflectMode.NONE, reason="edit budget is 0")
+        usable = [
+            RolloutSet(task=s.task, results=tuple(r for r in s.results if not r.error))
+            for s in sets
+        ]
+        usable = [s for s in usable if s.results]
+        if not usable:
+            return ReflectOutcome(
+                edits=(), mode=ReflectMode.NONE, reason="no usable rollouts to learn from"
+            )
+        raws: list[str] = []
+        errors: list[str] = []
+        calls = 0
+        spread = sorted((s for s in usable if self._spread(s) > 0), key=self._spread, reverse=True)[
+            :MAX_GROUPS
+        ]
+        if spread:
+            edits, n, raw, errs = await self._ask(
+                "reflect_contrastive", target=target, docs=docs, budget=budget, sets=spread
+            )
+            calls, raws, errors = calls + n, raws + raw, errors + errs
+            if edits:
+                return ReflectOutcome(
+                    edits=tuple(edits),
+                    mode=ReflectMode.CONTRASTIVE,
+                    raw=tuple(raws),
+                    calls=calls,
+                    errors=tuple(errors),
+                )
+        failing = [s for s in usable if min(r.hard for r in s.results) < 1.0]
+        if not failing:
+            return ReflectOutcome(
+                edits=(),
+                mode=ReflectMode.NONE,
+                reason="every train task already succeeds: nothing to learn",
+                raw=tuple(raws),
+                calls=calls,
+                errors=tuple(errors),
+            )
+        edits, n, raw, errs = await self._ask(
+            "reflect", target=target, docs=docs, budget=budget, sets=usable
+        )
+        calls, raws, errors = calls + n, raws + raw, errors + errs
+        reason = ""
+        if not edits:
+            reason = (
+                f"reflection failed: {errors[-1]}"
+                if errors
+                else "the optimizer proposed no usable edit"
+            )
+        return ReflectOutcome(
+            edits=tuple(edits),
+            mode=ReflectMode.SINGLE,
+            reason=reason,
+            raw=tuple(raws),
+            calls=calls,
+            errors=tuple(errors),
+        )
+
+    def _spread(self, s: RolloutSet) -> float:
+        scores = [self.score(r) for r in s.results]
+        return max(scores) - min(scores)
+
+    async def _ask(
+        self,
+        template: str,
+        *,
+        target: EditTarget,
+        docs: Docs,
+        budget: int,
+        sets: Sequence[RolloutSet],
+    ) -> tuple[list[EditRecord], int, list[str], list[str]]:
+        values = self._values(template, target=target, docs=docs, budget=budget, sets=sets)
+        failures = [task_hint(s.task) for s in sets if min(r.hard for r in s.results) < 1.0]
+        metadata = redact_obj(
+            {
+                "stage": template,
+                "target": target.value,
+                "skill": docs.skill,
+                "memory": docs.memory,
+                "failures": failures,
+                "edit_budget": budget,
+            }
+        )
+        raws: list[str] = []
+        errors: list[str] = []
+        retry_note = ""
+        for attempt in range(2):
+            prompt = render_prompt(template, retry_note=retry_note, **values)
+            request = CompletionRequest(
+                role=Role.OPTIMIZER,
+                prompt=prompt,
+                stage="reflect",
+                max_output_tokens=self.max_output_tokens,
+                json_mode=False,
+                use_cache=attempt == 0,
+                sample_id=attempt,
+                metadata=metadata,
+            )
+            try:
+                done = await self.pool.complete(request)
+            except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+                errors.append(sanitize(f"{getattr(exc, 'error_class', type(exc).__name__)}: {exc}"))
+                return [], attempt + 1, raws, errors
+            raw = sanitize(done.text)
+            raws.append(raw)
+            if self.evidence is not None:
+                self.evidence(
+                    [{"phase": "reflect", "kind": template, "target": target.value,
+                      "attempt": attempt, "prompt": prompt, "reply": raw}]
+                )  # fmt: skip
+            try:
+                return (
+                    parse_edits(done.text, target=target, budget=budget),
+                    attempt + 1,
+                    raws,
+                    errors,
+                )
+            except ReplyFormatError as exc:
+                errors.append(sanitize(str(exc)))
+                retry_note = RETRY_NOTE.format(why=sanitize(str(exc)))
+        return [], 2, raws, errors
+
+    def _values(
+        self,
+        template: str,
+        *,
+        target: EditTarget,
+        docs: Docs,
+        budget: int,
+        sets: Sequence[RolloutSet],
+    ) -> dict[str, Any]:
+        document = docs.skill if target is EditTarget.SKILL else docs.memory
+        other = docs.memory if target is EditTarget.SKILL else docs.skill
+        criteria: Counter[str] = Counter()
+        for s in sets:
+            for r in s.results:
+                criteria.update(r.failed_criteria)
+        contracts = [s.task.system_contract for s in sets if s.task.system_contract]
+        values: dict[str, Any] = {
+            "marker": self.marker,
+            "target": target.value,
+            "edit_budget": budget,
+            "document": sanitize(document) or "(empty)",
+            "other_document": sanitize(other) or "(empty)",
+            "preferences": sanitize(self.preferences) or "(none stated)",
+            "contract": sanitize(contracts[0])[:900] if contracts else "(none)",
+            "criteria": "\n".join(f'- "{c}" (failed {n}x)' for c, n in criteria.most_common(12))
+            or "(no structured criteria; see the judge reasons below)",
+        }
+        if template == "reflect_contrastive":
+            values["groups"] = "\n\n".join(self._group_text(s) for s in sets)
+        else:
+            failures = [(s.task, r) for s in sets for r in s.results[:1] if r.hard < 1.0][
+                :MAX_FAILURES
+            ]
+            wins = [(s.task, r) for s in sets for r in s.results[:1] if r.hard >= 1.0][:4]
+            values["failures"] = "\n\n".join(_case(t, r) for t, r in failures) or "(none)"
+            values["successes"] = "\n\n".join(_case(t, r) for t, r in wins) or "(none)"
+        return values
+
+    def _group_text(self, s: RolloutSet) -> str:
+        ranked = sorted(s.results, key=self.score, reverse=True)
+        lines = [f"## Task: {_clip(s.task.intent)}"]
+        for r in ranked:
+            lines.append(
+                f"- score {self.score(r):.2f}: {_clip(r.response)}"
+                + (f" (judge: {_clip(r.reason, 120)})" if r.reason else "")
+            )
+        return "\n".join(lines)
+
+
+def _clip(text: str, n: int = SNIPPET) -> str:
+    flat = " ".join(sanitize(text).split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def _case(task: TaskRecord, result: RolloutResult) -> str:
+    return (
+        f"- asked: {_clip(task.intent)}\n  answered: {_clip(result.response)}\n"
+        f"  judged: {_clip(result.reason or 'below threshold', 160)}"
+    )

@@ -1,0 +1,319 @@
+"""Replay: attempt tasks under given documents and judge each answer, all concurrently.
+
+Every rollout is one task in an anyio task group; the only bound is the pool's own limits
+(its role gates and member limiters), so the fan-out is as wide as the endpoints allow.
+Judging runs in the same task right after its attempt, so judges stream behind rollouts
+instead of waiting for a whole wave.
+
+Finished rollouts are appended to ``rollouts.jsonl`` as they complete and are keyed by
+(task, skill hash, memory hash, sample, fresh); a resumed night reuses them instead of
+calling the model again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skillopt.backends.base import CompletionRequest, Role
+from skillopt.errors import (
+    BackendError,
+    BudgetExceededError,
+    NoHealthyMemberError,
+    ReplyFormatError,
+)
+from skillopt.judges import judge_local, rubric_result
+from skillopt.prompts import render_prompt
+from skillopt.redact import redact_obj, sanitize
+from skillopt.skilldoc import content_hash
+from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
+from skillopt_sleep.spend import ModelPool
+
+RUBRIC_PASS = 0.8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Docs:
+    """The documents an attempt runs under."""
+
+    skill: str
+    memory: str
+
+    @property
+    def skill_hash(self) -> str:
+        return content_hash(self.skill)[:16]
+
+    @property
+    def memory_hash(self) -> str:
+        return content_hash(self.memory)[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    task: TaskRecord
+    docs: Docs
+    sample_id: int = 0
+    phase: str = "rollout"  # baseline | rollout | trial | final | test (accounting stage)
+    fresh: bool = False  # bypass the response cache (the gate's final check)
+
+    @property
+    def key(self) -> str:
+        raw = "\x1f".join(
+            [
+                self.task.id,
+                self.docs.skill_hash,
+                self.docs.memory_hash,
+                str(self.sample_id),
+                "fresh" if self.fresh else "cached",
+            ]
+        )
+        return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+class Progress(Protocol):
+    def calls_planned(self, n: int) -> None: ...
+
+    def call_done(self, *, ok: bool) -> None: ...
+
+
+class _JudgeReply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    score: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+
+
+def first_json_value(text: str, opener: str) -> Any:
+    """The first JSON value starting with ``opener`` ('[' or '{') that parses, else raise."""
+    decoder = json.JSONDecoder()
+    start = text.find(opener)
+    while start >= 0:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+            return value
+        except ValueError:
+            start = text.find(opener, start + 1)
+    raise ReplyFormatError(f"no JSON {'array' if opener == '[' else 'object'} in reply", raw=text)
+
+
+def parse_judge_reply(text: str) -> JudgeResult:
+    try:
+        reply = _JudgeReply.model_validate(first_json_value(text, "{"))
+    except ValidationError as exc:
+        raise ReplyFormatError(f"judge reply invalid: {exc.errors()[0]['msg']}", raw=text) from exc
+    return rubric_result(reply.score, sanitize(reply.reason)[:300], pass_threshold=RUBRIC_PASS)
+
+
+def task_hint(task: TaskRecord) -> dict[str, Any]:
+    """The structured view of a task members may use (the mock's world model does)."""
+    return {"id": task.id, "intent": task.intent, "tags": list(task.tags)}
+
+
+@dataclass(kw_only=True)
+class Replayer:
+    """Runs :class:`Job` batches through the pool; remembers and records every result."""
+
+    pool: ModelPool
+    marker: str
+    record: Callable[[list[dict[str, Any]]], None] | None = None
+    evidence: Callable[[list[dict[str, Any]]], None] | None = None
+    progress: Progress | None = None
+    attempt_tokens: int = 1024
+    done: dict[str, RolloutResult] = field(default_factory=dict)
+    reused: int = 0
+
+    def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Remember rollouts from an earlier (killed) run of this night."""
+        allowed = set(RolloutResult.__dataclass_fields__)
+        for row in rows:
+            key = row.get("key")
+            if not key:
+                continue
+            self.done[str(key)] = RolloutResult.from_dict(
+                {k: v for k, v in row.items() if k in allowed}
+            )
+        return len(self.done)
+
+    async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
+        """Results in the order of ``jobs``. Failures become results with ``error`` set."""
+        results: list[RolloutResult | None] = [None] * len(jobs)
+        todo = [i for i, job in enumerate(jobs) if job.key not in self.done]
+        for i, job in enumerate(jobs):
+            if job.key in self.done:
+                results[i] = self.done[job.key]
+                self.reused += 1
+        if self.progress is not None:
+            self.progress.calls_planned(sum(self._calls_for(jobs[i].task) for i in todo))
+
+        async def one(i: int) -> None:
+            results[i] = await self._one(jobs[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in todo:
+                tg.start_soon(one, i)
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _calls_for(task: TaskRecord) -> int:
+        return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
+
+    def _tick(self, ok: bool) -> None:
+        if self.progress is not None:
+            self.progress.call_done(ok=ok)
+
+    async def _one(self, job: Job) -> RolloutResult:
+        task, docs = job.task, job.docs
+        prompt = render_prompt(
+            "attempt",
+            marker=self.marker,
+            skill=sanitize(docs.skill) or "(none)",
+            memory=sanitize(docs.memory) or "(none)",
+            intent=sanitize(task.intent),
+            context=sanitize(task.context),
+        )
+        request = CompletionRequest(
+            role=Role.TARGET,
+            prompt=prompt,
+            system=sanitize(task.system_contract),
+            sample_id=job.sample_id,
+            stage=job.phase,
+            use_cache=not job.fresh,
+            max_output_tokens=self.attempt_tokens,
+            metadata=redact_obj(
+                {
+                    "stage": "attempt",
+                    "task": task_hint(task),
+                    "skill": docs.skill,
+                    "memory": docs.memory,
+                }
+            ),
+        )
+        base: dict[str, Any] = {
+            "task_id": task.id,
+            "sample_id": job.sample_id,
+            "skill_hash": docs.skill_hash,
+            "memory_hash": docs.memory_hash,
+        }
+        evidence: list[dict[str, Any]] = []
+        try:
+            done = await self.pool.complete(request)
+        except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+            self._tick(False)
+            return self._finish(job, RolloutResult(**base, error=_cause(exc)), evidence)
+        self._tick(True)
+        response = sanitize(done.text)
+        evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
+        tokens = done.usage.total_tokens
+        try:
+            verdict = await self._judge(task, response, done.tools_called, evidence)
+        except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+            result = RolloutResult(
+                **base,
+                response=response,
+                member=done.member,
+                latency=done.latency,
+                tokens=tokens,
+                error=f"judge: {_cause(exc)}",
+            )
+            return self._finish(job, result, evidence)
+        result = RolloutResult(
+            **base,
+            response=response,
+            hard=verdict.hard,
+            soft=verdict.soft,
+            reason=verdict.reason,
+            failed_criteria=verdict.failed,
+            tools_called=done.tools_called,
+            member=done.member,
+            latency=done.latency,
+            tokens=tokens,
+        )
+        return self._finish(job, result, evidence)
+
+    async def _judge(
+        self,
+        task: TaskRecord,
+        response: str,
+        tools: tuple[str, ...],
+        evidence: list[dict[str, Any]],
+    ) -> JudgeResult:
+        local = judge_local(task, response, tools)
+        if local is not None:
+            return local
+        if not response.strip():
+            return JudgeResult(hard=0.0, soft=0.0, reason="empty answer")
+        prompt = render_prompt(
+            "judge",
+            marker=self.marker,
+            intent=sanitize(task.intent),
+            rubric=sanitize(task.reference or task.intent),
+            response=response,
+        )
+        request = CompletionRequest(
+            role=Role.OPTIMIZER,
+            prompt=prompt,
+            stage="judge",
+            max_output_tokens=300,
+            json_mode=True,
+            metadata=redact_obj({"stage": "judge", "task": task_hint(task), "response": response}),
+        )
+        last: ReplyFormatError | None = None
+        for _ in range(2):  # one retry on an unparsable verdict
+            try:
+                done = await self.pool.complete(request)
+            except (BackendError, NoHealthyMemberError, BudgetExceededError):
+                self._tick(False)
+                raise
+            self._tick(True)
+            evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
+            try:
+                return parse_judge_reply(done.text)
+            except ReplyFormatError as exc:
+                last = exc
+                request = CompletionRequest(
+                    role=request.role,
+                    prompt=request.prompt,
+                    stage=request.stage,
+                    max_output_tokens=request.max_output_tokens,
+                    json_mode=True,
+                    use_cache=False,
+                    sample_id=1,
+                    metadata=request.metadata,
+                )
+        assert last is not None
+        return JudgeResult(hard=0.0, soft=0.0, reason=f"judge reply unusable: {last}")
+
+    def _finish(
+        self, job: Job, result: RolloutResult, evidence: list[dict[str, Any]]
+    ) -> RolloutResult:
+        self.done[job.key] = result
+        if self.record is not None:
+            row = result.to_dict()
+            row.update(
+                key=job.key,
+                phase=job.phase,
+                fresh=job.fresh,
+                split=job.task.split.value,
+            )
+            self.record([row])
+        if self.evidence is not None and evidence:
+            self.evidence(
+                [
+                    {"phase": job.phase, "task_id": job.task.id, "sample_id": job.sample_id, **e}
+                    for e in evidence
+                ]
+            )
+        return result
+
+
+def _cause(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", "") or str(exc)
+    member = getattr(exc, "member", "")
+    label = getattr(exc, "error_class", type(exc).__name__)
+    text = f"{label}: {cause}" + (f" (member {member})" if member else "")
+    return sanitize(text)[:300]

@@ -53,7 +53,11 @@ from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.spend import ModelPool, SpendEstimate, SpendingPool
 from skillopt_sleep.state import project_dir
 
-_log = get_logger("skillopt_sleep.night")
+
+def _log() -> Any:
+    """Looked up per call, so the logging config set by the CLI applies."""
+    return get_logger("skillopt_sleep.night")
+
 
 Clock = Callable[[], datetime]
 
@@ -627,6 +631,10 @@ def split_tasks(
     return train, val, test, leaked
 
 
+def resolve_project(project: Path) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(project)))
+
+
 def now_clock() -> datetime:
     return utc_now()
 
@@ -693,7 +701,7 @@ async def run_night(
 
     clock = clock or now_clock
     progress = progress or LogProgress()
-    project = Path(os.path.realpath(os.path.expanduser(project)))
+    project = resolve_project(project)
     root = runs_dir(config, project)
     started = clock()
     run, notes = _find_resumable(root, config, dry_run=dry_run, now=started)

@@ -42,7 +42,10 @@ from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.staging import Proposal, ProposalKind, SkillStore, write_proposal
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
 
-_log = get_logger("skillopt_sleep.night")
+
+def _log() -> Any:
+    """Looked up per call, so the logging config set by the CLI applies."""
+    return get_logger("skillopt_sleep.night")
 
 
 def _live(night: Night) -> Live:
@@ -179,7 +182,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             )
             report["estimate"] = estimate.describe()
             night.progress.note(f"estimated spend: {estimate.describe()}")
-            _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
+            _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
             start = Docs(skill=live.skill, memory=live.memory)
             decision = await consolidate(night, train=train, val=val, leaked=leaked, start=start)
             report["test"] = await _score_test(night, test, decision, start)
@@ -264,7 +267,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             state = state.archive_tasks(gathered.tasks)
         store.save(state)
     run.finish(status, ended, outcome=result.value, reason=reason, failed_stage=failed_stage)
-    _log.info(
+    _log().info(
         "night.done",
         run_id=run.run_id,
         status=status.value,

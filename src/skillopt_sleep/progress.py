@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 
-_log = get_logger("skillopt_sleep.night")
+
+def _log() -> Any:
+    """Looked up per call, so the logging config set by the CLI applies."""
+    return get_logger("skillopt_sleep.night")
 
 
 class NightProgress(Protocol):
@@ -40,14 +43,14 @@ class LogProgress:
 
     def stage(self, name: str) -> None:
         if self.current:
-            _log.info(
+            _log().info(
                 "night.stage_done",
                 stage=self.current,
                 calls=self.done,
                 errors=self.errors,
             )
         self.current, self.done, self.errors, self.planned = name, 0, 0, 0
-        _log.info("night.stage", stage=name)
+        _log().info("night.stage", stage=name)
 
     def calls_planned(self, n: int) -> None:
         self.planned += n
@@ -57,11 +60,11 @@ class LogProgress:
         self.errors += 0 if ok else 1
 
     def note(self, message: str) -> None:
-        _log.info("night.note", stage=self.current, message=sanitize(message))
+        _log().info("night.note", stage=self.current, message=sanitize(message))
 
     def close(self) -> None:
         if self.current:
-            _log.info("night.stage_done", stage=self.current, calls=self.done, errors=self.errors)
+            _log().info("night.stage_done", stage=self.current, calls=self.done, errors=self.errors)
         self.current = ""
 
 

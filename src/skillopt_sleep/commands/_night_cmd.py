@@ -1,0 +1,95 @@
+"""``once`` and ``dry-run``: take the project lock, run one night, print the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from skillopt.errors import LockHeldError, RefusedError
+from skillopt_sleep.commands._common import (
+    EXIT_REFUSED,
+    emit_json,
+    known_errors,
+    load_config,
+    refuse,
+    run_async,
+    say,
+)
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.lock import project_lock
+from skillopt_sleep.night import NightOutcome, run_night
+from skillopt_sleep.progress import default_progress
+
+
+def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
+    """A real backend refuses an unreviewed tasks file before spending anything."""
+    if path is None:
+        return
+    from skillopt_sleep.tasks_file import load_tasks_file
+
+    loaded = load_tasks_file(path)
+    real = demo is False and (cfg.pool is None or any(m.kind != "mock" for m in cfg.pool.members))
+    if real and not loaded.reviewed:
+        raise RefusedError(
+            f"{path} has not been reviewed: read it, edit it if needed, set "
+            '"reviewed": true, then run again'
+        )
+
+
+def _print(outcome: NightOutcome) -> None:
+    kind = "dry run" if outcome.dry_run else "night"
+    say(
+        f"{kind} {outcome.run_id}: {outcome.result.value}"
+        + (" (resumed)" if outcome.resumed else "")
+    )
+    if outcome.failed_stage:
+        say(f"  failed during {outcome.failed_stage}: {outcome.reason}")
+    elif outcome.reason:
+        say(f"  {outcome.reason}")
+    say(f"  sessions {outcome.n_sessions} -> tasks {outcome.n_tasks}")
+    if outcome.baseline is not None:
+        say(
+            f"  held-out score {outcome.baseline:.3f} -> {outcome.candidate or 0.0:.3f}"
+            f" ({outcome.gate_action}, accepted={outcome.accepted})"
+        )
+    spend = outcome.spend
+    say(f"  model calls {spend.get('calls', 0)}, tokens {spend.get('tokens', 0)}")
+    if outcome.proposal_dir:
+        say(f"  proposal staged in {outcome.proposal_dir} (adopt with `skillopt-sleep adopt`)")
+    if outcome.report_path:
+        say(f"  report: {outcome.report_path}")
+
+
+def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
+    demo = bool(getattr(args, "demo", False))
+    try:
+        cfg, project = load_config(args)
+        _check_tasks_file(cfg, args.tasks_file, demo=demo)
+        lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
+        with lock:
+            outcome: NightOutcome = run_async(_night, cfg, project, dry_run, demo, args.tasks_file)
+    except LockHeldError as exc:
+        return refuse(args, "lock_held", f"another night holds the lock: {exc}")
+    except known_errors() as exc:
+        return refuse(args, type(exc).__name__, str(exc), EXIT_REFUSED)
+    if args.json:
+        emit_json(outcome.to_dict())
+    else:
+        _print(outcome)
+        if demo and outcome.report_path:
+            sys.stdout.write(f"\nDemo finished. Read the report: {outcome.report_path}\n")
+    return outcome.exit_code
+
+
+async def _night(
+    cfg: SleepConfig, project: Path, dry_run: bool, demo: bool, tasks_file: Path | None
+) -> NightOutcome:
+    return await run_night(
+        cfg,
+        project=project,
+        dry_run=dry_run,
+        demo=demo,
+        progress=default_progress(sys.stderr),
+        tasks_file=tasks_file,
+    )

@@ -1,50 +1,140 @@
 """Replace known secret shapes with ``[REDACTED:kind]`` and strip terminal control sequences.
 
 Applied to every outbound prompt, every log event and every string we persist.
-Patterns are ordered most-specific first so that e.g. an Anthropic key is labelled
-``anthropic_key`` rather than the generic ``openai_key``.
+
+Public API::
+
+    redact_text(text) -> str      # secrets -> [REDACTED:kind]
+    strip_control(text) -> str    # ANSI/OSC/DCS escapes, C0/C1 controls, bidi overrides
+    sanitize(text) -> str         # both: what we apply before printing or persisting
+    redact_obj(value) -> Any      # recursive over JSON-like data; also blanks secret-named fields
+
+Patterns run most-specific first, so an Anthropic key is labelled ``anthropic_key`` rather
+than ``openai_key``; a value already redacted is never redacted again (idempotent). Hex
+digests (our sha256 content hashes) are deliberately left alone. This is a best-effort
+filter of well-known shapes, not a guarantee: a bare random string with no recognisable
+prefix or context cannot be told apart from an id.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+__all__ = ["redact_obj", "redact_text", "sanitize", "strip_control"]
+
+_NOT_DONE = r"(?!\[REDACTED)"
+
+# Words that make a key or field name secret ("OPENAI_API_KEY", "db-password", "authToken").
+_SECRET_WORD = (
+    r"(?:api[_-]?key|apikey|secret|token|password|passwd|passphrase|pwd|access[_-]?key|"
+    r"client[_-]?secret|private[_-]?key|auth[_-]?token|session[_-]?key|credentials?)"
+)
+# Suffixes that name *about* a secret rather than hold one ("api_key_env", "token_count").
+_META_SUFFIX = (
+    r"(?:env|var|name|file|path|source|kind|type|count|len|length|id|url|endpoint|hint|"
+    r"header|field|provider|cmd|command|limit|budget|usage|used|estimate|estimated)"
+)
+_SECRET_NAME = (
+    rf"(?:[A-Za-z0-9]+[_-])*{_SECRET_WORD}(?:[_-](?!{_META_SUFFIX}(?![A-Za-z0-9]))[A-Za-z0-9]+)*"
+)
+
+_Sub = tuple[str, re.Pattern[str], Callable[[re.Match[str]], str] | None]
+
+
+def _keep_prefix(kind: str) -> Callable[[re.Match[str]], str]:
+    """Keep group 1 (the key and separator) and redact the rest of the match."""
+
+    def repl(m: re.Match[str]) -> str:
+        value = m.group(2)
+        quote = value[0] if value[:1] in "\"'" else ""
+        return f"{m.group(1)}{quote}[REDACTED:{kind}]{quote}"
+
+    return repl
+
+
+_PATTERNS: list[_Sub] = [
     (
         "private_key",
+        # An unterminated block (a truncated transcript) is redacted to the end of the text.
         re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"
         ),
+        None,
     ),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}"), None),
+    ("stripe_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), None),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"), None),
+    (
+        "github_token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        None,
+    ),
+    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), None),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}"), None),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), None),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), None),
     (
         "azure_connection_string",
         re.compile(
             r"(?i)\b(?:DefaultEndpointsProtocol|AccountKey|SharedAccessKey|SharedAccessSignature)"
             r"=[^;\s\"']+(?:;[A-Za-z]+=[^;\s\"']+)*"
         ),
+        None,
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{12,}=*")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("url_credentials", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+    ("azure_sas", re.compile(r"(?i)([?&]sig=)([A-Za-z0-9%/+=]{16,})"), _keep_prefix("azure_sas")),
+    (
+        "jwt",
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        None,
+    ),
+    ("slack_token", re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"), None),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), None),
+    (
+        "authorization",
+        re.compile(
+            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+            r"(?:(?:basic|bearer|token|digest)\s+)?)"
+            rf"({_NOT_DONE}[^\s\"',;]{{8,}})"
+        ),
+        _keep_prefix("authorization"),
+    ),
+    (
+        "bearer",
+        re.compile(rf"(?i)(\bbearer\s+)({_NOT_DONE}[A-Za-z0-9._~+/\-]{{12,}}=*)"),
+        _keep_prefix("bearer"),
+    ),
+    (
+        "url_credentials",
+        re.compile(r"(?<=://)[^/\s:@\[]+:[^/\s@]+(?=@)"),
+        None,
+    ),
     (
         "secret_assignment",
         re.compile(
-            r"(?i)(?<![A-Za-z0-9])((?:[A-Z0-9_]*_)?(?:api[_-]?key|apikey|secret|token|password|passwd|pwd|"
-            r"access[_-]?key|client[_-]?secret|auth)(?:[A-Z0-9_]*)?)(\s*[=:]\s*[\"']?)([^\s\"'&;,]{6,})"
+            rf"(?<![A-Za-z0-9])({_SECRET_NAME}[\"']?\s*(?:=|:(?!//))\s*)"
+            rf"(\"{_NOT_DONE}[^\"\n]{{4,}}\"|'{_NOT_DONE}[^'\n]{{4,}}'"
+            rf"|{_NOT_DONE}[^\s\"'&;,<>]{{6,}})",
+            re.IGNORECASE,
         ),
+        _keep_prefix("secret_assignment"),
     ),
 ]
 
-# CSI / OSC / other escape sequences, plus C0 controls except tab and newline.
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]"
+_SECRET_KEY = re.compile(rf"(?i)^{_SECRET_NAME}$")
+
+# CSI, OSC, DCS/SOS/PM/APC strings, charset selection, other two-byte escapes; C0 controls
+# except tab and newline; DEL and C1 controls; Unicode bidi overrides and isolates.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|\x1b[PX^_][\s\S]*?(?:\x1b\\|\x07|\Z)"
+    r"|\x1b[()*+][0-9A-Za-z]"
+    r"|\x1b[0-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    r"|[\u202a-\u202e\u2066-\u2069]"
 )
 
 
@@ -52,30 +142,38 @@ def redact_text(text: str) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:kind]``."""
     if not text:
         return text
-    for kind, pattern in _PATTERNS:
-        if kind == "secret_assignment":
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
-        else:
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    for kind, pattern, repl in _PATTERNS:
+        text = pattern.sub(repl if repl is not None else f"[REDACTED:{kind}]", text)
     return text
 
 
 def strip_control(text: str) -> str:
-    """Remove terminal escape sequences and control characters (keeps tab, newline)."""
-    return _ANSI.sub("", text.replace("\r\n", "\n"))
+    """Remove terminal escape sequences and control characters (keeps tab and newline)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
 def sanitize(text: str) -> str:
-    """Redact, then strip control sequences: what we apply before printing or persisting."""
-    return strip_control(redact_text(text))
+    """Redact, then strip control sequences (and redact again: an escape sequence inside a
+    token must not split it past the patterns)."""
+    return redact_text(strip_control(redact_text(text)))
 
 
 def redact_obj(value: Any) -> Any:
-    """Recursively redact every string in a JSON-like structure."""
+    """Recursively sanitize every string in a JSON-like structure (tuples become lists).
+
+    A string stored under a secret-looking key (``api_key``, ``password``, ``*_token``) is
+    replaced whole, whatever its shape.
+    """
     if isinstance(value, str):
         return sanitize(value)
     if isinstance(value, dict):
-        return {k: redact_obj(v) for k, v in value.items()}
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(key, str) and isinstance(item, str) and item and _SECRET_KEY.match(key):
+                out[sanitize(key)] = "[REDACTED:secret_field]"
+            else:
+                out[sanitize(key) if isinstance(key, str) else key] = redact_obj(item)
+        return out
     if isinstance(value, list | tuple):
         return [redact_obj(v) for v in value]
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,3 +64,20 @@ def pool_of(backend: Backend, *, concurrency: int = 16) -> BackendPool:
     """A real pool serving both roles from one member."""
     spec = MemberSpec(backend=backend, max_concurrency=concurrency, timeout=30.0)
     return BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]})
+
+
+@dataclass
+class Jitter:
+    """Delegates to ``inner`` after a random pause, so completion order changes run to run."""
+
+    inner: Backend
+    max_delay: float = 0.003
+    name: str = "jitter"
+    model: str = "jitter-model"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        await anyio.sleep(random.random() * self.max_delay)
+        return await self.inner.complete(request)
+
+    async def aclose(self) -> None:
+        return None

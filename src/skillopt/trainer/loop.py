@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from skillopt.errors import ConfigError, CorruptStateError, ReplyFormatError
+from skillopt.errors import ConfigError, CorruptStateError, ReplyFormatError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
 from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
@@ -170,6 +170,19 @@ class Trainer:
     # ------------------------------------------------------------------ run
 
     async def run(self) -> dict[str, Any]:
+        """Train (or resume) to the end; returns the summary also written to summary.json.
+
+        A failure inside concurrent stages surfaces as the underlying SkillOptError rather
+        than an exception group, so callers catch our own types only."""
+        try:
+            return await self._run()
+        except BaseExceptionGroup as group:
+            leaf = _first_leaf(group)
+            if isinstance(leaf, SkillOptError):
+                raise leaf from group
+            raise
+
+    async def _run(self) -> dict[str, Any]:
         t_start = time.monotonic()
         state, history = await self._start()
         cfg = self.cfg
@@ -718,6 +731,12 @@ class Trainer:
             hard, soft = mean_scores(chosen)
             out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}
         return out
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 def _count_actions(history: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from skillopt.errors import (
     ConfigError,
     RetryableBackendError,
 )
-from support.fake_cli import FakeCli, pid_alive, write_fake_cli
+from support.fake_cli import FakeCli, wait_dead, write_fake_cli
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent-home", "GW_KEY": "k-123"}
 
@@ -339,7 +339,7 @@ async def test_copilot_first_model_failure_stops_its_own_retries(tmp_path: Path)
     assert time.monotonic() - started < 5
     assert info.value.status == 500
     child = int(fake.child_pid_path.read_text())
-    assert not pid_alive(child)
+    assert wait_dead(child)
 
 
 async def test_copilot_session_auth_error(tmp_path: Path) -> None:
@@ -367,8 +367,8 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         await member(fake, CliKind.CODEX, tmp_path, timeout=1.0).complete(req())
     assert 0.9 < time.monotonic() - started < 4
     assert "partial output" in info.value.cause
-    assert not pid_alive(int(fake.child_pid_path.read_text()))
-    assert not pid_alive(fake.calls()[0]["pid"])
+    assert wait_dead(int(fake.child_pid_path.read_text()))
+    assert wait_dead(fake.calls()[0]["pid"])
 
 
 async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -376,8 +376,8 @@ async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> Non
     backend = member(fake, CliKind.CODEX, tmp_path, timeout=30)
     with anyio.move_on_after(1.0):
         await backend.complete(req())
-    assert not pid_alive(int(fake.child_pid_path.read_text()))
-    assert not pid_alive(fake.calls()[0]["pid"])
+    assert wait_dead(int(fake.child_pid_path.read_text()))
+    assert wait_dead(fake.calls()[0]["pid"])
 
 
 async def test_huge_output_is_bounded(tmp_path: Path) -> None:

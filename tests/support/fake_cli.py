@@ -19,6 +19,7 @@ import json
 import os
 import stat
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,13 @@ def pid_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return status != "Z"
+
+
+def wait_dead(pid: int, within: float = 3.0) -> bool:
+    """True once ``pid`` is gone; SIGKILL of a group is delivered asynchronously."""
+    deadline = time.monotonic() + within
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -1,0 +1,192 @@
+"""The genuine agent CLIs (installed by ``make tools``) driven through our members.
+
+Each CLI talks to :class:`FakeAgentServer` on 127.0.0.1 through its custom-provider settings.
+Where permitted, the whole module runs in a private network namespace (only ``lo``), so nothing
+can leave the machine. A CLI that is not installed is skipped with the reason shown by ``-ra``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.cli import CliBackend
+from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.errors import BackendAuthError, RetryableBackendError
+from support.fake_agent_server import FakeAgentServer, dead_port
+from support.netns import private_network
+
+pytestmark = pytest.mark.realcli
+
+TOOLS_BIN = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+KINDS = [CliKind.CODEX, CliKind.CLAUDE, CliKind.COPILOT]
+
+
+def find_cli(kind: CliKind) -> str | None:
+    local = TOOLS_BIN / kind.value
+    if local.exists():
+        return str(local)
+    return shutil.which(kind.value)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeAgentServer]:
+    with private_network() as (entered, why):
+        if not entered:
+            print(f"\nreal-CLI tests run in the current namespace (loopback-only config): {why}")
+        with FakeAgentServer() as fake:
+            yield fake
+
+
+@pytest.fixture(params=KINDS, ids=[k.value for k in KINDS])
+def kind(request: pytest.FixtureRequest) -> CliKind:
+    value: CliKind = request.param
+    if find_cli(value) is None:
+        pytest.skip(f"{value} CLI not installed (run `make tools`; needs npm)")
+    if shutil.which("node") is None and value is not CliKind.CLAUDE:
+        pytest.skip(f"{value} CLI needs node on PATH")
+    return value
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home per CLI for the module: a warm home keeps calls near their start-up cost."""
+    return tmp_path_factory.mktemp("cli-homes")
+
+
+def make_member(
+    kind: CliKind,
+    server_url: str,
+    homes: Path,
+    *,
+    max_concurrency: int = 2,
+    timeout: float = 60,
+    mark: str = "",
+) -> CliBackend:
+    executable = find_cli(kind)
+    assert executable is not None
+    home = homes / kind.value
+    environ = {
+        "PATH": f"{TOOLS_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home / "user"),
+        "FAKE_LLM_KEY": "dummy-key",
+        "LANG": "C.UTF-8",
+    }
+    spec = CliSpec(
+        kind=kind,
+        name=f"real-{kind}",
+        executable=executable,
+        model="fake-model",
+        isolated_home=True,
+        home_dir=home / "cli",
+        provider_base_url=f"{server_url}/v1",
+        provider_key_env="FAKE_LLM_KEY",
+        timeout=timeout,
+        max_concurrency=max_concurrency,
+        extra_env=(("SKILLOPT_TEST_MARK", mark),) if mark else (),
+    )
+    return CliBackend(spec, environ=environ, scratch_root=homes / "scratch")
+
+
+def req(prompt: str) -> CompletionRequest:
+    return CompletionRequest(role=Role.TARGET, prompt=prompt)
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Live processes whose environment carries ``SKILLOPT_TEST_MARK=mark``."""
+    needle = f"SKILLOPT_TEST_MARK={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().split(") ", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_reply_arrives_intact(kind: CliKind, server: FakeAgentServer, homes: Path) -> None:
+    member = make_member(kind, server.base_url, homes)
+    out = await member.complete(req("Reply please. FAKE_REPLY[ANSWER:6d995dba — ünïcode ✓]"))
+    assert out.text.strip() == "ANSWER:6d995dba — ünïcode ✓"
+    assert out.member == f"real-{kind}"
+
+
+async def test_server_error_is_retryable_and_quick(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    member = make_member(kind, server.base_url, homes)
+    started = time.monotonic()
+    with pytest.raises(RetryableBackendError) as info:
+        await member.complete(req("FAKE_ERROR:500"))
+    assert time.monotonic() - started < 10
+    assert info.value.member == f"real-{kind}"
+
+
+async def test_unauthorized_is_an_auth_failure(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    member = make_member(kind, server.base_url, homes)
+    with pytest.raises(BackendAuthError) as info:
+        await member.complete(req("FAKE_ERROR:401"))
+    assert "dummy-key" not in info.value.cause
+
+
+async def test_dead_port_is_a_quick_connection_failure(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    member = make_member(kind, f"http://127.0.0.1:{dead_port()}", homes)
+    started = time.monotonic()
+    with pytest.raises(RetryableBackendError):
+        await member.complete(req("hello"))
+    assert time.monotonic() - started < 10
+
+
+async def test_concurrent_calls_respect_the_member_limit(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    member = make_member(kind, server.base_url, homes, max_concurrency=2)
+    server.reset()
+    replies: list[str] = []
+
+    async def one(i: int) -> None:
+        out = await member.complete(req(f"FAKE_SLEEP:700 FAKE_REPLY[r{i}]"))
+        replies.append(out.text.strip())
+
+    async with anyio.create_task_group() as tg:
+        for i in range(4):
+            tg.start_soon(one, i)
+    assert sorted(replies) == ["r0", "r1", "r2", "r3"]
+    assert server.max_in_flight == 2
+
+
+async def test_cancellation_kills_the_cli(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    mark = uuid.uuid4().hex
+    member = make_member(kind, server.base_url, homes, mark=mark)
+    server.reset()
+    before = len(server.requests)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(member.complete, req(f"FAKE_HANG {mark}"))
+        with anyio.fail_after(20):  # wait until the CLI's request is hanging in the server
+            while not any(mark in str(r.body) for r in server.requests[before:]):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        assert marked_pids(mark), "the CLI should be running while its request hangs"
+        tg.cancel_scope.cancel()
+    deadline = time.monotonic() + 3
+    while marked_pids(mark) and time.monotonic() < deadline:  # noqa: ASYNC110 - /proc has no event
+        await anyio.sleep(0.05)
+    assert marked_pids(mark) == [], f"left running: {marked_pids(mark)} (pid {os.getpid()})"

@@ -54,6 +54,8 @@ def _digest(
         (["Don't use `print` in library code"], [RuleCheck(op="not_contains", arg="print")]),
         (["always include `Fixes #` in the message"], [RuleCheck(op="contains", arg="Fixes #")]),
         (["please add a Risks section"], [RuleCheck(op="section_contains", arg="Risks")]),
+        (["Add a Test Plan Section."], [RuleCheck(op="section_contains", arg="Test Plan")]),
+        (["add a section about risks"], []),
         (["include a `## Test plan` heading"], [RuleCheck(op="section_contains", arg="Test plan")]),
         (["Return the result as JSON"], [RuleCheck(op="regex", arg=JSON_REGEX)]),
         (["Refactor the parser for speed"], []),

@@ -60,9 +60,9 @@ _REQUIRE = re.compile(
     re.I,
 )
 _SECTION = re.compile(
-    r"\b(?:add|include|need|needs|missing|with|want)\s+(?:an?\s+|the\s+)?"
+    r"\b(?i:add|include|need|needs|missing|with|want)\s+(?i:an?\s+|the\s+)?"
     r"(?:`#*\s*([^`\n]{2,40})`|\"#*\s*([^\"\n]{2,40})\"|([A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}))"
-    r"\s+(?:section|heading)\b"
+    r"\s+(?i:section|heading)\b"
 )
 _JSON = re.compile(
     r"\b(?:as|in|return|output|reply\s+in|respond\s+in|only)\s+(?:valid\s+|raw\s+)?json\b", re.I

@@ -124,8 +124,11 @@ class Replayer:
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     progress: Progress | None = None
     attempt_tokens: int = 1024
+    flush_every: int = 64  # rows buffered before an fsync'd append (a kill loses fewer)
     done: dict[str, RolloutResult] = field(default_factory=dict)
     reused: int = 0
+    _rows: list[dict[str, Any]] = field(default_factory=list)
+    _evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed) run of this night."""
@@ -153,10 +156,22 @@ class Replayer:
         async def one(i: int) -> None:
             results[i] = await self._one(jobs[i])
 
-        async with anyio.create_task_group() as tg:
-            for i in todo:
-                tg.start_soon(one, i)
+        try:
+            async with anyio.create_task_group() as tg:
+                for i in todo:
+                    tg.start_soon(one, i)
+        finally:
+            self.flush()
         return [r for r in results if r is not None]
+
+    def flush(self) -> None:
+        """Persist buffered rollouts and evidence (line-complete appends)."""
+        rows, self._rows = self._rows, []
+        evidence, self._evidence = self._evidence, []
+        if rows and self.record is not None:
+            self.record(rows)
+        if evidence and self.evidence is not None:
+            self.evidence(evidence)
 
     @staticmethod
     def _calls_for(task: TaskRecord) -> int:
@@ -294,20 +309,15 @@ class Replayer:
         self.done[job.key] = result
         if self.record is not None:
             row = result.to_dict()
-            row.update(
-                key=job.key,
-                phase=job.phase,
-                fresh=job.fresh,
-                split=job.task.split.value,
+            row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value)
+            self._rows.append(row)
+        if self.evidence is not None:
+            self._evidence.extend(
+                {"phase": job.phase, "task_id": job.task.id, "sample_id": job.sample_id, **e}
+                for e in evidence
             )
-            self.record([row])
-        if self.evidence is not None and evidence:
-            self.evidence(
-                [
-                    {"phase": job.phase, "task_id": job.task.id, "sample_id": job.sample_id, **e}
-                    for e in evidence
-                ]
-            )
+        if len(self._rows) >= self.flush_every or len(self._evidence) >= 2 * self.flush_every:
+            self.flush()
         return result
 
 

@@ -1,0 +1,171 @@
+"""Whole nights with the deterministic mock backend, in temp directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt.backends.mock import World
+from skillopt.config import PoolConfig
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.demo import DemoSetup, demo_pool, prepare_demo
+from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.state import StateStore
+
+WORLD = World()
+HARMFUL = next(r for r in WORLD.rules if r.harmful)
+GOOD = [r for r in WORLD.rules if not r.harmful]
+
+
+def _with(cfg: SleepConfig, **changes: Any) -> SleepConfig:
+    data = cfg.model_dump(mode="json")
+    for dotted, value in changes.items():
+        node = data
+        *path, last = dotted.split("__")
+        for part in path:
+            node = node[part]
+        node[last] = value
+    return SleepConfig.model_validate(data)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> DemoSetup:
+    return prepare_demo(tmp_path)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: DemoSetup) -> None:
+    skill = demo.config.live_skill_path()
+    memory = demo.config.live_memory_path(demo.project)
+    before = (skill.read_bytes(), memory.read_bytes())
+    outcome = await run_night(demo.config, project=demo.project, demo=True)
+    assert outcome.status is RunStatus.COMPLETE and outcome.exit_code == 0
+    assert outcome.result is NightResult.ACCEPTED and outcome.accepted
+    assert outcome.candidate is not None and outcome.baseline is not None
+    assert outcome.candidate > outcome.baseline
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    accepted = {e["content"] for e in report["accepted_edits"]}
+    rejected = {e["content"] for e in report["rejected_edits"]}
+    assert HARMFUL.text not in accepted and HARMFUL.text in rejected
+    assert accepted & {r.text for r in GOOD}
+    # attribution tried the harmful edit alone and the gate rejected it
+    singles = [t for t in report["trials"] if t["kind"] == "attribution_single"]
+    harmful_alone = [t for t in singles if t["edits"][0]["content"] == HARMFUL.text]
+    assert harmful_alone and not harmful_alone[0]["decision"]["accepted"]
+    # the live files are byte-identical; the proposal holds the accepted edits
+    assert (skill.read_bytes(), memory.read_bytes()) == before
+    manifest = json.loads((outcome.run_dir / "proposal" / "manifest.json").read_text())
+    staged = "".join(
+        (outcome.run_dir / e["proposed_file"]).read_text() for e in manifest["entries"]
+    )
+    assert all(text in staged for text in accepted) and HARMFUL.text not in staged
+    # the run directory has the documented layout
+    names = set(_files(outcome.run_dir))
+    for name in (
+        "run.json",
+        "tasks.jsonl",
+        "rollouts.jsonl",
+        "trials.json",
+        "diagnostics.json",
+        "evidence.jsonl",
+        "report.md",
+        "report.json",
+        "proposal/manifest.json",
+    ):
+        assert name in names, name
+    run = json.loads((outcome.run_dir / "run.json").read_text())
+    assert run["status"] == "complete" and all(s["status"] == "done" for s in run["stages"])
+    md = (outcome.run_dir / "report.md").read_text()
+    assert "## In short" in md and "night    1" in md and "█" in md
+    state = StateStore(demo.config.state_path()).load(demo.project)
+    assert state.night == 1 and state.harvest_cursor is not None and state.history[0].accepted
+
+
+async def test_rollouts_have_distinct_samples_and_fresh_final(demo: DemoSetup) -> None:
+    outcome = await run_night(demo.config, project=demo.project, demo=True)
+    assert outcome.run_dir is not None
+    rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["phase"] == "rollout"]
+    per_task: dict[str, set[int]] = {}
+    for r in train:
+        per_task.setdefault(r["task_id"], set()).add(r["sample_id"])
+    assert per_task and all(s == {0, 1, 2} for s in per_task.values())
+    finals = [r for r in rows if r["phase"] == "final"]
+    assert finals and all(r["fresh"] for r in finals)
+    assert outcome.spend["calls_by_stage"]["final"] == len(finals)
+
+
+async def test_unchanged_skill_rejects_on_a_tie(demo: DemoSetup) -> None:
+    skill = demo.config.live_skill_path()
+    skill.write_text(skill.read_text() + "".join(f"- {r.text}\n" for r in GOOD))
+    outcome = await run_night(demo.config, project=demo.project, demo=True)
+    assert outcome.status is RunStatus.COMPLETE
+    assert not outcome.accepted and outcome.gate_action == "reject"
+    assert outcome.candidate == outcome.baseline
+    assert outcome.proposal_dir is None
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["no_edit_reasons"]
+
+
+async def test_every_call_failing_is_a_failed_night(demo: DemoSetup) -> None:
+    pool = demo_pool().model_dump(mode="json")
+    pool["members"][0]["options"] = {"fail_stages": ["*"]}
+    pool["retry"] = {"max_attempts": 1, "base_delay": 0}
+    cfg = _with(demo.config, pool=PoolConfig.model_validate(pool).model_dump(mode="json"))
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.status is RunStatus.FAILED and outcome.exit_code == 1
+    assert outcome.failed_stage == "rollouts" and "every model call failed" in outcome.reason
+    diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
+    assert diag["failed_stage"] == "rollouts" and diag["rollout_errors"]
+    assert "every model call failed" in (outcome.run_dir / "report.md").read_text()
+    state = StateStore(demo.config.state_path()).load(demo.project)
+    assert state.harvest_cursor is None  # a failed night retries the same sessions
+
+
+async def test_budget_cap_stops_cleanly(demo: DemoSetup) -> None:
+    cfg = _with(demo.config, budget__max_calls=30)
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.result is NightResult.BUDGET_REACHED and outcome.exit_code == 0
+    assert not outcome.accepted and outcome.proposal_dir is None
+    assert outcome.spend["budget_reached"] == "calls" and outcome.spend["calls"] <= 30
+    assert "budget reached" in (outcome.run_dir / "report.md").read_text()
+
+
+async def test_dry_run_stages_nothing_and_keeps_state(demo: DemoSetup) -> None:
+    outcome = await run_night(demo.config, project=demo.project, dry_run=True)
+    assert outcome.accepted and outcome.proposal_dir is None
+    assert not (outcome.run_dir / "proposal").exists()
+    assert not StateStore(demo.config.state_path()).path_for(demo.project).exists()
+
+
+async def test_second_night_sees_no_new_sessions(demo: DemoSetup) -> None:
+    first = await run_night(demo.config, project=demo.project)
+    second = await run_night(demo.config, project=demo.project)
+    assert first.accepted and second.result is NightResult.NO_TASKS
+    chart = json.loads((second.run_dir / "report.json").read_text())["chart"]
+    assert [p["night"] for p in chart] == [1, 2]
+
+
+async def test_planted_secret_is_redacted_everywhere(demo: DemoSetup) -> None:
+    secret = "sk-proj-" + "A1b2C3d4" * 5
+    transcript = next((demo.claude_home / "projects").rglob("*.jsonl"))
+    lines = transcript.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["message"]["content"] += f" my key is {secret} and \x1b[31mred\x1b[0m"
+    lines[0] = json.dumps(first)
+    lines.insert(1, "{not json")
+    transcript.write_text("\n".join(lines) + "\n")
+    outcome = await run_night(demo.config, project=demo.project)
+    assert outcome.run_dir is not None
+    for name, data in _files(demo.config.state_path()).items():
+        assert secret.encode() not in data, name
+        assert b"\x1b[31m" not in data, name
+    diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
+    assert diag["gather"]["harvest"]["malformed_lines"] == 1

@@ -168,6 +168,16 @@ def test_missing_candidate_counts_zero_and_missing_baseline_is_excluded() -> Non
     assert [t.status for t in d2.task_deltas] == [DeltaStatus.IMPROVED, DeltaStatus.REGRESSED]
 
 
+def test_leak_check_can_be_turned_off_for_trials() -> None:
+    base, cand = {"v1": 0.0, "v2": 0.0}, {"v1": 1.0, "v2": 1.0}
+    final = decide(base, cand, config=CFG, train_ids=[], val_ids=VAL)
+    assert final.action is GateAction.REJECT_UNVERIFIED
+    trial = decide(base, cand, config=CFG, train_ids=[], val_ids=VAL, check_leaks=False)
+    assert trial.action is GateAction.ACCEPT_NEW_BEST
+    assert not trial.leaked
+    assert trial.arithmetic["leak_check"] is False
+
+
 def test_task_deltas_statuses() -> None:
     deltas = task_deltas(
         {"a": 0.5, "b": 0.5, "c": 0.5, "d": math.inf},

@@ -8,7 +8,8 @@ Public API::
     GateConfig(metric, mixed_weight, min_delta, no_regression, samples_per_task, enabled)
     task_scores(results, *, config) -> dict[str, float]     # mean over samples per task
     task_deltas(baseline, candidate, ids) -> tuple[TaskDelta, ...]
-    decide(baseline, candidate, *, config, train_ids, val_ids, edits_applied=True)
+    decide(baseline, candidate, *, config, train_ids, val_ids, edits_applied=True,
+           check_leaks=True)
         -> GateDecision           # night: accept_new_best | reject | reject_unverified
     decide_greedy(n_applied) -> GateDecision     # gate off: greedy_applied | greedy_noop
     decide_trainer(current, best, candidate, *, use_gate=True, min_delta=0.0) -> GateDecision
@@ -195,8 +196,13 @@ def decide(
     train_ids: Collection[str],
     val_ids: Collection[str],
     edits_applied: bool = True,
+    check_leaks: bool = True,
 ) -> GateDecision:
-    """The night's gate over per-task val scores (already in metric space)."""
+    """The night's gate over per-task val scores (already in metric space).
+
+    ``check_leaks=False`` is for intermediate hill-climbing trials, which need a plain
+    yes/no; the final decision of a night must keep the leak check on.
+    """
     deltas = task_deltas(baseline, candidate, val_ids)
     compared = [d for d in deltas if d.baseline is not None]
     base_mean = sum(d.baseline or 0.0 for d in compared) / len(compared) if compared else 0.0
@@ -206,7 +212,7 @@ def decide(
     improved = bool(compared) and cand_mean > threshold
     regressed = [d.task_id for d in deltas if d.status is DeltaStatus.REGRESSED]
     blocked = config.no_regression and bool(regressed)
-    leaks = _leak_reasons(train_ids, val_ids)
+    leaks = _leak_reasons(train_ids, val_ids) if check_leaks else []
 
     reasons: list[str] = []
     if not edits_applied:
@@ -245,6 +251,7 @@ def decide(
         "no_regression": config.no_regression,
         "blocked_by_regression": blocked,
         "leaks": leaks,
+        "leak_check": check_leaks,
         "reasons": reasons,
     }
     return GateDecision(

@@ -1,0 +1,189 @@
+"""`skillopt-sleep schedule install|remove|show`: nightly runs from systemd, cron or launchd.
+
+Shows exactly what it writes. Without ``--activate`` it only writes files and prints the
+``systemctl``/``crontab``/``launchctl`` commands to run; with ``--activate`` it runs them.
+``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, e.g. for a look.
+Exit codes: 0 ok, 1 an activation command failed, 2 refused (foreign file, bad config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+import anyio
+
+from skillopt.errors import ConfigError, RefusedError, SkillOptError
+from skillopt.redact import sanitize
+from skillopt_sleep.schedule import (
+    Invocation,
+    Kind,
+    Plan,
+    install,
+    merge_crontab,
+    plan,
+    remove,
+    strip_crontab,
+)
+
+NAME = "schedule"
+HELP = "Install, remove or show a nightly schedule (systemd timer or daemon, cron, launchd)."
+ORDER = 40
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+COMMAND_TIMEOUT_S = 30.0
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["install", "remove", "show"])
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--systemd", dest="kind", action="store_const", const="systemd")
+    kind.add_argument("--cron", dest="kind", action="store_const", const="cron")
+    kind.add_argument("--launchd", dest="kind", action="store_const", const="launchd")
+    parser.add_argument(
+        "--daemon",
+        action="store_true",
+        help="systemd: one long-running daemon service instead of a per-project timer",
+    )
+    parser.add_argument("--project", type=Path, help="the project (default: cwd)")
+    parser.add_argument("--config", type=Path, help="sleep.toml passed to the scheduled command")
+    parser.add_argument("--root", type=Path, help="write unit files here instead")
+    parser.add_argument(
+        "--activate", action="store_true", help="also run systemctl/crontab/launchctl"
+    )
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(sanitize(text) + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"skillopt-sleep schedule: {sanitize(text)}\n")
+
+
+def _default_kind() -> str:
+    return "launchd" if sys.platform == "darwin" else "systemd"
+
+
+def build_plan(args: argparse.Namespace) -> Plan:
+    from skillopt_sleep.config import load_sleep_config
+
+    config_path = args.config.expanduser().resolve() if args.config else None
+    cfg = load_sleep_config(config_path)
+    name = args.kind or _default_kind()
+    if args.daemon and name != "systemd":
+        raise ConfigError("--daemon is a systemd option", key="daemon")
+    kind = Kind.SYSTEMD_DAEMON if args.daemon else Kind(name)
+    project = (args.project or Path.cwd()).expanduser().resolve()
+    invocation = Invocation(
+        python=Path(sys.executable).absolute(),
+        project=project if kind is not Kind.SYSTEMD_DAEMON or args.project else None,
+        config=config_path,
+        state_dir=cfg.state_path().absolute(),
+    )
+    return plan(kind, settings=cfg.daemon, invocation=invocation, root=args.root)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        the_plan = build_plan(args)
+        if args.action == "show":
+            return _show(the_plan)
+        if args.action == "install":
+            return _install(the_plan, activate=args.activate)
+        return _remove(the_plan, activate=args.activate)
+    except (ConfigError, RefusedError) as exc:
+        _err(str(exc))
+        return EXIT_REFUSED
+    except SkillOptError as exc:
+        _err(str(exc))
+        return EXIT_FAILED
+
+
+def _show(the_plan: Plan) -> int:
+    for unit in the_plan.files:
+        _out(f"== {unit.path} ({unit.state()})")
+        _out(unit.content.rstrip("\n"))
+    _print_commands("activate with", the_plan, install=True)
+    return EXIT_OK
+
+
+def _install(the_plan: Plan, *, activate: bool) -> int:
+    for change in install(the_plan):
+        _out(f"{change.action}: {change.path}")
+    if not activate:
+        _print_commands("now activate it", the_plan, install=True)
+        return EXIT_OK
+    return _activate(the_plan, install=True)
+
+
+def _remove(the_plan: Plan, *, activate: bool) -> int:
+    if not activate:
+        _print_commands("first stop it (if it was activated)", the_plan, install=False)
+    code = _activate(the_plan, install=False) if activate else EXIT_OK
+    for change in remove(the_plan):
+        _out(f"{change.action}: {change.path}")
+    for argv in the_plan.after_remove:
+        if activate:
+            _out(f"$ {shlex.join(argv)}")
+            if _run(list(argv)) is None:
+                code = EXIT_FAILED
+        else:
+            _out(f"then: {shlex.join(argv)}")
+    return code
+
+
+def _print_commands(title: str, the_plan: Plan, *, install: bool) -> None:
+    _out(f"\n{title}:")
+    if the_plan.kind is Kind.CRON:
+        fragment = shlex.quote(str(the_plan.files[0].path))
+        marker = shlex.quote(the_plan.crontab_marker)
+        keep = f"crontab -l 2>/dev/null | grep -vF -- {marker}"
+        add = f"; grep -v '^#' {fragment}" if install else ""
+        _out(f"  ({keep}{add}) | crontab -")
+        return
+    commands = the_plan.activate if install else the_plan.deactivate
+    for argv in commands:
+        _out(f"  {shlex.join(argv)}")
+
+
+def _activate(the_plan: Plan, *, install: bool) -> int:
+    """Run the activation (or deactivation) commands; report the first failure."""
+    if the_plan.kind is Kind.CRON:
+        current = _run(["crontab", "-l"], check=False)
+        existing = current if current is not None else ""
+        if install:
+            new = merge_crontab(existing, the_plan.crontab_line, the_plan.crontab_marker)
+        else:
+            new = strip_crontab(existing, the_plan.crontab_marker)
+        return EXIT_OK if _run(["crontab", "-"], stdin=new) is not None else EXIT_FAILED
+    commands = the_plan.activate if install else the_plan.deactivate
+    for argv in commands:
+        _out(f"$ {shlex.join(argv)}")
+        if _run(argv) is None:
+            return EXIT_FAILED
+    return EXIT_OK
+
+
+def _run(argv: list[str], *, stdin: str | None = None, check: bool = True) -> str | None:
+    """Run one scheduler command with a timeout; stdout, or None on failure."""
+
+    async def go() -> str | None:
+        try:
+            with anyio.fail_after(COMMAND_TIMEOUT_S):
+                done = await anyio.run_process(
+                    argv, input=stdin.encode() if stdin is not None else None, check=False
+                )
+        except (OSError, TimeoutError) as exc:
+            _err(f"{argv[0]} failed: {exc}")
+            return None
+        if done.returncode != 0:
+            if check:
+                _err(f"{shlex.join(argv)} exited {done.returncode}: {done.stderr.decode()[:500]}")
+            return None
+        return done.stdout.decode()
+
+    result: str | None = anyio.run(go)
+    return result

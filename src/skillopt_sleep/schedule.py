@@ -1,0 +1,375 @@
+"""Render and (un)install OS schedulers for nightly runs: systemd user units, cron, launchd.
+
+Pure rendering plus careful file handling; activating (``systemctl``, ``crontab``,
+``launchctl``) is left to the command, which prints the commands or runs them on request.
+
+Every file we write starts with :data:`MARKER`; a file without it is foreign and is never
+overwritten or removed. Installing twice is a no-op. Values are quoted for the consumer:
+systemd's ExecStart rules (``"..."`` with C escapes, ``%%`` and ``$$``), POSIX shell via
+:func:`shlex.quote` for cron (plus ``\\%``), XML escaping for launchd plists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from string import Template
+from xml.sax.saxutils import escape as xml_escape
+
+from skillopt.atomicio import atomic_write_text
+from skillopt.errors import ConfigError, RefusedError
+from skillopt_sleep.daemon_settings import DaemonSettings, parse_time
+from skillopt_sleep.lock import project_key
+
+MARKER_TEXT = (
+    "Managed by skillopt-sleep (schedule install); remove with: skillopt-sleep schedule remove"
+)
+MARKER = f"# {MARKER_TEXT}"
+ROOT_ENV = "SKILLOPT_SLEEP_SCHEDULE_ROOT"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Kind(StrEnum):
+    SYSTEMD = "systemd"  # oneshot service + timer per project
+    SYSTEMD_DAEMON = "systemd-daemon"  # one long-running daemon service
+    CRON = "cron"
+    LAUNCHD = "launchd"
+
+
+class FileState(StrEnum):
+    ABSENT = "absent"
+    CURRENT = "current"  # ours, identical
+    OUTDATED = "outdated"  # ours, different
+    FOREIGN = "foreign"  # not written by us
+
+
+@dataclass(frozen=True, kw_only=True)
+class Invocation:
+    """What the scheduled job runs: ``<python> -m skillopt_sleep <command> ...``."""
+
+    python: Path
+    project: Path | None
+    config: Path | None
+    state_dir: Path
+
+    def argv(self, command: str) -> list[str]:
+        args = [str(self.python), "-m", "skillopt_sleep", command]
+        if self.config is not None:
+            args += ["--config", str(self.config)]
+        if self.project is not None:
+            args += ["--project", str(self.project)]
+        return args
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitFile:
+    path: Path
+    content: str
+
+    def state(self) -> FileState:
+        try:
+            current = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return FileState.ABSENT
+        except (OSError, UnicodeDecodeError):
+            return FileState.FOREIGN
+        if MARKER_TEXT not in current:
+            return FileState.FOREIGN
+        return FileState.CURRENT if current == self.content else FileState.OUTDATED
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """The files one ``install`` writes and the commands that activate / deactivate them."""
+
+    kind: Kind
+    files: list[UnitFile]
+    activate: list[list[str]]
+    deactivate: list[list[str]]
+    after_remove: tuple[tuple[str, ...], ...] = ()
+    """Commands to run once our files are gone (e.g. ``systemctl --user daemon-reload``)."""
+    crontab_line: str = ""
+    crontab_marker: str = ""
+    log_dirs: tuple[Path, ...] = ()
+    wants_links: tuple[Path, ...] = ()
+    """``systemctl enable`` symlinks; removed with our units so nothing dangles."""
+
+
+# --------------------------------------------------------------------------- quoting
+
+
+def _no_control(value: str, what: str) -> str:
+    if _CONTROL.search(value):
+        raise ConfigError(f"control characters are not allowed in {what}: {value!r}")
+    return value
+
+
+def systemd_quote(arg: str) -> str:
+    """One ExecStart word: double-quoted, C-escaped, with specifier and variable escapes."""
+    _no_control(arg, "a systemd command")
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{escaped}"'
+
+
+def systemd_text(value: str) -> str:
+    """Free text for Description=: no control characters, ``%`` escaped."""
+    return _no_control(value, "a unit description").replace("%", "%%")
+
+
+def cron_command(argv: Sequence[str]) -> str:
+    """A shell command line for crontab: shlex-quoted, with cron's ``%`` escaped."""
+    for arg in argv:
+        _no_control(arg, "a cron command")
+    return shlex.join(argv).replace("%", "\\%")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _template(name: str) -> Template:
+    text = resources.files("skillopt_sleep.templates").joinpath(name).read_text(encoding="utf-8")
+    return Template(text)
+
+
+def default_root(kind: Kind) -> Path:
+    """Where ``kind``'s files live; ``$SKILLOPT_SLEEP_SCHEDULE_ROOT`` overrides (tests)."""
+    override = os.environ.get(ROOT_ENV)
+    if override:
+        return Path(override)
+    home = Path.home()
+    if kind in (Kind.SYSTEMD, Kind.SYSTEMD_DAEMON):
+        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        return config_home / "systemd" / "user"
+    if kind is Kind.LAUNCHD:
+        return home / "Library" / "LaunchAgents"
+    return home / ".config" / "skillopt" / "cron"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _When:
+    hour: int
+    minute: int
+    second: int
+
+
+def _daily_time(settings: DaemonSettings, project: Path | None) -> _When:
+    """The daily time for ``project``; OS schedulers here support daily times only."""
+    entry = next((p for p in settings.projects if p.path == project), None)
+    if entry is not None and (entry.cron or entry.time):
+        cron, time = entry.cron, entry.time
+    else:
+        cron, time = settings.cron, settings.time
+    if cron is not None:
+        raise ConfigError(
+            "cron expressions are supported by the daemon only; set a daily time instead",
+            key="daemon.cron",
+        )
+    assert time is not None
+    spec = parse_time(time)
+    return _When(hour=int(spec.hour), minute=int(spec.minute), second=int(spec.second))
+
+
+def _log_path(inv: Invocation, key: str) -> Path:
+    return inv.state_dir / "projects" / key / "scheduled.log"
+
+
+def plan(
+    kind: Kind,
+    *,
+    settings: DaemonSettings,
+    invocation: Invocation,
+    root: Path | None = None,
+) -> Plan:
+    """Everything ``install`` would write for ``kind``, rendered but not written."""
+    base = root or default_root(kind)
+    grace = int(settings.shutdown_grace_seconds)
+    if kind is Kind.SYSTEMD_DAEMON:
+        name = "skillopt-sleep-daemon.service"
+        argv = invocation.argv("daemon")
+        content = _template("daemon.service.tmpl").substitute(
+            marker=MARKER,
+            exec_start=" ".join(systemd_quote(a) for a in argv),
+            timeout_stop=f"{grace + 15}s",
+        )
+        return Plan(
+            kind=kind,
+            files=[UnitFile(path=base / name, content=content)],
+            wants_links=(base / "default.target.wants" / name,),
+            activate=[
+                ["systemctl", "--user", "daemon-reload"],
+                ["systemctl", "--user", "enable", "--now", name],
+            ],
+            deactivate=[["systemctl", "--user", "disable", "--now", name]],
+            after_remove=(("systemctl", "--user", "daemon-reload"),),
+        )
+    if invocation.project is None:
+        raise ConfigError("a project is required for a nightly schedule", key="project")
+    key = project_key(invocation.project)
+    when = _daily_time(settings, invocation.project)
+    argv = invocation.argv("once")
+    if kind is Kind.SYSTEMD:
+        service, timer = f"skillopt-sleep-{key}.service", f"skillopt-sleep-{key}.timer"
+        description = systemd_text(invocation.project.name or str(invocation.project))
+        unit = _template("night.service.tmpl").substitute(
+            marker=MARKER,
+            project_comment=_no_control(str(invocation.project), "a project path"),
+            timer_name=timer,
+            description=description,
+            exec_start=" ".join(systemd_quote(a) for a in argv),
+            timeout_stop=f"{grace + 15}s",
+        )
+        timer_text = _template("night.timer.tmpl").substitute(
+            marker=MARKER,
+            service_name=service,
+            description=description,
+            on_calendar=f"*-*-* {when.hour:02d}:{when.minute:02d}:{when.second:02d}",
+            jitter=f"{settings.jitter_seconds}s",
+        )
+        return Plan(
+            kind=kind,
+            files=[
+                UnitFile(path=base / service, content=unit),
+                UnitFile(path=base / timer, content=timer_text),
+            ],
+            activate=[
+                ["systemctl", "--user", "daemon-reload"],
+                ["systemctl", "--user", "enable", "--now", timer],
+            ],
+            deactivate=[["systemctl", "--user", "disable", "--now", timer]],
+            after_remove=(("systemctl", "--user", "daemon-reload"),),
+            wants_links=(base / "timers.target.wants" / timer,),
+        )
+    if kind is Kind.CRON:
+        marker = f"# skillopt-sleep:{key}"
+        line = _template("cron.tmpl").substitute(
+            minute=when.minute,
+            hour=when.hour,
+            command=cron_command(argv),
+            log=cron_command([str(_log_path(invocation, key))]),
+            marker=marker,
+        )
+        fragment = base / f"skillopt-sleep-{key}.crontab"
+        content = f"{MARKER}\n{line}"
+        return Plan(
+            kind=kind,
+            files=[UnitFile(path=fragment, content=content)],
+            activate=[["crontab", "-"]],
+            deactivate=[["crontab", "-"]],
+            crontab_line=line.rstrip("\n"),
+            crontab_marker=marker,
+            log_dirs=(_log_path(invocation, key).parent,),
+        )
+    label = f"com.skillopt.sleep.{key}"
+    arguments = "\n".join(
+        f"    <string>{xml_escape(_no_control(a, 'argv'))}</string>" for a in argv
+    )
+    content = _template("launchd.plist.tmpl").substitute(
+        marker=f"<!-- {MARKER_TEXT} -->",
+        label=label,
+        arguments=arguments,
+        hour=when.hour,
+        minute=when.minute,
+        log=xml_escape(str(_log_path(invocation, key))),
+    )
+    path = base / f"{label}.plist"
+    return Plan(
+        kind=kind,
+        files=[UnitFile(path=path, content=content)],
+        activate=[["launchctl", "bootstrap", f"gui/{os.getuid()}", str(path)]],
+        deactivate=[["launchctl", "bootout", f"gui/{os.getuid()}/{label}"]],
+        log_dirs=(_log_path(invocation, key).parent,),
+    )
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    path: Path
+    action: str  # "write", "unchanged", "remove", "absent"
+
+
+def _refuse_foreign(files: Sequence[UnitFile]) -> None:
+    foreign = [f.path for f in files if f.state() is FileState.FOREIGN]
+    if foreign:
+        names = ", ".join(str(p) for p in foreign)
+        raise RefusedError(f"refusing to touch files not written by skillopt-sleep: {names}")
+
+
+def install(plan_: Plan) -> list[Change]:
+    """Write the plan's files (refusing foreign ones first, all or nothing); idempotent."""
+    _refuse_foreign(plan_.files)
+    for directory in plan_.log_dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    changes = []
+    for unit in plan_.files:
+        if unit.state() is FileState.CURRENT:
+            changes.append(Change(path=unit.path, action="unchanged"))
+            continue
+        atomic_write_text(unit.path, unit.content)
+        changes.append(Change(path=unit.path, action="write"))
+    return changes
+
+
+def remove(plan_: Plan) -> list[Change]:
+    """Delete the plan's files if they are ours (any version); idempotent."""
+    _refuse_foreign(plan_.files)
+    changes = []
+    targets = {unit.path.resolve() for unit in plan_.files}
+    for link in plan_.wants_links:
+        if link.is_symlink() and link.resolve() in targets:
+            link.unlink()
+            changes.append(Change(path=link, action="remove"))
+    for unit in plan_.files:
+        if unit.state() is FileState.ABSENT:
+            changes.append(Change(path=unit.path, action="absent"))
+            continue
+        unit.path.unlink()
+        changes.append(Change(path=unit.path, action="remove"))
+    return changes
+
+
+def merge_crontab(existing: str, line: str, marker: str) -> str:
+    """``existing`` with our entry for ``marker`` replaced by ``line`` (or appended)."""
+    kept = [row for row in existing.splitlines() if not row.rstrip().endswith(marker)]
+    return "\n".join([*kept, line]) + "\n"
+
+
+def strip_crontab(existing: str, marker: str) -> str:
+    kept = [row for row in existing.splitlines() if not row.rstrip().endswith(marker)]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+# --------------------------------------------------------------------------- examples
+
+EXAMPLE_PYTHON = Path("/home/you/.venvs/skillopt/bin/python")
+EXAMPLE_PROJECT = Path("/home/you/code/my-project")
+EXAMPLE_STATE = Path("/home/you/.local/state/skillopt-sleep")
+
+
+def render_examples() -> dict[str, str]:
+    """The human-readable examples under ``scheduler/``, rendered from the same templates."""
+    inv = Invocation(
+        python=EXAMPLE_PYTHON, project=EXAMPLE_PROJECT, config=None, state_dir=EXAMPLE_STATE
+    )
+    settings = DaemonSettings(jitter_seconds=900)
+    out: dict[str, str] = {}
+    root = Path("/")
+    for kind in Kind:
+        for unit in plan(kind, settings=settings, invocation=inv, root=root).files:
+            out[unit.path.name] = unit.content
+    return out
+
+
+def write_examples(directory: Path) -> None:
+    """Regenerate ``scheduler/``: ``python -c 'import skillopt_sleep.schedule as s;
+    s.write_examples(__import__("pathlib").Path("scheduler"))'``."""
+    for name, content in render_examples().items():
+        atomic_write_text(directory / name, content)

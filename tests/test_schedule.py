@@ -1,0 +1,285 @@
+"""`schedule install|remove|show`: rendering, quoting of nasty paths, ownership, round trips."""
+
+from __future__ import annotations
+
+import json
+import plistlib
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillopt.errors import ConfigError
+from skillopt_sleep.cli import main
+from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.lock import project_key
+from skillopt_sleep.schedule import (
+    MARKER_TEXT,
+    Invocation,
+    Kind,
+    cron_command,
+    merge_crontab,
+    plan,
+    render_examples,
+    strip_crontab,
+    systemd_quote,
+)
+
+pytest.importorskip("skillopt_sleep.config", reason="the sleep config loader has not landed yet")
+
+REPO = Path(__file__).resolve().parents[1]
+NASTY = [
+    "plain",
+    "with space",
+    "quote\"double and 'single'",
+    "back\\slash",
+    "$HOME ${X} $(rm -rf ~) `id`",
+    "50% done %n %%",
+    "semi;colon & amp | pipe > gt < lt * glob ? # hash",
+    "",
+    "ünïcödé",
+]
+
+
+def parse_systemd_words(line: str) -> list[str]:
+    """An independent reading of systemd's ExecStart rules for double-quoted words."""
+    line = line.replace("$$", "\x00DOLLAR\x00").replace("%%", "\x00PCT\x00")
+    assert "$" not in line and "%" not in line, f"unescaped $ or % in {line!r}"
+    words: list[str] = []
+    i = 0
+    while i < len(line):
+        if line[i] == " ":
+            i += 1
+            continue
+        assert line[i] == '"', f"unquoted word at {line[i:]!r}"
+        i += 1
+        word = ""
+        while line[i] != '"':
+            if line[i] == "\\":
+                word += {"\\": "\\", '"': '"'}[line[i + 1]]
+                i += 2
+            else:
+                word += line[i]
+                i += 1
+        i += 1
+        words.append(word.replace("\x00DOLLAR\x00", "$").replace("\x00PCT\x00", "%"))
+    return words
+
+
+@pytest.mark.parametrize("arg", NASTY)
+def test_systemd_quote_round_trips(arg: str) -> None:
+    assert parse_systemd_words(systemd_quote(arg)) == [arg]
+
+
+def test_control_characters_are_refused() -> None:
+    with pytest.raises(ConfigError):
+        systemd_quote("line\nbreak")
+    with pytest.raises(ConfigError):
+        cron_command(["a\rb"])
+
+
+def test_cron_command_survives_cron_and_a_real_shell() -> None:
+    echo = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    line = cron_command([sys.executable, "-c", echo, *NASTY])
+    assert "%" not in line.replace("\\%", "")  # every % escaped for cron
+    as_cron_runs_it = line.replace("\\%", "%")  # cron drops the backslash before %
+    out = subprocess.run(
+        ["/bin/sh", "-c", as_cron_runs_it], capture_output=True, text=True, check=True, timeout=20
+    )
+    assert json.loads(out.stdout) == NASTY
+
+
+def _invocation(tmp_path: Path, project: Path) -> Invocation:
+    return Invocation(
+        python=Path(sys.executable),
+        project=project,
+        config=tmp_path / "conf dir" / "sleep.toml",
+        state_dir=tmp_path / "state $dir",
+    )
+
+
+def test_launchd_plist_parses_back_to_argv(tmp_path: Path) -> None:
+    project = tmp_path / "a <b> & 'c' \"d\""
+    inv = _invocation(tmp_path, project)
+    p = plan(Kind.LAUNCHD, settings=DaemonSettings(time="04:05"), invocation=inv, root=tmp_path)
+    data = plistlib.loads(p.files[0].content.encode())
+    assert data["ProgramArguments"] == inv.argv("once")
+    assert data["StartCalendarInterval"] == {"Hour": 4, "Minute": 5}
+    assert data["Label"] == f"com.skillopt.sleep.{project_key(project)}"
+
+
+def test_timer_uses_project_time_and_jitter(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    settings = DaemonSettings.model_validate(
+        {"jitter_seconds": 600, "projects": [{"path": str(project), "time": "23:45:10"}]}
+    )
+    p = plan(Kind.SYSTEMD, settings=settings, invocation=_invocation(tmp_path, project))
+    timer = p.files[1].content
+    assert "OnCalendar=*-*-* 23:45:10" in timer and "RandomizedDelaySec=600s" in timer
+    assert "Persistent=true" in timer
+
+
+def test_cron_schedules_are_daemon_only(tmp_path: Path) -> None:
+    settings = DaemonSettings(cron="0 3 * * 1-5")
+    with pytest.raises(ConfigError):
+        plan(Kind.SYSTEMD, settings=settings, invocation=_invocation(tmp_path, tmp_path))
+
+
+def test_crontab_merge_keeps_other_lines_and_is_idempotent() -> None:
+    mine = "30 2 * * * run # skillopt-sleep:k1"
+    existing = "MAILTO=me\n0 1 * * * backup\n15 2 * * * old # skillopt-sleep:k1\n"
+    merged = merge_crontab(existing, mine, "# skillopt-sleep:k1")
+    assert merged == "MAILTO=me\n0 1 * * * backup\n" + mine + "\n"
+    assert merge_crontab(merged, mine, "# skillopt-sleep:k1") == merged
+    other = merge_crontab(merged, "0 4 * * * x # skillopt-sleep:k2", "# skillopt-sleep:k2")
+    assert strip_crontab(other, "# skillopt-sleep:k1").count("skillopt-sleep:") == 1
+    assert strip_crontab(mine + "\n", "# skillopt-sleep:k1") == ""
+
+
+def test_scheduler_examples_match_the_templates() -> None:
+    rendered = render_examples()
+    shipped = {p.name: p.read_text() for p in (REPO / "scheduler").iterdir() if p.is_file()}
+    shipped.pop("README.md", None)
+    hint = "regenerate: python -c 'import pathlib, skillopt_sleep.schedule as s; "
+    hint += 's.write_examples(pathlib.Path("scheduler"))\''
+    assert shipped == rendered, hint
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    state = tmp_path / "state"
+    config = tmp_path / "sleep.toml"
+    config.write_text(
+        f'state_dir = {json.dumps(str(state))}\n\n[daemon]\ntime = "03:10"\n'
+        "shutdown_grace_seconds = 40\n"
+    )
+    project = tmp_path / "my project; $(touch pwned) 100%"
+    project.mkdir()
+    root = tmp_path / "units"
+    monkeypatch.delenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", raising=False)
+    return {"state": state, "config": config, "project": project, "root": root}
+
+
+def _cli(env: dict[str, Path], *extra: str) -> int:
+    return main(
+        [
+            "schedule",
+            *extra,
+            "--project",
+            str(env["project"]),
+            "--config",
+            str(env["config"]),
+            "--root",
+            str(env["root"]),
+        ]
+    )
+
+
+def _verify(paths: list[Path]) -> None:
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        print("systemd-analyze not found: skipping unit verification")
+        return
+    done = subprocess.run(
+        [tool, "verify", *map(str, paths)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_systemd_install_verify_and_remove_round_trip(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "show", "--systemd") == 0
+    shown = capsys.readouterr().out
+    assert "(absent)" in shown and "systemctl --user enable --now" in shown
+    assert not env["root"].exists()  # show writes nothing
+
+    assert _cli(env, "install", "--systemd") == 0
+    out = capsys.readouterr().out
+    files = sorted(env["root"].iterdir())
+    assert [f.suffix for f in files] == [".service", ".timer"]
+    assert out.count("write: ") == 2
+    service = files[0].read_text()
+    assert MARKER_TEXT in service
+    exec_line = next(x for x in service.splitlines() if x.startswith("ExecStart="))
+    argv = parse_systemd_words(exec_line.removeprefix("ExecStart="))
+    assert argv == [
+        str(Path(sys.executable).absolute()),
+        "-m",
+        "skillopt_sleep",
+        "once",
+        "--config",
+        str(env["config"]),
+        "--project",
+        str(env["project"]),
+    ]
+    assert "TimeoutStopSec=55s" in service
+    assert "OnCalendar=*-*-* 03:10:00" in files[1].read_text()
+    _verify(files)
+
+    assert _cli(env, "install", "--systemd") == 0  # idempotent
+    assert capsys.readouterr().out.count("unchanged: ") == 2
+
+    wants = env["root"] / "timers.target.wants"
+    wants.mkdir()
+    (wants / files[1].name).symlink_to(files[1])
+    assert _cli(env, "remove", "--systemd") == 0
+    out = capsys.readouterr().out
+    assert "systemctl --user disable --now" in out and "daemon-reload" in out
+    assert sorted(p.name for p in env["root"].rglob("*")) == ["timers.target.wants"]
+    assert _cli(env, "remove", "--systemd") == 0  # idempotent
+    assert capsys.readouterr().out.count("absent: ") == 2
+    assert not (env["project"] / "pwned").exists()
+
+
+def test_daemon_service_install_verifies(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+    [unit] = list(env["root"].iterdir())
+    text = unit.read_text()
+    assert unit.name == "skillopt-sleep-daemon.service"
+    assert "Restart=on-failure" in text and "KillSignal=SIGTERM" in text
+    assert "TimeoutStopSec=55s" in text  # above the 40 s grace
+    assert '"daemon"' in text
+    _verify([unit])
+
+
+def test_foreign_file_is_never_overwritten_or_removed(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "install", "--launchd") == 0
+    [plist] = list(env["root"].iterdir())
+    plist.write_text("<plist>the user's own</plist>\n")
+    assert _cli(env, "install", "--launchd") == 2
+    assert "refusing" in capsys.readouterr().err
+    assert _cli(env, "remove", "--launchd") == 2
+    assert plist.read_text() == "<plist>the user's own</plist>\n"
+
+
+def test_outdated_file_of_ours_is_rewritten(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "install", "--cron") == 0
+    [fragment] = list(env["root"].iterdir())
+    fragment.write_text(fragment.read_text().replace("10 3", "11 4"))
+    assert _cli(env, "install", "--cron") == 0
+    out = capsys.readouterr().out
+    assert out.count("write: ") == 2 and "crontab -" in out
+    line = fragment.read_text().splitlines()[1]
+    assert line.startswith("10 3 * * * ")
+    assert line.endswith(f"# skillopt-sleep:{project_key(env['project'])}")
+    # the cron entry's command splits back to the right argv
+    command = line.split(" >> ")[0].split(" ", 5)[5].replace("\\%", "%")
+    assert shlex.split(command)[-2:] == ["--project", str(env["project"])]
+    assert (env["state"] / "projects" / project_key(env["project"])).is_dir()  # log dir
+
+
+def test_bad_combination_exits_2(env: dict[str, Path]) -> None:
+    assert _cli(env, "install", "--cron", "--daemon") == 2

@@ -206,6 +206,13 @@ class Trainer:
                 state, record = await self._step(state, global_step, epoch, step_in_epoch, micro)
                 history.append(record)
                 self._persist_step(state, history, record)
+                _log.info(
+                    "step_done",
+                    step=global_step,
+                    action=record["action"],
+                    current_score=state.current_score,
+                    best_score=state.best_score,
+                )
             if epoch not in state.epochs_closed:
                 state = await self._close_epoch(state, epoch, global_step)
         summary = await self._finish(state, history)
@@ -441,13 +448,6 @@ class Trainer:
             diagnostics=list(self.ctx.diagnostics),
         )
         self._timing["steps"][str(record["step"])] = {k: round(v, 3) for k, v in timing.items()}
-        _log.info(
-            "step_done",
-            step=record["step"],
-            action=record["action"],
-            current_score=state.current_score,
-            best_score=state.best_score,
-        )
         return record
 
     def _skip(

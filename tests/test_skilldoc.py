@@ -22,6 +22,7 @@ from skillopt.skilldoc import (
     inject_empty_slow_update,
     inject_region,
     learned_bullets,
+    migrate_legacy_markers,
     region_spans,
     set_slow_update,
     strip_protected,
@@ -91,6 +92,22 @@ PATCH_CASES = [
         BODY,
         edit("append", "INTRO   line"),
         BODY,
+        EditStatus.UNMATCHED,
+        "duplicate",
+    ),
+    (
+        "append_short_word_is_not_a_duplicate",
+        BODY,
+        edit("append", "step"),
+        BODY + "\nstep\n",
+        EditStatus.APPLIED,
+        "applied_append",
+    ),
+    (
+        "append_long_substring_duplicate",
+        "# S\n\nAlways run the full test suite before you commit anything.\n",
+        edit("append", "run the full test suite before you commit"),
+        "# S\n\nAlways run the full test suite before you commit anything.\n",
         EditStatus.UNMATCHED,
         "duplicate",
     ),
@@ -380,6 +397,19 @@ def test_region_order_is_canonical() -> None:
     doc = inject_region(doc, Region.LEARNED, "- l")
     order = [doc.index(r.start) for r in (Region.LEARNED, Region.APPENDIX, Region.SLOW_UPDATE)]
     assert order == sorted(order)
+
+
+def test_migrate_legacy_markers() -> None:
+    legacy = (
+        "body\n<!-- SKILLOPT-SLEEP:LEARNED START -->\n- a\n<!-- SKILLOPT-SLEEP:LEARNED END -->\n"
+        "<!-- APPENDIX_START -->\n- n\n<!-- APPENDIX_END -->\n"
+        "<!-- SLOW_UPDATE_START -->\ng\n<!-- SLOW_UPDATE_END -->\n"
+    )
+    migrated = migrate_legacy_markers(legacy)
+    assert learned_bullets(migrated) == ("a",)
+    assert appendix_notes(migrated) == ("n",)
+    assert extract_slow_update(migrated) == "g"
+    assert migrate_legacy_markers(migrated) == migrated
 
 
 def test_content_hash_is_sha256_hex() -> None:

@@ -23,6 +23,7 @@ Public API::
     appendix_notes(text) -> tuple[str, ...]
     set_slow_update(text, guidance) / inject_empty_slow_update(text) / extract_slow_update(text)
     strip_protected(text) -> str                               # body without any region
+    migrate_legacy_markers(text) -> str                        # reference markers -> ours
     apply_edits(text, edits, *, mode=EditMode.PATCH) -> EditApplication
     ensure_skill_scaffold(text, name, description) -> str
 
@@ -59,6 +60,7 @@ __all__ = [
     "inject_empty_slow_update",
     "inject_region",
     "learned_bullets",
+    "migrate_legacy_markers",
     "near_duplicate_key",
     "normalise",
     "region_spans",
@@ -256,6 +258,23 @@ def inject_region(text: str, region: Region, body: str) -> str:
     return _insert_block(text, _canonical_position(text, region), block)
 
 
+_LEGACY_MARKERS = {
+    "<!-- SKILLOPT-SLEEP:LEARNED START -->": Region.LEARNED.start,
+    "<!-- SKILLOPT-SLEEP:LEARNED END -->": Region.LEARNED.end,
+    "<!-- APPENDIX_START -->": Region.APPENDIX.start,
+    "<!-- APPENDIX_END -->": Region.APPENDIX.end,
+    "<!-- SLOW_UPDATE_START -->": Region.SLOW_UPDATE.start,
+    "<!-- SLOW_UPDATE_END -->": Region.SLOW_UPDATE.end,
+}
+
+
+def migrate_legacy_markers(text: str) -> str:
+    """Rewrite the reference implementation's region markers to ours (idempotent)."""
+    for old, new in _LEGACY_MARKERS.items():
+        text = text.replace(old, new)
+    return text
+
+
 def strip_protected(text: str) -> str:
     """The hand-written body: every region removed."""
     for region in _ORDER:
@@ -431,6 +450,19 @@ def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatu
 # --------------------------------------------------------------------------- patch mode
 
 
+_LONG_ENOUGH_FOR_SUBSTRING = 20
+
+
+def _already_in_body(content: str, body: str) -> bool:
+    """A duplicate is a line or paragraph equal up to case, spacing and end punctuation,
+    or (for content long enough not to match by accident) a substring of the body."""
+    key = near_duplicate_key(content)
+    if len(key) >= _LONG_ENOUGH_FOR_SUBSTRING and key in normalise(body):
+        return True
+    pieces = [*body.splitlines(), *re.split(r"\n[ \t]*\n", body)]
+    return any(near_duplicate_key(p) == key for p in pieces)
+
+
 def _append_point(text: str) -> int:
     spans = _all_spans(text)
     return spans[0][0] if spans else len(text)
@@ -446,7 +478,7 @@ def _apply_patch(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus,
     if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
         if not content:
             return text, EditStatus.UNMATCHED, "empty_content"
-        if near_duplicate_key(content) in normalise(strip_protected(text)):
+        if _already_in_body(content, strip_protected(text)):
             return text, EditStatus.UNMATCHED, "duplicate"
         if op == EditOp.INSERT_AFTER and hit >= 0:
             nl = text.find("\n", hit + len(anchor))

@@ -125,6 +125,8 @@ def test_non_finite_scores_become_null() -> None:
         (TaskRecord, {"id": "x", "intent": "y", "origin": "alien"}),
         (TaskRecord, {"id": "x", "intent": "y", "judge": "rule"}),
         (TaskRecord, {"id": 3, "intent": "y"}),
+        (TaskRecord, {"id": "", "intent": "y"}),
+        (RolloutResult, {"task_id": ""}),
         (RuleCheck, {"op": "max_chars", "arg": True}),
         (RuleCheck, {"op": "max_chars", "arg": 1.5}),
         (RuleCheck, {"op": 1, "arg": "x"}),

@@ -24,9 +24,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import ConfigDict, StrictInt, StrictStr, TypeAdapter, ValidationError, with_config
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
 
 from skillopt.errors import DataError
 
@@ -49,6 +57,7 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid")
+TaskId = Annotated[str, Field(min_length=1)]  # checked when loading, not on construction
 
 
 class ReferenceKind(StrEnum):
@@ -185,7 +194,7 @@ class RuleCheck(_Record):
 class TaskRecord(_Record):
     """One recurring task: what was asked, and how to judge an answer."""
 
-    id: str
+    id: TaskId
     intent: str
     context: str = ""
     reference: str = ""
@@ -245,7 +254,7 @@ class RolloutResult(_Record):
     (a failed call scores 0 and is never confused with a wrong answer).
     """
 
-    task_id: str
+    task_id: TaskId
     sample_id: int = 0
     response: str = ""
     hard: float = 0.0

@@ -1,0 +1,119 @@
+"""Kill a real `skillopt-sleep once` with SIGKILL at several stages; the next run resumes
+to the same decision as an uninterrupted night."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night import run_night
+
+pytestmark = pytest.mark.slow
+
+
+def write_config(setup: DemoSetup) -> Path:
+    path = setup.root / "sleep.toml"
+    path.write_text(
+        f"""state_dir = "{setup.state_dir}"
+
+[sources]
+kinds = ["claude_code"]
+claude_home = "{setup.claude_home}"
+lookback_hours = 0
+
+[night]
+dream_rollouts = 3
+rounds = 2
+edit_budget = 4
+
+[[pool.members]]
+kind = "mock"
+name = "mock"
+max_concurrency = 16
+
+[pool.roles]
+target = ["mock"]
+optimizer = ["mock"]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def once(config: Path, project: Path, kill_after: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env["HOME"] = str(config.parent)
+    if kill_after:
+        env["SKILLOPT_SLEEP__DEBUG_KILL_AFTER"] = kill_after
+    return subprocess.run(
+        [sys.executable, "-m", "skillopt_sleep", "once", "--json",
+         "--config", str(config), "--project", str(project)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def decision(report: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        report["result"],
+        report["gate_action"],
+        report["baseline"],
+        report["candidate"],
+        sorted(e["content"] for e in report["accepted_edits"]),
+        sorted(e["content"] for e in report["rejected_edits"]),
+    )
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> DemoSetup:
+    return prepare_demo(tmp_path)
+
+
+async def reference(setup: DemoSetup) -> tuple[Any, ...]:
+    outcome = await run_night(setup.config, project=setup.project)
+    assert outcome.run_dir is not None
+    result = decision(json.loads((outcome.run_dir / "report.json").read_text()))
+    shutil.rmtree(setup.state_dir)
+    return result
+
+
+@pytest.mark.parametrize(
+    "kill_after",
+    ["rollouts=25", "round1.attribution_skill", "final"],
+)
+async def test_killed_night_resumes_to_the_same_decision(setup: DemoSetup, kill_after: str) -> None:
+    expected = await reference(setup)
+    config = write_config(setup)
+    killed = once(config, setup.project, kill_after)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    runs = list((setup.state_dir / "projects").glob("*/runs/*/run.json"))
+    assert len(runs) == 1 and json.loads(runs[0].read_text())["status"] == "running"
+    resumed = once(config, setup.project)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    out = json.loads(resumed.stdout)
+    assert out["resumed"] is True and out["run_dir"] == str(runs[0].parent)
+    report = json.loads((runs[0].parent / "report.json").read_text())
+    assert decision(report) == expected
+    assert report["reused_rollouts"] > 0
+    assert json.loads(runs[0].read_text())["status"] == "complete"
+
+
+async def test_changed_config_aborts_the_interrupted_night(setup: DemoSetup) -> None:
+    config = write_config(setup)
+    assert once(config, setup.project, "rollouts").returncode == -signal.SIGKILL
+    config.write_text(config.read_text().replace("edit_budget = 4", "edit_budget = 3"))
+    fresh = once(config, setup.project)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    runs = sorted((setup.state_dir / "projects").glob("*/runs/*/run.json"))
+    assert len(runs) == 2
+    first = json.loads(runs[0].read_text())
+    assert first["status"] == "aborted" and "configuration changed" in first["reason"]
+    assert json.loads(fresh.stdout)["resumed"] is False

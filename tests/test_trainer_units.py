@@ -12,7 +12,7 @@ from skillopt.trainer.data import eval_batch, plan_steps, plan_train_epoch, samp
 from skillopt.trainer.envs.base import RolloutResult, parse_split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
 from skillopt.trainer.gating import decide, gate_score, scheduled_budget
-from skillopt.trainer.steps import partition, pick_indices
+from skillopt.trainer.steps import partition
 from skillopt.types import GateAction, Split
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,12 +141,6 @@ def test_gate_strict_improvement_and_gate_off() -> None:
     assert forced.becomes_current and not forced.becomes_best
     assert gate_score(1.0, 0.0, GateMetric.MIXED, 0.25) == 0.75
     assert gate_score(1.0, 0.5, GateMetric.SOFT, 0.25) == 0.5
-
-
-def test_rank_index_validation() -> None:
-    assert pick_indices([1, 1, 9, 0], 3, 2) == [1, 0]
-    assert pick_indices([5, -1], 3, 2) == []
-    assert pick_indices([0, 1, 2], 3, 0) == []
 
 
 # ----------------------------------------------------------------------------- reflect split

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skillopt.errors import ConfigError
+from skillopt.gate import GateMetric
 
 __all__ = [
     "BackendKind",
@@ -47,12 +48,6 @@ class LrScheduler(StrEnum):
     CONSTANT = "constant"
     LINEAR = "linear"
     COSINE = "cosine"
-
-
-class GateMetric(StrEnum):
-    HARD = "hard"
-    SOFT = "soft"
-    MIXED = "mixed"
 
 
 class PairPolicy(StrEnum):

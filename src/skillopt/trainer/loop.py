@@ -426,6 +426,7 @@ class Trainer:
             gate_metric=cfg.evaluation.gate_metric.value,
             candidate_gate_score=cand_score,
             action=outcome.action.value,
+            gate=outcome.decision.arithmetic,
         )
         return state, self._finish_record(state, record, new_current, tokens_before, timing)
 

@@ -22,6 +22,7 @@ from skillopt.backends.base import Completion, CompletionRequest
 from skillopt.errors import BackendError, FatalBackendError, ReplyFormatError
 from skillopt.logging import get_logger
 from skillopt.optimizer.merge import MergeOutcome, merge_sides
+from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
 from skillopt.prompts import render_prompt
 from skillopt.skilldoc import apply_edits, content_hash
 from skillopt.trainer.config import TrainerConfig
@@ -400,22 +401,11 @@ async def merge_patches(
     )
 
 
-def pick_indices(indices: Sequence[int], n_items: int, budget: int) -> list[int]:
-    """Valid, unique, in-range indices in the given order, at most ``budget``."""
-    chosen: list[int] = []
-    for idx in indices:
-        if len(chosen) >= budget:
-            break
-        if isinstance(idx, int) and 0 <= idx < n_items and idx not in chosen:
-            chosen.append(idx)
-    return chosen
-
-
 async def rank_edits(
     ctx: RunContext, items: Sequence[EditItem], *, budget: int, skill: str, meta_skill: str
 ) -> tuple[list[EditItem], dict[str, Any]]:
     """Keep at most ``budget`` edits; ask the optimizer only when there are more."""
-    if len(items) <= budget:
+    if not needs_ranking(len(items), budget):
         return list(items), {"ranked_by": "pass_through", "n_items": len(items)}
     if budget <= 0:
         return [], {"ranked_by": "zero_budget", "n_items": len(items)}
@@ -432,18 +422,18 @@ async def rank_edits(
         meta_skill=meta_skill or "(none)",
         candidates=candidates,
     )
+    indices: list[int] | None = None
     try:
         reply = await _ask(ctx, prompt, RankReply, "rank")
-        chosen = pick_indices(reply.value.selected_indices, len(items), budget)
+        indices = list(reply.value.selected_indices)
     except ReplyFormatError as exc:
         ctx.note(stage="rank", error=str(exc))
-        chosen = []
-    if not chosen:
-        return list(items[:budget]), {"ranked_by": "fallback_first_k", "n_items": len(items)}
-    return [items[i] for i in chosen], {
-        "ranked_by": "optimizer",
+    selection = select_edits_detailed(indices, len(items), budget)
+    return [items[i] for i in selection.indices], {
+        "ranked_by": "fallback_first_k" if selection.fallback else "optimizer",
         "n_items": len(items),
-        "selected_indices": chosen,
+        "selected_indices": list(selection.indices),
+        "note": selection.note,
     }
 
 

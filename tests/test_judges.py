@@ -121,6 +121,9 @@ def test_broken_checks_fail_with_annotation() -> None:
     [
         [rc("wibble", "x")],
         [rc("regex", "(")],
+        [rc("regex", "(a+)+$")],
+        [rc("regex", r"^(\w*\s)*x")],
+        [rc("regex", "(x+){2,}")],
         [rc("contains", "")],
         [rc("contains", 5)],
         [rc("max_chars", -1)],
@@ -136,6 +139,7 @@ def test_validate_checks_errors(checks: list[RuleCheck]) -> None:
 
 def test_validate_checks_warnings() -> None:
     assert validate_checks([rc("contains", "x")]) == ()
+    assert validate_checks([rc("regex", r"(\d+\.)?\d+"), rc("regex", "(ab)+")]) == ()
     warnings = validate_checks([rc("min_chars", 0)])
     assert any("min_chars=0" in w for w in warnings)
     assert any("shape" in w for w in warnings)

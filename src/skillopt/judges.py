@@ -85,11 +85,17 @@ def _int_arg(check: RuleCheck) -> int:
     return arg
 
 
+# A group with a quantifier inside, itself quantified: "(a+)+", "(\\w*\\s)*", "(x+){2,}".
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?<!\\)[+*](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
+_REGEX_MAX_INPUT = 200_000  # regex checks read at most this much of a response
+
+
 def validate_checks(checks: Sequence[RuleCheck]) -> tuple[str, ...]:
     """Reject broken checks at load time; return warnings worth showing the user.
 
     Errors (``DataError``): an unknown op, a missing text arg, a regex that does not
-    compile, a char bound that is not a non-negative integer.
+    compile or nests quantifiers (catastrophic backtracking would stall the event loop),
+    a char bound that is not a non-negative integer.
     Warnings: ``min_chars=0`` (always passes), a judge made only of shape checks.
     """
     warnings: list[str] = []
@@ -108,6 +114,11 @@ def validate_checks(checks: Sequence[RuleCheck]) -> tuple[str, ...]:
                     re.compile(check.arg)
                 except re.error as exc:
                     raise DataError(f"rule check regex={check.arg!r}: {exc}") from exc
+                if _NESTED_QUANTIFIER.search(check.arg):
+                    raise DataError(
+                        f"rule check regex={check.arg!r}: a repeated group that itself repeats"
+                        " can take exponential time; rewrite it without nesting"
+                    )
     if checks and is_shape_only(checks):
         warnings.append("every check is about shape; nothing checks the content")
     return tuple(warnings)
@@ -167,7 +178,7 @@ def _check_one(check: RuleCheck, response: str, tools: Sequence[str]) -> tuple[b
         return (len(response) <= bound if op == "max_chars" else len(response) >= bound), ""
     if op == "regex":
         try:
-            return re.search(text, response) is not None, ""
+            return re.search(text, response[:_REGEX_MAX_INPUT]) is not None, ""
         except re.error:
             return False, "invalid regex"
     rule = rules.get(op)

@@ -6,6 +6,7 @@ env vars, pid) to ``<name>.calls.jsonl`` and then behaves as scripted:
 
 * print ``stdout`` / ``stderr`` and exit with ``exit_code``;
 * ``last_message``: write this text to the file given after ``-o`` (codex style);
+  ``last_messages`` does the same with one text per call (the last one repeats);
 * ``run_tools``: run these commands (argv lists, looked up on PATH) first, like an agent would;
 * ``sleep`` seconds before answering; ``hang`` forever (after spawning a grandchild that also
   hangs and recording its pid, to prove the whole process group dies);
@@ -50,9 +51,14 @@ if cfg["hang"]:
     time.sleep(3600)
 if cfg["sleep"]:
     time.sleep(cfg["sleep"])
-if cfg["last_message"] is not None and "-o" in sys.argv:
+last = cfg["last_message"]
+if cfg["last_messages"]:
+    with open(os.path.join(here, name + ".calls.jsonl")) as fh:
+        count = sum(1 for _ in fh)
+    last = cfg["last_messages"][min(count, len(cfg["last_messages"])) - 1]
+if last is not None and "-o" in sys.argv:
     with open(sys.argv[sys.argv.index("-o") + 1], "w") as fh:
-        fh.write(cfg["last_message"])
+        fh.write(last)
 if cfg["huge_bytes"]:
     block = b"x" * 65536
     left = cfg["huge_bytes"]
@@ -74,6 +80,7 @@ class FakeCli:
     stderr: str = ""
     exit_code: int = 0
     last_message: str | None = None
+    last_messages: list[str] = field(default_factory=list)  # per call, the last one repeats
     run_tools: list[list[str]] = field(default_factory=list)
     sleep: float = 0.0
     hang: bool = False

@@ -1,0 +1,181 @@
+"""Step traces of a rollout and the short trace summary the optimizer reads.
+
+Codex ``--json`` and Copilot JSONL events become numbered :class:`Step` records (user,
+assistant, exec, tool). :func:`render_steps` draws them as a compact numbered list under a
+character budget for the reflect prompt; ``upto`` cuts the trace after step N.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from skillopt.backends.cli_common import parse_json_lines
+
+
+class StepKind(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    EXEC = "exec"
+    TOOL = "tool"
+
+
+class ReadStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class AnswerFormat(StrEnum):
+    TAGGED = "well_formed_tagged"
+    TAGGED_NOT_LABEL = "tagged_not_a_label"
+    PLAIN = "plain_text"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    index: int
+    kind: StepKind
+    text: str  # message text or command line
+    status: str = ""  # exec/tool: "ok", "exit 2", "failed"
+    output: str = ""
+
+
+def parse_steps(stdout: str, prompt: str = "") -> list[Step]:
+    """Numbered steps from a CLI's JSON event stream (codex or copilot); [] when none."""
+    raw: list[tuple[StepKind, str, str, str]] = []
+    if prompt:
+        raw.append((StepKind.USER, prompt, "", ""))
+    for event in parse_json_lines(stdout):
+        etype = event.get("type")
+        if etype == "item.completed":
+            raw.extend(_codex_item(_obj(event.get("item"))))
+        elif etype == "assistant.message":
+            content = _obj(event.get("data")).get("content")
+            if isinstance(content, str) and content.strip():
+                raw.append((StepKind.ASSISTANT, content, "", ""))
+        elif etype == "tool.execution_complete":
+            data = _obj(event.get("data"))
+            name = str(data.get("toolName") or data.get("name") or "tool")
+            ok = data.get("success")
+            raw.append((StepKind.TOOL, name, "ok" if ok is not False else "failed", ""))
+    return [
+        Step(index=i, kind=kind, text=text, status=status, output=output)
+        for i, (kind, text, status, output) in enumerate(raw, start=1)
+    ]
+
+
+def _codex_item(item: dict[str, Any]) -> list[tuple[StepKind, str, str, str]]:
+    itype = item.get("type")
+    if itype == "agent_message" and isinstance(item.get("text"), str):
+        return [(StepKind.ASSISTANT, item["text"], "", "")]
+    if itype == "command_execution":
+        code = item.get("exit_code")
+        status = "ok" if code == 0 else (f"exit {code}" if code is not None else "failed")
+        if item.get("status") == "declined":
+            status = "declined"
+        return [
+            (
+                StepKind.EXEC,
+                str(item.get("command") or ""),
+                status,
+                str(item.get("aggregated_output") or ""),
+            )
+        ]
+    if itype == "mcp_tool_call":
+        ok = item.get("status") == "completed"
+        return [(StepKind.TOOL, str(item.get("tool") or "tool"), "ok" if ok else "failed", "")]
+    return []  # reasoning, error notices, todo lists: not steps
+
+
+def render_steps(steps: list[Step], *, budget: int = 4000, upto: int | None = None) -> str:
+    """A compact numbered list (command + status for exec steps), cut to ``budget`` chars."""
+    lines: list[str] = []
+    used = 0
+    shown = [s for s in steps if upto is None or s.index <= upto]
+    for step in shown:
+        text = " ".join(step.text.split())
+        if len(text) > 200:
+            text = text[:197] + "..."
+        if step.kind in (StepKind.EXEC, StepKind.TOOL):
+            line = f"{step.index}. [{step.kind}] {text} -> {step.status or 'unknown'}"
+        else:
+            line = f"{step.index}. [{step.kind}] {text}"
+        if used + len(line) + 1 > budget:
+            lines.append(f"... ({len(shown) - len(lines)} more steps cut)")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
+def read_status(steps: list[Step], filename: str) -> ReadStatus:
+    """Whether an exec step touching ``filename`` succeeded, failed, or no evidence exists."""
+    touching = [s for s in steps if s.kind is StepKind.EXEC and filename in s.text]
+    if not touching:
+        return ReadStatus.UNKNOWN
+    return ReadStatus.SUCCEEDED if any(s.status == "ok" for s in touching) else ReadStatus.FAILED
+
+
+def answer_format(
+    text: str, *, tag: str = "answer", label_pattern: str | None = None
+) -> tuple[AnswerFormat, str]:
+    """Classify the answer's shape and return the label inside the tags (or "")."""
+    if not text.strip():
+        return AnswerFormat.MISSING, ""
+    match = re.search(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, re.DOTALL)
+    if match is None:
+        return AnswerFormat.PLAIN, ""
+    label = match.group(1).strip()
+    if label_pattern is not None and not re.fullmatch(label_pattern, label):
+        return AnswerFormat.TAGGED_NOT_LABEL, label
+    return AnswerFormat.TAGGED, label
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceSummary:
+    cli: str
+    sandbox: str
+    reasoning: str
+    task_read: ReadStatus
+    skill_read: ReadStatus
+    exec_errors: tuple[str, ...]
+    answer_format: AnswerFormat
+    answer_label: str
+    attempts: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    parse_error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exec_errors"] = list(self.exec_errors)
+        return data
+
+
+def settings_seen(argv: tuple[str, ...]) -> tuple[str, str]:
+    """(sandbox, reasoning effort) as passed on the command line; "" when not set."""
+    sandbox = reasoning = ""
+    for flag, value in itertools.pairwise(argv):
+        if flag == "--sandbox":
+            sandbox = value
+        elif flag == "-c" and value.startswith("model_reasoning_effort="):
+            reasoning = value.split("=", 1)[1]
+        elif flag in ("--effort", "--reasoning-effort"):
+            reasoning = value
+    return sandbox, reasoning
+
+
+def exec_errors(steps: list[Step], limit: int = 3) -> tuple[str, ...]:
+    failed = [s for s in steps if s.kind in (StepKind.EXEC, StepKind.TOOL) and s.status != "ok"]
+    return tuple(f"step {s.index}: {' '.join(s.text.split())[:160]} -> {s.status}" for s in failed)[
+        :limit
+    ]
+
+
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -49,7 +49,10 @@ from skillopt.logging import get_logger
 if TYPE_CHECKING:
     from skillopt.config import PoolConfig
 
-_log = get_logger("skillopt.pool")
+
+def _log() -> Any:
+    """Looked up per use: a logger bound at import would ignore a later configure_logging()."""
+    return get_logger("skillopt.pool")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -387,7 +390,7 @@ class BackendPool:
                     self._retry, attempt, retry_after=error.retry_after, rng=self._rng
                 )
                 self._accounting.retry(member=error.member, role=role, stage=stage)
-                _log.warning(
+                _log().warning(
                     "pool.retry",
                     member=error.member,
                     status=error.status,
@@ -471,7 +474,7 @@ class BackendPool:
         self._accounting.success(
             member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
         )
-        _log.debug(
+        _log().debug(
             "pool.call",
             member=member.name,
             role=role,
@@ -499,7 +502,7 @@ class BackendPool:
         now = anyio.current_time()
         if _breaker_counts(error):
             if member.breaker.on_failure(now):
-                _log.warning(
+                _log().warning(
                     "pool.breaker_open", member=member.name, cooldown=member.breaker.reopens_at()
                 )
         else:

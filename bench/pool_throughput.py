@@ -93,7 +93,7 @@ def pool_config(urls: list[str], concurrency: int) -> PoolConfig:
                     "max_concurrency": concurrency,
                 }
                 for n, u in zip(names, urls, strict=True)
-            ],  # fmt: skip
+            ],
             "roles": {"target": names, "optimizer": names},
             "retry": {"max_attempts": 6, "base_delay": 0.05, "max_delay": 0.5},
             "breaker": {"failure_threshold": 3, "cooldown": 5.0},

@@ -20,6 +20,9 @@ import pytest
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.backends.cli import CliBackend
 from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.harness import HarnessOptions, run_rollout
+from skillopt.backends.harness_trace import AnswerFormat
+from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from support.fake_agent_server import FakeAgentServer, dead_port
 from support.netns import private_network
@@ -190,3 +193,26 @@ async def test_cancellation_kills_the_cli(
     while marked_pids(mark) and time.monotonic() < deadline:  # noqa: ASYNC110 - /proc has no event
         await anyio.sleep(0.05)
     assert marked_pids(mark) == [], f"left running: {marked_pids(mark)} (pid {os.getpid()})"
+
+
+async def test_harness_rollout_through_the_real_cli(
+    kind: CliKind, server: FakeAgentServer, homes: Path, tmp_path: Path
+) -> None:
+    member = make_member(kind, server.base_url, homes)
+    if kind is CliKind.COPILOT:  # no schema support: the plain last message is the answer
+        hint = "FAKE_REPLY[<answer>bug</answer>]"
+    else:
+        hint = 'FAKE_REPLY[{"final_response": "<answer>bug</answer>", "final_answer": "bug"}]'
+    spec = WorkspaceSpec(
+        skill=SkillFile(name="triage", description="Label issues", body="Prefer bug."),
+        task="Label this issue.",
+    )
+    out = await run_rollout(
+        member,
+        spec,
+        rollout_dir=tmp_path / "rollout",
+        options=HarnessOptions(answer_hint=hint, label_pattern="bug|feature"),
+    )
+    assert out.answer.strip() == "<answer>bug</answer>" and out.label == "bug"
+    assert out.summary.answer_format is AnswerFormat.TAGGED
+    assert (tmp_path / "rollout" / "transcript.txt").read_text().startswith("=== attempt 1")

@@ -135,6 +135,17 @@ def dead_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string leaf of a JSON value (prompt text, unescaped)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     payload = dict(data)
     payload.setdefault("type", event)
@@ -179,6 +190,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- behaviour ---------------------------------------------------------------------------
     def _answer(self, raw: str, body: dict[str, Any]) -> None:
+        raw = "\n".join(_strings(body)) if body else raw  # directives as the model would see them
         script = self.owner.script
         stop = self.owner._state.stop
         latency = script.latency

@@ -157,6 +157,7 @@ class _Member:
         self.limiter = anyio.CapacityLimiter(spec.max_concurrency)
         self.spacer = _RateSpacer(spec.requests_per_minute) if spec.requests_per_minute else None
         self.breaker = _Breaker(breaker)
+        self.last_error = ""
 
     def has_room(self) -> bool:
         return self.limiter.available_tokens >= 1
@@ -170,6 +171,18 @@ class _RoleGroup:
         self.cursor = itertools.count()
         names = sorted({m.spec.backend.model for m in members})
         self.model_signature = ",".join(names)
+
+
+async def _acquire(limiter: anyio.CapacityLimiter) -> None:
+    """Take a token; only an unavailable token costs a trip through the event loop.
+
+    ``CapacityLimiter.acquire`` always yields twice (cancel check + shielded checkpoint)
+    even when a token is free; with thousands of calls that is measurable loop work.
+    """
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
 
 
 def _breaker_counts(error: BackendError) -> bool:
@@ -227,7 +240,12 @@ class BackendPool:
         from skillopt.backends.openai_http import make_http_client
 
         extra = dict(extra_backends or {})
-        http_members = [m for m in cfg.members if m.name not in extra and needs_http_client(m)]
+        used = set(cfg.roles.target) | set(cfg.roles.optimizer)
+        http_members = [
+            m
+            for m in cfg.members
+            if m.name in used and m.name not in extra and needs_http_client(m)
+        ]
         http_client = (
             make_http_client(max_connections=sum(m.max_concurrency for m in http_members))
             if http_members
@@ -235,6 +253,8 @@ class BackendPool:
         )
         built: dict[str, MemberSpec] = {}
         for member_cfg in cfg.members:
+            if member_cfg.name not in used:
+                continue  # configured but in no role: never built, never connected
             backend = extra.get(member_cfg.name) or build_member(
                 member_cfg, http_client=http_client
             )
@@ -409,24 +429,35 @@ class BackendPool:
         self, group: _RoleGroup, request: CompletionRequest, attempt: int, avoid: str | None
     ) -> Completion:
         role, stage = group.role.value, request.stage
-        async with group.gate:
+        gate = group.gate
+        await _acquire(gate)
+        try:
             member = self._pick(group, avoid)
             if member is None:
-                reopen = min(
-                    (t for m in group.members if (t := m.breaker.reopens_at()) is not None),
-                    default=None,
-                )
                 self._accounting.failure(
                     member=None, role=role, stage=stage, error_class="no_member"
                 )
-                raise NoHealthyMemberError(
-                    f"every member of role {role!r} has an open circuit"
-                    + (f"; next probe in {reopen - anyio.current_time():.1f}s" if reopen else "")
-                )
-            async with member.limiter:
+                raise NoHealthyMemberError(self._all_open_message(group))
+            await _acquire(member.limiter)
+            try:
                 if member.spacer is not None:
                     await member.spacer.wait_turn()
                 return await self._call_member(member, group, request, attempt)
+            finally:
+                member.limiter.release()
+        finally:
+            gate.release()
+
+    def _all_open_message(self, group: _RoleGroup) -> str:
+        now = anyio.current_time()
+        reopen = min(
+            (t for m in group.members if (t := m.breaker.reopens_at()) is not None), default=None
+        )
+        causes = ", ".join(f"{m.name}: {m.last_error or '?'}" for m in group.members)
+        text = f"every member of role {group.role.value!r} has an open circuit ({causes})"
+        if reopen is not None:
+            text += f"; next probe in {max(0.0, reopen - now):.1f}s"
+        return text
 
     async def _call_member(
         self, member: _Member, group: _RoleGroup, request: CompletionRequest, attempt: int
@@ -500,6 +531,8 @@ class BackendPool:
             member=member.name, role=role, stage=stage, error_class=error.error_class
         )
         now = anyio.current_time()
+        status = f" {error.status}" if error.status is not None else ""
+        member.last_error = f"{error.error_class}{status}"
         if _breaker_counts(error):
             if member.breaker.on_failure(now):
                 _log().warning(

@@ -18,7 +18,7 @@ from skillopt_sleep.harvest.timeparse import parse_instant
 SELF_MARKER = "<!-- skillopt:self-generated; the harvester skips sessions that open with this -->"
 """Every prompt skillopt sends to an agent carries this line; sessions opening with it are ours."""
 
-MAX_INTENTS = 40
+MAX_INTENTS = 12
 MAX_INTENT_CHARS = 4000
 MAX_FINALS = 5
 MAX_FINAL_CHARS = 4000
@@ -34,6 +34,9 @@ _NOISE_PREFIXES = (
 )
 _NOISE_INSIDE = ("<command-message>", "<command-name>", "<local-command-stdout>")
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_.:-]")
+# Raw text is kept this far past the clip point so a secret straddling the clip point is
+# still whole when redacted (redaction runs once, at build time, on what is kept).
+_REDACT_MARGIN = 4096
 
 
 class DropReason(StrEnum):
@@ -61,6 +64,10 @@ def is_noise(text: str) -> bool:
 def clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 2].rstrip() + " …"
+
+
+def _clean(text: str, limit: int) -> str:
+    return clip(sanitize(text), limit)
 
 
 def clean_tool_name(name: str) -> str:
@@ -120,13 +127,13 @@ class SessionBuilder:
         self.n_user += 1
         self.feedback.extend(detect_feedback(raw, turn))
         if len(self.intents) < MAX_INTENTS:
-            self.intents.append(clip(sanitize(raw), MAX_INTENT_CHARS))
+            self.intents.append(raw[: MAX_INTENT_CHARS + _REDACT_MARGIN])
 
     def add_assistant_text(self, raw: str) -> None:
         if not raw.strip():
             return
         self.n_assistant += 1
-        self.finals.append(clip(sanitize(raw), MAX_FINAL_CHARS))
+        self.finals.append(raw[: MAX_FINAL_CHARS + _REDACT_MARGIN])
 
     def add_tool(self, name: str) -> None:
         cleaned = clean_tool_name(name)
@@ -152,8 +159,8 @@ class SessionBuilder:
             cwd=resolve_dir(self.cwd) if self.cwd else None,
             started_at=started,
             ended_at=max(started, ended),
-            user_intents=tuple(self.intents),
-            assistant_finals=tuple(self.finals),
+            user_intents=tuple(_clean(t, MAX_INTENT_CHARS) for t in self.intents),
+            assistant_finals=tuple(_clean(t, MAX_FINAL_CHARS) for t in self.finals),
             tools_used=tuple(self.tools),
             skills_used=tuple(self.skills),
             feedback=tuple(self.feedback),

@@ -123,6 +123,9 @@ class DaemonConfig:
     last_night_at: Callable[[Path], datetime | None] | None = None
     """Optional: when the project's last finished night started, from the night's own
     state (so a night run by hand also counts for catch-up)."""
+    aclose: Callable[[], Awaitable[None]] | None = None
+    """Optional: release what the runner shares across nights (the backend pool); called
+    once when the daemon stops, for every config it ever loaded."""
 
 
 ConfigLoader = Callable[[], DaemonConfig]
@@ -279,6 +282,7 @@ class Daemon:
         self._limiter = anyio.CapacityLimiter(1)
         self._state: DaemonState | None = None
         self._projects: dict[str, ProjectSchedule] = {}
+        self._loaded: list[DaemonConfig] = []
 
     # -- control (also used by signal handling) -------------------------------
 
@@ -310,6 +314,7 @@ class Daemon:
             _log().error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
             return False
         self._config = new
+        self._loaded.append(new)
         self._limiter.total_tokens = new.settings.max_concurrent_nights
         self._install_jobs(jobs)
         _log().info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
@@ -319,6 +324,24 @@ class Daemon:
 
     async def run(self) -> int:
         config = self._loader()
+        self._loaded.append(config)
+        try:
+            return await self._run(config)
+        finally:
+            await self._release_all()
+
+    async def _release_all(self) -> None:
+        for config in self._loaded:
+            if config.aclose is None:
+                continue
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                try:
+                    await config.aclose()
+                except Exception as exc:
+                    _log().warning("daemon.release_failed", error=sanitize(str(exc)))
+        self._loaded.clear()
+
+    async def _run(self, config: DaemonConfig) -> int:
         jobs = self._jobs_for(config.settings)
         self._config = config
         async with daemon_lock(config.state_dir):

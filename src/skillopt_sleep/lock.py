@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
-import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from typing import Any, Self
 from skillopt.errors import LockHeldError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt_sleep.state import project_key as project_key  # re-exported
 
 
 def _log() -> Any:
@@ -45,14 +44,6 @@ def _log() -> Any:
 
 LOCK_NAME = "lock"
 GUARD_SUFFIX = ".guard"
-
-
-def project_key(project: str | os.PathLike[str]) -> str:
-    """``<slug>-<sha256(realpath)[:10]>``: the same key as ``skillopt_sleep.state``."""
-    real = os.path.realpath(os.path.expanduser(project))
-    slug = re.sub(r"[^a-z0-9]+", "-", Path(real).name.lower()).strip("-")[:40] or "root"
-    digest = hashlib.sha256(real.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{slug}-{digest}"
 
 
 def project_lock_path(state_dir: Path, key: str) -> Path:

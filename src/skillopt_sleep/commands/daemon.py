@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.daemon import (
+    ConfigLoader,
     Daemon,
     DaemonConfig,
     NightRequest,
@@ -31,6 +33,7 @@ from skillopt_sleep.daemon import (
     NightStatus,
     NightSummary,
 )
+from skillopt_sleep.daemon_settings import DaemonSettings
 
 NAME = "daemon"
 HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
@@ -57,15 +60,30 @@ def register(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="also schedule this project at the default time (repeatable)",
     )
+    parser.add_argument(
+        "--shutdown-grace", type=float, help="seconds in-flight nights get after SIGTERM"
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="schedule the bundled demo project (mock model, temp state dir) every --every s",
+    )
+    parser.add_argument("--every", type=int, default=30, help="demo: seconds between nights")
+    parser.add_argument(
+        "--demo-latency", type=float, default=0.0, help="demo: seconds per mock model call"
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(level=args.log_level)
-    projects = [Path(p).expanduser().resolve() for p in args.project]
-    daemon = Daemon(make_loader(args.config, projects), handle_signals=True)
     try:
-        return anyio.run(daemon.run)
+        if args.demo:
+            loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace)
+        else:
+            projects = [Path(p).expanduser().resolve() for p in args.project]
+            loader = make_loader(args.config, projects, args.shutdown_grace)
+        return anyio.run(Daemon(loader, handle_signals=True).run)
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
         return EXIT_REFUSED
@@ -74,42 +92,111 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def make_loader(config_path: Path | None, projects: list[Path]) -> Any:
+def _settings(settings: DaemonSettings, grace: float | None) -> DaemonSettings:
+    if grace is None:
+        return settings
+    return DaemonSettings.model_validate({**settings.model_dump(), "shutdown_grace_seconds": grace})
+
+
+def make_loader(
+    config_path: Path | None, projects: list[Path], grace: float | None = None
+) -> ConfigLoader:
     """A loader the daemon calls at start and on every SIGHUP."""
 
     def load() -> DaemonConfig:
         from skillopt_sleep.config import load_sleep_config
 
         cfg = load_sleep_config(config_path)
-        settings = cfg.daemon.with_projects(projects)
-        return DaemonConfig(
-            settings=settings, state_dir=cfg.state_path(), runner=select_runner(cfg)
-        )
+        return daemon_config(cfg, _settings(cfg.daemon.with_projects(projects), grace))
 
     return load
 
 
-def select_runner(cfg: Any) -> NightRunner:
+def demo_loader(every: int, latency: float, grace: float | None) -> ConfigLoader:
+    """The bundled demo project, scheduled every ``every`` seconds in a temp state dir."""
+    from skillopt_sleep.demo import demo_pool, prepare_demo
+
+    if not 1 <= every <= 59 or 60 % every:
+        raise ConfigError("must divide 60 (1-59)", key="--every")
+    setup = prepare_demo(Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-daemon-")))
+    data = setup.config.model_dump(mode="json")
+    data["pool"] = demo_pool(latency=latency).model_dump(mode="json")
+    data["daemon"] = {
+        "cron": f"*/{every} * * * * *",
+        "catch_up": False,
+        "projects": [{"path": str(setup.project)}],
+    }
+    if grace is not None:
+        data["daemon"]["shutdown_grace_seconds"] = grace
+    from skillopt_sleep.config import SleepConfig
+
+    cfg = SleepConfig.model_validate(data)
+    _log().info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
+
+    def load() -> DaemonConfig:
+        return daemon_config(cfg, cfg.daemon)
+
+    return load
+
+
+def daemon_config(cfg: Any, settings: DaemonSettings) -> DaemonConfig:
+    """Bind one loaded SleepConfig to a night runner (the test night if requested)."""
     spec = os.environ.get(TEST_NIGHT_ENV, "")
     if spec:
-        kind, _, value = spec.partition(":")
-        if kind != "sleep":
-            raise ConfigError(f"unknown test night {spec!r}; expected sleep:<seconds>")
-        try:
-            seconds = float(value)
-        except ValueError as exc:
-            raise ConfigError(f"bad seconds in {spec!r}") from exc
-        return sleep_night(cfg.state_path(), seconds)
-    return real_night(cfg)
+        return DaemonConfig(
+            settings=settings, state_dir=cfg.state_path(), runner=_test_night(cfg, spec)
+        )
+    if cfg.pool is None:
+        raise ConfigError(
+            "no model endpoints configured: add a [pool] section (or try --demo)", key="pool"
+        )
+    shared = SharedPool(cfg.pool)
+    return DaemonConfig(
+        settings=settings,
+        state_dir=cfg.state_path(),
+        runner=real_night(cfg, shared),
+        aclose=shared.aclose,
+    )
 
 
-def real_night(cfg: Any) -> NightRunner:
+def _test_night(cfg: Any, spec: str) -> NightRunner:
+    kind, _, value = spec.partition(":")
+    if kind != "sleep":
+        raise ConfigError(f"unknown test night {spec!r}; expected sleep:<seconds>")
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"bad seconds in {spec!r}") from exc
+    return sleep_night(cfg.state_path(), seconds)
+
+
+class SharedPool:
+    """One backend pool for every night of one config, built on first use."""
+
+    def __init__(self, pool_config: Any) -> None:
+        self._config = pool_config
+        self._pool: Any = None
+
+    def get(self) -> Any:
+        if self._pool is None:
+            from skillopt.backends.pool import BackendPool
+
+            self._pool = BackendPool.from_config(self._config)
+        return self._pool
+
+    async def aclose(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.aclose()
+
+
+def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
     """Adapter from the daemon's request to :func:`skillopt_sleep.night.run_night`."""
 
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.night import run_night
 
-        outcome = await run_night(cfg, project=request.project.path)
+        outcome = await run_night(cfg, project=request.project.path, pool=shared.get())
         return summary_from_outcome(outcome)
 
     return run_one

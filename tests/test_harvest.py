@@ -320,3 +320,14 @@ def test_missing_timestamps_fall_back_to_file_mtime(homes: tuple[Path, Path, Pat
     (digest,) = harvest(_specs(claude, codex), since=None, project=project, limit=5).digests
     assert digest.started_at.tzinfo is not None
     assert abs((datetime.now(UTC) - digest.ended_at).total_seconds()) < 60
+
+
+def test_secret_straddling_the_clip_point_is_not_leaked(homes: tuple[Path, Path, Path]) -> None:
+    claude, codex, project = homes
+    key = "sk-ant-api03-" + "K9x" * 20
+    text = "a" * 3985 + " " + key + " tail"
+    write_claude_session(claude, cwd=project, start=T0, turns=[Turn(user=text, answer=text)])
+    (digest,) = harvest(_specs(claude, codex), since=None, project=project, limit=5).digests
+    dumped = json.dumps(digest.to_dict())
+    assert key[:14] not in dumped  # not even the head of the key survives the clip
+    assert len(digest.user_intents[0]) <= 4000

@@ -1,0 +1,208 @@
+"""Pool parts without HTTP: the cache file, accounting maths, contract-breaking members."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from skillopt.backends.accounting import Accounting, _percentile
+from skillopt.backends.base import Completion, CompletionRequest, Message, Role, Usage
+from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
+from skillopt.backends.pool import BackendPool, BreakerPolicy, MemberSpec
+from skillopt.backends.retry import RetryPolicy
+from skillopt.config import PoolConfig
+from skillopt.errors import CorruptStateError, NoHealthyMemberError, RetryableBackendError
+
+FAST = RetryPolicy(max_attempts=3, base_delay=0.0)
+
+
+class ScriptedMember:
+    """A member (a Backend implementation, not a stand-in for pool code) replaying outcomes."""
+
+    def __init__(self, name: str, outcomes: list[str | BaseException]) -> None:
+        self._name = name
+        self._outcomes = outcomes
+        self.calls = 0
+        self.closed = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return "scripted"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.calls += 1
+        outcome = self._outcomes.pop(0) if self._outcomes else "default"
+        await anyio.lowlevel.checkpoint()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return Completion(
+            text=outcome, usage=Usage(prompt_tokens=2, completion_tokens=3), member="", latency=0
+        )
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def req(prompt: str = "p", **kw: object) -> CompletionRequest:
+    return CompletionRequest(role=Role.TARGET, prompt=prompt, **kw)  # type: ignore[arg-type]
+
+
+def test_cache_key_separates_every_field() -> None:
+    base = cache_key(role="target", model="m", request=req("ab"))
+    assert base == cache_key(role="target", model="m", request=req("ab"))
+    variants = {
+        cache_key(role="optimizer", model="m", request=req("ab")),
+        cache_key(role="target", model="m2", request=req("ab")),
+        cache_key(role="target", model="m", request=req("ab", sample_id=1)),
+        cache_key(role="target", model="m", request=req("ab", system="s")),
+    }
+    assert base not in variants and len(variants) == 4
+    # A prompt is the same conversation as one user message, so the same key.
+    as_messages = req(messages=(Message(role="user", content="ab"),))
+    assert cache_key(role="target", model="m", request=as_messages) == base
+
+
+def test_disk_cache_survives_restart_and_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "responses.jsonl"
+    cache = ResponseCache(path)
+    usage = Usage(prompt_tokens=3, completion_tokens=4)
+    assert cache.put(
+        "k1", CachedReply(text="hello sk-abcdefghijklmnopqrstu1234", usage=usage, member="a")
+    )
+    assert not cache.put("k2", CachedReply(text="   ", usage=usage, member="a"))
+    assert not cache.put("k1", CachedReply(text="other", usage=usage, member="a"))
+    with path.open("a") as handle:
+        handle.write('{"key": "torn", "te')
+    reloaded = ResponseCache(path)
+    hit = reloaded.get("k1")
+    assert hit is not None and hit.usage == usage and hit.member == "a"
+    assert "sk-abcdefghijklmnopqrstu1234" not in hit.text and "REDACTED" in hit.text
+    assert reloaded.get("k2") is None and reloaded.get("torn") is None
+    assert (reloaded.hits, reloaded.misses) == (1, 2)
+
+
+def test_corrupt_cache_file_is_an_error_not_a_silent_reset(tmp_path: Path) -> None:
+    path = tmp_path / "responses.jsonl"
+    path.write_text('{"key": "k", "text": "t"}\n')
+    with pytest.raises(CorruptStateError):
+        ResponseCache(path)
+
+
+def test_cache_is_bounded() -> None:
+    cache = ResponseCache(max_entries=2)
+    for key in ("a", "b", "c"):
+        cache.put(key, CachedReply(text=key, usage=Usage(), member="m"))
+    assert len(cache) == 2 and cache.get("a") is None and cache.get("c") is not None
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([], 0.5, None),
+        ([1.0], 0.95, 1.0),
+        ([1.0, 2.0, 3.0, 4.0], 0.5, 2.0),
+        ([float(i) for i in range(1, 101)], 0.95, 95.0),
+        ([float(i) for i in range(1, 101)], 0.5, 50.0),
+    ],
+)
+def test_percentile_nearest_rank(values: list[float], q: float, expected: float | None) -> None:
+    assert _percentile(values, q) == expected
+
+
+def test_accounting_reservoir_stays_bounded() -> None:
+    acct = Accounting(seed=1)
+    for i in range(30_000):
+        acct.success(
+            member="m", role="target", stage="s", usage=Usage(prompt_tokens=1), latency=i / 1000
+        )
+    snap = acct.snapshot()
+    assert snap["total"]["calls"] == 30_000 and snap["total"]["prompt_tokens"] == 30_000
+    assert math.isclose(snap["total"]["latency_max"], 29.999, abs_tol=0.1)
+    assert 12 < snap["by_member"]["m"]["latency_p50"] < 18
+
+
+async def test_foreign_exception_from_a_member_is_retryable_and_named() -> None:
+    bad = ScriptedMember("bad", [KeyError("oops")])
+    good = ScriptedMember("good", [])
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=bad), MemberSpec(backend=good)]}, retry=FAST
+    ) as pool:
+        result = await pool.complete(req())
+        stats = pool.accounting()
+    assert result.member == "good" and result.attempts == 2
+    assert stats["by_member"]["bad"]["failures"] == {"unexpected": 1}
+    assert bad.closed and good.closed
+
+
+async def test_open_circuit_error_names_members_and_causes() -> None:
+    errors: list[str | BaseException] = [
+        RetryableBackendError("down", kind="server", status=503) for _ in range(3)
+    ]
+    member = ScriptedMember("only", errors)
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=member)]},
+        retry=FAST,
+        breaker=BreakerPolicy(failure_threshold=2, cooldown=60),
+    ) as pool:
+        with pytest.raises(NoHealthyMemberError) as caught:
+            await pool.complete(req())
+    assert "only: server 503" in str(caught.value) and "next probe in" in str(caught.value)
+    assert member.calls == 2
+
+
+async def test_closed_pool_refuses_calls() -> None:
+    pool = BackendPool({Role.TARGET: [MemberSpec(backend=ScriptedMember("m", []))]})
+    await pool.aclose()
+    await pool.aclose()
+    with pytest.raises(NoHealthyMemberError):
+        await pool.complete(req())
+
+
+def test_two_members_with_one_name_are_refused() -> None:
+    from skillopt.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        BackendPool(
+            {
+                Role.TARGET: [
+                    MemberSpec(backend=ScriptedMember("x", [])),
+                    MemberSpec(backend=ScriptedMember("x", [])),
+                ]
+            }
+        )
+
+
+async def test_from_config_builds_only_members_in_a_role_and_uses_the_disk_cache(
+    tmp_path: Path,
+) -> None:
+    cfg = PoolConfig.model_validate(
+        {
+            "members": [
+                {"kind": "mock", "name": "m"},
+                # Unused, and it would fail to build (no such env var): it must be skipped.
+                {
+                    "kind": "openai",
+                    "name": "unused",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": "x",
+                    "api_key_env": "SKILLOPT_TEST_SURELY_UNSET",
+                },
+            ],
+            "roles": {"target": ["m"], "optimizer": ["m"]},
+            "cache": {"dir": str(tmp_path)},
+        }
+    )
+    async with BackendPool.from_config(cfg) as pool:
+        first = await pool.complete(req("hello"))
+        second = await pool.complete(req("hello"))
+        assert pool.members(Role.TARGET) == ["m"]
+    assert not first.cached and second.cached and second.text == first.text
+    assert (tmp_path / "responses.jsonl").exists()

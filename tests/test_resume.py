@@ -16,37 +16,9 @@ import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import run_night
+from support.sleep_setup import write_config
 
 pytestmark = pytest.mark.slow
-
-
-def write_config(setup: DemoSetup) -> Path:
-    path = setup.root / "sleep.toml"
-    path.write_text(
-        f"""state_dir = "{setup.state_dir}"
-
-[sources]
-kinds = ["claude_code"]
-claude_home = "{setup.claude_home}"
-lookback_hours = 0
-
-[night]
-dream_rollouts = 3
-rounds = 2
-edit_budget = 4
-
-[[pool.members]]
-kind = "mock"
-name = "mock"
-max_concurrency = 16
-
-[pool.roles]
-target = ["mock"]
-optimizer = ["mock"]
-""",
-        encoding="utf-8",
-    )
-    return path
 
 
 def once(config: Path, project: Path, kill_after: str = "") -> subprocess.CompletedProcess[str]:

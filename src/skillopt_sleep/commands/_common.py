@@ -90,7 +90,9 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def setup_logging(args: argparse.Namespace) -> None:
-    configure_logging(level=str(getattr(args, "log_level", "INFO")))
+    """Logs go to the process's own stderr (stable even if ``sys.stderr`` is swapped)."""
+    stream = sys.__stderr__ or sys.stderr
+    configure_logging(level=str(getattr(args, "log_level", "INFO")), stream=stream)
 
 
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:

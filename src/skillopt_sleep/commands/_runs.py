@@ -1,0 +1,58 @@
+"""Reading past nights for ``status`` and ``adopt``: run journals and pending proposals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillopt.errors import SkillOptError
+from skillopt_sleep.adopt import adopted_names
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.rundir import RunDir
+from skillopt_sleep.staging import load_manifest
+from skillopt_sleep.state import project_dir
+
+
+def runs_root(cfg: SleepConfig, project: Path) -> Path:
+    return project_dir(cfg.state_path(), project) / "runs"
+
+
+def run_summary(path: Path) -> dict[str, Any]:
+    try:
+        journal = RunDir.open(path).journal
+    except SkillOptError as exc:
+        return {"run_id": path.name, "status": "unreadable", "reason": str(exc)}
+    return {
+        "run_id": journal.get("run_id", path.name),
+        "night": journal.get("night"),
+        "status": journal.get("status"),
+        "outcome": journal.get("outcome"),
+        "reason": journal.get("reason", ""),
+        "started_at": journal.get("started_at"),
+        "ended_at": journal.get("ended_at"),
+        "dry_run": journal.get("dry_run", False),
+        "run_dir": str(path),
+    }
+
+
+def pending(path: Path) -> list[dict[str, Any]]:
+    """Proposal entries of a run that are published and not adopted yet."""
+    if not (path / "proposal" / "manifest.json").is_file():
+        return []
+    try:
+        manifest = load_manifest(path)
+        done = adopted_names(path)
+    except SkillOptError:
+        return []
+    return [
+        {"name": e.name, "kind": e.kind.value, "live_path": e.live_path, "run_dir": str(path)}
+        for e in manifest.entries
+        if e.name not in done
+    ]
+
+
+def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
+    for path in reversed(RunDir.list_runs(runs_root(cfg, project))):
+        if pending(path):
+            return path
+    return None

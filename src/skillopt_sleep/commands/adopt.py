@@ -1,0 +1,65 @@
+"""`skillopt-sleep adopt`: copy a night's staged proposal over the live files, safely.
+
+A thin wrapper over :func:`skillopt_sleep.adopt.adopt`: sha pins against the live file
+(refused if it changed since the night read it), confinement to the skill roots, backups,
+all-or-nothing replacement with rollback, append-only receipts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from skillopt_sleep.commands._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_config_args,
+    emit_json,
+    known_errors,
+    load_config,
+    refuse,
+    say,
+    setup_logging,
+)
+
+NAME = "adopt"
+HELP = "Adopt a staged proposal: replace the live skill/memory with it (pinned, with backup)."
+ORDER = 25
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    add_config_args(parser)
+    parser.add_argument("--run", type=Path, help="the night's run directory (default: latest)")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="adopt only this proposal (repeatable)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args)
+    from skillopt_sleep.adopt import AdoptionError, adopt
+    from skillopt_sleep.commands._runs import latest_with_proposal
+
+    try:
+        cfg, project = load_config(args)
+        run_dir = args.run or latest_with_proposal(cfg, project)
+        if run_dir is None:
+            return refuse(args, "no_proposal", "no night has a proposal waiting to be adopted")
+        roots = [*cfg.resolved_skill_roots(), cfg.live_memory_path(project).parent]
+        result = adopt(run_dir, skill_roots=[str(r) for r in roots], select=args.only)
+    except AdoptionError as exc:
+        return refuse(args, "adoption_failed", str(exc), EXIT_FAILED)
+    except known_errors() as exc:
+        return refuse(args, type(exc).__name__, str(exc), EXIT_REFUSED)
+    files = [
+        {"name": a.name, "kind": a.kind, "live_path": a.live_path, "backup": a.backup_path}
+        for a in result.adopted
+    ]
+    if args.json:
+        emit_json({"ok": True, "run_dir": str(result.run_dir), "adopted": files})
+        return EXIT_OK
+    for f in files:
+        backup = f" (backup: {f['backup']})" if f["backup"] else ""
+        say(f"adopted {f['name']} -> {f['live_path']}{backup}")
+    return EXIT_OK

@@ -1,0 +1,146 @@
+"""The `skillopt-sleep` night commands in-process: once, dry-run, status, adopt, harvest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt_sleep.cli import main
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.lock import project_lock
+from support.sleep_setup import write_config
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> DemoSetup:
+    return prepare_demo(tmp_path)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    code = main(list(argv))
+    out = capsys.readouterr().out
+    return code, json.loads(out) if "--json" in argv else out
+
+
+def test_once_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = cli(capsys, "once", "--demo", "--json", "--rounds", "1")
+    assert code == 0 and data["ok"] and data["result"] == "accepted"
+    assert Path(data["report"]).is_file()
+    code, out = cli(capsys, "once", "--demo", "--rounds", "1", "--dream-rollouts", "1")
+    assert code == 0 and "Read the report:" in out and "report.md" in out
+
+
+def test_night_status_adopt_round_trip(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup))
+    proj = str(setup.project)
+    live = setup.config.live_skill_path()
+    before = live.read_bytes()
+    code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    assert live.read_bytes() == before
+    code, status = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and status["nights_run"] == 1 and status["recent"][0]["status"] == "complete"
+    assert {p["kind"] for p in status["pending_proposals"]} >= {"skill"}
+    code, adopted = cli(capsys, "adopt", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and adopted["ok"]
+    assert live.read_bytes() != before
+    manifest = json.loads((Path(night["run_dir"]) / "proposal" / "manifest.json").read_text())
+    skill_entry = next(e for e in manifest["entries"] if e["kind"] == "skill")
+    assert live.read_bytes() == (Path(night["run_dir"]) / skill_entry["proposed_file"]).read_bytes()
+    code, status = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
+    assert status["pending_proposals"] == []
+    code, again = cli(capsys, "adopt", "--config", cfg, "--project", proj, "--json")
+    assert code == 2 and not again["ok"]
+
+
+def test_adopt_refuses_when_the_live_file_changed(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup))
+    proj = str(setup.project)
+    code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    live = setup.config.live_skill_path()
+    live.write_text(live.read_text() + "- a line the user added by hand\n")
+    edited = live.read_bytes()
+    code, out = cli(capsys, "adopt", "--config", cfg, "--project", proj, "--json")
+    assert code == 2 and not out["ok"] and "changed" in out["message"]
+    assert live.read_bytes() == edited
+
+
+def test_adopt_refuses_a_live_path_outside_the_skill_roots(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "other-skills"
+    elsewhere.mkdir()
+    proj = str(setup.project)
+    ok_cfg = str(write_config(setup))
+    code, night = cli(capsys, "once", "--config", ok_cfg, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    bad_cfg = str(write_config(setup, extra=f'skill_roots = ["{elsewhere}"]'))
+    live = setup.config.live_skill_path()
+    before = live.read_bytes()
+    code, out = cli(capsys, "adopt", "--config", bad_cfg, "--project", proj, "--only",
+                    live.parent.name, "--json")  # fmt: skip
+    assert code == 2 and not out["ok"]
+    assert live.read_bytes() == before
+
+
+def test_a_held_lock_refuses_with_exit_2(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup))
+    with project_lock(setup.state_dir, setup.project, command="test"):
+        code, out = cli(capsys, "once", "--config", cfg, "--project", str(setup.project), "--json")
+    assert code == 2 and out["error"] == "lock_held"
+
+
+def test_no_pool_configured_is_a_usage_error(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup, pool=""))
+    code, out = cli(capsys, "once", "--config", cfg, "--project", str(setup.project), "--json")
+    assert code == 2 and "pool" in out["message"]
+
+
+def test_harvest_draft_and_the_review_gate(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = setup.root / "tasks.json"
+    mock_cfg = str(write_config(setup))
+    proj = str(setup.project)
+    code, out = cli(capsys, "harvest", "--config", mock_cfg, "--project", proj,
+                    "--output", str(tasks), "--json")  # fmt: skip
+    assert code == 0 and out["n_sessions"] == 16 and len(out["tasks"]) == 16
+    assert json.loads(tasks.read_text())["reviewed"] is False
+    real_pool = """
+[[pool.members]]
+kind = "openai"
+name = "real"
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+
+[pool.roles]
+target = ["real"]
+optimizer = ["real"]
+"""
+    real_cfg = str(write_config(setup, pool=real_pool))
+    code, out = cli(capsys, "once", "--config", real_cfg, "--project", proj,
+                    "--tasks-file", str(tasks), "--json")  # fmt: skip
+    assert code == 2 and "reviewed" in out["message"]
+    assert not (setup.state_dir / "projects").exists()  # refused before anything ran
+    mock_cfg = str(write_config(setup))
+    code, out = cli(capsys, "once", "--config", mock_cfg, "--project", proj,
+                    "--tasks-file", str(tasks), "--json")  # fmt: skip
+    assert code == 0 and out["n_tasks"] == 16
+
+
+def test_dry_run_command(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = str(write_config(setup))
+    code, out = cli(capsys, "dry-run", "--config", cfg, "--project", str(setup.project), "--json")
+    assert code == 0 and out["dry_run"] and out["proposal"] is None

@@ -29,6 +29,7 @@ from skillopt_sleep.daemon import (
     WakeReason,
     daemon_holder,
     next_wake_times,
+    project_health,
     read_daemon_state,
     utc_now,
 )
@@ -395,3 +396,24 @@ def test_next_wake_times(tmp_path: Path) -> None:
     assert wakes[tmp_path / "b"] == datetime(2026, 11, 26, 23, 15, tzinfo=ZoneInfo("UTC"))
     # crontab weekday 1 is Monday
     assert wakes[tmp_path / "c"] == datetime(2026, 11, 30, 9, 0, tzinfo=ZoneInfo("UTC"))
+
+
+async def test_project_health_for_status(tmp_path: Path) -> None:
+    state, project = tmp_path / "s", tmp_path / "p"
+    _seed_state(state, project, first_seen=utc_now() - timedelta(days=3), last=None)
+    nights = FakeNights(release=anyio.Event())
+    config = _config(state, nights, [project], time="02:30", timezone="UTC")
+    before = project_health(config.settings, state, project)
+    assert before["daemon_running"] is False and before["night_in_progress"] is None
+    assert before["next_wake"].endswith("02:30:00+00:00")
+    async with running(Daemon(lambda: config)):
+        await nights.started.wait()
+        during = project_health(config.settings, state, project)
+        assert nights.release is not None
+        nights.release.set()
+        await nights.wait_finished()
+    assert during["daemon_running"] is True and during["daemon"]["command"] == "daemon"
+    assert "daemon night" in during["night_in_progress"]["command"]
+    after = project_health(config.settings, state, project)
+    assert after["daemon_running"] is False and after["night_in_progress"] is None
+    assert after["daemon_last_outcome"] == "complete"

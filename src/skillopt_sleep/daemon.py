@@ -54,6 +54,7 @@ from skillopt_sleep.lock import (
     daemon_lock_path,
     lock_is_held,
     project_lock,
+    project_lock_path,
 )
 from skillopt_sleep.lock import project_key as _project_key
 
@@ -251,6 +252,33 @@ def read_daemon_state(state_dir: Path) -> dict[str, ProjectRecord]:
 
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None
+
+
+def project_health(
+    settings: DaemonSettings, state_dir: Path, project: Path, *, now: datetime | None = None
+) -> dict[str, Any]:
+    """What ``status`` shows about scheduling for one project (JSON-ready).
+
+    ``next_wake`` is computed as if ``project`` were scheduled (its own entry or the
+    default time); ``daemon`` is the live daemon's holder record, ``night_in_progress``
+    the holder of the project lock (a daemon night, ``once`` or ``dry-run``).
+    """
+    resolved = Path(project).expanduser().resolve()
+    wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
+    holder = daemon_holder(state_dir)
+    night = lock_is_held(project_lock_path(state_dir, _project_key(resolved)))
+    try:
+        record = read_daemon_state(state_dir).get(_project_key(resolved))
+    except CorruptStateError:
+        record = None
+    return {
+        "next_wake": _iso(wake),
+        "daemon_running": holder is not None,
+        "daemon": holder.to_dict() if holder else None,
+        "night_in_progress": night.to_dict() if night else None,
+        "daemon_last_outcome": record.last_outcome if record else None,
+        "daemon_last_night_finished": record.last_night_finished if record else None,
+    }
 
 
 # --------------------------------------------------------------------------- daemon

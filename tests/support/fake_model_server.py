@@ -103,7 +103,7 @@ class Request:
         return ""
 
 
-Handler = Callable[["_Conn", Request], Awaitable[None]]
+Handler = Callable[["Connection", Request], Awaitable[None]]
 Rule = Callable[[Request], Reply | None]
 
 _MODEL_ROUTES: list[tuple[str, re.Pattern[str]]] = [
@@ -122,8 +122,12 @@ def echo(request: Request) -> str:
     return f"echo: {request.user_text}"
 
 
-class _Conn:
-    """One accepted connection (keep-alive: many requests in turn)."""
+class Connection:
+    """One accepted connection (keep-alive: many requests in turn).
+
+    Route handlers answer through :meth:`send` / :meth:`send_json`, or write raw bytes to
+    ``writer`` (for example a server-sent-events stream) and close it when done.
+    """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
@@ -304,7 +308,7 @@ class FakeModelServer:
 
     # ------------------------------------------------------------------ HTTP
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Conn(reader, writer)
+        conn = Connection(reader, writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -327,7 +331,7 @@ class FakeModelServer:
                 writer.close()
 
     async def _dispatch(
-        self, conn: _Conn, method: str, target: str, headers: dict[str, str], raw: bytes
+        self, conn: Connection, method: str, target: str, headers: dict[str, str], raw: bytes
     ) -> bool:
         parts = urlsplit(target)
         path = parts.path.rstrip("/")
@@ -384,7 +388,7 @@ class FakeModelServer:
                 return chosen
         return Reply()
 
-    async def _model_route(self, conn: _Conn, request: Request) -> None:
+    async def _model_route(self, conn: Connection, request: Request) -> None:
         reply = self._next_reply(request)
         if isinstance(request.body, dict) and request.body.get("stream"):
             await conn.send_json(400, _error("streaming is not supported here", "invalid_request"))

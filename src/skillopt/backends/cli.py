@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class CliBackend:
         environ: Mapping[str, str] | None = None,
         scratch_root: Path | None = None,
     ) -> None:
+        if os.sep in spec.executable and not os.path.isabs(spec.executable):
+            spec = replace(spec, executable=os.path.abspath(spec.executable))
         self.spec = spec
         self.flavor = FLAVORS[spec.kind]
         self._environ = dict(os.environ if environ is None else environ)

@@ -287,7 +287,9 @@ def test_limit_keeps_the_newest_sessions(homes: tuple[Path, Path, Path]) -> None
     assert [d.session_id for d in result.digests] == ["s5", "s4", "s3"]
 
 
-def test_subagent_transcripts_and_sidechains_are_ignored(homes: tuple[Path, Path, Path]) -> None:
+def test_subagents_sidechains_and_compact_summaries_are_ignored(
+    homes: tuple[Path, Path, Path],
+) -> None:
     claude, codex, project = homes
     main = write_claude_session(
         claude, cwd=project, session_id="main", start=T0, turns=[Turn(user="Main request text")]
@@ -297,8 +299,13 @@ def test_subagent_transcripts_and_sidechains_are_ignored(homes: tuple[Path, Path
     sub.write_text(main.read_text())
     (main.parent / "agent-2.jsonl").write_text(main.read_text())
     side = {"type": "user", "isSidechain": True, "message": {"role": "user", "content": "side"}}
+    compact = {
+        "type": "user",
+        "isCompactSummary": True,
+        "message": {"role": "user", "content": "This session is being continued from ..."},
+    }
     with main.open("a") as fh:
-        fh.write(json.dumps(side) + "\n")
+        fh.write(json.dumps(side) + "\n" + json.dumps(compact) + "\n")
     result = harvest(_specs(claude, codex), since=None, project=project, limit=10)
     assert [d.user_intents for d in result.digests] == [("Main request text",)]
     assert result.diagnostics.files_seen == 1

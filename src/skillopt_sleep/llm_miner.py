@@ -182,6 +182,7 @@ def _to_tasks(
 @dataclass(slots=True)
 class _SessionOutcome:
     tasks: list[TaskRecord]
+    prompt: str = ""
     fallback_cause: str = ""
     calls: int = 0
     exchanges: tuple[dict[str, Any], ...] = ()
@@ -230,12 +231,14 @@ async def _mine_one(
             continue
         return _SessionOutcome(
             tasks=_to_tasks(reply, digest, project=project, tally=tally),
+            prompt=prompt,
             calls=attempt + 1,
             exchanges=tuple(exchanges),
         )
     fallback = task_from_digest(digest, project=project)
     return _SessionOutcome(
         tasks=[fallback] if fallback else [],
+        prompt=prompt,
         fallback_cause=cause,
         calls=len(exchanges),
         exchanges=tuple(exchanges),
@@ -292,7 +295,7 @@ async def llm_mine(
         "exchanges": [
             {
                 "session_id": d.session_id,
-                "prompt": build_prompt(d, project=project)[:EXCHANGE_CHARS],
+                "prompt": o.prompt[:EXCHANGE_CHARS],
                 "attempts": list(o.exchanges),
             }
             for d, o in zip(chosen, done, strict=True)

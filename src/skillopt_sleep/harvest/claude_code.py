@@ -3,7 +3,8 @@
 Each line is one event: ``type`` user/assistant (with ``message.role`` and
 ``message.content`` as a string or a list of blocks), plus ``timestamp``, ``cwd``,
 ``gitBranch`` and ``sessionId``. Sub-agent transcripts (``subagents/`` directories,
-``agent-*.jsonl`` files, ``isSidechain`` lines) and ``isMeta`` lines are not the user's.
+``agent-*.jsonl`` files, ``isSidechain`` lines), ``isMeta`` lines and the summaries Claude
+Code writes when it compacts a conversation (``isCompactSummary``) are not the user's words.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def read_session(
         if not builder.git_branch and isinstance(record.get("gitBranch"), str):
             builder.git_branch = record["gitBranch"]
         message = record.get("message")
-        if record.get("isMeta") is True or not isinstance(message, dict):
+        if record.get("isMeta") is True or record.get("isCompactSummary") is True:
+            continue
+        if not isinstance(message, dict):
             continue
         role = message.get("role") or record.get("type")
         blocks = _blocks(message.get("content"))

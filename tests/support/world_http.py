@@ -1,0 +1,89 @@
+"""The mock world model behind real HTTP: a reply function for the fake model server.
+
+HTTP members see only the prompt text, so this reads our own templates back (the sections
+the night renders: skill, project notes, task, judge and reflect blocks) and answers as
+:class:`skillopt.backends.mock.World` would. Used by the HTTP end-to-end tests and the
+night benchmark (``python tests/support/world_http.py --latency 0.3`` serves it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from skillopt.backends.mock import World
+from support.fake_model_server import FakeModelServer, Request
+
+WORLD = World()
+
+
+def _section(text: str, title: str) -> str:
+    match = re.search(rf"^# {re.escape(title)}\n\n(.*?)(?=\n\n# |\Z)", text, re.S | re.M)
+    return match.group(1).strip() if match else ""
+
+
+def _task(intent: str) -> dict[str, Any]:
+    return {"id": hashlib.sha256(intent.encode()).hexdigest()[:12], "intent": intent, "tags": []}
+
+
+def world_reply(request: Request) -> str:
+    text = request.user_text
+    if "# Project notes" in text:
+        skill = _section(text, "Skill")
+        memory = _section(text, "Project notes")
+        task_block = _section(text, "Task")
+        intent = task_block.split("\n\n")[0].strip()
+        return WORLD.answer(_task(intent), skill, memory, 0)
+    if "# What a good answer does" in text:
+        intent = _section(text, "What the user asked")
+        response = text.split("# The answer\n\n", 1)[1].split("\n\nReply with one JSON")[0]
+        score, reason = WORLD.judge(_task(intent), response)
+        return json.dumps({"score": score, "reason": reason})
+    if "# Failed tasks" in text or "# Attempt groups" in text:
+        target = re.search(r"You maintain the (\w+) document", text)
+        budget = re.search(r"at most (\d+)", text)
+        which = target.group(1) if target else "skill"
+        doc = _section(text, f"Current {which}")
+        other = _section(text, "The other document (read-only here)")
+        intents = re.findall(r"^- asked: (.*)$", text, re.M)
+        intents += re.findall(r"^## Task: (.*)$", text, re.M)
+        skill, memory = (doc, other) if which == "skill" else (other, doc)
+        edits = WORLD.proposals(
+            [_task(i.strip()) for i in intents],
+            skill=skill,
+            memory=memory,
+            target=which,
+            budget=int(budget.group(1)) if budget else 4,
+        )
+        return json.dumps(edits)
+    return "ok"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the world over HTTP in its own process; prints ``PORT <n>``."""
+    parser = argparse.ArgumentParser(description="world-model fake server")
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    server = FakeModelServer(latency=args.latency, reply_fn=world_reply, record_bodies=False)
+
+    async def run() -> None:
+        await server.serve()
+        sys.stdout.write(f"PORT {server.port}\n")
+        sys.stdout.flush()
+        await asyncio.Event().wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

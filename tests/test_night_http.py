@@ -1,0 +1,93 @@
+"""Whole nights against real HTTP: the fake model server on 127.0.0.1 playing the world."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt.backends.mock import World
+from skillopt.logging import configure_logging
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.rundir import RunStatus
+from support.fake_model_server import FakeModelServer, Reply
+from support.world_http import world_reply
+
+HARMFUL = next(r for r in World().rules if r.harmful)
+SECRET = "ghp_" + "Zq7" * 12
+
+
+def http_config(setup: DemoSetup, server: FakeModelServer, **night: Any) -> SleepConfig:
+    data = setup.config.model_dump(mode="json")
+    data["night"].update(night)
+    data["pool"] = {
+        "members": [
+            {
+                "kind": "openai",
+                "name": name,
+                "base_url": server.url(name),
+                "model": "fake",
+                "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
+                "max_concurrency": 8,
+                "timeout": 10,
+            }
+            for name in ("m1", "m2")
+        ],
+        "roles": {"target": ["m1", "m2"], "optimizer": ["m1", "m2"]},
+        "retry": {"max_attempts": 2, "base_delay": 0.0, "max_delay": 0.0},
+        "breaker": {"failure_threshold": 1000, "cooldown": 0.1},
+    }
+    return SleepConfig.model_validate(data)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
+    monkeypatch.setenv("SKILLOPT_TEST_FAKE_KEY", "test-key-not-secret")
+    return prepare_demo(tmp_path)
+
+
+def plant_secret(setup: DemoSetup) -> None:
+    for transcript in (setup.claude_home / "projects").rglob("*.jsonl"):
+        lines = transcript.read_text().splitlines()
+        first = json.loads(lines[0])
+        first["message"]["content"] += f" (token {SECRET})"
+        lines[0] = json.dumps(first)
+        transcript.write_text("\n".join(lines) + "\n")
+
+
+async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
+    plant_secret(setup)
+    logs = io.StringIO()
+    configure_logging(stream=logs, json=True, level="DEBUG")
+    with FakeModelServer(reply_fn=world_reply) as server:
+        outcome = await run_night(http_config(setup, server), project=setup.project)
+        requests = list(server.requests)
+    assert outcome.status is RunStatus.COMPLETE and outcome.result is NightResult.ACCEPTED
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    accepted = {e["content"] for e in report["accepted_edits"]}
+    assert HARMFUL.text not in accepted and HARMFUL.text in {
+        e["content"] for e in report["rejected_edits"]
+    }
+    assert {r.member for r in requests} == {"m1", "m2"}
+    assert all("skillopt" in r.user_text.lower()[:200] for r in requests)
+    blobs = [r.raw_body for r in requests] + [logs.getvalue().encode()]
+    blobs += [p.read_bytes() for p in setup.state_dir.rglob("*") if p.is_file()]
+    assert not any(SECRET.encode() in b for b in blobs)
+    assert any(b"[REDACTED:github_token]" in r.raw_body for r in requests)
+    finals = [r for r in requests if "Project notes" in r.user_text]
+    assert len(finals) >= report["tasks"]["val"]
+
+
+async def test_endpoint_that_always_fails_is_exit_1(setup: DemoSetup) -> None:
+    with FakeModelServer(rule=lambda _: Reply(status=500)) as server:
+        outcome = await run_night(http_config(setup, server), project=setup.project)
+    assert outcome.status is RunStatus.FAILED and outcome.exit_code == 1
+    assert outcome.failed_stage == "rollouts"
+    diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
+    assert any("500" in cause or "server" in cause for cause in diag["rollout_errors"])
+    assert "500" in json.dumps(diag["pool"]) or diag["spend"]["failures"] > 0

@@ -61,7 +61,6 @@ def test_adopt_everything(world: dict[str, Path]) -> None:
     assert {r["transaction"] for r in receipts} == {result.transaction}
     assert receipts[0]["sha256_after"] == sha256_file(_live(world, "alpha"))
     assert not (world["run"] / JOURNAL_NAME).exists()
-    assert not (world["run"] / LOCK_NAME).exists()
     with pytest.raises(RefusedError, match="nothing left"):
         adopt(world["run"], skill_roots=[world["roots"]])
 
@@ -215,7 +214,7 @@ def test_killed_adoption_is_recovered(world: dict[str, Path]) -> None:
     assert proc.returncode == 9, proc.stderr.decode()
     assert _live(world, "alpha").read_text() == "# alpha\nimproved\n"  # half-adopted on disk
     assert (world["run"] / JOURNAL_NAME).exists()
-    assert (world["run"] / LOCK_NAME).exists()  # the dead process's lock
+    assert (world["run"] / LOCK_NAME).exists()  # the dead process's lock file, unlocked
     result = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
     assert result.recovered == (str(_live(world, "alpha")),)
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
@@ -224,10 +223,27 @@ def test_killed_adoption_is_recovered(world: dict[str, Path]) -> None:
 
 
 def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:
-    (world["run"] / LOCK_NAME).write_text(str(os.getppid()))
-    with pytest.raises(LockHeldError):
-        adopt(world["run"], skill_roots=[world["roots"]])
-    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(world['run'] / LOCK_NAME)!r}, os.O_CREAT | os.O_RDWR)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        with pytest.raises(LockHeldError):
+            adopt(world["run"], skill_roots=[world["roots"]])
+        assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    finally:
+        holder.communicate(timeout=10)
+    adopt(world["run"], skill_roots=[world["roots"]])  # released with the holder
 
 
 def test_tampered_proposal_is_refused(world: dict[str, Path]) -> None:

@@ -2,7 +2,7 @@
 
 Order of operations for ``adopt(run_dir, skill_roots=..., select=...)``:
 
-1. Take ``<run_dir>/.adopt.lock`` (exclusive create; a dead holder's lock is reclaimed).
+1. Take ``<run_dir>/.adopt.lock`` (``flock``: released by the kernel if we die).
 2. Recover a journal a killed adoption left behind (roll its targets back).
 3. Load the manifest; verify each selected proposed file against its sha256 pin.
 4. Refuse: unknown or duplicate selections, re-adoption (receipts are append-only), a
@@ -20,6 +20,7 @@ directory among ``skill_roots`` to allow them.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import uuid
@@ -73,46 +74,36 @@ class AdoptResult:
 # --------------------------------------------------------------------------- lock
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class _RunLock:
+    """``flock`` on ``<run_dir>/.adopt.lock``: the kernel drops it when the holder dies,
+    so a killed adoption never leaves a lock that needs clearing by hand."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fd: int | None = None
 
     def __enter__(self) -> _RunLock:
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            except FileExistsError:
-                holder = self._holder()
-                if holder is not None and _pid_alive(holder):
-                    raise LockHeldError(
-                        f"{self.path}: another adoption is running", holder={"pid": holder}
-                    ) from None
-                _log.warning("adopt.stale_lock_reclaimed", path=str(self.path), pid=holder)
-                self.path.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as handle:
-                handle.write(str(os.getpid()))
-            return self
-        raise LockHeldError(f"{self.path}: could not take the adoption lock")
-
-    def _holder(self) -> int | None:
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            return int(self.path.read_text().strip())
-        except (OSError, ValueError):
-            return None
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise LockHeldError(
+                f"{self.path}: another adoption of this night is running",
+                holder={"pid": holder},
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.path.unlink(missing_ok=True)
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
 
 
 # --------------------------------------------------------------------------- helpers

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.backends.cache import ResponseCache
 from skillopt.backends.openai_http import OpenAIHttpBackend, build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
@@ -109,6 +109,28 @@ async def test_retry_after_seconds_header_and_cap(server: FakeModelServer) -> No
     assert result.attempts == 2
     first, second = server.requests_for("a")
     assert 0.2 <= second.arrived - first.arrived < 2.0
+
+
+async def test_a_member_told_to_wait_is_avoided_meanwhile(server: FakeModelServer) -> None:
+    server.script("a", Reply(status=429, headers={"retry-after-ms": "800"}))
+    specs = [member(server, "a"), member(server, "b")]
+    firsts: list[Completion] = []
+    async with BackendPool({Role.TARGET: specs}, retry=FAST) as pool:
+
+        async def first() -> None:
+            firsts.append(await pool.complete(req("first")))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            assert await anyio.to_thread.run_sync(
+                server.wait_until, lambda s: s.count[("a", "chat")] == 1, 2.0
+            )
+            others = [await pool.complete(req(f"n{i}")) for i in range(4)]
+        later = [await pool.complete(req(f"l{i}")) for i in range(2)]
+    assert firsts[0].member == "b" and firsts[0].attempts == 2
+    assert {r.member for r in others} == {"b"}
+    assert {r.member for r in later} == {"a", "b"}
+    assert server.total("a") == 2
 
 
 async def test_503_fails_over_to_another_member(server: FakeModelServer) -> None:

@@ -158,6 +158,7 @@ class _Member:
         self.spacer = _RateSpacer(spec.requests_per_minute) if spec.requests_per_minute else None
         self.breaker = _Breaker(breaker)
         self.last_error = ""
+        self.rest_until = -math.inf  # set from a Retry-After hint: others go first until then
 
     def has_room(self) -> bool:
         return self.limiter.available_tokens >= 1
@@ -381,7 +382,11 @@ class BackendPool:
             raise NoHealthyMemberError(f"the pool has no members for role {role!r}") from exc
 
     def _pick(self, group: _RoleGroup, avoid: str | None) -> _Member | None:
-        """Next admitted member with room, round-robin; else a full one; None if all are open."""
+        """Next admitted member with room, round-robin; else a full one; None if all are open.
+
+        Members resting after a ``Retry-After`` hint, and the member that just failed this
+        call, are used only when nothing else is admitted.
+        """
         now = anyio.current_time()
         count = len(group.members)
         start = next(group.cursor) % count
@@ -389,7 +394,8 @@ class BackendPool:
         admitted = [m for m in order if m.breaker.admits(now)]
         if not admitted:
             return None
-        preferred = [m for m in admitted if m.name != avoid] or admitted
+        awake = [m for m in admitted if m.rest_until <= now] or admitted
+        preferred = [m for m in awake if m.name != avoid] or awake
         for member in preferred:
             if member.has_room():
                 return member
@@ -533,6 +539,9 @@ class BackendPool:
         now = anyio.current_time()
         status = f" {error.status}" if error.status is not None else ""
         member.last_error = f"{error.error_class}{status}"
+        if error.retry_after is not None:
+            rest = min(error.retry_after, self._retry.retry_after_cap)
+            member.rest_until = max(member.rest_until, now + rest)
         if _breaker_counts(error):
             if member.breaker.on_failure(now):
                 _log().warning(

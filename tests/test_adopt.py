@@ -18,6 +18,7 @@ from skillopt_sleep.adopt import (
     AdoptionError,
     adopt,
     adopted_names,
+    pending,
     recover,
 )
 from skillopt_sleep.staging import Proposal, ProposalKind, sha256_file, write_proposal
@@ -66,9 +67,12 @@ def test_adopt_everything(world: dict[str, Path]) -> None:
 
 
 def test_subset_then_rest_and_no_readoption(world: dict[str, Path]) -> None:
-    adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
+    assert [e.name for e in pending(world["run"])] == ["alpha", "beta", "gamma"]
+    first = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
+    assert first.to_dict()["adopted"][0]["name"] == "beta"
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert adopted_names(world["run"]) == {"beta"}
+    assert [e.name for e in pending(world["run"])] == ["alpha", "gamma"]
     with pytest.raises(RefusedError, match=r"already adopted.*beta"):
         adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
     rest = adopt(world["run"], skill_roots=[world["roots"]])

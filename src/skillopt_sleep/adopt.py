@@ -70,6 +70,14 @@ class AdoptResult:
     adopted: tuple[AdoptedFile, ...]
     recovered: tuple[str, ...] = ()  # live paths rolled back from an interrupted adoption
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "transaction": self.transaction,
+            "adopted": [_as_dict(a) for a in self.adopted],
+            "recovered": list(self.recovered),
+        }
+
 
 # --------------------------------------------------------------------------- lock
 
@@ -143,6 +151,12 @@ def _receipts(run_dir: Path) -> list[dict[str, Any]]:
 def adopted_names(run_dir: str | os.PathLike[str]) -> set[str]:
     """Names already adopted from this run (from the append-only receipts)."""
     return {str(r.get("name")) for r in _receipts(Path(run_dir))}
+
+
+def pending(run_dir: str | os.PathLike[str]) -> list[ManifestEntry]:
+    """Proposal entries of a run not adopted yet (for ``status``)."""
+    done = adopted_names(run_dir)
+    return [e for e in load_manifest(run_dir).entries if e.name not in done]
 
 
 def _within(real: str, roots: Sequence[str]) -> bool:

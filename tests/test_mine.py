@@ -148,6 +148,12 @@ def test_plain_request_is_a_rubric_task_judged_on_the_intent() -> None:
     assert task.reference == "" and task.checks == ()
 
 
+def test_a_greeting_before_the_request_is_skipped() -> None:
+    (task,) = heuristic_mine([_digest("s", "hi", "Fix the flaky login test", "thanks")]).tasks
+    assert task.intent == "Fix the flaky login test"
+    assert task.context.endswith("thanks")
+
+
 def test_short_and_empty_requests_are_skipped() -> None:
     result = heuristic_mine([_digest("s", "fix it"), _digest("t", "Make the build green again")])
     assert [t.intent for t in result.tasks] == ["Make the build green again"]

@@ -152,13 +152,15 @@ def _rubric(intent: str, followups: Sequence[str]) -> str:
 
 def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord | None:
     """One candidate task from one session, or ``None`` if it has no usable request."""
-    if not digest.user_intents:
+    opening = next(
+        (i for i, t in enumerate(digest.user_intents) if len(t.strip()) >= MIN_INTENT_CHARS), None
+    )
+    if opening is None:  # nothing but greetings or one-word messages
         return None
-    intent = clip(sanitize(digest.user_intents[0]), MAX_INTENT_CHARS)
-    if len(intent) < MIN_INTENT_CHARS:
-        return None
-    followups = [clip(t, FOLLOWUP_CHARS) for t in digest.user_intents[1 : 1 + MAX_FOLLOWUPS]]
-    checks = extract_checks([digest.user_intents[0], *digest.user_intents[1:]])
+    intent = clip(sanitize(digest.user_intents[opening]), MAX_INTENT_CHARS)
+    later = digest.user_intents[opening + 1 :]
+    followups = [clip(t, FOLLOWUP_CHARS) for t in later[:MAX_FOLLOWUPS]]
+    checks = extract_checks(digest.user_intents[opening:])
     rubric = _rubric(intent, followups)
     context = ""
     if followups:

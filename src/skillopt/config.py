@@ -339,6 +339,18 @@ def load_pool_config(
     return load_toml_model(path, PoolConfig, env_prefix=env_prefix, overrides=overrides)
 
 
+def read_secret_env(env_name: str, *, key: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of the env var a config names for a secret; ``key`` is the config key path.
+
+    Missing or empty is a :class:`ConfigError` naming the variable, never showing values.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(env_name, "")
+    if not value.strip():
+        raise ConfigError(f"environment variable {env_name} is not set or empty", key=key)
+    return value
+
+
 def redacted_dump(model: BaseModel) -> dict[str, Any]:
     """A JSON-able dict for run records; secret shapes (and URL credentials) redacted.
 

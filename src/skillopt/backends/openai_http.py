@@ -10,9 +10,8 @@ Every message sent is passed through :func:`skillopt.redact.redact_text` first.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -31,8 +30,9 @@ from skillopt.config import (
     AzureResponsesMember,
     OpenAIChatMember,
     OpenAIResponsesMember,
+    read_secret_env,
 )
-from skillopt.errors import BackendAuthError, BackendError, ConfigError, ContentFilterError
+from skillopt.errors import BackendAuthError, BackendError, ContentFilterError
 from skillopt.redact import redact_text
 
 Api = Literal["chat", "responses"]
@@ -99,13 +99,6 @@ def make_credential(
             return identity.ManagedIdentityCredential(client_id=auth.client_id)
         return identity.ManagedIdentityCredential()
     return identity.DefaultAzureCredential()
-
-
-def _env_key(env_name: str, key_path: str, environ: dict[str, str] | os._Environ[str]) -> str:
-    value = environ.get(env_name)
-    if not value:
-        raise ConfigError(f"environment variable {env_name} is not set or empty", key=key_path)
-    return value
 
 
 class OpenAIHttpBackend:
@@ -238,10 +231,9 @@ def build_http_member(
     cfg: HttpMemberConfig,
     *,
     http_client: httpx2.AsyncClient | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> OpenAIHttpBackend:
     """Build the SDK client for one member config (keys read from the named env vars)."""
-    env = os.environ if environ is None else environ
     owned = (
         None if http_client is not None else make_http_client(max_connections=cfg.max_concurrency)
     )
@@ -250,7 +242,7 @@ def build_http_member(
     key_path = f"members.{cfg.name}"
     if isinstance(cfg, OpenAIChatMember | OpenAIResponsesMember):
         api_key = (
-            _env_key(cfg.api_key_env, f"{key_path}.api_key_env", env)
+            read_secret_env(cfg.api_key_env, key=f"{key_path}.api_key_env", environ=environ)
             if cfg.api_key_env
             else _NO_KEY
         )
@@ -268,7 +260,11 @@ def build_http_member(
     provider: EntraTokenProvider | None = None
     auth_kw: dict[str, Any]
     if isinstance(cfg.auth, AzureKeyAuth):
-        auth_kw = {"api_key": _env_key(cfg.auth.api_key_env, f"{key_path}.auth.api_key_env", env)}
+        auth_kw = {
+            "api_key": read_secret_env(
+                cfg.auth.api_key_env, key=f"{key_path}.auth.api_key_env", environ=environ
+            )
+        }
     else:
         provider = EntraTokenProvider(make_credential(cfg.auth), cfg.token_scope)
         token_fn: Callable[[], Awaitable[str]] = provider

@@ -338,3 +338,24 @@ def test_secret_straddling_the_clip_point_is_not_leaked(homes: tuple[Path, Path,
     dumped = json.dumps(digest.to_dict())
     assert key[:14] not in dumped  # not even the head of the key survives the clip
     assert len(digest.user_intents[0]) <= 4000
+
+
+def test_legacy_codex_rollout_without_envelopes(homes: tuple[Path, Path, Path]) -> None:
+    claude, codex, _project = homes
+    path = codex / "sessions" / "rollout-2025-05-01-legacy.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [
+        {"id": "legacy-1", "timestamp": "2025-05-01T10:00:00Z", "instructions": None},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Port the"
+         " build script to Python"}]},
+        {"type": "function_call", "name": "shell", "arguments": "{}"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text",
+         "text": "Ported."}]},
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (digest,) = harvest(_specs(claude, codex), since=None, project=None, limit=5).digests
+    assert digest.session_id == "legacy-1"
+    assert digest.user_intents == ("Port the build script to Python",)
+    assert digest.final_answer == "Ported." and digest.tools_used == ("shell",)
+    assert digest.started_at == datetime(2025, 5, 1, 10, 0, tzinfo=UTC)

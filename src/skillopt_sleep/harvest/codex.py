@@ -107,7 +107,7 @@ def read_session(
         builder.saw_time(record.get("timestamp"))
         payload = record.get("payload")
         if not isinstance(payload, dict):
-            if "id" in record and "instructions" in record:  # legacy first line
+            if "type" not in record and "id" in record:  # legacy first line (metadata)
                 _on_meta(builder, record)
             else:
                 _on_item(builder, record, responses)

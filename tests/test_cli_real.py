@@ -216,3 +216,27 @@ async def test_harness_rollout_through_the_real_cli(
     assert out.answer.strip() == "<answer>bug</answer>" and out.label == "bug"
     assert out.summary.answer_format is AnswerFormat.TAGGED
     assert (tmp_path / "rollout" / "transcript.txt").read_text().startswith("=== attempt 1")
+
+
+async def test_tool_use_is_verified_from_the_shim_log(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    if kind is CliKind.COPILOT:
+        pytest.skip("the fake server scripts tool calls for codex and claude only")
+    member = make_member(kind, server.base_url, homes)
+    ran = await member.complete(
+        CompletionRequest(
+            role=Role.TARGET,
+            prompt="Look it up. FAKE_TOOL[tools/search weather] FAKE_REPLY[done]",
+            metadata={"tools": ["search"]},
+        )
+    )
+    assert ran.text.strip() == "done" and ran.tools_called == ("search",)
+    claimed = await member.complete(
+        CompletionRequest(
+            role=Role.TARGET,
+            prompt="Look it up. FAKE_REPLY[I called search: TOOL_CALL search]",
+            metadata={"tools": ["search"]},
+        )
+    )
+    assert claimed.tools_called == ()

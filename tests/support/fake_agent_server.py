@@ -13,6 +13,8 @@ text (so concurrent calls can behave differently):
 * ``FAKE_ERROR:NNN``     answer with HTTP status NNN and a JSON error body
 * ``FAKE_SLEEP:MS``      wait MS milliseconds before answering
 * ``FAKE_HANG``          never answer (until the server stops)
+* ``FAKE_TOOL[cmd]``     first ask the agent to run shell command ``cmd`` (codex ``exec_command``,
+                         Claude ``Bash``); once the request carries the tool result, reply
 
 It counts requests and in-flight requests (``max_in_flight`` is what concurrency tests check).
 The server runs in a daemon thread so a sync fixture can own it across async tests.
@@ -33,6 +35,7 @@ from typing import Any
 _REPLY = re.compile(r"FAKE_REPLY\[([^\]]*)\]")
 _ERROR = re.compile(r"FAKE_ERROR:(\d{3})")
 _SLEEP = re.compile(r"FAKE_SLEEP:(\d+)")
+_TOOL = re.compile(r"FAKE_TOOL\[([^\]]*)\]")
 
 
 @dataclass
@@ -146,6 +149,15 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _has_item(value: Any, item_type: str) -> bool:
+    """True when a list of input items / messages contains an item (or block) of this type."""
+    if isinstance(value, dict):
+        return value.get("type") == item_type or _has_item(value.get("content"), item_type)
+    if isinstance(value, list):
+        return any(_has_item(v, item_type) for v in value)
+    return False
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     payload = dict(data)
     payload.setdefault("type", event)
@@ -211,9 +223,17 @@ class _Handler(BaseHTTPRequestHandler):
         if status is not None:
             self._error(path, status)
         elif path.endswith("/responses"):
-            self._responses(body, reply, stream)
+            tool = _TOOL.search(raw)
+            if tool and not _has_item(body.get("input"), "function_call_output"):
+                self._responses_tool_call(tool.group(1))
+            else:
+                self._responses(body, reply, stream)
         elif path.endswith("/messages"):
-            self._messages(body, reply, stream)
+            tool = _TOOL.search(raw)
+            if tool and not _has_item(body.get("messages"), "tool_result"):
+                self._messages_tool_use(body, tool.group(1))
+            else:
+                self._messages(body, reply, stream)
         elif path.endswith("/chat/completions"):
             self._chat(body, reply, stream)
         else:
@@ -299,6 +319,69 @@ class _Handler(BaseHTTPRequestHandler):
             ),
         ]
         self._send_stream(events)
+
+    def _responses_tool_call(self, command: str) -> None:
+        rid = f"resp_{uuid.uuid4().hex[:12]}"
+        call = {
+            "type": "function_call",
+            "id": f"fc_{uuid.uuid4().hex[:12]}",
+            "call_id": f"call_{uuid.uuid4().hex[:12]}",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": command}),
+            "status": "completed",
+        }
+        base = {"id": rid, "object": "response", "status": "in_progress", "output": []}
+        usage = {"input_tokens": 11, "output_tokens": 5, "total_tokens": 16}
+        self._send_stream(
+            [
+                _sse("response.created", {"response": base}),
+                _sse(
+                    "response.output_item.added",
+                    {"output_index": 0, "item": {**call, "arguments": "", "status": "in_progress"}},
+                ),
+                _sse("response.output_item.done", {"output_index": 0, "item": call}),
+                _sse(
+                    "response.completed",
+                    {"response": {**base, "status": "completed", "output": [call], "usage": usage}},
+                ),
+            ]
+        )
+
+    def _messages_tool_use(self, body: dict[str, Any], command: str) -> None:
+        mid = f"msg_{uuid.uuid4().hex[:12]}"
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_{uuid.uuid4().hex[:12]}",
+            "name": "Bash",
+            "input": {},
+        }
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake-model"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 11, "output_tokens": 1},
+        }
+        delta = {"type": "input_json_delta", "partial_json": json.dumps({"command": command})}
+        self._send_stream(
+            [
+                _sse("message_start", {"message": message}),
+                _sse("content_block_start", {"index": 0, "content_block": block}),
+                _sse("content_block_delta", {"index": 0, "delta": delta}),
+                _sse("content_block_stop", {"index": 0}),
+                _sse(
+                    "message_delta",
+                    {
+                        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                        "usage": {"output_tokens": 5},
+                    },
+                ),
+                _sse("message_stop", {}),
+            ]
+        )
 
     def _messages(self, body: dict[str, Any], reply: str, stream: bool) -> None:
         mid = f"msg_{uuid.uuid4().hex[:12]}"

@@ -125,7 +125,7 @@ class CliBackend:
         outputs = request.metadata.get("tool_outputs") or {}
         schema = request.metadata.get("json_schema")
         prompt = render_prompt(request)
-        with _call_dirs(self._scratch_root) as (cwd, scratch):
+        with _CallDirs(self._scratch_root) as (cwd, scratch):
             if tools:
                 shims = install_shims(cwd, scratch / TOOLS_LOG_DIR, tools, outputs)
                 prompt = f"{prompt}\n\n{shims.hint()}"
@@ -219,7 +219,7 @@ class CliBackend:
             self._home = None
 
 
-class _call_dirs:
+class _CallDirs:
     """A fresh working dir and a separate scratch dir for one call; both removed after."""
 
     def __init__(self, root: Path | None) -> None:

@@ -14,7 +14,6 @@ from zoneinfo import ZoneInfo
 import anyio
 import pytest
 from structlog.testing import capture_logs
-from tzlocal import get_localzone
 
 from skillopt.errors import ConfigError
 from skillopt_sleep.daemon import (
@@ -80,7 +79,7 @@ def _config(state: Path, runner: FakeNights, projects: list[Path], **daemon: Any
 
 def _far_time() -> str:
     """A daily time about 12 h away, so no natural fire happens during a test."""
-    return (datetime.now(get_localzone()) + timedelta(hours=12)).strftime("%H:%M:%S")
+    return (datetime.now().astimezone() + timedelta(hours=12)).strftime("%H:%M:%S")
 
 
 @asynccontextmanager
@@ -111,7 +110,7 @@ def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 async def test_job_fires_at_configured_time(tmp_path: Path) -> None:
     nights = FakeNights()
-    target = datetime.now(get_localzone()).replace(microsecond=0) + timedelta(seconds=1)
+    target = datetime.now().astimezone().replace(microsecond=0) + timedelta(seconds=1)
     config = _config(tmp_path / "s", nights, [tmp_path / "p"], time=target.strftime("%H:%M:%S"))
     daemon = Daemon(lambda: config)
     with capture_logs() as logs:

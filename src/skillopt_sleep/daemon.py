@@ -41,7 +41,6 @@ from apscheduler.events import (
 )
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
-from tzlocal import get_localzone
 
 from skillopt.atomicio import atomic_write_json
 from skillopt.errors import ConfigError, CorruptStateError, LockHeldError, SkillOptError
@@ -135,8 +134,9 @@ ConfigLoader = Callable[[], DaemonConfig]
 # --------------------------------------------------------------------------- triggers
 
 
-def _zone(settings: DaemonSettings) -> Any:
-    return ZoneInfo(settings.timezone) if settings.timezone else get_localzone()
+def _zone(settings: DaemonSettings) -> ZoneInfo | None:
+    """The configured zone; None lets APScheduler use the machine's local zone (DST-aware)."""
+    return ZoneInfo(settings.timezone) if settings.timezone else None
 
 
 def build_trigger(

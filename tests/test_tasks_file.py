@@ -11,7 +11,10 @@ import pytest
 
 from skillopt.errors import DataError
 from skillopt.types import ReferenceKind, RuleCheck, Split, TaskRecord
+from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
+from skillopt_sleep.mine import heuristic_mine
 from skillopt_sleep.tasks_file import load_tasks_file, write_tasks_file
+from support.transcripts import Turn, write_claude_session
 
 NOW = datetime(2026, 11, 25, 1, 0, tzinfo=UTC)
 
@@ -156,3 +159,39 @@ def test_shape_only_checks_warn_but_load(tmp_path: Path) -> None:
 def test_unsupported_metadata_is_refused_on_write(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="unsupported metadata"):
         write_tasks_file(tmp_path / "t.json", TASKS, generated_at=NOW, metadata={"who": "me"})
+
+
+def test_harvest_mine_write_review_load(tmp_path: Path) -> None:
+    """The `harvest --output` path: real transcripts -> draft -> user review -> load."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    for i, day in enumerate((20, 21, 22)):
+        write_claude_session(
+            tmp_path / "claude",
+            cwd=project,
+            start=datetime(2026, 11, day, 9, tzinfo=UTC),
+            turns=[
+                Turn(user="Write the standup summary from git log"),
+                Turn(user="no, keep it under 500 characters" if i else "thanks"),
+            ],
+        )
+    digests = harvest(
+        [SourceSpec(kind=SourceKind.CLAUDE_CODE, home=tmp_path / "claude")],
+        since=None,
+        project=project,
+        limit=10,
+    ).digests
+    mined = heuristic_mine(digests, project=str(project))
+    path = write_tasks_file(
+        tmp_path / "tasks.json", mined.tasks, generated_at=NOW, metadata={"n_sessions": 3}
+    )
+    draft = load_tasks_file(path)
+    assert not draft.reviewed and len(draft.tasks) == 1
+    (task,) = draft.tasks
+    assert len(task.source_sessions) == 3
+    assert task.checks == (RuleCheck(op="max_chars", arg=500),)
+    data = json.loads(path.read_text())
+    data["reviewed"] = True
+    data["tasks"][0]["intent"] = "Write today's standup summary from the git log"
+    reviewed = load_tasks_file(_write(path, data))
+    assert reviewed.reviewed and reviewed.tasks[0].intent.startswith("Write today's")

@@ -537,7 +537,12 @@ class Daemon:
             return
         _log().info("daemon.wake", **fields, action="night")
         if scheduled_for is not None and self._state is not None and key in self._state.projects:
-            self._state.update(key, last_fire=scheduled_for.isoformat())
+            try:
+                self._state.update(key, last_fire=scheduled_for.isoformat())
+            except OSError as exc:  # bookkeeping only; the night still runs
+                _log().error(
+                    "daemon.state_write_failed", path=str(self._state.path), error=str(exc)
+                )
         self._running.add(key)
         request = NightRequest(project=project, key=key, reason=reason, scheduled_for=scheduled_for)
         self._nights.start_soon(self._night, request, self.config, name=f"night {key}")

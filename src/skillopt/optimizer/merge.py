@@ -29,6 +29,7 @@ class MergeOutcome:
     edits: tuple[EditItem, ...]
     calls: int
     fallbacks: int
+    depth: int = 0  # merge levels on the longest chain (sequential calls)
 
 
 def _tag(edits: Sequence[EditItem], level: int) -> list[EditItem]:
@@ -74,7 +75,9 @@ async def hierarchical_merge(
             else:
                 next_level.append(_tag(result, level))
         level_patches = next_level
-    return MergeOutcome(edits=tuple(level_patches[0]), calls=calls, fallbacks=fallbacks)
+    return MergeOutcome(
+        edits=tuple(level_patches[0]), calls=calls, fallbacks=fallbacks, depth=level
+    )
 
 
 async def merge_sides(
@@ -97,9 +100,12 @@ async def merge_sides(
         tg.start_soon(side_task, SourceType.SUCCESS, success)
     f, s = results[SourceType.FAILURE], results[SourceType.SUCCESS]
     calls, fallbacks = f.calls + s.calls, f.fallbacks + s.fallbacks
+    depth = max(f.depth, s.depth)
     if not f.edits or not s.edits:
-        return MergeOutcome(edits=f.edits or s.edits, calls=calls, fallbacks=fallbacks)
+        return MergeOutcome(edits=f.edits or s.edits, calls=calls, fallbacks=fallbacks, depth=depth)
     final = await merge([list(f.edits), list(s.edits)], 0, None)
     if final is None:
-        return MergeOutcome(edits=f.edits + s.edits, calls=calls + 1, fallbacks=fallbacks + 1)
-    return MergeOutcome(edits=tuple(final), calls=calls + 1, fallbacks=fallbacks)
+        return MergeOutcome(
+            edits=f.edits + s.edits, calls=calls + 1, fallbacks=fallbacks + 1, depth=depth + 1
+        )
+    return MergeOutcome(edits=tuple(final), calls=calls + 1, fallbacks=fallbacks, depth=depth + 1)

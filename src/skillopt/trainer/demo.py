@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import anyio
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 
-__all__ = ["HARMFUL_RULE", "RULES", "DemoWorld"]
+__all__ = ["HARMFUL_RULE", "RULES", "DemoWorld", "infer_stage"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +76,21 @@ def _section(text: str, tag: str) -> str:
     return match.group(1) if match else ""
 
 
+def infer_stage(prompt: str) -> str:
+    """Which optimizer prompt this is, from the tagged sections our templates use."""
+    for marker, stage in (
+        ("<trajectories>", "analyst"),
+        ("<patches", "merge"),
+        ("<candidates>", "rank"),
+        ("<suggestions>", "rewrite"),
+        ("slow_update_content", "slow_update"),
+        ("meta_skill_content", "meta_skill"),
+    ):
+        if marker in prompt:
+            return stage
+    return "other"
+
+
 def _json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
 
@@ -123,6 +139,21 @@ class DemoWorld:
         else:
             answer = rule.mistake.format(a=gold, last=gold.split()[-1])
         return f"Reading the context.\n<answer>{answer}</answer>"
+
+    def chat_reply(self, *, system: str, user: str, items: Mapping[str, Mapping[str, Any]]) -> str:
+        """The reply to a plain chat request (e.g. behind an HTTP fake server, where no
+        metadata travels): a QA attempt is recognised by its exact user prompt, looked up in
+        ``items`` (user prompt -> item); anything else is an optimizer prompt."""
+        item = items.get(user)
+        if item is not None:
+            meta = {"id": item["id"], "task_type": item["task_type"], "answers": item["answers"]}
+            request = CompletionRequest(
+                role=Role.TARGET, system=system, prompt=user, metadata={"qa_item": meta}
+            )
+            return self._answer(request)
+        return self._optimize(
+            CompletionRequest(role=Role.OPTIMIZER, prompt=user, stage=infer_stage(user))
+        )
 
     # -- optimizer ------------------------------------------------------------------------
 

@@ -321,6 +321,7 @@ class Trainer:
             {
                 "edits": [e.model_dump(mode="json") for e in merged.edits],
                 "merge_calls": merged.calls,
+                "merge_depth": merged.depth,
                 "fallbacks": merged.fallbacks,
             },
         )
@@ -694,6 +695,7 @@ class Trainer:
         }
         if cfg.evaluation.eval_test:
             summary.update(await self._test_phase(best, current))
+        summary["token_summary"] = self.ctx.completer.snapshot()
         run.write_json(run.root / "summary.json", summary)
         _log.info(
             "run_done",
@@ -705,20 +707,32 @@ class Trainer:
         return summary
 
     async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
+        """Test scores of the initial, best and final skills; distinct skills run at once,
+        a skill equal to an earlier one reuses its results."""
         run = self.run_dir
         init = run.read_text(run.skill_path(0))
-        scored: dict[str, list[RolloutResult]] = {}
-        out: dict[str, Any] = {}
-        for label, skill, dirname in (
+        plan = (
             ("baseline", init, "test_eval_baseline"),
             ("best", best, "test_eval"),
             ("final", final, "test_eval_final"),
-        ):
-            digest = skill_hash(skill)
-            if digest not in scored:
-                scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
-                run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
-            hard, soft = mean_scores(scored[digest])
+        )
+        first_dir: dict[str, str] = {}
+        for _, skill, dirname in plan:
+            first_dir.setdefault(skill_hash(skill), dirname)
+        scored: dict[str, list[RolloutResult]] = {}
+
+        async def evaluate(digest: str, skill: str, dirname: str) -> None:
+            scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
+            run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
+
+        async with anyio.create_task_group() as tg:
+            for _, skill, dirname in plan:
+                digest = skill_hash(skill)
+                if first_dir[digest] == dirname:
+                    tg.start_soon(evaluate, digest, skill, dirname)
+        out: dict[str, Any] = {}
+        for label, skill, _ in plan:
+            hard, soft = mean_scores(scored[skill_hash(skill)])
             key = "test" if label == "best" else f"{label}_test"
             out[f"{key}_hard"], out[f"{key}_soft"] = hard, soft
         out["test_delta_hard"] = out["test_hard"] - out["baseline_test_hard"]

@@ -8,6 +8,7 @@ stage returns, and found again on resume.
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -130,8 +131,9 @@ async def rollout(
 ) -> list[RolloutResult]:
     """Roll ``skill`` out on ``items`` concurrently; results in item order.
 
-    Finished rows are appended to ``results.partial.jsonl`` as they land, so a killed run
-    redoes only the missing ones; the ordered ``results.json`` replaces it at the end.
+    Finished rows are appended to ``results.partial.jsonl`` as they land (batched per burst),
+    so a killed run redoes only the missing ones; the ordered ``results.json`` replaces it at
+    the end.
     """
     digest = skill_hash(skill)
     ids = [item.id for item in items]
@@ -171,12 +173,27 @@ async def rollout(
                     error=str(exc) or type(exc).__name__,
                 )
         results[index] = result
-        append_jsonl(partial_path, [{"skill_hash": digest, "result": result.to_json()}])
+        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
 
-    async with anyio.create_task_group() as tg:
-        for index, item in enumerate(items):
-            if results[index] is None:
-                tg.start_soon(one, index, item)
+    async def flush_rows() -> None:
+        # One fsync'd append per burst of finished rows rather than one per row.
+        async with rows_out:
+            async for row in rows_out:
+                batch = [row]
+                while True:
+                    try:
+                        batch.append(rows_out.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                append_jsonl(partial_path, batch)
+
+    rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(flush_rows)
+        async with rows_in, anyio.create_task_group() as tg:
+            for index, item in enumerate(items):
+                if results[index] is None:
+                    tg.start_soon(one, index, item)
     final = [r for r in results if r is not None]
     errors = sum(1 for r in final if r.error)
     if final and errors * 2 > len(final):

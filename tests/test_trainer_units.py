@@ -196,3 +196,14 @@ def test_qa_bundled_set_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "val.jsonl").write_text("{oops\n")
     with pytest.raises(DataError, match="invalid JSON"):
         QAEnvironment(tmp_path)
+
+
+def test_bundled_set_is_the_seeded_generator_output(tmp_path: Path) -> None:
+    from skillopt.trainer.envs.qa import bundled_data_dir
+    from skillopt.trainer.envs.qa_synth import write_synthetic_qa
+
+    write_synthetic_qa(tmp_path, 60, 30, 30, seed=7)
+    for name in ("train", "val", "test"):
+        assert (tmp_path / f"{name}.jsonl").read_bytes() == (
+            bundled_data_dir() / f"{name}.jsonl"
+        ).read_bytes()

@@ -26,6 +26,7 @@ from skillopt_sleep.daemon import (
     NightStatus,
     NightSummary,
     WakeReason,
+    build_trigger,
     daemon_holder,
     next_wake_times,
     project_health,
@@ -416,3 +417,15 @@ async def test_project_health_for_status(tmp_path: Path) -> None:
     after = project_health(config.settings, state, project)
     assert after["daemon_running"] is False and after["night_in_progress"] is None
     assert after["daemon_last_outcome"] == "complete"
+
+
+def test_trigger_carries_jitter_and_zone(tmp_path: Path) -> None:
+    settings = DaemonSettings(jitter_seconds=120, timezone="Asia/Tokyo")
+    project = ProjectSchedule(path=tmp_path)
+    trigger = build_trigger(settings, project)
+    assert trigger.jitter == 120 and str(trigger.timezone) == "Asia/Tokyo"
+    assert build_trigger(settings, project, jitter=False).jitter is None
+    bad = DaemonSettings(projects=[ProjectSchedule(path=tmp_path, cron="0 25 * * *")])
+    with pytest.raises(ConfigError) as info:  # hour 25: only the scheduler range-checks
+        build_trigger(bad, bad.projects[0])
+    assert info.value.key == "daemon.projects.0"

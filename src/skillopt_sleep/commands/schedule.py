@@ -39,9 +39,23 @@ COMMAND_TIMEOUT_S = 30.0
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["install", "remove", "show"])
     kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--systemd", dest="kind", action="store_const", const="systemd")
-    kind.add_argument("--cron", dest="kind", action="store_const", const="cron")
-    kind.add_argument("--launchd", dest="kind", action="store_const", const="launchd")
+    kind.add_argument(
+        "--systemd",
+        dest="kind",
+        action="store_const",
+        const="systemd",
+        help="systemd user units (default on Linux)",
+    )
+    kind.add_argument(
+        "--cron", dest="kind", action="store_const", const="cron", help="a crontab line"
+    )
+    kind.add_argument(
+        "--launchd",
+        dest="kind",
+        action="store_const",
+        const="launchd",
+        help="a launchd agent (default on macOS)",
+    )
     parser.add_argument(
         "--daemon",
         action="store_true",

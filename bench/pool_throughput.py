@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import resource
 import socket
 import subprocess
@@ -56,6 +57,14 @@ class FakeServerProcess:
 
     def url(self, member: str) -> str:
         return f"http://127.0.0.1:{self.port}/{member}/v1"
+
+    def cpu_seconds(self) -> float:
+        """CPU the server process has used (Linux /proc), for reference only."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return math.nan
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         self.proc.terminate()
@@ -202,6 +211,7 @@ async def main_async(args: argparse.Namespace) -> int:
     m, e, c, lat = args.calls, args.members, args.concurrency, args.latency
     bound = math.ceil(m / (e * c)) * lat
     failures = 0
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(f"M={m} calls, E={e} members x C={c}, L={lat * 1000:.0f} ms (2 shared cores: noisy)")
 
     server = FakeServerProcess(latency=lat, error_rate=0.0)
@@ -209,7 +219,9 @@ async def main_async(args: argparse.Namespace) -> int:
         urls = [server.url(f"m{i}") for i in range(e)]
         await run_sdk_only(urls, c, min(m, 256))  # warm-up: imports, connections
         sdk_wall, sdk_cpu, sdk_ok = await run_sdk_only(urls, c, m)
+        server_cpu0 = server.cpu_seconds()
         wall, cpu, ok, acct = await run_pool(pool_config(urls, c), m)
+        server_cpu = server.cpu_seconds() - server_cpu0
     finally:
         server.close()
     no_io_cpu = await run_pool_no_io(e, c, m, lat)
@@ -222,12 +234,14 @@ async def main_async(args: argparse.Namespace) -> int:
             ("wall (pool)", f"{wall:.2f} s"),
             ("bound ceil(M/(E*C))*L", f"{bound:.2f} s"),
             ("ratio", f"{ratio:.3f}  (target <= 1.10)"),
+            ("wall pool / wall SDK only", f"{wall / sdk_wall:.3f}"),
             ("calls ok", f"{ok}/{m}"),
             ("CPU per 1000 calls, pool+SDK", f"{cpu / m * 1000:.3f} s"),
             ("CPU per 1000 calls, SDK only", f"{sdk_cpu / m * 1000:.3f} s (wall {sdk_wall:.2f} s)"),
             ("pool overhead per call", f"{overhead:.3f} ms  (target < 0.5)"),
             ("pool-only CPU per call (no I/O)", f"{no_io_cpu / m * 1000:.3f} ms"),
             ("peak RSS", f"{rss:.1f} MB  (target < 150)"),
+            ("fake server CPU (other process)", f"{server_cpu:.2f} s"),
             ("latency p50/p95", f"{acct['total']['latency_p50']}/{acct['total']['latency_p95']} s"),
         ],
     )

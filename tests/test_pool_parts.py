@@ -206,3 +206,27 @@ async def test_from_config_builds_only_members_in_a_role_and_uses_the_disk_cache
         assert pool.members(Role.TARGET) == ["m"]
     assert not first.cached and second.cached and second.text == first.text
     assert (tmp_path / "responses.jsonl").exists()
+
+
+class ContextRecordingMember(ScriptedMember):
+    """Records the structlog context vars visible inside ``complete``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, [])
+        self.seen: list[dict[str, object]] = []
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        import structlog
+
+        self.seen.append(dict(structlog.contextvars.get_contextvars()))
+        return await super().complete(request)
+
+
+async def test_member_calls_run_with_bound_log_context() -> None:
+    import structlog
+
+    member = ContextRecordingMember("ctx")
+    async with BackendPool({Role.TARGET: [MemberSpec(backend=member)]}) as pool:
+        await pool.complete(req(stage="judge"))
+    assert member.seen == [{"member": "ctx", "role": "target", "stage": "judge"}]
+    assert structlog.contextvars.get_contextvars() == {}

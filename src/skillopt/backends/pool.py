@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from structlog.contextvars import bound_contextvars
 
 from skillopt.backends.accounting import Accounting
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
@@ -475,7 +476,11 @@ class BackendPool:
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
         try:
-            with anyio.fail_after(timeout):
+            # The member's own log lines carry member/role/stage via contextvars.
+            with (
+                bound_contextvars(member=member.name, role=role, stage=stage),
+                anyio.fail_after(timeout),
+            ):
                 result = await member.spec.backend.complete(request)
             if not result.text.strip():
                 raise RetryableBackendError(

@@ -429,3 +429,14 @@ def test_trigger_carries_jitter_and_zone(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:  # hour 25: only the scheduler range-checks
         build_trigger(bad, bad.projects[0])
     assert info.value.key == "daemon.projects.0"
+
+
+async def test_a_schedule_that_never_fires_is_a_config_error(tmp_path: Path) -> None:
+    nights = FakeNights()
+    config = DaemonConfig(
+        settings=DaemonSettings(projects=[ProjectSchedule(path=tmp_path, cron="0 0 31 2 *")]),
+        state_dir=tmp_path / "s",
+        runner=nights,
+    )
+    with pytest.raises(ConfigError, match="never fires"):
+        await Daemon(lambda: config).run()

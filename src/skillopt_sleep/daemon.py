@@ -423,7 +423,15 @@ class Daemon:
         projects = settings.enabled_projects()
         if not projects:
             raise ConfigError("no enabled project to schedule", key="daemon.projects")
-        return {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
+        jobs = {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
+        now = self._clock()
+        for project, trigger in jobs.values():
+            if next_fire_after(trigger, now) is None:
+                index = settings.projects.index(project)
+                raise ConfigError(
+                    f"the schedule of {project.path} never fires", key=f"daemon.projects.{index}"
+                )
+        return jobs
 
     def _start_scheduler(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we log the events ourselves

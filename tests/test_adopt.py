@@ -198,7 +198,7 @@ def test_rollback_removes_a_file_that_did_not_exist(world: dict[str, Path]) -> N
     assert not _live(world, "gamma").exists()
 
 
-def test_killed_adoption_is_recovered(world: dict[str, Path]) -> None:
+def _kill_mid_adoption(world: dict[str, Path]) -> None:
     """A real process dies (os._exit) between the first and second replace."""
     script = textwrap.dedent(
         f"""
@@ -218,12 +218,23 @@ def test_killed_adoption_is_recovered(world: dict[str, Path]) -> None:
     assert proc.returncode == 9, proc.stderr.decode()
     assert _live(world, "alpha").read_text() == "# alpha\nimproved\n"  # half-adopted on disk
     assert (world["run"] / JOURNAL_NAME).exists()
-    assert (world["run"] / LOCK_NAME).exists()  # the dead process's lock file, unlocked
+
+
+def test_killed_adoption_is_recovered_by_the_next_adopt(world: dict[str, Path]) -> None:
+    _kill_mid_adoption(world)
     result = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
     assert result.recovered == (str(_live(world, "alpha")),)
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert _live(world, "beta").read_text() == "# beta\nimproved\n"
     assert recover(world["run"]) == ()
+
+
+def test_killed_adoption_is_recovered_on_its_own(world: dict[str, Path]) -> None:
+    _kill_mid_adoption(world)
+    assert recover(world["run"]) == (str(_live(world, "alpha")),)
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    assert adopted_names(world["run"]) == set()
 
 
 def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:

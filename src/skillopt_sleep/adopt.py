@@ -207,8 +207,16 @@ def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
 
 
 def recover(run_dir: str | os.PathLike[str]) -> tuple[str, ...]:
-    """Roll back an adoption a killed process left half-done; returns the paths restored."""
+    """Roll back an adoption a killed process left half-done; returns the paths restored.
+
+    :func:`adopt` does this itself; call it directly only to clean up without adopting.
+    """
     root = Path(run_dir)
+    with _RunLock(root / LOCK_NAME):
+        return _recover_locked(root)
+
+
+def _recover_locked(root: Path) -> tuple[str, ...]:
     journal_path = root / JOURNAL_NAME
     try:
         journal = json.loads(journal_path.read_text())
@@ -352,7 +360,7 @@ def adopt(
     if not roots:
         raise RefusedError("no skill roots configured; adoption is confined to them")
     with _RunLock(root / LOCK_NAME):
-        recovered = recover(root)
+        recovered = _recover_locked(root)
         manifest = load_manifest(root)
         plan = _prepare(root, _select(manifest.entries, select, adopted_names(root)), roots)
         backups = {

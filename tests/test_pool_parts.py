@@ -230,3 +230,17 @@ async def test_member_calls_run_with_bound_log_context() -> None:
         await pool.complete(req(stage="judge"))
     assert member.seen == [{"member": "ctx", "role": "target", "stage": "judge"}]
     assert structlog.contextvars.get_contextvars() == {}
+
+
+async def test_open_circuit_mid_call_keeps_the_last_failure_as_cause() -> None:
+    down = RetryableBackendError("down", kind="connection")
+    member = ScriptedMember("solo", [down])
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=member)]},
+        retry=FAST,
+        breaker=BreakerPolicy(failure_threshold=1, cooldown=60),
+    ) as pool:
+        with pytest.raises(NoHealthyMemberError) as caught:
+            await pool.complete(req())
+    assert isinstance(caught.value.__cause__, RetryableBackendError)
+    assert caught.value.__cause__.member == "solo"

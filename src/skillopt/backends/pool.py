@@ -409,6 +409,10 @@ class BackendPool:
         for attempt in range(1, self._retry.max_attempts + 1):
             try:
                 return await self._attempt(group, request, attempt, avoid)
+            except NoHealthyMemberError as exc:
+                if last_error is None:
+                    raise
+                raise exc from last_error  # keep the failure that opened the last circuit
             except RetryableBackendError as error:
                 last_error, avoid = error, error.member or None
                 if attempt >= self._retry.max_attempts:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from skillopt.backends.base import Backend, CompletionRequest, Role
-from skillopt.errors import BackendRequestError, CorruptStateError
+from skillopt.errors import BackendRequestError, ConfigError, CorruptStateError
 from skillopt.skilldoc import extract_slow_update
 from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
@@ -237,3 +237,16 @@ async def test_rewrite_mode_and_skip_when_the_rewrite_is_unusable(tmp_path: Path
     hist2 = history(out2)
     assert hist2[0]["action"] == "skip_no_rewrite"
     assert hist2[0]["diagnostics"][0]["stage"] == "rewrite"
+
+
+async def test_resume_refuses_a_changed_batch_plan_but_allows_more_epochs(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    await train(demo_cfg(out, "train.num_epochs=1", "evaluation.eval_test=false"), DemoWorld())
+    with pytest.raises(ConfigError, match=r"train\.batch_size"):
+        await train(demo_cfg(out, "train.num_epochs=1", "train.batch_size=10"), DemoWorld())
+    await train(demo_cfg(out, "train.num_epochs=2", "evaluation.eval_test=false"), DemoWorld())
+    assert [h["step"] for h in history(out)] == [1, 2, 3, 4, 5, 6]
+    # the budget schedule keeps the horizon the run started with (3 steps)
+    assert all(h.get("edit_budget") in (None, 2) for h in history(out)[3:])

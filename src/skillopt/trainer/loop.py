@@ -15,7 +15,13 @@ from typing import Any
 
 import anyio
 
-from skillopt.errors import ConfigError, CorruptStateError, ReplyFormatError, SkillOptError
+from skillopt.errors import (
+    ConfigError,
+    CorruptStateError,
+    ReplyFormatError,
+    RetryableBackendError,
+    SkillOptError,
+)
 from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
 from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
@@ -163,9 +169,34 @@ class Trainer:
             run.save_state(state)
             _log.info("baseline_done", hard=hard, soft=soft, score=score)
             return state, []
+        self._check_resumable()
         history = [h for h in history if int(h.get("step", 0)) <= state.last_completed_step]
         _log.info("resume", last_completed_step=state.last_completed_step)
         return state, history
+
+    def _check_resumable(self) -> None:
+        """A resumed run must cut its epochs the same way (more epochs are fine)."""
+        path = self.run_dir.root / "config.json"
+        saved = self.run_dir.read_json(path)
+        try:
+            old_train = saved["config"]["train"]
+            old_plan = saved["plan"]
+        except (KeyError, TypeError) as exc:
+            raise CorruptStateError(str(path), "missing config or plan") from exc
+        train = self.cfg.train
+        for key in ("batch_size", "accumulation", "seed"):
+            if old_train.get(key) != getattr(train, key):
+                raise ConfigError(
+                    f"was {old_train.get(key)!r} when the run started, now "
+                    f"{getattr(train, key)!r}; use a new out_root to change it",
+                    key=f"train.{key}",
+                )
+        if old_plan.get("train_size") != self.plan.train_size:
+            raise ConfigError(
+                f"the train split had {old_plan.get('train_size')} items when the run "
+                f"started, now {self.plan.train_size}",
+                key="env.data_dir",
+            )
 
     # ------------------------------------------------------------------ run
 
@@ -643,7 +674,7 @@ class Trainer:
                 timeout_s=self.cfg.backend.optimizer_timeout_s,
                 max_output_tokens=self.cfg.backend.optimizer_max_output_tokens,
             )
-        except ReplyFormatError as exc:
+        except (ReplyFormatError, RetryableBackendError) as exc:
             self.ctx.note(stage=stage, error=str(exc))
             return None
         return reply.value

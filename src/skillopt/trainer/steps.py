@@ -20,7 +20,12 @@ import anyio
 
 from skillopt.atomicio import append_jsonl, read_jsonl
 from skillopt.backends.base import Completion, CompletionRequest
-from skillopt.errors import BackendError, FatalBackendError, ReplyFormatError
+from skillopt.errors import (
+    BackendError,
+    FatalBackendError,
+    ReplyFormatError,
+    RetryableBackendError,
+)
 from skillopt.logging import get_logger
 from skillopt.optimizer.merge import MergeOutcome, merge_sides
 from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
@@ -342,7 +347,7 @@ async def analyse(
         )
         try:
             reply = await _ask(ctx, prompt, AnalystReply, "analyst")
-        except ReplyFormatError as exc:
+        except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
             return
         support = max(reply.value.batch_size, 1)
@@ -404,7 +409,7 @@ async def merge_patches(
         )
         try:
             reply = await _ask(ctx, prompt, MergeReply, "merge")
-        except ReplyFormatError as exc:
+        except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="merge", level=level, error=str(exc))
             return None
         edits: list[EditItem] = reply.value.edits
@@ -443,7 +448,7 @@ async def rank_edits(
     try:
         reply = await _ask(ctx, prompt, RankReply, "rank")
         indices = list(reply.value.selected_indices)
-    except ReplyFormatError as exc:
+    except (ReplyFormatError, RetryableBackendError) as exc:
         ctx.note(stage="rank", error=str(exc))
     selection = select_edits_detailed(indices, len(items), budget)
     return [items[i] for i in selection.indices], {
@@ -488,7 +493,7 @@ async def rewrite_skill(
     )
     try:
         reply = await _ask(ctx, prompt, RewriteReply, "rewrite")
-    except ReplyFormatError as exc:
+    except (ReplyFormatError, RetryableBackendError) as exc:
         ctx.note(stage="rewrite", error=str(exc))
         return None
     value: RewriteReply = reply.value

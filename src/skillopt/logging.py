@@ -57,8 +57,11 @@ def configure_logging(
 
 
 def get_logger(name: str | None = None, **initial: Any) -> Any:
-    """A bound structlog logger; ``name`` becomes the ``logger`` field."""
-    log = structlog.get_logger()
+    """A lazy structlog logger; ``name`` becomes the ``logger`` field.
+
+    Lazy so that a module-level logger created before :func:`configure_logging` still
+    renders with whatever configuration is active when it is first used.
+    """
     if name:
         initial = {"logger": name, **initial}
-    return log.bind(**initial) if initial else log
+    return structlog.get_logger(**initial)

@@ -189,7 +189,7 @@ async def test_claude_argv_env_and_reply(tmp_path: Path) -> None:
     assert out.usage.prompt_tokens == 21
     (call,) = fake.calls()
     argv = call["argv"]
-    assert argv[:3] == ["-p", "--output-format", "json"]
+    assert argv[:4] == ["-p", "--output-format", "stream-json", "--verbose"]
     assert "--bare" in argv and "--no-session-persistence" in argv
     assert ("--tools", "") in list(itertools.pairwise(argv))
     assert call["stdin"] == "seven?"

@@ -21,7 +21,7 @@ from skillopt.backends.base import CompletionRequest, Role
 from skillopt.backends.cli import CliBackend
 from skillopt.backends.cli_common import CliKind, CliSpec
 from skillopt.backends.harness import HarnessOptions, run_rollout
-from skillopt.backends.harness_trace import AnswerFormat
+from skillopt.backends.harness_trace import AnswerFormat, ReadStatus
 from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from support.fake_agent_server import FakeAgentServer, dead_port
@@ -202,7 +202,10 @@ async def test_harness_rollout_through_the_real_cli(
     if kind is CliKind.COPILOT:  # no schema support: the plain last message is the answer
         hint = "FAKE_REPLY[<answer>bug</answer>]"
     else:
-        hint = 'FAKE_REPLY[{"final_response": "<answer>bug</answer>", "final_answer": "bug"}]'
+        hint = (
+            "FAKE_TOOL[cat task.md] "
+            'FAKE_REPLY[{"final_response": "<answer>bug</answer>", "final_answer": "bug"}]'
+        )
     spec = WorkspaceSpec(
         skill=SkillFile(name="triage", description="Label issues", body="Prefer bug."),
         task="Label this issue.",
@@ -215,6 +218,12 @@ async def test_harness_rollout_through_the_real_cli(
     )
     assert out.answer.strip() == "<answer>bug</answer>" and out.label == "bug"
     assert out.summary.answer_format is AnswerFormat.TAGGED
+    if kind is CliKind.CODEX:  # the agent really ran `cat task.md`, seen in its trace
+        assert out.summary.task_read is ReadStatus.SUCCEEDED
+        assert "cat task.md -> ok" in out.trace_text
+    elif kind is CliKind.CLAUDE:  # read-only rollout: Claude gets Read, its Bash call is refused
+        assert out.summary.task_read is ReadStatus.FAILED
+        assert "[exec] cat task.md -> failed" in out.trace_text
     assert (tmp_path / "rollout" / "transcript.txt").read_text().startswith("=== attempt 1")
 
 

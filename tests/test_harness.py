@@ -160,7 +160,12 @@ def test_answer_format(text: str, pattern: str | None, expected: tuple[AnswerFor
 def test_steps_parse_render_and_cut() -> None:
     stdout = codex_stdout(
         {"type": "reasoning", "text": "thinking"},
-        {"type": "command_execution", "command": "cat task.md", "exit_code": 0, "status": "ok"},
+        {
+            "type": "command_execution",
+            "command": "/bin/bash -lc 'cat task.md'",
+            "exit_code": 0,
+            "status": "completed",
+        },
         {"type": "command_execution", "command": "cat SKILL.md", "exit_code": 1},
         {"type": "error", "message": "metadata notice"},
         text="<answer>bug</answer>",
@@ -180,6 +185,55 @@ def test_steps_parse_render_and_cut() -> None:
     assert "4. [assistant]" not in render_steps(steps, upto=3)
     tight = render_steps(steps, budget=40)
     assert len(tight) < 80 and "more steps cut" in tight
+
+
+def test_claude_stream_steps() -> None:
+    events = [
+        {"type": "system", "subtype": "init"},
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Reading."},
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Read",
+                        "input": {"file_path": "/w/task.md"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "t2",
+                        "name": "Bash",
+                        "input": {"command": "cat SKILL.md"},
+                    },
+                ]
+            },
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "the task"},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t2",
+                        "content": "Exit code 1\ncat: SKILL.md: No such file",
+                        "is_error": True,
+                    },
+                ]
+            },
+        },
+        {"type": "result", "is_error": False, "result": "done"},
+    ]
+    steps = parse_steps("".join(json.dumps(e) + "\n" for e in events))
+    assert [(s.kind, s.status) for s in steps] == [
+        (StepKind.ASSISTANT, ""),
+        (StepKind.TOOL, "ok"),
+        (StepKind.EXEC, "exit 1"),
+    ]
+    assert read_status(steps, "task.md") is ReadStatus.SUCCEEDED
+    assert read_status(steps, "SKILL.md") is ReadStatus.FAILED
 
 
 # ----------------------------------------------------------------------------------- rollout

@@ -1,7 +1,8 @@
 """``claude -p`` (Claude Code) as a pool member.
 
-The prompt goes on stdin; output is one JSON ``result`` object whose ``is_error`` (not
-``subtype``) says whether the call failed; errors are printed on *stdout*. Environment switches:
+The prompt goes on stdin; output is JSONL (``stream-json``: init, assistant/user turns, then one
+``result`` object) whose final ``is_error`` (not ``subtype``) says whether the call failed;
+errors are printed on *stdout*. Environment switches:
 no non-essential traffic (telemetry, feature flags), no auto-update, no internal retries
 (``CLAUDE_CODE_MAX_RETRIES=0``). With a custom provider the call runs ``--bare`` (no hooks,
 plugins, CLAUDE.md discovery or keychain) and authenticates with the provider key only.
@@ -41,7 +42,9 @@ class ClaudeFlavor:
     prompt_on_stdin = True
 
     def argv(self, spec: CliSpec, plan: CallPlan) -> list[str]:
-        args = [spec.executable, "-p", "--output-format", "json", "--no-session-persistence"]
+        # stream-json gives the step trace (tool uses and results) and ends with the result
+        args = [spec.executable, "-p", "--output-format", "stream-json", "--verbose"]
+        args.append("--no-session-persistence")
         if spec.provider_base_url:
             args.append("--bare")
         model = plan.model or spec.model

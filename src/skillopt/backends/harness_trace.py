@@ -46,27 +46,75 @@ class Step:
 
 
 def parse_steps(stdout: str, prompt: str = "") -> list[Step]:
-    """Numbered steps from a CLI's JSON event stream (codex or copilot); [] when none."""
-    raw: list[tuple[StepKind, str, str, str]] = []
+    """Numbered steps from a CLI's JSON event stream (codex, claude, copilot); [] when none."""
+    raw: list[list[str]] = []  # [kind, text, status, output]
+    by_tool_id: dict[str, list[str]] = {}
     if prompt:
-        raw.append((StepKind.USER, prompt, "", ""))
+        raw.append([StepKind.USER, prompt, "", ""])
     for event in parse_json_lines(stdout):
         etype = event.get("type")
         if etype == "item.completed":
-            raw.extend(_codex_item(_obj(event.get("item"))))
+            raw.extend(list(step) for step in _codex_item(_obj(event.get("item"))))
+        elif etype == "assistant" and isinstance(event.get("message"), dict):
+            for block in _blocks(event["message"]):
+                if block.get("type") == "text" and str(block.get("text") or "").strip():
+                    raw.append([StepKind.ASSISTANT, str(block["text"]), "", ""])
+                elif block.get("type") == "tool_use":
+                    used = _claude_tool_use(block)
+                    raw.append(used)
+                    by_tool_id[str(block.get("id"))] = used
+        elif etype == "user" and isinstance(event.get("message"), dict):
+            for block in _blocks(event["message"]):
+                pending = by_tool_id.get(str(block.get("tool_use_id")))
+                if block.get("type") == "tool_result" and pending is not None:
+                    pending[2], pending[3] = _claude_tool_result(block)
         elif etype == "assistant.message":
             content = _obj(event.get("data")).get("content")
             if isinstance(content, str) and content.strip():
-                raw.append((StepKind.ASSISTANT, content, "", ""))
+                raw.append([StepKind.ASSISTANT, content, "", ""])
         elif etype == "tool.execution_complete":
             data = _obj(event.get("data"))
             name = str(data.get("toolName") or data.get("name") or "tool")
             ok = data.get("success")
-            raw.append((StepKind.TOOL, name, "ok" if ok is not False else "failed", ""))
+            raw.append([StepKind.TOOL, name, "ok" if ok is not False else "failed", ""])
     return [
-        Step(index=i, kind=kind, text=text, status=status, output=output)
+        Step(index=i, kind=StepKind(kind), text=text, status=status, output=output)
         for i, (kind, text, status, output) in enumerate(raw, start=1)
     ]
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _claude_tool_use(block: dict[str, Any]) -> list[str]:
+    name = str(block.get("name") or "tool")
+    args = _obj(block.get("input"))
+    if name == "Bash":
+        return [StepKind.EXEC, str(args.get("command") or ""), "", ""]
+    target = args.get("file_path") or args.get("path") or args.get("pattern") or ""
+    return [StepKind.TOOL, f"{name} {target}".strip(), "", ""]
+
+
+def _claude_tool_result(block: dict[str, Any]) -> tuple[str, str]:
+    content = block.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(_obj(c).get("text") or "") for c in content)
+    text = str(content or "")
+    if not block.get("is_error"):
+        return "ok", text
+    code = re.match(r"Exit code (\d+)", text)
+    return (f"exit {code.group(1)}" if code else "failed"), text
+
+
+_SHELL_WRAP = re.compile(r"^(?:/usr)?(?:/bin/)?(?:ba|z)?sh -l?c '(.*)'$", re.DOTALL)
+
+
+def _unwrap_shell(command: str) -> str:
+    """``/bin/bash -lc 'cat task.md'`` -> ``cat task.md`` (codex wraps every command)."""
+    match = _SHELL_WRAP.match(command.strip())
+    return match.group(1).replace("'\\''", "'") if match else command
 
 
 def _codex_item(item: dict[str, Any]) -> list[tuple[StepKind, str, str, str]]:
@@ -81,7 +129,7 @@ def _codex_item(item: dict[str, Any]) -> list[tuple[StepKind, str, str, str]]:
         return [
             (
                 StepKind.EXEC,
-                str(item.get("command") or ""),
+                _unwrap_shell(str(item.get("command") or "")),
                 status,
                 str(item.get("aggregated_output") or ""),
             )
@@ -115,7 +163,7 @@ def render_steps(steps: list[Step], *, budget: int = 4000, upto: int | None = No
 
 def read_status(steps: list[Step], filename: str) -> ReadStatus:
     """Whether an exec step touching ``filename`` succeeded, failed, or no evidence exists."""
-    touching = [s for s in steps if s.kind is StepKind.EXEC and filename in s.text]
+    touching = [s for s in steps if s.kind in (StepKind.EXEC, StepKind.TOOL) and filename in s.text]
     if not touching:
         return ReadStatus.UNKNOWN
     return ReadStatus.SUCCEEDED if any(s.status == "ok" for s in touching) else ReadStatus.FAILED

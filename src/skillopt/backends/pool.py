@@ -52,8 +52,12 @@ if TYPE_CHECKING:
 
 
 def _log() -> Any:
-    """Looked up per use: a logger bound at import would ignore a later configure_logging()."""
-    return get_logger("skillopt.pool")
+    """Looked up per use, so it follows a configure_logging() made after import.
+
+    (Binds here rather than passing the name to get_logger: structlog reserves the
+    ``logger`` keyword of its lazy get_logger for the wrapped logger object.)
+    """
+    return get_logger().bind(logger="skillopt.pool")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -250,3 +250,69 @@ async def test_resume_refuses_a_changed_batch_plan_but_allows_more_epochs(
     assert [h["step"] for h in history(out)] == [1, 2, 3, 4, 5, 6]
     # the budget schedule keeps the horizon the run started with (3 steps)
     assert all(h.get("edit_budget") in (None, 2) for h in history(out)[3:])
+
+
+async def test_autonomous_budget_is_clamped_and_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    await train(
+        demo_cfg(
+            out,
+            "optimizer.lr_control=autonomous",
+            "train.num_epochs=1",
+            "evaluation.eval_test=false",
+        ),
+        DemoWorld(),
+    )
+    gated = [h for h in history(out) if "lr_decision" in h]
+    assert gated
+    for h in gated:
+        decision = h["lr_decision"]
+        # the demo answers "<n-1> edits": coerced from text, within what was proposed
+        assert decision["learning_rate"] == max(1, h["n_edits_merged"] - 1)
+        assert h["edit_budget"] == decision["learning_rate"] == h["n_edits_ranked"]
+        saved = json.loads((out / f"steps/step_{h['step']:04d}/lr_decision.json").read_text())
+        assert saved == decision
+
+
+def lapse_world(request: CompletionRequest) -> str:
+    """The target knows the rule but follows it only with a reminder in the appendix."""
+    if request.role is Role.TARGET:
+        answers = request.metadata["qa_item"]["answers"]
+        return (
+            f"<answer>{answers[0] if 'Execution notes' in request.system else 'no idea'}</answer>"
+        )
+    if request.stage == "analyst":
+        return json.dumps(
+            {
+                "batch_size": 4,
+                "patch": {"reasoning": "lapse", "edits": []},
+                "appendix_notes": [{"note": "Re-read the skill before answering."}],
+            }
+        )
+    return json.dumps({"reasoning": "", "edits": []})
+
+
+@pytest.mark.parametrize("skill_aware", [True, False])
+async def test_skill_aware_notes_are_gated_with_the_candidate(
+    tmp_path: Path, skill_aware: bool
+) -> None:
+    out = tmp_path / "run"
+    cfg = demo_cfg(
+        out,
+        f"reflect.skill_aware={str(skill_aware).lower()}",
+        "train.num_epochs=1",
+        "evaluation.eval_test=false",
+        "optimizer.use_slow_update=false",
+        "optimizer.use_meta_skill=false",
+    )
+    await train(cfg, ScriptedBackend(reply=lapse_world))
+    hist = history(out)
+    best = (out / "best_skill.md").read_text()
+    if skill_aware:
+        assert hist[0]["action"] == "accept_new_best"
+        assert hist[0]["n_appendix_notes_added"] == 1
+        assert "Re-read the skill before answering." in best
+        assert hist[1]["action"] == "reject"  # the same note again changes nothing: a tie
+    else:
+        assert [h["action"] for h in hist] == ["skip_no_patches"] * 3
+        assert best == ""

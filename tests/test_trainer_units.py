@@ -207,3 +207,21 @@ def test_bundled_set_is_the_seeded_generator_output(tmp_path: Path) -> None:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (
             bundled_data_dir() / f"{name}.jsonl"
         ).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(3, 3), (-2, 0), (4.0, 4), ("7 edits", 7), ("apply -1", 0), ("about 2 or 3", 2)],
+)
+def test_edit_count_coercion(raw: object, expected: int) -> None:
+    from skillopt.trainer.replies import coerce_edit_count
+
+    assert coerce_edit_count(raw) == expected
+
+
+@pytest.mark.parametrize("raw", [True, 2.5, "none", None, [3]])
+def test_edit_count_coercion_rejects(raw: object) -> None:
+    from skillopt.trainer.replies import coerce_edit_count
+
+    with pytest.raises(ValueError):
+        coerce_edit_count(raw)

@@ -23,6 +23,7 @@ __all__ = [
     "EnvSection",
     "EvaluationSection",
     "GateMetric",
+    "LrControl",
     "LrScheduler",
     "OptimizerSection",
     "PairPolicy",
@@ -56,6 +57,11 @@ class PairPolicy(StrEnum):
     UNCHANGED = "unchanged"
 
 
+class LrControl(StrEnum):
+    FIXED = "fixed"  # the schedule sets the budget
+    AUTONOMOUS = "autonomous"  # the optimizer decides each step (schedule value as fallback)
+
+
 class BackendKind(StrEnum):
     DEMO = "demo"  # the bundled deterministic QA world model (offline)
     POOL = "pool"  # a BackendPool built from a pool config file
@@ -74,12 +80,14 @@ class ReflectSection(_Section):
     merge_batch_size: int = Field(default=4, ge=2)
     failure_only: bool = False
     max_trajectory_chars: int = Field(default=2000, gt=0)
+    skill_aware: bool = False  # execution lapses become appendix reminders, not rule edits
 
 
 class OptimizerSection(_Section):
     learning_rate: int = Field(default=4, ge=1)  # max edits per step
     min_learning_rate: int = Field(default=2, ge=0)
     lr_scheduler: LrScheduler = LrScheduler.COSINE
+    lr_control: LrControl = LrControl.FIXED
     update_mode: UpdateMode = UpdateMode.PATCH
     use_slow_update: bool = True
     slow_update_samples: int = Field(default=10, ge=1)

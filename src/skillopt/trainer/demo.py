@@ -82,6 +82,7 @@ def infer_stage(prompt: str) -> str:
         ("<trajectories>", "analyst"),
         ("<patches", "merge"),
         ("<candidates>", "rank"),
+        ("<proposed_edits", "lr_autonomous"),
         ("<suggestions>", "rewrite"),
         ("slow_update_content", "slow_update"),
         ("meta_skill_content", "meta_skill"),
@@ -163,6 +164,7 @@ class DemoWorld:
             "analyst": self._analyst,
             "merge": self._merge,
             "rank": self._rank,
+            "lr_autonomous": self._budget,
             "rewrite": self._rewrite,
             "slow_update": self._slow_update,
             "meta_skill": self._meta_skill,
@@ -214,6 +216,11 @@ class DemoWorld:
     def _rank(prompt: str) -> str:
         budget = int(re.search(r"At most (\d+)", prompt).group(1))  # type: ignore[union-attr]
         return _json({"reasoning": "demo rank", "selected_indices": list(range(budget))})
+
+    @staticmethod
+    def _budget(prompt: str) -> str:
+        n = int(re.search(r'<proposed_edits count="(\d+)">', prompt).group(1))  # type: ignore[union-attr]
+        return _json({"learning_rate": f"{max(1, n - 1)} edits", "reasoning": "demo"})
 
     @staticmethod
     def _rewrite(prompt: str) -> str:

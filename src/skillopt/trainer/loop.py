@@ -26,8 +26,17 @@ from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
 from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
 from skillopt.prompts import render_prompt
-from skillopt.skilldoc import extract_slow_update, inject_empty_slow_update, set_slow_update
-from skillopt.trainer.config import TrainerConfig, UpdateMode
+from skillopt.skilldoc import (
+    Region,
+    append_notes,
+    appendix_notes,
+    extract_slow_update,
+    inject_empty_slow_update,
+    region_spans,
+    set_slow_update,
+    strip_region,
+)
+from skillopt.trainer.config import LrControl, TrainerConfig, UpdateMode
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps, plan_train_epoch, sample_train
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem, RolloutResult
 from skillopt.trainer.gating import decide, gate_score, scheduled_budget
@@ -37,6 +46,7 @@ from skillopt.trainer.steps import (
     RunContext,
     StageCounter,
     analyse,
+    autonomous_budget,
     failure_patterns,
     format_step_buffer,
     mean_scores,
@@ -341,7 +351,8 @@ class Trainer:
             "n_success_patches": n_succ_p,
         }
         fail_patterns = failure_patterns(results)
-        if not any(p.edits for p in patches):
+        notes = [note for p in patches for note in p.notes]
+        if not any(p.edits for p in patches) and not notes:
             return self._skip(state, record, "skip_no_patches", current, tokens_before, timing)
 
         # (3) merge
@@ -367,6 +378,22 @@ class Trainer:
             step=step,
             total_steps=state.total_steps,
         )
+        lr_decision: dict[str, Any] | None = None
+        if cfg.optimizer.lr_control is LrControl.AUTONOMOUS:
+            evidence = (
+                f"{len(results)} attempts this step: hard {r_hard:.3f}, soft {r_soft:.3f}; "
+                f"{len(merged.edits)} proposed edits after merging"
+            )
+            budget, lr_decision = await autonomous_budget(
+                self.ctx,
+                merged.edits,
+                fallback=budget,
+                skill=current,
+                evidence=evidence,
+                step_buffer=buffer_text,
+                meta_skill=meta_text,
+                decision_path=step_dir / "lr_decision.json",
+            )
         ranked, rank_info = await rank_edits(
             self.ctx, merged.edits, budget=budget, skill=current, meta_skill=meta_text
         )
@@ -379,9 +406,11 @@ class Trainer:
             n_edits_merged=len(merged.edits),
             n_edits_ranked=len(ranked),
             edit_budget=budget,
-            lr_control_mode="fixed",
+            lr_control_mode=cfg.optimizer.lr_control.value,
             support_counts=[e.support_count for e in ranked],
         )
+        if lr_decision is not None:
+            record["lr_decision"] = lr_decision
 
         # (5) update
         t4 = time.monotonic()
@@ -399,11 +428,16 @@ class Trainer:
             if rewrite is None:
                 return self._skip(state, record, "skip_no_rewrite", current, tokens_before, timing)
             run.write_json(step_dir / "rewrite_result.json", rewrite.model_dump(mode="json"))
-            candidate = rewrite.new_skill
-            guidance = extract_slow_update(current)
-            if guidance or "SLOW-UPDATE" in current:
-                candidate = set_slow_update(candidate, guidance)
+            candidate = _carry_protected(current, rewrite.new_skill)
             record["rewrite_change_summary"] = rewrite.change_summary
+        if notes:
+            # Execution-lapse reminders join the candidate *before* the gate, so the skill
+            # that carries them is validated like any other change.
+            with_notes = append_notes(candidate, notes)
+            record["n_appendix_notes_added"] = len(appendix_notes(with_notes)) - len(
+                appendix_notes(candidate)
+            )
+            candidate = with_notes
         run.write_text(step_dir / "candidate_skill.md", candidate)
         timing["update_s"] = time.monotonic() - t4
         record.update(candidate_hash=skill_hash(candidate), candidate_skill_len=len(candidate))
@@ -777,6 +811,17 @@ class Trainer:
             hard, soft = mean_scores(chosen)
             out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}
         return out
+
+
+def _carry_protected(current: str, new: str) -> str:
+    """A rewritten skill keeps the current appendix and slow-update blocks verbatim."""
+    new = strip_region(strip_region(new, Region.APPENDIX), Region.SLOW_UPDATE)
+    notes = appendix_notes(current)
+    if notes:
+        new = append_notes(new, notes)
+    if region_spans(current, Region.SLOW_UPDATE):
+        new = set_slow_update(new, extract_slow_update(current))
+    return new
 
 
 def _first_leaf(error: BaseException) -> BaseException:

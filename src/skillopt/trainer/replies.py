@@ -22,6 +22,7 @@ from skillopt.trainer.envs.base import Completer
 
 __all__ = [
     "AnalystReply",
+    "BudgetReply",
     "EditItem",
     "MergeReply",
     "MetaSkillReply",
@@ -31,6 +32,7 @@ __all__ = [
     "SourceType",
     "ValidatedReply",
     "ask_json",
+    "coerce_edit_count",
     "extract_json_object",
 ]
 
@@ -80,6 +82,23 @@ class AnalystReply(_Reply):
     batch_size: int = Field(default=0, ge=0)
     patterns: list[Pattern] = []
     patch: AnalystPatch
+    appendix_notes: list[str] = []
+
+    @field_validator("appendix_notes", mode="before")
+    @classmethod
+    def _notes(cls, value: Any) -> list[str]:
+        """A list of strings, one string, or dicts carrying ``note`` / ``content``."""
+        if value is None:
+            return []
+        items = [value] if isinstance(value, str | dict) else list(value)
+        out: list[str] = []
+        for item in items:
+            text = item.get("note") or item.get("content") if isinstance(item, dict) else item
+            if not isinstance(text, str):
+                raise ValueError(f"not a note: {item!r}")
+            if text.strip():
+                out.append(text.strip())
+        return out
 
 
 class MergeReply(_Reply):
@@ -90,6 +109,34 @@ class MergeReply(_Reply):
 class RankReply(_Reply):
     reasoning: str = ""
     selected_indices: list[int]
+
+
+class BudgetReply(_Reply):
+    learning_rate: int
+    reasoning: str = ""
+    confidence: str = ""
+    risk_notes: list[str] = []
+
+    @field_validator("learning_rate", mode="before")
+    @classmethod
+    def _coerce(cls, value: Any) -> int:
+        return coerce_edit_count(value)
+
+
+def coerce_edit_count(value: Any) -> int:
+    """An integer edit count from a model: ints as is, integral floats, the first integer in
+    a string; negatives become 0; booleans and anything else are invalid."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not an edit count")
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float) and value.is_integer():
+        return max(0, int(value))
+    if isinstance(value, str):
+        match = re.search(r"-?\d+", value)
+        if match:
+            return max(0, int(match.group()))
+    raise ValueError(f"not an edit count: {value!r}")
 
 
 class RewriteReply(_Reply):

@@ -42,6 +42,7 @@ from skillopt.trainer.envs.base import (
 from skillopt.trainer.persistence import RunDir, StepBufferEntry
 from skillopt.trainer.replies import (
     AnalystReply,
+    BudgetReply,
     EditItem,
     MergeReply,
     RankReply,
@@ -250,6 +251,14 @@ def _format_trajectories(results: Sequence[RolloutResult], limit: int) -> str:
     return "\n\n---\n\n".join(blocks)
 
 
+_LAPSE_GUIDANCE = (
+    "\nFirst decide for each pattern whether it is a SKILL DEFECT (the skill lacks or misstates "
+    "a rule: propose an edit) or an EXECUTION LAPSE (the skill already says the right thing "
+    'and the model did not follow it: add a one-line reminder to "appendix_notes" instead, '
+    "and no edit). Reminders restate existing rules; they never add new ones. When unsure, "
+    "treat it as a lapse.\n"
+)
+
 _SIDE_GUIDANCE = {
     SourceType.FAILURE: (
         "All of these attempts FAILED. Find the patterns behind the failures and propose rules "
@@ -270,6 +279,7 @@ class Patch:
     batch_size: int
     patterns: tuple[dict[str, Any], ...]
     edits: tuple[EditItem, ...]
+    notes: tuple[str, ...] = ()  # execution-lapse reminders for the appendix
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -279,6 +289,7 @@ class Patch:
             "batch_size": self.batch_size,
             "patterns": list(self.patterns),
             "edits": [e.model_dump(mode="json") for e in self.edits],
+            "notes": list(self.notes),
         }
 
     @staticmethod
@@ -290,6 +301,7 @@ class Patch:
             batch_size=int(raw["batch_size"]),
             patterns=tuple(raw["patterns"]),
             edits=tuple(EditItem.model_validate(e) for e in raw["edits"]),
+            notes=tuple(raw.get("notes", ())),
         )
 
 
@@ -338,6 +350,7 @@ async def analyse(
         prompt = render_prompt(
             "analyst",
             side_guidance=_SIDE_GUIDANCE[side],
+            lapse_guidance=_LAPSE_GUIDANCE if cfg.reflect.skill_aware else "",
             n_trajectories=len(batch),
             edit_budget=cfg.optimizer.learning_rate,
             skill=skill.strip() or "(empty)",
@@ -362,6 +375,7 @@ async def analyse(
             batch_size=reply.value.batch_size,
             patterns=tuple(p.model_dump(mode="json") for p in reply.value.patterns),
             edits=edits,
+            notes=tuple(reply.value.appendix_notes) if cfg.reflect.skill_aware else (),
         )
         ctx.run.write_json(path, patch.to_json())
         patches[pos] = patch
@@ -457,6 +471,51 @@ async def rank_edits(
         "selected_indices": list(selection.indices),
         "note": selection.note,
     }
+
+
+async def autonomous_budget(
+    ctx: RunContext,
+    items: Sequence[EditItem],
+    *,
+    fallback: int,
+    skill: str,
+    evidence: str,
+    step_buffer: str,
+    meta_skill: str,
+    decision_path: Path,
+) -> tuple[int, dict[str, Any]]:
+    """Ask the optimizer how many edits to apply; clamp to what is available. A failed or
+    invalid answer falls back to the schedule's budget (never to zero edits)."""
+    saved = ctx.run.read_json_opt(decision_path)
+    if saved is not None:
+        return int(saved["learning_rate"]), dict(saved)
+    prompt = render_prompt(
+        "lr_autonomous",
+        skill=skill.strip() or "(empty)",
+        evidence=evidence,
+        step_buffer=step_buffer,
+        meta_skill=meta_skill or "(none)",
+        n_items=len(items),
+        items="\n".join(f"[{i}] {e.summary()}" for i, e in enumerate(items)),
+    )
+    decision: dict[str, Any] = {"available_update_items": len(items), "fallback": False}
+    try:
+        reply = await _ask(ctx, prompt, BudgetReply, "lr_autonomous")
+        raw = int(reply.value.learning_rate)
+        decision.update(
+            raw_learning_rate=raw,
+            reasoning=reply.value.reasoning,
+            confidence=reply.value.confidence,
+            risk_notes=reply.value.risk_notes,
+        )
+    except (ReplyFormatError, RetryableBackendError) as exc:
+        ctx.note(stage="lr_autonomous", error=str(exc))
+        raw = fallback
+        decision.update(raw_learning_rate=None, fallback=True, error=str(exc))
+    budget = min(raw, len(items))
+    decision.update(learning_rate=budget, clamped=budget != raw)
+    ctx.run.write_json(decision_path, decision)
+    return budget, decision
 
 
 # --------------------------------------------------------------------------- update

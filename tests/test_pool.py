@@ -77,13 +77,13 @@ async def test_round_robin_is_even_over_three_members(server: FakeModelServer) -
 
 
 async def test_member_concurrency_never_exceeds_its_limit(server: FakeModelServer) -> None:
-    server.latency = 0.04
+    server.latency = 0.08
     limits = {"a": 2, "b": 3, "c": 5}
     specs = [member(server, n, concurrency=c) for n, c in limits.items()]
     async with BackendPool({Role.TARGET: specs}, retry=FAST) as pool:
         assert pool.total_concurrency(Role.TARGET) == 10
         async with anyio.create_task_group() as tg:
-            for i in range(80):
+            for i in range(60):
                 tg.start_soon(pool.complete, req(f"p{i}"))
     for name, limit in limits.items():
         assert 0 < server.peak_for(name) <= limit, (name, server.peak_for(name))
@@ -330,7 +330,9 @@ async def test_rpm_spaces_request_starts(server: FakeModelServer) -> None:
             tg.start_soon(pool.complete, req(f"r{i}"))
     arrivals = sorted(r.arrived for r in server.requests_for("a"))
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert len(gaps) == 3 and min(gaps) >= 0.08, gaps
+    # Starts are reserved 0.1 s apart; allow for loopback jitter on each arrival.
+    assert len(gaps) == 3 and min(gaps) >= 0.04, gaps
+    assert arrivals[-1] - arrivals[0] >= 0.25, gaps
 
 
 async def test_roles_are_separate_and_members_may_be_shared(server: FakeModelServer) -> None:

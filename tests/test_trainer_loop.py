@@ -316,3 +316,29 @@ async def test_skill_aware_notes_are_gated_with_the_candidate(
     else:
         assert [h["action"] for h in hist] == ["skip_no_patches"] * 3
         assert best == ""
+
+
+async def test_meta_skill_reaches_later_analysts_but_never_the_target_or_rewrite(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    recorder = FailingWrapper(inner=DemoWorld(), fail=lambda _r: False)
+    await train(
+        demo_cfg(
+            out,
+            "train.num_epochs=3",
+            "optimizer.update_mode=rewrite_from_suggestions",
+            "evaluation.eval_test=false",
+        ),
+        recorder,
+    )
+    memory = "Prefer narrow formatting rules."
+    meta = json.loads((out / "meta_skill/epoch_02/meta_skill_result.json").read_text())
+    assert memory in meta["meta_skill_content"]
+    first = json.loads((out / "meta_skill/epoch_01/meta_skill_result.json").read_text())
+    assert first["action"] == "skip_first_epoch"
+    analyst = [r.prompt for r in recorder.calls if r.stage == "analyst"]
+    assert any(memory in p for p in analyst)
+    assert not any(memory in p for p in analyst[:10])  # epochs 1 and 2 had no memory yet
+    assert not any(memory in r.prompt for r in recorder.calls if r.stage == "rewrite")
+    assert not any(memory in r.system for r in recorder.calls if r.role is Role.TARGET)

@@ -546,6 +546,7 @@ class Trainer:
 
     async def _close_epoch(self, state: RunState, epoch: int, last_step: int) -> RunState:
         cfg, run = self.cfg, self.run_dir
+        self.ctx.diagnostics = []
         pairs_json: list[dict[str, Any]] | None = None
         comparison = ""
         epoch_last_skill = run.read_text(state.current_skill_path)
@@ -574,13 +575,37 @@ class Trainer:
             pairs_json = [p.to_json() for p in pairs]
             run.write_json(edir / "comparison_pairs.json", pairs_json)
             comparison = format_comparison(pairs)
-        if cfg.optimizer.use_slow_update:
-            state = await self._slow_update(state, epoch, last_step, prev_skill, comparison)
-        if cfg.optimizer.use_meta_skill:
-            state = await self._meta_skill(state, epoch, prev_skill, epoch_last_skill, comparison)
+        # The slow update and the meta skill read the same comparison: run them side by side.
+        slow_state: list[RunState] = []
+        memory: list[str] = []
+
+        async def slow() -> None:
+            slow_state.append(
+                await self._slow_update(state, epoch, last_step, prev_skill, comparison)
+            )
+
+        async def meta() -> None:
+            memory.append(
+                await self._meta_skill(
+                    state.meta_skill, epoch, prev_skill, epoch_last_skill, comparison
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            if cfg.optimizer.use_slow_update:
+                tg.start_soon(slow)
+            if cfg.optimizer.use_meta_skill:
+                tg.start_soon(meta)
+        if slow_state:
+            state = slow_state[0]
+        if memory:
+            state = state.model_copy(update={"meta_skill": memory[0]})
         end_path = state.current_skill_path
         state = state.model_copy(update={"epochs_closed": [*state.epochs_closed, epoch]})
-        run.write_json(run.epoch_dir("epochs", epoch) / "epoch_end.json", {"skill": end_path})
+        run.write_json(
+            run.epoch_dir("epochs", epoch) / "epoch_end.json",
+            {"skill": end_path, "diagnostics": list(self.ctx.diagnostics)},
+        )
         run.save_state(state)
         return state
 
@@ -666,21 +691,22 @@ class Trainer:
         return state
 
     async def _meta_skill(
-        self, state: RunState, epoch: int, prev_skill: str, curr_skill: str, comparison: str
-    ) -> RunState:
+        self, memory: str, epoch: int, prev_skill: str, curr_skill: str, comparison: str
+    ) -> str:
+        """The optimizer's memory for the next epoch (``memory`` when nothing new)."""
         run = self.run_dir
         marker = run.epoch_dir("meta_skill", epoch) / "meta_skill_result.json"
         saved = run.read_json_opt(marker)
         if saved is not None:
-            return state.model_copy(update={"meta_skill": saved.get("meta_skill_content", "")})
+            return str(saved.get("meta_skill_content", ""))
         if epoch == 1:
-            run.write_json(marker, {"action": "skip_first_epoch", "meta_skill_content": ""})
-            return state
+            run.write_json(marker, {"action": "skip_first_epoch", "meta_skill_content": memory})
+            return memory
         prompt = render_prompt(
             "meta_skill",
             previous_skill=prev_skill.strip() or "(empty)",
             current_skill=curr_skill.strip() or "(empty)",
-            previous_memory=state.meta_skill or "(none)",
+            previous_memory=memory or "(none)",
             comparison=comparison or "(no comparison pairs)",
         )
         reply = await self._ask_optional(prompt, MetaSkillReply, "meta_skill")
@@ -689,14 +715,10 @@ class Trainer:
             marker,
             {
                 "action": "write_meta_skill" if content else "no_content",
-                "meta_skill_content": content or state.meta_skill,
+                "meta_skill_content": content or memory,
             },
         )
-        if not content:
-            return state
-        state = state.model_copy(update={"meta_skill": content})
-        run.save_state(state)
-        return state
+        return content or memory
 
     async def _ask_optional(self, prompt: str, schema: Any, stage: str) -> Any:
         try:

@@ -19,6 +19,7 @@ is a separate explicit step (unless ``auto_adopt``).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections import Counter
@@ -245,11 +246,16 @@ class Night:
         self.dry_run = dry_run
         self.resumed = resumed
         self.gate = Gate(settings=config.gate)
+        evidence = (
+            functools.partial(run.append_evidence, max_chars=config.night.evidence_max_chars)
+            if config.night.evidence
+            else None
+        )
         self.replayer = Replayer(
             pool=self.spend,
             marker=SELF_MARKER,
             record=self._record_rollouts,
-            evidence=run.append_evidence if config.night.evidence else None,
+            evidence=evidence,
             progress=progress,
         )
         self.reflector = Reflector(
@@ -257,13 +263,14 @@ class Night:
             marker=SELF_MARKER,
             preferences=config.night.preferences,
             score=self.gate.score,
-            evidence=run.append_evidence if config.night.evidence else None,
+            evidence=evidence,
         )
         self.trials: list[Trial] = []
         self.reflections: dict[str, ReflectOutcome] = {}
         self.notes: list[str] = []
         self.no_edit_reasons: list[str] = []
         self._rollouts_recorded = 0
+        self._calls_at: dict[str, int] = {}
 
     # -- small helpers ---------------------------------------------------------------
 
@@ -276,10 +283,12 @@ class Night:
 
     def begin(self, name: str) -> None:
         self.progress.stage(name)
+        self._calls_at[name] = self.spend.calls
         self.run.begin_stage(name, self.clock())
 
     def end(self, name: str, **extra: Any) -> None:
-        self.run.end_stage(name, self.clock(), **extra)
+        calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
+        self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
         if self.cfg.debug_kill_after == name:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -311,7 +320,7 @@ class Night:
         results = await self.replayer.run([*val_jobs, *train_jobs])
         base, rolls = results[: len(val_jobs)], results[len(val_jobs) :]
         self._check_degenerate(name, results)
-        self.end(name, calls=len(results))
+        self.end(name, rollouts=len(results))
         self._check_budget(name)
         return base, rolls
 

@@ -219,6 +219,9 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
                 RunStatus.FAILED, NightResult.FAILED, str(exc), "stage",
             )  # fmt: skip
             accepted = False
+    adopted: list[str] = []
+    if proposal_dir is not None and cfg.auto_adopt:
+        adopted = _auto_adopt(night, live)
     ended = night.clock()
     score = None
     if decision is not None:
@@ -248,6 +251,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         spend=night.spend.summary(),
         reused_rollouts=night.replayer.reused,
         chart=_chart(state, night_no, score),
+        auto_adopted=adopted,
     )
     _write_outputs(night, report, gathered)
     if status is RunStatus.COMPLETE and not night.dry_run:
@@ -297,6 +301,21 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         dry_run=night.dry_run,
         spend=night.spend.summary(),
     )
+
+
+def _auto_adopt(night: Night, live: Live) -> list[str]:
+    """Adopt the proposal when configured; a refusal is a note, never a lost night."""
+    from skillopt_sleep.adopt import adopt
+
+    roots = [*night.cfg.resolved_skill_roots(), live.memory_path.parent]
+    try:
+        result = adopt(night.run.path, skill_roots=[str(r) for r in roots])
+    except SkillOptError as exc:
+        night.notes.append(f"auto-adopt refused: {exc}")
+        return []
+    paths = [a.live_path for a in result.adopted]
+    night.notes.append(f"auto-adopted: {', '.join(paths)}")
+    return paths
 
 
 def _final_deltas(night: Night) -> list[dict[str, Any]]:

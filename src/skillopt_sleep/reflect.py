@@ -25,9 +25,9 @@ from skillopt.errors import (
     ReplyFormatError,
 )
 from skillopt.prompts import render_prompt
-from skillopt.redact import redact_obj, sanitize
+from skillopt.redact import sanitize
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
-from skillopt_sleep.replay import Docs, first_json_value, task_hint
+from skillopt_sleep.replay import Docs, clean, first_json_value, task_hint
 from skillopt_sleep.spend import ModelPool
 
 MAX_GROUPS = 6
@@ -207,16 +207,14 @@ class Reflector:
     ) -> tuple[list[EditRecord], int, list[str], list[str]]:
         values = self._values(template, target=target, docs=docs, budget=budget, sets=sets)
         failures = [task_hint(s.task) for s in sets if min(r.hard for r in s.results) < 1.0]
-        metadata = redact_obj(
-            {
-                "stage": template,
-                "target": target.value,
-                "skill": docs.skill,
-                "memory": docs.memory,
-                "failures": failures,
-                "edit_budget": budget,
-            }
-        )
+        metadata = {
+            "stage": template,
+            "target": target.value,
+            "skill": clean(docs.skill),
+            "memory": clean(docs.memory),
+            "failures": failures,
+            "edit_budget": budget,
+        }
         raws: list[str] = []
         errors: list[str] = []
         retry_note = ""

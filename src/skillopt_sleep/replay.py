@@ -12,6 +12,7 @@ calling the model again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -30,12 +31,24 @@ from skillopt.errors import (
 )
 from skillopt.judges import judge_local, rubric_result
 from skillopt.prompts import render_prompt
-from skillopt.redact import redact_obj, sanitize
+from skillopt.redact import sanitize
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.spend import ModelPool
 
 RUBRIC_PASS = 0.8
+
+
+@functools.lru_cache(maxsize=4096)
+def clean(text: str) -> str:
+    """:func:`sanitize`, memoised: the same skill, memory and intents recur thousands of
+    times in a night, and redaction is the night's main CPU cost."""
+    return sanitize(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_hash(text: str) -> str:
+    return content_hash(text)[:16]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,11 +60,11 @@ class Docs:
 
     @property
     def skill_hash(self) -> str:
-        return content_hash(self.skill)[:16]
+        return _short_hash(self.skill)
 
     @property
     def memory_hash(self) -> str:
-        return content_hash(self.memory)[:16]
+        return _short_hash(self.memory)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +124,11 @@ def parse_judge_reply(text: str) -> JudgeResult:
 
 def task_hint(task: TaskRecord) -> dict[str, Any]:
     """The structured view of a task members may use (the mock's world model does)."""
-    return {"id": task.id, "intent": task.intent, "tags": list(task.tags)}
+    return {
+        "id": clean(task.id),
+        "intent": clean(task.intent),
+        "tags": [clean(t) for t in task.tags],
+    }
 
 
 @dataclass(kw_only=True)
@@ -186,27 +203,25 @@ class Replayer:
         prompt = render_prompt(
             "attempt",
             marker=self.marker,
-            skill=sanitize(docs.skill) or "(none)",
-            memory=sanitize(docs.memory) or "(none)",
-            intent=sanitize(task.intent),
-            context=sanitize(task.context),
+            skill=clean(docs.skill) or "(none)",
+            memory=clean(docs.memory) or "(none)",
+            intent=clean(task.intent),
+            context=clean(task.context),
         )
         request = CompletionRequest(
             role=Role.TARGET,
             prompt=prompt,
-            system=sanitize(task.system_contract),
+            system=clean(task.system_contract),
             sample_id=job.sample_id,
             stage=job.phase,
             use_cache=not job.fresh,
             max_output_tokens=self.attempt_tokens,
-            metadata=redact_obj(
-                {
-                    "stage": "attempt",
-                    "task": task_hint(task),
-                    "skill": docs.skill,
-                    "memory": docs.memory,
-                }
-            ),
+            metadata={
+                "stage": "attempt",
+                "task": task_hint(task),
+                "skill": clean(docs.skill),
+                "memory": clean(docs.memory),
+            },
         )
         base: dict[str, Any] = {
             "task_id": task.id,
@@ -265,8 +280,8 @@ class Replayer:
         prompt = render_prompt(
             "judge",
             marker=self.marker,
-            intent=sanitize(task.intent),
-            rubric=sanitize(task.reference or task.intent),
+            intent=clean(task.intent),
+            rubric=clean(task.reference or task.intent),
             response=response,
         )
         request = CompletionRequest(
@@ -275,7 +290,7 @@ class Replayer:
             stage="judge",
             max_output_tokens=300,
             json_mode=True,
-            metadata=redact_obj({"stage": "judge", "task": task_hint(task), "response": response}),
+            metadata={"stage": "judge", "task": task_hint(task), "response": response},
         )
         last: ReplyFormatError | None = None
         for _ in range(2):  # one retry on an unparsable verdict

@@ -45,6 +45,29 @@ REPORT_JSON = "report.json"
 PROPOSAL = "proposal"
 
 
+FREE_TEXT = ("response", "reason", "error", "failed_criteria", "tools_called", "member")
+
+
+def _redact_fields(row: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    out = dict(row)
+    for key in fields:
+        if key in out:
+            out[key] = redact_obj(out[key])
+    return out
+
+
+def _clip_redact(row: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, str):
+            if len(value) > max_chars:
+                value = f"{value[:max_chars]}…[truncated {len(value) - max_chars} chars]"
+            out[key] = sanitize(value)
+        else:
+            out[key] = redact_obj(value)
+    return out
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
@@ -205,13 +228,15 @@ class RunDir:
         return [dict(r) for r in read_jsonl(self.path / TASKS)]
 
     def append_rollouts(self, rows: list[dict[str, Any]]) -> None:
-        append_jsonl(self.path / ROLLOUTS, [redact_obj(dict(r)) for r in rows])
+        """Free-text fields are redacted; the rest are ids, hashes and numbers we made."""
+        append_jsonl(self.path / ROLLOUTS, [_redact_fields(r, FREE_TEXT) for r in rows])
 
     def read_rollouts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in read_jsonl(self.path / ROLLOUTS)]
 
-    def append_evidence(self, rows: list[dict[str, Any]]) -> None:
-        append_jsonl(self.path / EVIDENCE, [redact_obj(dict(r)) for r in rows])
+    def append_evidence(self, rows: list[dict[str, Any]], *, max_chars: int = 4000) -> None:
+        """Prompt/reply pairs, each string cut to ``max_chars`` and then redacted."""
+        append_jsonl(self.path / EVIDENCE, [_clip_redact(r, max_chars) for r in rows])
 
     def write_json(self, name: str, data: Any) -> None:
         atomic_write_json(self.path / name, redact_obj(data))

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="world-model fake server")
     parser.add_argument("--latency", type=float, default=0.0)
     args = parser.parse_args(argv)
-    server = FakeModelServer(latency=args.latency, reply_fn=world_reply, record_bodies=False)
+    server = FakeModelServer(latency=args.latency, reply_fn=world_reply)
 
     async def run() -> None:
         await server.serve()

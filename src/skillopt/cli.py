@@ -40,13 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _train(args: argparse.Namespace) -> dict[str, Any]:
-    from skillopt.trainer.build import build_environment, open_pool
+    from skillopt.trainer.build import open_environment, open_pool
     from skillopt.trainer.config import load_trainer_config
     from skillopt.trainer.loop import Trainer
 
     cfg = load_trainer_config(args.config, overrides=args.overrides)
-    env = build_environment(cfg)
-    async with open_pool(cfg) as pool:
+    async with open_environment(cfg) as env, open_pool(cfg) as pool:
         trainer = Trainer(cfg, env, pool, pool_accounting=pool.accounting)
         return await trainer.run()
 
@@ -61,7 +60,7 @@ def _read_skill(path: str) -> str:
 async def _eval(args: argparse.Namespace) -> dict[str, Any]:
     import tempfile
 
-    from skillopt.trainer.build import build_environment, open_pool
+    from skillopt.trainer.build import open_environment, open_pool
     from skillopt.trainer.config import load_trainer_config
     from skillopt.trainer.envs.base import parse_split
     from skillopt.trainer.evaluate import evaluate_skill
@@ -69,8 +68,7 @@ async def _eval(args: argparse.Namespace) -> dict[str, Any]:
     cfg = load_trainer_config(args.config, overrides=args.overrides)
     split = parse_split(args.split)
     skill = _read_skill(args.skill)
-    env = build_environment(cfg)
-    async with open_pool(cfg) as pool:
+    async with open_environment(cfg) as env, open_pool(cfg) as pool:
         if args.out:
             return await evaluate_skill(cfg, env, pool, skill, split, Path(args.out))
         with tempfile.TemporaryDirectory(prefix="skillopt-eval-") as tmp:

@@ -13,13 +13,47 @@ from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import Environment
 from skillopt.trainer.envs.qa import QAEnvironment
 
-__all__ = ["build_environment", "open_pool"]
+__all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
+
+ENVIRONMENTS = ("qa", "qa_exec")
 
 
 def build_environment(cfg: TrainerConfig) -> Environment:
+    """An environment that needs no external process (``qa``)."""
     if cfg.env.name == "qa":
         return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
-    raise ConfigError(f"unknown environment {cfg.env.name!r} (known: qa)", key="env.name")
+    if cfg.env.name in ENVIRONMENTS:
+        raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
+    known = ", ".join(ENVIRONMENTS)
+    raise ConfigError(f"unknown environment {cfg.env.name!r} (known: {known})", key="env.name")
+
+
+@asynccontextmanager
+async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
+    """Any environment; one that runs an agent CLI is closed (its homes removed) on exit."""
+    if cfg.env.name != "qa_exec":
+        yield build_environment(cfg)
+        return
+    from skillopt.backends.cli import CliBackend
+    from skillopt.backends.factory import build_member
+    from skillopt.config import load_pool_config
+    from skillopt.trainer.envs.exec_cli import ExecQAEnvironment
+
+    if not cfg.env.exec_member or not cfg.backend.pool_config:
+        raise ConfigError(
+            "qa_exec needs env.exec_member, a CLI member of backend.pool_config",
+            key="env.exec_member",
+        )
+    member = load_pool_config(cfg.backend.pool_config).member(cfg.env.exec_member)
+    backend = build_member(member)
+    if not isinstance(backend, CliBackend):
+        await backend.aclose()
+        raise ConfigError(f"member {member.name!r} is not an agent CLI", key="env.exec_member")
+    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    try:
+        yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
+    finally:
+        await backend.aclose()
 
 
 @asynccontextmanager

@@ -112,12 +112,14 @@ class EvaluationSection(_Section):
 
 
 class EnvSection(_Section):
-    name: str = "qa"
+    name: str = "qa"  # qa | qa_exec (an agent CLI from the pool config answers)
     data_dir: str = ""  # holds train.jsonl / val.jsonl / test.jsonl; "" = bundled synthetic set
     skill_init: str = ""  # "" = start from an empty skill (explicitly, not by accident)
     limit: int = Field(default=0, ge=0)  # truncate every split (0 = no limit)
     rollout_timeout_s: float = Field(default=60.0, gt=0)
     max_output_tokens: int = Field(default=512, gt=0)
+    exec_member: str = ""  # qa_exec: the CLI member (by name) of backend.pool_config
+    keep_workspace: bool = False  # qa_exec: keep each rollout's workspace on disk
 
 
 class BackendSection(_Section):

@@ -1,0 +1,104 @@
+"""QA items solved by a real agent CLI (codex, claude, copilot) in a fresh workspace.
+
+The skill under training is installed as the agent's ``SKILL.md`` and the question is
+``task.md``; the exec harness runs the CLI, extracts the final answer and keeps the transcript
+and a step trace under the rollout's work directory. Scoring is the QA environment's. The
+optimizer sees the question, the answer, the harness's trace summary and the numbered steps,
+so it can tell a skill defect from an agent that never read the skill.
+
+Target calls go straight to the CLI member (it has its own process limiter); the pool still
+serves the optimizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from skillopt.backends.cli import CliBackend
+from skillopt.backends.harness import HarnessOptions, run_rollout
+from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
+from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
+from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
+
+__all__ = ["ExecQAEnvironment"]
+
+SKILL_NAME = "skillopt-target"
+_DESCRIPTION = "How to answer short questions about the provided context."
+_ANSWER_HINT = "Finish with the final answer inside <answer></answer> tags."
+
+
+class ExecQAEnvironment:
+    """The QA environment's items and scoring, attempted by an agent CLI."""
+
+    def __init__(
+        self,
+        qa: QAEnvironment,
+        backend: CliBackend,
+        *,
+        keep_workspace: bool = False,
+        trace_budget: int = 2000,
+    ) -> None:
+        self._qa = qa
+        self._backend = backend
+        self._keep = keep_workspace
+        self._trace_budget = trace_budget
+
+    @property
+    def name(self) -> str:
+        return "qa_exec"
+
+    def items(self, split: Split) -> Sequence[EnvItem]:
+        return self._qa.items(split)
+
+    def task_types(self) -> list[str]:
+        return self._qa.task_types()
+
+    async def rollout(self, item: EnvItem, skill: str, ctx: RolloutContext) -> RolloutResult:
+        spec = WorkspaceSpec(
+            skill=SkillFile(name=SKILL_NAME, description=_DESCRIPTION, body=skill),
+            task=f"{QAEnvironment.user_prompt(item)}\n\n{_ANSWER_HINT}\n",
+            denied_names=frozenset({"val", "test"}),
+        )
+        outcome = await run_rollout(
+            self._backend,
+            spec,
+            rollout_dir=ctx.workdir,
+            options=HarnessOptions(
+                keep_workspace=self._keep,
+                time_limit=ctx.timeout_s,
+                trace_budget=self._trace_budget,
+                answer_hint=_ANSWER_HINT,
+            ),
+        )
+        golds = [str(a) for a in item.data["answers"]]
+        prediction = extract_answer(outcome.answer)
+        hard = exact_match(prediction, golds)
+        soft = token_f1(prediction, golds)
+        if hard:
+            fail_reason = ""
+        elif outcome.parse_error:
+            fail_reason = f"no_answer: {outcome.parse_error}"
+        else:
+            fail_reason = f"EM=0: predicted {prediction!r}, expected {golds!r}"
+        summary = outcome.summary
+        trajectory = "\n".join(
+            [
+                f"Question: {item.data['question']}",
+                f"Agent answer: {outcome.answer.strip()[:600]!r} (attempts {outcome.attempts})",
+                f"Read task.md: {summary.task_read.value}; read SKILL.md: "
+                f"{summary.skill_read.value}; answer format: {summary.answer_format.value}",
+                "Steps:",
+                outcome.trace_text[: self._trace_budget] or "(no step trace)",
+                f"Verification: EM={hard:.0f} F1={soft:.2f} gold={golds!r}",
+            ]
+        )
+        return RolloutResult(
+            item_id=item.id,
+            hard=hard,
+            soft=soft,
+            task_type=item.task_type,
+            fail_reason=fail_reason,
+            prediction=prediction,
+            trajectory=trajectory,
+            extras={"attempts": outcome.attempts},
+        )

@@ -342,3 +342,19 @@ async def test_meta_skill_reaches_later_analysts_but_never_the_target_or_rewrite
     assert not any(memory in p for p in analyst[:10])  # epochs 1 and 2 had no memory yet
     assert not any(memory in r.prompt for r in recorder.calls if r.stage == "rewrite")
     assert not any(memory in r.system for r in recorder.calls if r.role is Role.TARGET)
+
+
+async def test_a_secret_in_the_initial_skill_is_redacted_everywhere(tmp_path: Path) -> None:
+    skill = tmp_path / "skill.md"
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    skill.write_text(f"Use key {secret} for lookups.\n")
+    recorder = FailingWrapper(inner=DemoWorld(), fail=lambda _r: False)
+    out = tmp_path / "run"
+    await train(
+        demo_cfg(out, f"env.skill_init={json.dumps(str(skill))}", "train.num_epochs=1"), recorder
+    )
+    assert secret not in (out / "skills/skill_v0000.md").read_text()
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path
+    assert not any(secret in r.text_for_key() for r in recorder.calls)

@@ -26,6 +26,7 @@ from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
 from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
 from skillopt.prompts import render_prompt
+from skillopt.redact import sanitize
 from skillopt.skilldoc import (
     Region,
     append_notes,
@@ -157,7 +158,7 @@ class Trainer:
                 raise CorruptStateError(
                     str(run.state_path), "missing while history.json exists; refusing to restart"
                 )
-            init = self._read_skill_init()
+            init = sanitize(self._read_skill_init())
             run.write_text(run.skill_path(0), init)
             run.write_json(run.root / "config.json", self._config_dump())
             _log.info("baseline_start", n_val=len(self._val))
@@ -438,6 +439,8 @@ class Trainer:
                 appendix_notes(candidate)
             )
             candidate = with_notes
+        # Files hold sanitized text; the in-memory skill must be the same bytes (hashes, resume).
+        candidate = sanitize(candidate)
         run.write_text(step_dir / "candidate_skill.md", candidate)
         timing["update_s"] = time.monotonic() - t4
         record.update(candidate_hash=skill_hash(candidate), candidate_skill_len=len(candidate))
@@ -648,7 +651,7 @@ class Trainer:
             if content is None or not content.slow_update_content.strip():
                 result["action"] = "no_content"
             else:
-                candidate = set_slow_update(current, content.slow_update_content)
+                candidate = sanitize(set_slow_update(current, content.slow_update_content))
                 run.write_text(edir / "candidate_skill.md", candidate)
                 state, hard, soft, _ = await self._validate(
                     state, candidate, edir / "selection_eval"

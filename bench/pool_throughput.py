@@ -105,7 +105,7 @@ def pool_config(urls: list[str], concurrency: int) -> PoolConfig:
             ],
             "roles": {"target": names, "optimizer": names},
             "retry": {"max_attempts": 6, "base_delay": 0.05, "max_delay": 0.5},
-            "breaker": {"failure_threshold": 3, "cooldown": 5.0},
+            "breaker": {"failure_threshold": 5, "cooldown": 30.0},
             "cache": {"enabled": False},
         }
     )

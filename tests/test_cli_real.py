@@ -230,8 +230,6 @@ async def test_harness_rollout_through_the_real_cli(
 async def test_tool_use_is_verified_from_the_shim_log(
     kind: CliKind, server: FakeAgentServer, homes: Path
 ) -> None:
-    if kind is CliKind.COPILOT:
-        pytest.skip("the fake server scripts tool calls for codex and claude only")
     member = make_member(kind, server.base_url, homes)
     ran = await member.complete(
         CompletionRequest(

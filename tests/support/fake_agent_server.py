@@ -14,7 +14,8 @@ text (so concurrent calls can behave differently):
 * ``FAKE_SLEEP:MS``      wait MS milliseconds before answering
 * ``FAKE_HANG``          never answer (until the server stops)
 * ``FAKE_TOOL[cmd]``     first ask the agent to run shell command ``cmd`` (codex ``exec_command``,
-                         Claude ``Bash``); once the request carries the tool result, reply
+                         Claude ``Bash``, Copilot ``bash``); once the request carries the
+                         tool result, reply
 
 It counts requests and in-flight requests (``max_in_flight`` is what concurrency tests check).
 The server runs in a daemon thread so a sync fixture can own it across async tests.
@@ -149,6 +150,10 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _has_item(value: Any, item_type: str) -> bool:
     """True when a list of input items / messages contains an item (or block) of this type."""
     if isinstance(value, dict):
@@ -235,7 +240,12 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._messages(body, reply, stream)
         elif path.endswith("/chat/completions"):
-            self._chat(body, reply, stream)
+            tool = _TOOL.search(raw)
+            messages = body.get("messages") or []
+            if tool and not any(_obj(m).get("role") == "tool" for m in messages):
+                self._chat_tool_call(body, tool.group(1), stream)
+            else:
+                self._chat(body, reply, stream)
         else:
             self._send_json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
 
@@ -430,6 +440,39 @@ class _Handler(BaseHTTPRequestHandler):
             _sse("message_stop", {}),
         ]
         self._send_stream(events)
+
+    def _chat_tool_call(self, body: dict[str, Any], command: str, stream: bool) -> None:
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "arguments": json.dumps({"command": command, "description": "run a tool"}),
+            },
+        }
+        head = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+        }
+        usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+        if not stream:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            self._send_json(
+                200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+            )
+            return
+        delta = {"role": "assistant", "tool_calls": [{**call, "index": 0}]}
+        chunks = [
+            {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": usage},
+        ]
+        events = [
+            f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', **c})}\n\n".encode()
+            for c in chunks
+        ]
+        self._send_stream([*events, b"data: [DONE]\n\n"])
 
     def _chat(self, body: dict[str, Any], reply: str, stream: bool) -> None:
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"

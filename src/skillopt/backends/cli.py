@@ -30,7 +30,7 @@ from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_text
 
-log = get_logger(__name__)
+log = get_logger(component=__name__)
 
 TOOLS_LOG_DIR = "tools-log"  # under CallPlan.scratch, outside the agent's workspace
 

@@ -47,7 +47,7 @@ from skillopt.errors import BackendError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_text, sanitize
 
-log = get_logger(__name__)
+log = get_logger(component=__name__)
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -244,3 +244,30 @@ async def test_open_circuit_mid_call_keeps_the_last_failure_as_cause() -> None:
             await pool.complete(req())
     assert isinstance(caught.value.__cause__, RetryableBackendError)
     assert caught.value.__cause__.member == "solo"
+
+
+class SlowMember(ScriptedMember):
+    def __init__(self, name: str, delay: float) -> None:
+        super().__init__(name, [])
+        self.delay = delay
+        self.started = 0
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.started += 1
+        await anyio.sleep(self.delay)
+        return await super().complete(request)
+
+
+async def test_cancelling_queued_callers_frees_every_slot() -> None:
+    slow = SlowMember("slow", delay=30)
+    async with BackendPool({Role.TARGET: [MemberSpec(backend=slow, max_concurrency=2)]}) as pool:
+        with anyio.move_on_after(0.1):
+            async with anyio.create_task_group() as tg:
+                for i in range(500):
+                    tg.start_soon(pool.complete, req(f"q{i}"))
+        assert slow.started == 2  # the rest waited at the gate without touching the member
+        assert pool.accounting()["members"]["slow"]["in_flight"] == 0
+        slow.delay = 0
+        with anyio.fail_after(2):
+            result = await pool.complete(req("after"))
+    assert result.text == "default"

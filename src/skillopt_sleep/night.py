@@ -247,7 +247,9 @@ class Night:
         self.resumed = resumed
         self.gate = Gate(settings=config.gate)
         evidence = (
-            functools.partial(run.append_evidence, max_chars=config.night.evidence_max_chars)
+            functools.partial(
+                run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
+            )
             if config.night.evidence
             else None
         )

@@ -328,7 +328,7 @@ class Replayer:
             self._rows.append(row)
         if self.evidence is not None:
             self._evidence.extend(
-                {"phase": job.phase, "task_id": job.task.id, "sample_id": job.sample_id, **e}
+                {"phase": job.phase, "task_id": clean(job.task.id), "sample_id": job.sample_id, **e}
                 for e in evidence
             )
         if len(self._rows) >= self.flush_every or len(self._evidence) >= 2 * self.flush_every:

@@ -56,6 +56,12 @@ def _redact_fields(row: Mapping[str, Any], fields: Iterable[str]) -> dict[str, A
     return out
 
 
+def _clip(value: Any, max_chars: int) -> Any:
+    if isinstance(value, str) and len(value) > max_chars:
+        return f"{value[:max_chars]}…[truncated {len(value) - max_chars} chars]"
+    return value
+
+
 def _clip_redact(row: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in row.items():
@@ -234,8 +240,18 @@ class RunDir:
     def read_rollouts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in read_jsonl(self.path / ROLLOUTS)]
 
-    def append_evidence(self, rows: list[dict[str, Any]], *, max_chars: int = 4000) -> None:
-        """Prompt/reply pairs, each string cut to ``max_chars`` and then redacted."""
+    def append_evidence(
+        self, rows: list[dict[str, Any]], *, max_chars: int = 4000, sanitized: bool = False
+    ) -> None:
+        """Prompt/reply pairs, each string cut to ``max_chars`` and redacted.
+
+        ``sanitized=True`` is for rows built only from strings that already went through
+        the redactor (the night's prompts and replies); they are clipped, not re-scanned.
+        """
+        if sanitized:
+            clipped = [{k: _clip(v, max_chars) for k, v in r.items()} for r in rows]
+            append_jsonl(self.path / EVIDENCE, clipped)
+            return
         append_jsonl(self.path / EVIDENCE, [_clip_redact(r, max_chars) for r in rows])
 
     def write_json(self, name: str, data: Any) -> None:

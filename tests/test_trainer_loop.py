@@ -358,3 +358,29 @@ async def test_a_secret_in_the_initial_skill_is_redacted_everywhere(tmp_path: Pa
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
     assert not any(secret in r.text_for_key() for r in recorder.calls)
+
+
+@pytest.mark.parametrize("policy", ["mixed", "changed"])
+async def test_comparison_pairs_and_changed_policy_top_up(tmp_path: Path, policy: str) -> None:
+    out = tmp_path / "run"
+    await train(
+        demo_cfg(out, f"optimizer.pair_policy={policy}", "evaluation.eval_test=false"),
+        DemoWorld(),
+    )
+    edir = out / "slow_update/epoch_02"
+    pairs = json.loads((edir / "comparison_pairs.json").read_text())
+    if policy == "mixed":
+        assert len(pairs) == 10  # slow_update_samples
+        assert {p["category"] for p in pairs} <= {
+            "improved",
+            "regressed",
+            "persistent_fail",
+            "stable_success",
+        }
+        assert not (edir / "rollout_prev/topup_01").exists()
+    else:
+        # the epoch-1 and epoch-2 skills answer alike: no changed pair anywhere, so the
+        # top-up walks the whole train split (60 items in chunks of 10) and finds none
+        assert pairs == []
+        assert (edir / "rollout_prev/topup_05/results.json").exists()
+        assert not (edir / "rollout_prev/topup_06").exists()

@@ -24,7 +24,12 @@ from skillopt.errors import (
 )
 from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
-from skillopt.optimizer.slow_update import build_pairs, filter_pairs, format_comparison
+from skillopt.optimizer.slow_update import (
+    ComparisonPair,
+    build_pairs,
+    filter_pairs,
+    format_comparison,
+)
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
@@ -37,7 +42,7 @@ from skillopt.skilldoc import (
     set_slow_update,
     strip_region,
 )
-from skillopt.trainer.config import LrControl, TrainerConfig, UpdateMode
+from skillopt.trainer.config import LrControl, PairPolicy, TrainerConfig, UpdateMode
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps, plan_train_epoch, sample_train
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem, RolloutResult
 from skillopt.trainer.gating import decide, gate_score, scheduled_budget
@@ -555,28 +560,11 @@ class Trainer:
         epoch_last_skill = run.read_text(state.current_skill_path)
         prev_skill = self._epoch_end_skill(epoch - 1)
         if epoch >= 2 and (cfg.optimizer.use_slow_update or cfg.optimizer.use_meta_skill):
-            ids = sample_train(
-                self._train_ids, cfg.optimizer.slow_update_samples, cfg.train.seed + epoch * 2000
-            )
-            items = [self._items[i] for i in ids]
-            edir = run.epoch_dir("slow_update", epoch)
-            prev_res: list[RolloutResult] = []
-            curr_res: list[RolloutResult] = []
-
-            async def roll_prev() -> None:
-                prev_res.extend(await rollout(self.ctx, items, prev_skill, edir / "rollout_prev"))
-
-            async def roll_curr() -> None:
-                curr_res.extend(
-                    await rollout(self.ctx, items, epoch_last_skill, edir / "rollout_curr")
-                )
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(roll_prev)
-                tg.start_soon(roll_curr)
-            pairs = filter_pairs(build_pairs(prev_res, curr_res), cfg.optimizer.pair_policy)
+            pairs = await self._comparison_pairs(epoch, prev_skill, epoch_last_skill)
             pairs_json = [p.to_json() for p in pairs]
-            run.write_json(edir / "comparison_pairs.json", pairs_json)
+            run.write_json(
+                run.epoch_dir("slow_update", epoch) / "comparison_pairs.json", pairs_json
+            )
             comparison = format_comparison(pairs)
         # The slow update and the meta skill read the same comparison: run them side by side.
         slow_state: list[RunState] = []
@@ -611,6 +599,42 @@ class Trainer:
         )
         run.save_state(state)
         return state
+
+    async def _comparison_pairs(
+        self, epoch: int, prev_skill: str, curr_skill: str
+    ) -> list[ComparisonPair]:
+        """Both skills on the same seeded sample of train items; with the ``changed`` policy,
+        further chunks of the shuffled train split until enough changed pairs are found."""
+        cfg = self.cfg.optimizer
+        edir = self.run_dir.epoch_dir("slow_update", epoch)
+        order = sample_train(
+            self._train_ids, len(self._train_ids), self.cfg.train.seed + epoch * 2000
+        )
+        want = cfg.slow_update_samples
+        pairs: list[ComparisonPair] = []
+        chunk = 0
+        while chunk * want < len(order):
+            items = [self._items[i] for i in order[chunk * want : (chunk + 1) * want]]
+            suffix = "" if chunk == 0 else f"/topup_{chunk:02d}"
+            prev, curr = await self._roll_both(items, prev_skill, curr_skill, edir, suffix)
+            pairs.extend(filter_pairs(build_pairs(prev, curr), cfg.pair_policy))
+            chunk += 1
+            if cfg.pair_policy is not PairPolicy.CHANGED or len(pairs) >= want:
+                break
+        return pairs[:want] if cfg.pair_policy is PairPolicy.CHANGED else pairs
+
+    async def _roll_both(
+        self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
+    ) -> tuple[list[RolloutResult], list[RolloutResult]]:
+        got: dict[str, list[RolloutResult]] = {}
+
+        async def roll(key: str, skill: str) -> None:
+            got[key] = await rollout(self.ctx, items, skill, edir / f"rollout_{key}{suffix}")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(roll, "prev", prev_skill)
+            tg.start_soon(roll, "curr", curr_skill)
+        return got["prev"], got["curr"]
 
     def _epoch_end_skill(self, epoch: int) -> str:
         run = self.run_dir

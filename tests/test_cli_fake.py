@@ -99,6 +99,7 @@ async def test_codex_argv_env_and_reply(tmp_path: Path) -> None:
     assert ("-c", "analytics.enabled=false") in pairs
     assert ("--disable", "plugins") in pairs
     assert ("--disable", "unbounded_connection_retries") in pairs
+    assert ("--disable", "daemon_auto_start") in pairs
     assert ("-c", "model_providers.skillopt.base_url=http://127.0.0.1:9/v1") in pairs
     assert ("-c", "model_providers.skillopt.request_max_retries=0") in pairs
     assert ("-c", "model_providers.skillopt.stream_max_retries=0") in pairs

@@ -365,6 +365,7 @@ class FakeModelServer:
                 self.count[key] += 1
                 self.in_flight[key] += 1
                 self.peak[key] = max(self.peak[key], self.in_flight[key])
+                self._changed.notify_all()
             try:
                 await handler(conn, request)
             except _Dropped:

@@ -76,6 +76,8 @@ def test_env_values_parse_as_toml_literals_else_strings(tmp_path: Path) -> None:
     env = {"APP_SCHEDULE__TAGS": '["x", "y"]', "APP_NAME": "plain words"}
     loaded = load_toml_model(None, _Settings, env_prefix="APP_", environ=env)
     assert loaded.schedule.tags == ["x", "y"] and loaded.name == "plain words"
+    dated = load_toml_model(None, _Settings, env_prefix="APP_", environ={"APP_NAME": "2024-10-21"})
+    assert dated.name == "2024-10-21"
 
 
 def test_env_override_indexes_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ otherwise taken as strings.
 from __future__ import annotations
 
 import copy
+import datetime
 import os
 import re
 import tomllib
@@ -388,10 +389,17 @@ def _env_overrides(environ: Mapping[str, str], prefix: str) -> list[tuple[str, s
 
 
 def _parse_env_value(raw: str) -> Any:
+    """A TOML literal (number, bool, array, inline table) when it is one, else the string.
+
+    Dates and times stay strings: ``2024-10-21`` is an api_version, not a date.
+    """
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
+        value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+    if isinstance(value, datetime.date | datetime.time):
+        return raw
+    return value
 
 
 def _flatten(values: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -331,6 +331,12 @@ class BackendPool:
         return snap
 
     async def complete(self, request: CompletionRequest) -> Completion:
+        """One completion for ``request.role``, retried and failed over per the policy.
+
+        Raises a :class:`FatalBackendError` subclass at once for auth / bad request /
+        content filter, the last :class:`RetryableBackendError` when attempts run out, and
+        :class:`NoHealthyMemberError` when every member of the role has an open circuit.
+        """
         if self._closed:
             raise NoHealthyMemberError("the pool is closed")
         group = self._group(request.role)
@@ -363,10 +369,12 @@ class BackendPool:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            for member in self._members.values():
-                await member.spec.backend.aclose()
-            for closer in self._closers:
-                await closer.aclose()
+            closers = [m.spec.backend for m in self._members.values()] + self._closers
+            for closer in closers:
+                try:
+                    await closer.aclose()
+                except Exception as exc:  # one bad member must not leak the others
+                    _log().warning("pool.close_failed", error=short_cause(exc))
 
     async def __aenter__(self) -> BackendPool:
         return self

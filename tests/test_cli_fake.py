@@ -324,6 +324,7 @@ async def test_copilot_prompt_on_stdin_and_last_message(tmp_path: Path) -> None:
     assert call["stdin"] == "secret prompt text"
     assert "secret prompt text" not in " ".join(call["argv"])
     assert "--allow-all-tools" not in call["argv"]
+    assert "bash" not in call["argv"][call["argv"].index("--available-tools") :]
     assert {"-s", "--no-auto-update", "--disable-builtin-mcps"} <= set(call["argv"])
     env = call["env"]
     assert env["COPILOT_OFFLINE"] == "true" and env["COPILOT_AUTO_UPDATE"] == "false"

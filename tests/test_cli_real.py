@@ -122,9 +122,19 @@ def marked_pids(mark: str) -> list[int]:
 
 async def test_reply_arrives_intact(kind: CliKind, server: FakeAgentServer, homes: Path) -> None:
     member = make_member(kind, server.base_url, homes)
-    out = await member.complete(req("Reply please. FAKE_REPLY[ANSWER:6d995dba — ünïcode ✓]"))
+    mark = uuid.uuid4().hex
+    out = await member.complete(req(f"Reply {mark}. FAKE_REPLY[ANSWER:6d995dba — ünïcode ✓]"))
     assert out.text.strip() == "ANSWER:6d995dba — ünïcode ✓"
     assert out.member == f"real-{kind}"
+    (seen,) = [r for r in server.requests if mark in str(r.body)]
+    names = {
+        str(t.get("name") or t.get("function", {}).get("name"))
+        for t in seen.body.get("tools") or []
+    }
+    if kind is CliKind.CLAUDE:  # a plain call offers the model no tools at all
+        assert names == set()
+    elif kind is CliKind.COPILOT:  # only read-only viewers, no shell
+        assert names and names <= {"view", "grep", "glob"}
 
 
 async def test_server_error_is_retryable_and_quick(

@@ -30,6 +30,9 @@ from skillopt.backends.cli_common import (
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
+READ_TOOLS = ("view", "grep", "glob")
+SHELL_TOOLS = ("bash", "read_bash", "stop_bash", *READ_TOOLS)
+
 
 class CopilotFlavor:
     kind = CliKind.COPILOT
@@ -52,8 +55,14 @@ class CopilotFlavor:
         model = plan.model or spec.model
         if model:
             args += ["--model", model]
-        if plan.tools or plan.writable:
+        # what the model may even see: a file viewer for plain calls, a shell for tool-aware
+        # attempts, everything (with permission) only when the task writes files
+        if plan.writable:
             args.append("--allow-all-tools")
+        elif plan.tools:
+            args += ["--allow-all-tools", "--available-tools", *SHELL_TOOLS]
+        else:
+            args += ["--available-tools", *READ_TOOLS]
         args += list(spec.extra_args)
         return args
 

@@ -9,7 +9,7 @@ last completed step and redoes a partly done step from its saved rollouts and pa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,38 +18,28 @@ import anyio
 from skillopt.errors import (
     ConfigError,
     CorruptStateError,
-    ReplyFormatError,
-    RetryableBackendError,
     SkillOptError,
 )
 from skillopt.logging import get_logger
 from skillopt.optimizer.meta import meta_context
-from skillopt.optimizer.slow_update import (
-    ComparisonPair,
-    build_pairs,
-    filter_pairs,
-    format_comparison,
-)
-from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
     Region,
     append_notes,
     appendix_notes,
     extract_slow_update,
-    inject_empty_slow_update,
     region_spans,
     set_slow_update,
     strip_region,
 )
-from skillopt.trainer.config import LrControl, PairPolicy, TrainerConfig, UpdateMode
-from skillopt.trainer.data import StepPlan, eval_batch, plan_steps, plan_train_epoch, sample_train
-from skillopt.trainer.envs.base import Completer, Environment, EnvItem, RolloutResult
-from skillopt.trainer.gating import decide, gate_score, scheduled_budget
-from skillopt.trainer.persistence import RunDir, RunState, StepBufferEntry
-from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply, ask_json
+from skillopt.trainer.config import LrControl, UpdateMode
+from skillopt.trainer.data import plan_train_epoch
+from skillopt.trainer.envs.base import RolloutResult
+from skillopt.trainer.epoch_end import EpochEnd
+from skillopt.trainer.final import FinalPhase
+from skillopt.trainer.gating import decide, scheduled_budget
+from skillopt.trainer.persistence import RunState, StepBufferEntry
 from skillopt.trainer.steps import (
-    RunContext,
     StageCounter,
     analyse,
     autonomous_budget,
@@ -63,93 +53,16 @@ from skillopt.trainer.steps import (
     skill_hash,
     update_patch,
 )
-from skillopt.types import GateAction, Split
+from skillopt.types import GateAction
 
 __all__ = ["Trainer"]
 
-VERSION = "skillopt-trainer-1"
 _log = get_logger("skillopt.trainer")
 
 
-class Trainer:
-    """One training run over ``env`` into ``cfg.out_root``."""
-
-    def __init__(
-        self,
-        cfg: TrainerConfig,
-        env: Environment,
-        completer: Completer,
-        *,
-        pool_accounting: Callable[[], dict[str, Any]] | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.env = env
-        self.run_dir = RunDir(cfg.out_root)
-        self.ctx = RunContext(
-            cfg=cfg,
-            env=env,
-            completer=StageCounter(completer),
-            run=self.run_dir,
-            limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
-        )
-        self._pool_accounting = pool_accounting
-        self._items = {item.id: item for split in Split for item in env.items(split)}
-        self._train_ids = [i.id for i in env.items(Split.TRAIN)]
-        self._val = self._subset(Split.VAL, cfg.evaluation.sel_env_num)
-        self._test = self._subset(Split.TEST, cfg.evaluation.test_env_num)
-        self.plan: StepPlan = plan_steps(
-            loaded_train_size=len(self._train_ids),
-            configured_train_size=cfg.train.train_size,
-            batch_size=cfg.train.batch_size,
-            accumulation=cfg.train.accumulation,
-            num_epochs=cfg.train.num_epochs,
-        )
-        self._timing: dict[str, Any] = {"steps": {}}
-
-    def _subset(self, split: Split, env_num: int) -> list[EnvItem]:
-        ids = eval_batch([i.id for i in self.env.items(split)], env_num)
-        return [self._items[i] for i in ids]
-
-    # ------------------------------------------------------------------ helpers
-
-    def _score(self, hard: float, soft: float) -> float:
-        ev = self.cfg.evaluation
-        return gate_score(hard, soft, ev.gate_metric, ev.mixed_weight)
-
-    async def _validate(
-        self, state: RunState, skill: str, out_dir: Path
-    ) -> tuple[RunState, float, float, bool]:
-        """Val scores of ``skill`` from the selection cache, else a val rollout."""
-        digest = skill_hash(skill)
-        cached = state.selection_cache.get(digest)
-        if cached is not None:
-            return state, cached[0], cached[1], True
-        hard, soft = mean_scores(await rollout(self.ctx, self._val, skill, out_dir))
-        cache = {**state.selection_cache, digest: (hard, soft)}
-        return state.model_copy(update={"selection_cache": cache}), hard, soft, False
-
-    def _read_skill_init(self) -> str:
-        path = self.cfg.env.skill_init
-        if not path:
-            return ""
-        try:
-            return Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError as exc:
-            raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
-
-    def _config_dump(self) -> dict[str, Any]:
-        dump = self.cfg.redacted_dump()
-        dump.pop("out_root", None)  # where the file is; keeps runs comparable byte for byte
-        return {"config": dump, "plan": self._plan_dict()}
-
-    def _plan_dict(self) -> dict[str, int]:
-        p = self.plan
-        return {
-            "train_size": p.train_size,
-            "steps_per_epoch": p.steps_per_epoch,
-            "batches_per_epoch": p.batches_per_epoch,
-            "total_steps": p.total_steps,
-        }
+class Trainer(EpochEnd, FinalPhase):
+    """One training run over ``env`` into ``cfg.out_root``: resumes when the directory holds
+    an earlier run of the same plan."""
 
     # ------------------------------------------------------------------ start / resume
 
@@ -550,317 +463,6 @@ class Trainer:
         run.write_json(step_dir / "step_record.json", record)
         run.write_json(step_dir / "timing.json", self._timing["steps"][str(record["step"])])
 
-    # ------------------------------------------------------------------ epoch boundary
-
-    async def _close_epoch(self, state: RunState, epoch: int, last_step: int) -> RunState:
-        cfg, run = self.cfg, self.run_dir
-        self.ctx.diagnostics = []
-        pairs_json: list[dict[str, Any]] | None = None
-        comparison = ""
-        epoch_last_skill = run.read_text(state.current_skill_path)
-        prev_skill = self._epoch_end_skill(epoch - 1)
-        if epoch >= 2 and (cfg.optimizer.use_slow_update or cfg.optimizer.use_meta_skill):
-            pairs = await self._comparison_pairs(epoch, prev_skill, epoch_last_skill)
-            pairs_json = [p.to_json() for p in pairs]
-            run.write_json(
-                run.epoch_dir("slow_update", epoch) / "comparison_pairs.json", pairs_json
-            )
-            comparison = format_comparison(pairs)
-        # The slow update and the meta skill read the same comparison: run them side by side.
-        slow_state: list[RunState] = []
-        memory: list[str] = []
-
-        async def slow() -> None:
-            slow_state.append(
-                await self._slow_update(state, epoch, last_step, prev_skill, comparison)
-            )
-
-        async def meta() -> None:
-            memory.append(
-                await self._meta_skill(
-                    state.meta_skill, epoch, prev_skill, epoch_last_skill, comparison
-                )
-            )
-
-        async with anyio.create_task_group() as tg:
-            if cfg.optimizer.use_slow_update:
-                tg.start_soon(slow)
-            if cfg.optimizer.use_meta_skill:
-                tg.start_soon(meta)
-        if slow_state:
-            state = slow_state[0]
-        if memory:
-            state = state.model_copy(update={"meta_skill": memory[0]})
-        end_path = state.current_skill_path
-        state = state.model_copy(update={"epochs_closed": [*state.epochs_closed, epoch]})
-        run.write_json(
-            run.epoch_dir("epochs", epoch) / "epoch_end.json",
-            {"skill": end_path, "diagnostics": list(self.ctx.diagnostics)},
-        )
-        run.save_state(state)
-        return state
-
-    async def _comparison_pairs(
-        self, epoch: int, prev_skill: str, curr_skill: str
-    ) -> list[ComparisonPair]:
-        """Both skills on the same seeded sample of train items; with the ``changed`` policy,
-        further chunks of the shuffled train split until enough changed pairs are found."""
-        cfg = self.cfg.optimizer
-        edir = self.run_dir.epoch_dir("slow_update", epoch)
-        order = sample_train(
-            self._train_ids, len(self._train_ids), self.cfg.train.seed + epoch * 2000
-        )
-        want = cfg.slow_update_samples
-        pairs: list[ComparisonPair] = []
-        chunk = 0
-        while chunk * want < len(order):
-            items = [self._items[i] for i in order[chunk * want : (chunk + 1) * want]]
-            suffix = "" if chunk == 0 else f"/topup_{chunk:02d}"
-            prev, curr = await self._roll_both(items, prev_skill, curr_skill, edir, suffix)
-            pairs.extend(filter_pairs(build_pairs(prev, curr), cfg.pair_policy))
-            chunk += 1
-            if cfg.pair_policy is not PairPolicy.CHANGED or len(pairs) >= want:
-                break
-        return pairs[:want] if cfg.pair_policy is PairPolicy.CHANGED else pairs
-
-    async def _roll_both(
-        self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
-    ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        got: dict[str, list[RolloutResult]] = {}
-
-        async def roll(key: str, skill: str) -> None:
-            got[key] = await rollout(self.ctx, items, skill, edir / f"rollout_{key}{suffix}")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(roll, "prev", prev_skill)
-            tg.start_soon(roll, "curr", curr_skill)
-        return got["prev"], got["curr"]
-
-    def _epoch_end_skill(self, epoch: int) -> str:
-        run = self.run_dir
-        if epoch <= 0:
-            return run.read_text(run.skill_path(0))
-        raw = run.read_json(run.epoch_dir("epochs", epoch) / "epoch_end.json")
-        return run.read_text(str(raw["skill"]))
-
-    async def _slow_update(
-        self, state: RunState, epoch: int, last_step: int, prev_skill: str, comparison: str
-    ) -> RunState:
-        run = self.run_dir
-        edir = run.epoch_dir("slow_update", epoch)
-        marker = edir / "slow_result.json"
-        saved = run.read_json_opt(marker)
-        if saved is not None:
-            return state.model_copy(update=saved["state_update"])
-        current = run.read_text(state.current_skill_path)
-        result: dict[str, Any] = {"epoch": epoch}
-        update: dict[str, Any] = {}
-        if epoch == 1:
-            injected = inject_empty_slow_update(current)
-            run.write_text(edir / "skill.md", injected)
-            update = {
-                "current_skill_path": run.rel(edir / "skill.md"),
-                "current_origin": "slow_update_placeholder_epoch_01",
-            }
-            result["action"] = "inject_placeholder"
-        else:
-            prompt = render_prompt(
-                "slow_update",
-                previous_skill=prev_skill.strip() or "(empty)",
-                current_skill=current.strip() or "(empty)",
-                previous_guidance=extract_slow_update(current) or "(first slow update)",
-                comparison=comparison or "(no comparison pairs)",
-            )
-            content = await self._ask_optional(prompt, SlowUpdateReply, "slow_update")
-            if content is None or not content.slow_update_content.strip():
-                result["action"] = "no_content"
-            else:
-                candidate = sanitize(set_slow_update(current, content.slow_update_content))
-                run.write_text(edir / "candidate_skill.md", candidate)
-                state, hard, soft, _ = await self._validate(
-                    state, candidate, edir / "selection_eval"
-                )
-                score = self._score(hard, soft)
-                gated = self.cfg.optimizer.slow_update_gated
-                outcome = decide(
-                    candidate=score,
-                    current=state.current_score,
-                    best=state.best_score,
-                    use_gate=gated,
-                )
-                result.update(
-                    guidance=content.slow_update_content,
-                    candidate_hash=skill_hash(candidate),
-                    selection_hard=hard,
-                    selection_soft=soft,
-                    candidate_gate_score=score,
-                )
-                if outcome.becomes_current:
-                    run.write_text(edir / "skill.md", candidate)
-                    update = {
-                        "current_skill_path": run.rel(edir / "skill.md"),
-                        "current_score": score,
-                        "current_origin": f"slow_update_epoch_{epoch:02d}",
-                    }
-                # Best never takes force-injected guidance; a gated acceptance may.
-                if gated and outcome.becomes_best:
-                    run.write_text(run.root / "best_skill.md", candidate)
-                    update.update(
-                        best_score=score,
-                        best_step=last_step,
-                        best_origin=f"slow_update_epoch_{epoch:02d}",
-                    )
-                result["action"] = outcome.action.value
-        result["state_update"] = update
-        run.write_json(marker, result)
-        state = state.model_copy(update=update)
-        run.save_state(state)
-        return state
-
-    async def _meta_skill(
-        self, memory: str, epoch: int, prev_skill: str, curr_skill: str, comparison: str
-    ) -> str:
-        """The optimizer's memory for the next epoch (``memory`` when nothing new)."""
-        run = self.run_dir
-        marker = run.epoch_dir("meta_skill", epoch) / "meta_skill_result.json"
-        saved = run.read_json_opt(marker)
-        if saved is not None:
-            return str(saved.get("meta_skill_content", ""))
-        if epoch == 1:
-            run.write_json(marker, {"action": "skip_first_epoch", "meta_skill_content": memory})
-            return memory
-        prompt = render_prompt(
-            "meta_skill",
-            previous_skill=prev_skill.strip() or "(empty)",
-            current_skill=curr_skill.strip() or "(empty)",
-            previous_memory=memory or "(none)",
-            comparison=comparison or "(no comparison pairs)",
-        )
-        reply = await self._ask_optional(prompt, MetaSkillReply, "meta_skill")
-        content = reply.meta_skill_content.strip() if reply is not None else ""
-        run.write_json(
-            marker,
-            {
-                "action": "write_meta_skill" if content else "no_content",
-                "meta_skill_content": content or memory,
-            },
-        )
-        return content or memory
-
-    async def _ask_optional(self, prompt: str, schema: Any, stage: str) -> Any:
-        try:
-            reply = await ask_json(
-                self.ctx.completer,
-                prompt=prompt,
-                schema=schema,
-                stage=stage,
-                timeout_s=self.cfg.backend.optimizer_timeout_s,
-                max_output_tokens=self.cfg.backend.optimizer_max_output_tokens,
-            )
-        except (ReplyFormatError, RetryableBackendError) as exc:
-            self.ctx.note(stage=stage, error=str(exc))
-            return None
-        return reply.value
-
-    # ------------------------------------------------------------------ final phase
-
-    async def _finish(self, state: RunState, history: list[dict[str, Any]]) -> dict[str, Any]:
-        cfg, run = self.cfg, self.run_dir
-        current = run.read_text(state.current_skill_path)
-        best = run.read_text(state.best_skill_path)
-        final_hard: float | None = None
-        final_soft: float | None = None
-        if skill_hash(current) == skill_hash(best):
-            cached = state.selection_cache.get(skill_hash(best))
-            if cached is not None:
-                final_hard, final_soft = cached
-        else:
-            state, final_hard, final_soft, _ = await self._validate(
-                state, current, run.root / "final_selection_eval"
-            )
-            final_score = self._score(final_hard, final_soft)
-            if final_score > state.best_score:
-                state = state.model_copy(
-                    update={
-                        "best_score": final_score,
-                        "best_step": state.last_completed_step,
-                        "best_origin": state.current_origin,
-                    },
-                )
-                run.write_text(run.root / "best_skill.md", current)
-                best = current
-        run.save_state(state)
-        summary: dict[str, Any] = {
-            "version": VERSION,
-            "config": self._config_dump()["config"],
-            "plan": self._plan_dict(),
-            "baseline_selection_hard": state.selection_cache.get(state.baseline_hash, (None,))[0],
-            "baseline_gate_score": state.baseline_score,
-            "best_gate_score": state.best_score,
-            "best_selection_hard": state.selection_cache.get(skill_hash(best), (None,))[0],
-            "final_selection_hard": final_hard,
-            "final_selection_soft": final_soft,
-            "best_step": state.best_step,
-            "current_origin": state.current_origin,
-            "best_origin": state.best_origin,
-            **_count_actions(history),
-            "epoch_stats": _epoch_stats(history),
-            "token_summary": self.ctx.completer.snapshot(),
-        }
-        if cfg.evaluation.eval_test:
-            summary.update(await self._test_phase(best, current))
-        summary["token_summary"] = self.ctx.completer.snapshot()
-        run.write_json(run.root / "summary.json", summary)
-        _log.info(
-            "run_done",
-            steps=summary["total_steps"],
-            accepts=summary["total_accepts"],
-            rejects=summary["total_rejects"],
-            best_gate_score=state.best_score,
-        )
-        return summary
-
-    async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
-        """Test scores of the initial, best and final skills; distinct skills run at once,
-        a skill equal to an earlier one reuses its results."""
-        run = self.run_dir
-        init = run.read_text(run.skill_path(0))
-        plan = (
-            ("baseline", init, "test_eval_baseline"),
-            ("best", best, "test_eval"),
-            ("final", final, "test_eval_final"),
-        )
-        first_dir: dict[str, str] = {}
-        for _, skill, dirname in plan:
-            first_dir.setdefault(skill_hash(skill), dirname)
-        scored: dict[str, list[RolloutResult]] = {}
-
-        async def evaluate(digest: str, skill: str, dirname: str) -> None:
-            scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
-            run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
-
-        async with anyio.create_task_group() as tg:
-            for _, skill, dirname in plan:
-                digest = skill_hash(skill)
-                if first_dir[digest] == dirname:
-                    tg.start_soon(evaluate, digest, skill, dirname)
-        out: dict[str, Any] = {}
-        for label, skill, _ in plan:
-            hard, soft = mean_scores(scored[skill_hash(skill)])
-            key = "test" if label == "best" else f"{label}_test"
-            out[f"{key}_hard"], out[f"{key}_soft"] = hard, soft
-        out["test_delta_hard"] = out["test_hard"] - out["baseline_test_hard"]
-        out["final_test_delta_hard"] = out["final_test_hard"] - out["baseline_test_hard"]
-        return out
-
-    def _per_type(self, results: Sequence[RolloutResult]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for task_type in [*self.env.task_types(), "overall"]:
-            chosen = [r for r in results if task_type in ("overall", r.task_type)]
-            hard, soft = mean_scores(chosen)
-            out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}
-        return out
-
 
 def _carry_protected(current: str, new: str) -> str:
     """A rewritten skill keeps the current appendix and slow-update blocks verbatim."""
@@ -877,29 +479,3 @@ def _first_leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
-
-
-def _count_actions(history: Sequence[dict[str, Any]]) -> dict[str, int]:
-    actions = [str(h.get("action", "")) for h in history]
-    return {
-        "total_steps": len(history),
-        "total_accepts": sum(a in ("accept", "accept_new_best") for a in actions),
-        "total_force_accepts": sum(a == "force_accept" for a in actions),
-        "total_rejects": sum(a == "reject" for a in actions),
-        "total_skips": sum(a.startswith("skip_") for a in actions),
-    }
-
-
-def _epoch_stats(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    stats: list[dict[str, Any]] = []
-    for epoch in sorted({int(h["epoch"]) for h in history}):
-        rows = [h for h in history if int(h["epoch"]) == epoch]
-        stats.append(
-            {
-                "epoch": epoch,
-                **_count_actions(rows),
-                "best_score_at_epoch_end": rows[-1]["best_score"],
-                "current_score_at_epoch_end": rows[-1]["current_score"],
-            },
-        )
-    return stats

@@ -1,0 +1,127 @@
+"""Shared state and helpers of a training run: the base of the trainer's phases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.errors import (
+    ConfigError,
+    ReplyFormatError,
+    RetryableBackendError,
+)
+from skillopt.trainer.config import TrainerConfig
+from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
+from skillopt.trainer.envs.base import Completer, Environment, EnvItem
+from skillopt.trainer.gating import gate_score
+from skillopt.trainer.persistence import RunDir, RunState
+from skillopt.trainer.replies import ask_json
+from skillopt.trainer.steps import (
+    RunContext,
+    StageCounter,
+    mean_scores,
+    rollout,
+    skill_hash,
+)
+from skillopt.types import Split
+
+__all__ = ["TrainerCore"]
+
+
+class TrainerCore:
+    """The run's configuration, environment, items, plan and the helpers every phase uses."""
+
+    def __init__(
+        self,
+        cfg: TrainerConfig,
+        env: Environment,
+        completer: Completer,
+        *,
+        pool_accounting: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.run_dir = RunDir(cfg.out_root)
+        self.ctx = RunContext(
+            cfg=cfg,
+            env=env,
+            completer=StageCounter(completer),
+            run=self.run_dir,
+            limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
+        )
+        self._pool_accounting = pool_accounting
+        self._items = {item.id: item for split in Split for item in env.items(split)}
+        self._train_ids = [i.id for i in env.items(Split.TRAIN)]
+        self._val = self._subset(Split.VAL, cfg.evaluation.sel_env_num)
+        self._test = self._subset(Split.TEST, cfg.evaluation.test_env_num)
+        self.plan: StepPlan = plan_steps(
+            loaded_train_size=len(self._train_ids),
+            configured_train_size=cfg.train.train_size,
+            batch_size=cfg.train.batch_size,
+            accumulation=cfg.train.accumulation,
+            num_epochs=cfg.train.num_epochs,
+        )
+        self._timing: dict[str, Any] = {"steps": {}}
+
+    def _subset(self, split: Split, env_num: int) -> list[EnvItem]:
+        ids = eval_batch([i.id for i in self.env.items(split)], env_num)
+        return [self._items[i] for i in ids]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _score(self, hard: float, soft: float) -> float:
+        ev = self.cfg.evaluation
+        return gate_score(hard, soft, ev.gate_metric, ev.mixed_weight)
+
+    async def _validate(
+        self, state: RunState, skill: str, out_dir: Path
+    ) -> tuple[RunState, float, float, bool]:
+        """Val scores of ``skill`` from the selection cache, else a val rollout."""
+        digest = skill_hash(skill)
+        cached = state.selection_cache.get(digest)
+        if cached is not None:
+            return state, cached[0], cached[1], True
+        hard, soft = mean_scores(await rollout(self.ctx, self._val, skill, out_dir))
+        cache = {**state.selection_cache, digest: (hard, soft)}
+        return state.model_copy(update={"selection_cache": cache}), hard, soft, False
+
+    def _read_skill_init(self) -> str:
+        path = self.cfg.env.skill_init
+        if not path:
+            return ""
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
+
+    def _config_dump(self) -> dict[str, Any]:
+        dump = self.cfg.redacted_dump()
+        dump.pop("out_root", None)  # where the file is; keeps runs comparable byte for byte
+        return {"config": dump, "plan": self._plan_dict()}
+
+    def _plan_dict(self) -> dict[str, int]:
+        p = self.plan
+        return {
+            "train_size": p.train_size,
+            "steps_per_epoch": p.steps_per_epoch,
+            "batches_per_epoch": p.batches_per_epoch,
+            "total_steps": p.total_steps,
+        }
+
+    async def _ask_optional(self, prompt: str, schema: Any, stage: str) -> Any:
+        try:
+            reply = await ask_json(
+                self.ctx.completer,
+                prompt=prompt,
+                schema=schema,
+                stage=stage,
+                timeout_s=self.cfg.backend.optimizer_timeout_s,
+                max_output_tokens=self.cfg.backend.optimizer_max_output_tokens,
+            )
+        except (ReplyFormatError, RetryableBackendError) as exc:
+            self.ctx.note(stage=stage, error=str(exc))
+            return None
+        return reply.value

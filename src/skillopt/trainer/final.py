@@ -1,0 +1,150 @@
+"""The final phase: validate the final skill (promote it if better), test evaluation, summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from skillopt.logging import get_logger
+from skillopt.trainer.core import TrainerCore
+from skillopt.trainer.envs.base import RolloutResult
+from skillopt.trainer.persistence import RunState
+from skillopt.trainer.steps import (
+    mean_scores,
+    rollout,
+    skill_hash,
+)
+
+__all__ = ["VERSION", "FinalPhase"]
+
+VERSION = "skillopt-trainer-1"
+_log = get_logger("skillopt.trainer")
+
+
+class FinalPhase(TrainerCore):
+    """After the last epoch."""
+
+    async def _finish(self, state: RunState, history: list[dict[str, Any]]) -> dict[str, Any]:
+        cfg, run = self.cfg, self.run_dir
+        current = run.read_text(state.current_skill_path)
+        best = run.read_text(state.best_skill_path)
+        final_hard: float | None = None
+        final_soft: float | None = None
+        if skill_hash(current) == skill_hash(best):
+            cached = state.selection_cache.get(skill_hash(best))
+            if cached is not None:
+                final_hard, final_soft = cached
+        else:
+            state, final_hard, final_soft, _ = await self._validate(
+                state, current, run.root / "final_selection_eval"
+            )
+            final_score = self._score(final_hard, final_soft)
+            if final_score > state.best_score:
+                state = state.model_copy(
+                    update={
+                        "best_score": final_score,
+                        "best_step": state.last_completed_step,
+                        "best_origin": state.current_origin,
+                    },
+                )
+                run.write_text(run.root / "best_skill.md", current)
+                best = current
+        run.save_state(state)
+        summary: dict[str, Any] = {
+            "version": VERSION,
+            "config": self._config_dump()["config"],
+            "plan": self._plan_dict(),
+            "baseline_selection_hard": state.selection_cache.get(state.baseline_hash, (None,))[0],
+            "baseline_gate_score": state.baseline_score,
+            "best_gate_score": state.best_score,
+            "best_selection_hard": state.selection_cache.get(skill_hash(best), (None,))[0],
+            "final_selection_hard": final_hard,
+            "final_selection_soft": final_soft,
+            "best_step": state.best_step,
+            "current_origin": state.current_origin,
+            "best_origin": state.best_origin,
+            **_count_actions(history),
+            "epoch_stats": _epoch_stats(history),
+            "token_summary": self.ctx.completer.snapshot(),
+        }
+        if cfg.evaluation.eval_test:
+            summary.update(await self._test_phase(best, current))
+        summary["token_summary"] = self.ctx.completer.snapshot()
+        run.write_json(run.root / "summary.json", summary)
+        _log.info(
+            "run_done",
+            steps=summary["total_steps"],
+            accepts=summary["total_accepts"],
+            rejects=summary["total_rejects"],
+            best_gate_score=state.best_score,
+        )
+        return summary
+
+    async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
+        """Test scores of the initial, best and final skills; distinct skills run at once,
+        a skill equal to an earlier one reuses its results."""
+        run = self.run_dir
+        init = run.read_text(run.skill_path(0))
+        plan = (
+            ("baseline", init, "test_eval_baseline"),
+            ("best", best, "test_eval"),
+            ("final", final, "test_eval_final"),
+        )
+        first_dir: dict[str, str] = {}
+        for _, skill, dirname in plan:
+            first_dir.setdefault(skill_hash(skill), dirname)
+        scored: dict[str, list[RolloutResult]] = {}
+
+        async def evaluate(digest: str, skill: str, dirname: str) -> None:
+            scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
+            run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
+
+        async with anyio.create_task_group() as tg:
+            for _, skill, dirname in plan:
+                digest = skill_hash(skill)
+                if first_dir[digest] == dirname:
+                    tg.start_soon(evaluate, digest, skill, dirname)
+        out: dict[str, Any] = {}
+        for label, skill, _ in plan:
+            hard, soft = mean_scores(scored[skill_hash(skill)])
+            key = "test" if label == "best" else f"{label}_test"
+            out[f"{key}_hard"], out[f"{key}_soft"] = hard, soft
+        out["test_delta_hard"] = out["test_hard"] - out["baseline_test_hard"]
+        out["final_test_delta_hard"] = out["final_test_hard"] - out["baseline_test_hard"]
+        return out
+
+    def _per_type(self, results: Sequence[RolloutResult]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for task_type in [*self.env.task_types(), "overall"]:
+            chosen = [r for r in results if task_type in ("overall", r.task_type)]
+            hard, soft = mean_scores(chosen)
+            out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}
+        return out
+
+
+def _count_actions(history: Sequence[dict[str, Any]]) -> dict[str, int]:
+    actions = [str(h.get("action", "")) for h in history]
+    return {
+        "total_steps": len(history),
+        "total_accepts": sum(a in ("accept", "accept_new_best") for a in actions),
+        "total_force_accepts": sum(a == "force_accept" for a in actions),
+        "total_rejects": sum(a == "reject" for a in actions),
+        "total_skips": sum(a.startswith("skip_") for a in actions),
+    }
+
+
+def _epoch_stats(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    stats: list[dict[str, Any]] = []
+    for epoch in sorted({int(h["epoch"]) for h in history}):
+        rows = [h for h in history if int(h["epoch"]) == epoch]
+        stats.append(
+            {
+                "epoch": epoch,
+                **_count_actions(rows),
+                "best_score_at_epoch_end": rows[-1]["best_score"],
+                "current_score_at_epoch_end": rows[-1]["current_score"],
+            },
+        )
+    return stats

@@ -478,3 +478,26 @@ def test_build_cli_member_from_config(tmp_path: Path, monkeypatch: pytest.Monkey
 )
 def test_classify_text(text: str, status: int | None, expected: FailureClass) -> None:
     assert classify_text(text, status) is expected
+
+
+async def test_private_temp_home_is_created_once_and_removed_on_close(tmp_path: Path) -> None:
+    fake = write_fake_cli(tmp_path / "bin", "codex", stdout=codex_events("ok"))
+    backend = member(fake, CliKind.CODEX, tmp_path, isolated_home=True)
+    await backend.complete(req())
+    await backend.complete(req())
+    homes = {c["env"]["CODEX_HOME"] for c in fake.calls()}
+    assert len(homes) == 1
+    home = Path(homes.pop())
+    assert home.is_dir()  # noqa: ASYNC240
+    await backend.aclose()
+    assert not home.exists()  # noqa: ASYNC240
+
+
+async def test_usage_is_estimated_when_the_cli_reports_none(tmp_path: Path) -> None:
+    fake = write_fake_cli(
+        tmp_path / "bin",
+        "copilot",
+        stdout='{"type":"assistant.message","data":{"content":"a fairly long answer"}}\n',
+    )
+    out = await member(fake, CliKind.COPILOT, tmp_path).complete(req("x" * 400))
+    assert out.usage.estimated and out.usage.prompt_tokens == 100

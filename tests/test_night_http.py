@@ -70,7 +70,9 @@ async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
     assert outcome.status is RunStatus.COMPLETE and outcome.result is NightResult.ACCEPTED
     report = json.loads((outcome.run_dir / "report.json").read_text())
     accepted = {e["content"] for e in report["accepted_edits"]}
-    assert HARMFUL.text not in accepted and HARMFUL.text in {
+    proposed = {e["content"] for e in report["proposed_edits"]}
+    assert HARMFUL.text not in accepted
+    assert HARMFUL.text not in proposed or HARMFUL.text in {
         e["content"] for e in report["rejected_edits"]
     }
     assert {r.member for r in requests} == {"m1", "m2"}

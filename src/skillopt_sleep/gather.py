@@ -7,16 +7,20 @@ keeps its split across nights.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from skillopt.splits import assign_splits
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
-from skillopt_sleep.mine import heuristic_mine
+from skillopt_sleep.harvest import HarvestResult, SourceKind, SourceSpec, harvest
+from skillopt_sleep.llm_miner import Completer, llm_mine
+from skillopt_sleep.mine import MineResult, heuristic_mine
 from skillopt_sleep.tasks_file import load_tasks_file
 
 
@@ -61,18 +65,31 @@ def gather(
     since: datetime | None,
     tasks_file: Path | None = None,
 ) -> Gathered:
+    """Harvest and mine with the heuristic miner (no model calls), or load a tasks file."""
     if tasks_file is not None:
-        loaded = load_tasks_file(tasks_file)
-        tasks = [replace(t, project=t.project or str(project)) for t in loaded.tasks]
-        return Gathered(
-            tasks=tuple(split(cfg, tasks[: cfg.night.max_tasks])),
-            n_sessions=int(loaded.metadata.get("n_sessions", 0)),
-            source="tasks_file",
-            diagnostics={"tasks_file": str(tasks_file), "warnings": list(loaded.warnings)},
-        )
-    limit = cfg.sources.max_sessions or cfg.night.max_tasks * 3
-    harvested = harvest(sources_for(cfg), since=since, project=project, limit=limit)
+        return from_tasks_file(cfg, project=project, tasks_file=tasks_file)
+    harvested = collect(cfg, project=project, since=since)
     mined = heuristic_mine(harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks)
+    return finish(cfg, harvested, mined)
+
+
+def from_tasks_file(cfg: SleepConfig, *, project: Path, tasks_file: Path) -> Gathered:
+    loaded = load_tasks_file(tasks_file)
+    tasks = [replace(t, project=t.project or str(project)) for t in loaded.tasks]
+    return Gathered(
+        tasks=tuple(split(cfg, tasks[: cfg.night.max_tasks])),
+        n_sessions=int(loaded.metadata.get("n_sessions", 0)),
+        source="tasks_file",
+        diagnostics={"tasks_file": str(tasks_file), "warnings": list(loaded.warnings)},
+    )
+
+
+def collect(cfg: SleepConfig, *, project: Path, since: datetime | None) -> HarvestResult:
+    limit = cfg.sources.max_sessions or cfg.night.max_tasks * 3
+    return harvest(sources_for(cfg), since=since, project=project, limit=limit)
+
+
+def finish(cfg: SleepConfig, harvested: HarvestResult, mined: MineResult) -> Gathered:
     return Gathered(
         tasks=tuple(split(cfg, list(mined.tasks))),
         n_sessions=len(harvested.digests),
@@ -82,3 +99,26 @@ def gather(
             "mine": {"miner": mined.miner, **mined.diagnostics},
         },
     )
+
+
+async def gather_async(
+    cfg: SleepConfig,
+    *,
+    project: Path,
+    since: datetime | None,
+    pool: Completer,
+    use_llm: bool,
+    tasks_file: Path | None = None,
+) -> Gathered:
+    """The night's version: disk work in a thread, then the LLM miner when enabled."""
+    if tasks_file is not None or not use_llm:
+        return await anyio.to_thread.run_sync(
+            functools.partial(gather, cfg, project=project, since=since, tasks_file=tasks_file)
+        )
+    harvested = await anyio.to_thread.run_sync(
+        functools.partial(collect, cfg, project=project, since=since)
+    )
+    mined = await llm_mine(
+        pool, harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks
+    )
+    return finish(cfg, harvested, mined)

@@ -10,20 +10,17 @@ night history) only for a complete non-dry night.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep import rundir
-from skillopt_sleep.gather import Gathered, gather, harvest_window_start
+from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start
 from skillopt_sleep.night import (
     Decision,
     Live,
@@ -78,10 +75,17 @@ async def _gather(
         )
     night.begin("harvest")
     since = harvest_window_start(night.cfg, state.harvest_cursor, started)
-    gathered = await anyio.to_thread.run_sync(
-        functools.partial(
-            gather, night.cfg, project=night.project, since=since, tasks_file=tasks_file
-        )
+    pool_cfg = night.cfg.pool
+    use_llm = night.cfg.night.llm_mine and not (
+        pool_cfg is None or all(m.kind == "mock" for m in pool_cfg.members)
+    )
+    gathered = await gather_async(
+        night.cfg,
+        project=night.project,
+        since=since,
+        pool=night.spend,
+        use_llm=use_llm,
+        tasks_file=tasks_file,
     )
     run.write_tasks(t.to_dict() for t in gathered.tasks)
     run.checkpoint(

@@ -130,3 +130,32 @@ def test_eval_scores_a_skill_on_a_split(tmp_path: Path) -> None:
     assert report["per_task_type"]["count"]["hard_acc"] == 0.0
     bad = run_cli("eval", "--config", str(DEMO), "--skill", str(skill), "--split", "dev")
     assert bad.returncode == 2 and "dev" in bad.stderr
+
+
+def test_sigint_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        "train",
+        "--config",
+        str(DEMO),
+        "--set",
+        f"out_root={json.dumps(str(out))}",
+        "--set",
+        "backend.demo_latency_s=0.05",
+    ]
+    proc = subprocess.Popen(
+        cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if '"step_done"' in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    proc.wait(timeout=30)
+    proc.stderr.close()
+    assert proc.returncode == 130, rest[-2000:]
+    assert "resume" in rest
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((out / "summary.json").read_text())["total_steps"] == 6

@@ -1,6 +1,7 @@
 """`skillopt` command line: ``train`` (the ReflACT loop) and ``eval`` (score one skill).
 
-Exit codes: 0 done, 1 a run error (the message names the cause), 2 bad usage or config.
+Exit codes: 0 done, 1 a run error (the message names the cause), 2 bad usage or config,
+130 interrupted (the run directory is consistent; the same command resumes it).
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except SkillOptError as exc:
         print(f"skillopt: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("skillopt: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -15,6 +15,7 @@ from skillopt.backends.harness_trace import (
     ReadStatus,
     StepKind,
     answer_format,
+    cut_raw_trace,
     parse_steps,
     read_status,
     render_steps,
@@ -185,6 +186,11 @@ def test_steps_parse_render_and_cut() -> None:
     assert "4. [assistant]" not in render_steps(steps, upto=3)
     tight = render_steps(steps, budget=40)
     assert len(tight) < 80 and "more steps cut" in tight
+    cut = cut_raw_trace(stdout, steps, after=2)
+    assert "cat task.md" in cut and "SKILL.md" not in cut and cut.endswith("}\n")
+    assert cut_raw_trace(stdout, steps, after=1) == ""  # the prompt is not in the stream
+    everything = stdout.splitlines(keepends=True)
+    assert cut_raw_trace(stdout, steps, after=99) == "".join(everything[:-1])  # up to the answer
 
 
 def test_claude_stream_steps() -> None:

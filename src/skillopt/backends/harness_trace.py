@@ -43,15 +43,18 @@ class Step:
     text: str  # message text or command line
     status: str = ""  # exec/tool: "ok", "exit 2", "failed"
     output: str = ""
+    line: int = -1  # stdout line the step came from (-1: not from the stream)
 
 
 def parse_steps(stdout: str, prompt: str = "") -> list[Step]:
     """Numbered steps from a CLI's JSON event stream (codex, claude, copilot); [] when none."""
     raw: list[list[str]] = []  # [kind, text, status, output]
     by_tool_id: dict[str, list[str]] = {}
+    lines: list[int] = []  # source line of each raw step
     if prompt:
         raw.append([StepKind.USER, prompt, "", ""])
-    for event in parse_json_lines(stdout):
+        lines.append(-1)
+    for lineno, event in _events(stdout):
         etype = event.get("type")
         if etype == "item.completed":
             raw.extend(list(step) for step in _codex_item(_obj(event.get("item"))))
@@ -77,10 +80,29 @@ def parse_steps(stdout: str, prompt: str = "") -> list[Step]:
             name = str(data.get("toolName") or data.get("name") or "tool")
             ok = data.get("success")
             raw.append([StepKind.TOOL, name, "ok" if ok is not False else "failed", ""])
+        lines += [lineno] * (len(raw) - len(lines))
     return [
-        Step(index=i, kind=StepKind(kind), text=text, status=status, output=output)
-        for i, (kind, text, status, output) in enumerate(raw, start=1)
+        Step(index=i, kind=StepKind(kind), text=text, status=status, output=output, line=line)
+        for i, ((kind, text, status, output), line) in enumerate(zip(raw, lines, strict=True), 1)
     ]
+
+
+def _events(stdout: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, event) for every JSON object line of the stream."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for lineno, line in enumerate(stdout.splitlines()):
+        events = parse_json_lines(line)
+        if events:
+            out.append((lineno, events[0]))
+    return out
+
+
+def cut_raw_trace(stdout: str, steps: list[Step], after: int) -> str:
+    """The raw event stream up to and including the line that produced step ``after``."""
+    kept = [s.line for s in steps if s.index <= after and s.line >= 0]
+    if not kept:
+        return ""
+    return "\n".join(stdout.splitlines()[: max(kept) + 1]) + "\n"
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,7 +5,10 @@ separate process so its CPU is not counted) answering after L seconds. Prints wa
 the bound ``ceil(M / (E*C)) * L``, their ratio, CPU seconds per 1,000 calls for the pool
 run and for the SDK alone (same calls, same limits, no pool), the difference (the pool's
 own overhead), and peak RSS. A second run answers 10% of requests with 503 and points one
-member at a dead port; every call must still succeed.
+member at a dead port; every call must still succeed. It is done twice: 503s answered after
+the full latency (each costs a slot as long as a success, so even a perfect pool cannot go
+below ~1.45x the E-member bound; the printed "capacity floor" is that limit) and 503s
+answered at once (load shedding; floor 1.31x).
 
 Targets (issue 2): ratio <= 1.10, pool overhead < 0.5 ms CPU per call, RSS < 150 MB;
 with faults: ratio <= 1.5 and no failed call.
@@ -44,9 +47,13 @@ SERVER = ROOT / "tests" / "support" / "fake_model_server.py"
 class FakeServerProcess:
     """The fake model server in a child process; prints ``PORT n`` when ready."""
 
-    def __init__(self, *, latency: float, error_rate: float) -> None:
+    def __init__(
+        self, *, latency: float, error_rate: float, error_latency: float | None = None
+    ) -> None:
         argv = [sys.executable, str(SERVER), "--latency", str(latency)]
         argv += ["--error-rate", str(error_rate)]
+        if error_latency is not None:
+            argv += ["--error-latency", str(error_latency)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
@@ -245,9 +252,27 @@ async def main_async(args: argparse.Namespace) -> int:
             ("latency p50/p95", f"{acct['total']['latency_p50']}/{acct['total']['latency_p95']} s"),
         ],
     )
-    failures += (ok != m or sdk_ok != m) + (ratio > 1.10) + (rss > 150)
+    if ok != m or sdk_ok != m:
+        print(f"!! clean run: {ok}/{m} pool calls, {sdk_ok}/{m} SDK calls succeeded")
+        return 1
+    failures += (ratio > 1.10) + (rss > 150) + (overhead >= 0.5)
 
-    server = FakeServerProcess(latency=lat, error_rate=args.error_rate)
+    for error_latency in (None, 0.0):
+        outcome = await fault_run(args, bound, error_latency)
+        if outcome is None:
+            return 1
+        failures += outcome
+    # Missed speed targets are reported, not fatal: the machine is shared and noisy.
+    print("RESULT", "ok" if not failures else f"{failures} target(s) missed")
+    return 0
+
+
+async def fault_run(
+    args: argparse.Namespace, bound: float, error_latency: float | None
+) -> int | None:
+    """One member dead, ``error_rate`` of replies 503. Returns targets missed, None on failure."""
+    m, e, c, lat, rate = args.calls, args.members, args.concurrency, args.latency, args.error_rate
+    server = FakeServerProcess(latency=lat, error_rate=rate, error_latency=error_latency)
     try:
         urls = [server.url(f"m{i}") for i in range(e - 1)]
         urls.append(f"http://127.0.0.1:{dead_port()}/dead/v1")
@@ -255,17 +280,22 @@ async def main_async(args: argparse.Namespace) -> int:
             wall, cpu, ok, acct = await run_pool(pool_config(urls, c), m)
         except Exception as exc:  # a failed call fails the bench, with the reason
             print(f"!! faulty run raised {type(exc).__name__}: {exc}")
-            return 1
+            return None
     finally:
         server.close()
-    live_bound = math.ceil(m / ((e - 1) * c)) * lat
+    live = (e - 1) * c
+    # Capacity floor: every attempt that costs a full latency, spread over the live slots.
+    slow_attempts = m / (1 - rate) if error_latency is None else m
+    floor = math.ceil(slow_attempts / live) * lat
     dead = acct["by_member"].get(f"m{e - 1}", {})
+    how = "after L" if error_latency is None else "at once"
     report(
-        f"faults: {args.error_rate:.0%} 503 + 1 dead member",
+        f"faults: {rate:.0%} 503 (answered {how}) + 1 dead member",
         [
             ("wall", f"{wall:.2f} s"),
             ("ratio vs bound (E members)", f"{wall / bound:.3f}  (target <= 1.5)"),
-            ("ratio vs live bound (E-1)", f"{wall / live_bound:.3f}"),
+            ("capacity floor (live slots)", f"{floor:.2f} s = ratio {floor / bound:.3f}"),
+            ("wall / floor", f"{wall / floor:.3f}"),
             ("calls ok", f"{ok}/{m}"),
             ("retries", str(acct["total"]["retries"])),
             ("failures by class", str(acct["total"]["failures"])),
@@ -274,9 +304,9 @@ async def main_async(args: argparse.Namespace) -> int:
             ("peak RSS", f"{peak_rss_mb():.1f} MB"),
         ],
     )
-    failures += (ok != m) + (wall / bound > 1.5)
-    print("RESULT", "ok" if not failures else f"{failures} target(s) missed")
-    return 0 if ok == m else 1
+    if ok != m:
+        return None
+    return int(wall / bound > 1.5)
 
 
 def main() -> None:

@@ -488,15 +488,20 @@ def _responses_body(model: str, text: str, reply: Reply) -> dict[str, Any]:
     return body
 
 
-def error_rate_rule(rate: float, *, seed: int = 0, status: int = 503) -> Rule:
-    """A rule answering ``status`` to a random ``rate`` share of requests."""
+def error_rate_rule(
+    rate: float, *, seed: int = 0, status: int = 503, latency: float | None = None
+) -> Rule:
+    """A rule answering ``status`` to a random ``rate`` share of requests.
+
+    ``latency`` is how long an error takes (``None``: the server default, like a success).
+    """
     rng = random.Random(seed)
     lock = threading.Lock()
 
     def rule(_: Request) -> Reply | None:
         with lock:
             hit = rng.random() < rate
-        return Reply(status=status) if hit else None
+        return Reply(status=status, latency=latency) if hit else None
 
     return rule
 
@@ -508,11 +513,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--error-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--error-latency", type=float, default=None, help="seconds before an error reply"
+    )
     args = parser.parse_args(argv)
     server = FakeModelServer(
         latency=args.latency,
         port=args.port,
-        rule=error_rate_rule(args.error_rate, seed=args.seed) if args.error_rate else None,
+        rule=error_rate_rule(args.error_rate, seed=args.seed, latency=args.error_latency)
+        if args.error_rate
+        else None,
         record_bodies=False,
     )
 

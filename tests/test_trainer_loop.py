@@ -384,3 +384,30 @@ async def test_comparison_pairs_and_changed_policy_top_up(tmp_path: Path, policy
         assert pairs == []
         assert (edir / "rollout_prev/topup_05/results.json").exists()
         assert not (edir / "rollout_prev/topup_06").exists()
+
+
+async def test_full_rewrite_mode_uses_the_merged_whole_skill(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    recorder = FailingWrapper(inner=DemoWorld(), fail=lambda _r: False)
+    await train(
+        demo_cfg(
+            out,
+            "optimizer.update_mode=full_rewrite",
+            "train.num_epochs=1",
+            "evaluation.eval_test=false",
+        ),
+        recorder,
+    )
+    hist = history(out)
+    assert [h["action"] for h in hist][:2] == ["reject", "accept_new_best"]
+    assert all(h.get("edit_budget") is None and h["lr_control_mode"] == "none" for h in hist[:2])
+    assert not any(r.stage == "rank" for r in recorder.calls)  # no ranking in this mode
+    result = json.loads((out / "steps/step_0002/full_rewrite_result.json").read_text())
+    assert result["op"] == "rewrite"
+    assert (
+        (out / "steps/step_0002/candidate_skill.md")
+        .read_text()
+        .startswith(result["content"].rstrip())
+    )
+    best = (out / "best_skill.md").read_text()
+    assert HARMFUL_RULE not in best and RULES["count"].text in best

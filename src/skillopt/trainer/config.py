@@ -41,8 +41,9 @@ class _Section(BaseModel):
 
 
 class UpdateMode(StrEnum):
-    PATCH = "patch"
-    REWRITE = "rewrite_from_suggestions"
+    PATCH = "patch"  # ranked edits applied to the text
+    REWRITE = "rewrite_from_suggestions"  # ranked edits handed to one rewrite call
+    FULL_REWRITE = "full_rewrite"  # each analyst writes a whole skill; merges combine them
 
 
 class LrScheduler(StrEnum):

@@ -81,6 +81,7 @@ def infer_stage(prompt: str) -> str:
     for marker, stage in (
         ("<trajectories>", "analyst"),
         ("<patches", "merge"),
+        ("<skill_candidates", "merge"),
         ("<candidates>", "rank"),
         ("<proposed_edits", "lr_autonomous"),
         ("<suggestions>", "rewrite"),
@@ -190,16 +191,36 @@ class DemoWorld:
                     edits.append({"op": "append", "target": "", "content": rule.text})
         elif _HARMFUL_PHRASE not in prompt.lower():
             edits.append({"op": "append", "target": "", "content": HARMFUL_RULE})
-        return _json(
-            {
-                "batch_size": len(types),
-                "patterns": patterns,
-                "patch": {"reasoning": "demo analyst", "edits": edits},
-            }
-        )
+        patch: dict[str, Any] = {"reasoning": "demo analyst", "edits": edits}
+        if "skill_candidates" in prompt:  # full-rewrite mode: one whole skill
+            base = _section(prompt, "skill").strip()
+            body = "" if base == "(empty)" else base
+            patch = {"reasoning": "demo analyst", "skill_candidates": []}
+            if edits:
+                lines = (
+                    [body, *(e["content"] for e in edits)]
+                    if body
+                    else [e["content"] for e in edits]
+                )
+                patch["skill_candidates"] = [
+                    {"title": "demo", "change_summary": [], "new_skill": "\n".join(lines)}
+                ]
+        return _json({"batch_size": len(types), "patterns": patterns, "patch": patch})
 
     @staticmethod
     def _merge(prompt: str) -> str:
+        if "<skill_candidates" in prompt:  # full-rewrite mode: union of the candidates' lines
+            candidates = json.loads(_section(prompt, "skill_candidates"))
+            ordered = sorted(candidates, key=lambda c: c["source_type"] != "success")
+            lines: list[str] = []
+            for candidate in ordered:
+                lines += [ln for ln in candidate["new_skill"].splitlines() if ln not in lines]
+            return _json(
+                {
+                    "reasoning": "demo merge",
+                    "skill_candidates": [{"title": "merged", "new_skill": "\n".join(lines)}],
+                }
+            )
         patches = json.loads(_section(prompt, "patches"))
         merged: dict[str, dict[str, Any]] = {}
         for patch in patches:

@@ -290,32 +290,38 @@ class Trainer(EpochEnd, FinalPhase):
 
         # (4) select
         t3 = time.monotonic()
-        budget = scheduled_budget(
-            cfg.optimizer.lr_scheduler,
-            max_edits=cfg.optimizer.learning_rate,
-            min_edits=cfg.optimizer.min_learning_rate,
-            step=step,
-            total_steps=state.total_steps,
-        )
+        full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
+        budget: int | None = None
         lr_decision: dict[str, Any] | None = None
-        if cfg.optimizer.lr_control is LrControl.AUTONOMOUS:
-            evidence = (
-                f"{len(results)} attempts this step: hard {r_hard:.3f}, soft {r_soft:.3f}; "
-                f"{len(merged.edits)} proposed edits after merging"
+        if full:  # whole-skill candidates are not ranked: the merged one is used
+            ranked = list(merged.edits)
+            rank_info: dict[str, Any] = {"ranked_by": "none_full_rewrite", "n_items": len(ranked)}
+        else:
+            budget = scheduled_budget(
+                cfg.optimizer.lr_scheduler,
+                max_edits=cfg.optimizer.learning_rate,
+                min_edits=cfg.optimizer.min_learning_rate,
+                step=step,
+                total_steps=state.total_steps,
             )
-            budget, lr_decision = await autonomous_budget(
-                self.ctx,
-                merged.edits,
-                fallback=budget,
-                skill=current,
-                evidence=evidence,
-                step_buffer=buffer_text,
-                meta_skill=meta_text,
-                decision_path=step_dir / "lr_decision.json",
+            if cfg.optimizer.lr_control is LrControl.AUTONOMOUS:
+                evidence = (
+                    f"{len(results)} attempts this step: hard {r_hard:.3f}, soft {r_soft:.3f}; "
+                    f"{len(merged.edits)} proposed edits after merging"
+                )
+                budget, lr_decision = await autonomous_budget(
+                    self.ctx,
+                    merged.edits,
+                    fallback=budget,
+                    skill=current,
+                    evidence=evidence,
+                    step_buffer=buffer_text,
+                    meta_skill=meta_text,
+                    decision_path=step_dir / "lr_decision.json",
+                )
+            ranked, rank_info = await rank_edits(
+                self.ctx, merged.edits, budget=budget, skill=current, meta_skill=meta_text
             )
-        ranked, rank_info = await rank_edits(
-            self.ctx, merged.edits, budget=budget, skill=current, meta_skill=meta_text
-        )
         run.write_json(
             step_dir / "ranked_edits.json",
             {"edits": [e.model_dump(mode="json") for e in ranked], **rank_info},
@@ -325,7 +331,7 @@ class Trainer(EpochEnd, FinalPhase):
             n_edits_merged=len(merged.edits),
             n_edits_ranked=len(ranked),
             edit_budget=budget,
-            lr_control_mode=cfg.optimizer.lr_control.value,
+            lr_control_mode="none" if full else cfg.optimizer.lr_control.value,
             support_counts=[e.support_count for e in ranked],
         )
         if lr_decision is not None:
@@ -342,6 +348,13 @@ class Trainer(EpochEnd, FinalPhase):
                 "skipped": sum(1 for r in rows if r["status"] != "applied"),
                 "errors": 0,
             }
+        elif full:
+            chosen = next((e for e in ranked if e.content.strip()), None)
+            if chosen is None:
+                return self._skip(state, record, "skip_no_rewrite", current, tokens_before, timing)
+            candidate = _carry_protected(current, chosen.content)
+            run.write_json(step_dir / "full_rewrite_result.json", chosen.model_dump(mode="json"))
+            record["full_rewrite_title"] = chosen.target
         else:
             rewrite = await rewrite_skill(self.ctx, current, ranked, step_buffer=buffer_text)
             if rewrite is None:

@@ -21,9 +21,12 @@ from skillopt.redact import redact_text
 from skillopt.trainer.envs.base import Completer
 
 __all__ = [
+    "AnalystFullReply",
     "AnalystReply",
     "BudgetReply",
     "EditItem",
+    "FullCandidate",
+    "MergeFullReply",
     "MergeReply",
     "MetaSkillReply",
     "RankReply",
@@ -58,7 +61,7 @@ class EditItem(_Reply):
     @classmethod
     def _known_op(cls, value: str) -> str:
         op = value.strip().lower()
-        if op not in {"append", "add", "insert_after", "replace", "delete"}:
+        if op not in {"append", "add", "insert_after", "replace", "delete", "rewrite"}:
             raise ValueError(f"unknown op {value!r}")
         return "append" if op == "add" else op
 
@@ -99,6 +102,48 @@ class AnalystReply(_Reply):
             if text.strip():
                 out.append(text.strip())
         return out
+
+
+class FullCandidate(_Reply):
+    """A complete replacement skill (full-rewrite mode)."""
+
+    title: str = ""
+    change_summary: list[str] = []
+    new_skill: str
+    support_count: int = Field(default=1, ge=0)
+
+    @field_validator("new_skill")
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("new_skill is blank")
+        return value.rstrip() + "\n"
+
+    def as_edit(self, source: SourceType) -> EditItem:
+        """Carried through merging as a ``rewrite`` item whose content is the whole skill."""
+        return EditItem(
+            op="rewrite",
+            target=self.title,
+            content=self.new_skill,
+            support_count=self.support_count,
+            source_type=source,
+        )
+
+
+class FullPatch(_Reply):
+    reasoning: str = ""
+    skill_candidates: list[FullCandidate] = []
+
+
+class AnalystFullReply(_Reply):
+    batch_size: int = Field(default=0, ge=0)
+    patterns: list[Pattern] = []
+    patch: FullPatch
+
+
+class MergeFullReply(_Reply):
+    reasoning: str = ""
+    skill_candidates: list[FullCandidate]
 
 
 class MergeReply(_Reply):

@@ -31,7 +31,7 @@ from skillopt.optimizer.merge import MergeOutcome, merge_sides
 from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
 from skillopt.prompts import render_prompt
 from skillopt.skilldoc import apply_edits, content_hash
-from skillopt.trainer.config import TrainerConfig
+from skillopt.trainer.config import TrainerConfig, UpdateMode
 from skillopt.trainer.envs.base import (
     Completer,
     Environment,
@@ -41,9 +41,11 @@ from skillopt.trainer.envs.base import (
 )
 from skillopt.trainer.persistence import RunDir, StepBufferEntry
 from skillopt.trainer.replies import (
+    AnalystFullReply,
     AnalystReply,
     BudgetReply,
     EditItem,
+    MergeFullReply,
     MergeReply,
     RankReply,
     RewriteReply,
@@ -347,27 +349,35 @@ async def analyse(
         if saved is not None:
             patches[pos] = Patch.from_json(saved)
             return
-        prompt = render_prompt(
-            "analyst",
-            side_guidance=_SIDE_GUIDANCE[side],
-            lapse_guidance=_LAPSE_GUIDANCE if cfg.reflect.skill_aware else "",
-            n_trajectories=len(batch),
-            edit_budget=cfg.optimizer.learning_rate,
-            skill=skill.strip() or "(empty)",
-            step_buffer=step_buffer,
-            meta_skill=meta_skill or "(none)",
-            trajectories=_format_trajectories(batch, cfg.reflect.max_trajectory_chars),
-        )
+        full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
+        values: dict[str, Any] = {
+            "side_guidance": _SIDE_GUIDANCE[side],
+            "n_trajectories": len(batch),
+            "skill": skill.strip() or "(empty)",
+            "step_buffer": step_buffer,
+            "meta_skill": meta_skill or "(none)",
+            "trajectories": _format_trajectories(batch, cfg.reflect.max_trajectory_chars),
+        }
+        if not full:
+            values["lapse_guidance"] = _LAPSE_GUIDANCE if cfg.reflect.skill_aware else ""
+            values["edit_budget"] = cfg.optimizer.learning_rate
+        prompt = render_prompt("analyst_full" if full else "analyst", **values)
+        schema = AnalystFullReply if full else AnalystReply
         try:
-            reply = await _ask(ctx, prompt, AnalystReply, "analyst")
+            reply = await _ask(ctx, prompt, schema, "analyst")
         except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
             return
         support = max(reply.value.batch_size, 1)
+        if full:
+            # one complete replacement per analyst
+            proposed = [c.as_edit(side) for c in reply.value.patch.skill_candidates[:1]]
+        else:
+            proposed = reply.value.patch.edits[: cfg.optimizer.learning_rate]
         edits = tuple(
-            e.model_copy(update={"source_type": side, "support_count": support})
-            for e in reply.value.patch.edits[: cfg.optimizer.learning_rate]
+            e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
         )
+        notes = getattr(reply.value, "appendix_notes", [])
         patch = Patch(
             side=side,
             index=idx,
@@ -375,7 +385,7 @@ async def analyse(
             batch_size=reply.value.batch_size,
             patterns=tuple(p.model_dump(mode="json") for p in reply.value.patterns),
             edits=edits,
-            notes=tuple(reply.value.appendix_notes) if cfg.reflect.skill_aware else (),
+            notes=tuple(notes) if cfg.reflect.skill_aware else (),
         )
         ctx.run.write_json(path, patch.to_json())
         patches[pos] = patch
@@ -410,11 +420,26 @@ async def merge_patches(
         guidance = (
             f"All patches come from the {side.value} side; merge them at level {level}."
             if side is not None
-            else "Combine the failure-side edits (higher priority) with the success-side edits."
+            else "Combine the failure-side proposals (higher priority) with the success-side ones."
         )
-        payload = [{"level": level, "edits": [e.model_dump(mode="json") for e in p]} for p in group]
+        full = ctx.cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
+        if full:
+            payload: list[Any] = [
+                {
+                    "new_skill": e.content,
+                    "title": e.target,
+                    "support_count": e.support_count,
+                    "source_type": e.source_type.value,
+                }
+                for p in group
+                for e in p
+            ]
+        else:
+            payload = [
+                {"level": level, "edits": [e.model_dump(mode="json") for e in p]} for p in group
+            ]
         prompt = render_prompt(
-            "merge",
+            "merge_full" if full else "merge",
             merge_guidance=guidance,
             skill=skill.strip() or "(empty)",
             meta_skill=meta_skill or "(none)",
@@ -422,10 +447,13 @@ async def merge_patches(
             patches=json.dumps(payload, sort_keys=True, ensure_ascii=False),
         )
         try:
-            reply = await _ask(ctx, prompt, MergeReply, "merge")
+            reply = await _ask(ctx, prompt, MergeFullReply if full else MergeReply, "merge")
         except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="merge", level=level, error=str(exc))
             return None
+        if full:
+            source = side or SourceType.FAILURE
+            return [c.as_edit(source) for c in reply.value.skill_candidates[:1]] or None
         edits: list[EditItem] = reply.value.edits
         return edits
 

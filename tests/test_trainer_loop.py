@@ -411,3 +411,34 @@ async def test_full_rewrite_mode_uses_the_merged_whole_skill(tmp_path: Path) -> 
     )
     best = (out / "best_skill.md").read_text()
     assert HARMFUL_RULE not in best and RULES["count"].text in best
+
+
+async def test_appendix_is_consolidated_past_the_threshold(tmp_path: Path) -> None:
+    def reply(request: CompletionRequest) -> str:
+        if request.stage == "analyst":
+            first_id = request.prompt.split("(id=", 1)[1].split(")", 1)[0]
+            note = f"Before answering item {first_id}, re-read the rules above carefully."
+            return json.dumps({"batch_size": 4, "patch": {"edits": []}, "appendix_notes": [note]})
+        if request.stage == "appendix_consolidate":
+            assert "<reminders>" in request.prompt
+            return json.dumps({"appendix_notes": ["Re-read the rules before answering."]})
+        return lapse_world(request)
+
+    out = tmp_path / "run"
+    cfg = demo_cfg(
+        out,
+        "reflect.skill_aware=true",
+        "reflect.consolidate_threshold=2",
+        "train.num_epochs=1",
+        "evaluation.eval_test=false",
+        "optimizer.use_slow_update=false",
+        "optimizer.use_meta_skill=false",
+    )
+    backend = ScriptedBackend(reply=reply)
+    await train(cfg, backend)
+    first = history(out)[0]
+    assert first["appendix_consolidated"] is True
+    candidate = (out / "steps/step_0001/candidate_skill.md").read_text()
+    assert "Re-read the rules before answering." in candidate
+    assert "Before answering item" not in candidate
+    assert sum(1 for r in backend.requests if r.stage == "appendix_consolidate") >= 1

@@ -82,6 +82,7 @@ class ReflectSection(_Section):
     failure_only: bool = False
     max_trajectory_chars: int = Field(default=2000, gt=0)
     skill_aware: bool = False  # execution lapses become appendix reminders, not rule edits
+    consolidate_threshold: int = Field(default=0, ge=0)  # compact the appendix past N notes
 
 
 class OptimizerSection(_Section):

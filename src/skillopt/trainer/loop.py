@@ -43,6 +43,7 @@ from skillopt.trainer.steps import (
     StageCounter,
     analyse,
     autonomous_budget,
+    consolidate_notes,
     failure_patterns,
     format_step_buffer,
     mean_scores,
@@ -370,6 +371,12 @@ class Trainer(EpochEnd, FinalPhase):
                 appendix_notes(candidate)
             )
             candidate = with_notes
+            threshold = cfg.reflect.consolidate_threshold
+            if threshold and len(appendix_notes(candidate)) > threshold:
+                compact = await consolidate_notes(self.ctx, appendix_notes(candidate))
+                if compact is not None:
+                    candidate = append_notes(strip_region(candidate, Region.APPENDIX), compact)
+                record["appendix_consolidated"] = compact is not None
         # Files hold sanitized text; the in-memory skill must be the same bytes (hashes, resume).
         candidate = sanitize(candidate)
         run.write_text(step_dir / "candidate_skill.md", candidate)

@@ -24,6 +24,7 @@ __all__ = [
     "AnalystFullReply",
     "AnalystReply",
     "BudgetReply",
+    "ConsolidateReply",
     "EditItem",
     "FullCandidate",
     "MergeFullReply",
@@ -195,6 +196,11 @@ class RewriteReply(_Reply):
         if not value.strip():
             raise ValueError("new_skill is blank")
         return value.rstrip() + "\n"
+
+
+class ConsolidateReply(_Reply):
+    reasoning: str = ""
+    appendix_notes: list[str]
 
 
 class SlowUpdateReply(_Reply):

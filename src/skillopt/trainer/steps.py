@@ -44,6 +44,7 @@ from skillopt.trainer.replies import (
     AnalystFullReply,
     AnalystReply,
     BudgetReply,
+    ConsolidateReply,
     EditItem,
     MergeFullReply,
     MergeReply,
@@ -544,6 +545,22 @@ async def autonomous_budget(
     decision.update(learning_rate=budget, clamped=budget != raw)
     ctx.run.write_json(decision_path, decision)
     return budget, decision
+
+
+async def consolidate_notes(ctx: RunContext, notes: Sequence[str]) -> list[str] | None:
+    """A shorter appendix from the optimizer, or None (kept only if strictly shorter)."""
+    prompt = render_prompt(
+        "appendix_consolidate", n_notes=len(notes), notes="\n".join(f"- {n}" for n in notes)
+    )
+    try:
+        reply = await _ask(ctx, prompt, ConsolidateReply, "appendix_consolidate")
+    except (ReplyFormatError, RetryableBackendError) as exc:
+        ctx.note(stage="appendix_consolidate", error=str(exc))
+        return None
+    compact = [n.strip() for n in reply.value.appendix_notes if n.strip()]
+    if not compact or sum(map(len, compact)) >= sum(map(len, notes)):
+        return None
+    return compact
 
 
 # --------------------------------------------------------------------------- update

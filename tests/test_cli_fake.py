@@ -501,3 +501,19 @@ async def test_usage_is_estimated_when_the_cli_reports_none(tmp_path: Path) -> N
     )
     out = await member(fake, CliKind.COPILOT, tmp_path).complete(req("x" * 400))
     assert out.usage.estimated and out.usage.prompt_tokens == 100
+
+
+@pytest.mark.parametrize("kind", [CliKind.CODEX, CliKind.CLAUDE, CliKind.COPILOT])
+async def test_missing_provider_key_fails_before_spawning(tmp_path: Path, kind: CliKind) -> None:
+    fake = write_fake_cli(tmp_path / "bin", kind.value, stdout="never")
+    backend = member(
+        fake,
+        kind,
+        tmp_path,
+        provider_base_url="http://127.0.0.1:9/v1",
+        provider_key_env="NOT_SET_KEY",
+    )
+    with pytest.raises(BackendAuthError) as info:
+        await backend.complete(req())
+    assert "NOT_SET_KEY" in str(info.value) and backend.last_error is info.value
+    assert fake.calls() == []

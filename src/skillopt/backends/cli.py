@@ -168,15 +168,16 @@ class CliBackend:
     async def run(self, plan: CallPlan, *, time_limit: float | None = None) -> CliRun:
         """Run one call as planned (the harness uses this with its own workspace)."""
         spec = self.spec
-        argv = self.flavor.argv(spec, plan)
-        env = self.flavor.env(spec, self._environ, self.home())
-        tools_bin = plan.cwd / "tools"
-        if plan.tools and tools_bin.is_dir():
-            env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
         limit = time_limit if time_limit is not None else spec.timeout
-        async with self._limiter:
-            started = time.monotonic()
-            try:
+        started = time.monotonic()
+        try:
+            argv = self.flavor.argv(spec, plan)
+            env = self.flavor.env(spec, self._environ, self.home())
+            tools_bin = plan.cwd / "tools"
+            if plan.tools and tools_bin.is_dir():
+                env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
+            async with self._limiter:
+                started = time.monotonic()
                 result = await run_process(
                     argv,
                     cwd=plan.cwd,
@@ -188,18 +189,18 @@ class CliBackend:
                     member=spec.name,
                 )
                 reply = self.flavor.parse(spec, plan, result)
-            except BackendError as exc:
-                self.last_error = exc
-                log.warning(
-                    "cli_call_failed",
-                    member=spec.name,
-                    cli=spec.kind.value,
-                    error_class=exc.error_class,
-                    status=exc.status,
-                    cause=exc.cause[-500:],
-                    seconds=round(time.monotonic() - started, 3),
-                )
-                raise
+        except BackendError as exc:
+            self.last_error = exc
+            log.warning(
+                "cli_call_failed",
+                member=spec.name,
+                cli=spec.kind.value,
+                error_class=exc.error_class,
+                status=exc.status,
+                cause=exc.cause[-500:],
+                seconds=round(time.monotonic() - started, 3),
+            )
+            raise
         called: tuple[str, ...] = ()
         if plan.tools:
             called = tuple(name for name, _ in read_calls(plan.scratch / TOOLS_LOG_DIR / LOG_NAME))

@@ -76,7 +76,7 @@ class ClaudeFlavor:
             key = provider_key(spec, environ)
             if key is not None:
                 env["ANTHROPIC_API_KEY"] = key
-            else:
+            else:  # a keyless gateway: do not leak the user's own key to it
                 env.pop("ANTHROPIC_API_KEY", None)
         env.update(dict(spec.extra_env))
         return env

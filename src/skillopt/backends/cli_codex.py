@@ -21,6 +21,7 @@ from skillopt.backends.cli_common import (
     ParsedReply,
     classify,
     parse_json_lines,
+    provider_key,
 )
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
@@ -91,6 +92,7 @@ class CodexFlavor:
         return args
 
     def env(self, spec: CliSpec, environ: Mapping[str, str], home: Path | None) -> dict[str, str]:
+        provider_key(spec, environ)  # codex reads the variable itself; fail early when unset
         env = dict(environ)
         if home is not None:
             env[self.home_env] = str(home)

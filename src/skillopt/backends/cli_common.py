@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillopt.backends.cli_process import ProcessResult
+from skillopt.config import read_secret_env
 from skillopt.errors import (
     BackendAuthError,
     BackendError,
     BackendRequestError,
+    ConfigError,
     RetryableBackendError,
 )
 from skillopt.redact import sanitize
@@ -272,7 +274,17 @@ class CliFlavor(Protocol):
 
 
 def provider_key(spec: CliSpec, environ: Mapping[str, str]) -> str | None:
-    """The custom provider's key from the variable the config names (None when unset)."""
+    """The custom provider's key from the variable the config names (None when none is named).
+
+    A named variable that is unset or empty is an auth failure before anything is spawned.
+    """
     if not spec.provider_key_env:
         return None
-    return environ.get(spec.provider_key_env)
+    try:
+        return read_secret_env(spec.provider_key_env, key="provider_key_env", environ=environ)
+    except ConfigError as exc:
+        raise BackendAuthError(
+            f"{spec.kind} CLI: set {spec.provider_key_env} to the provider's key",
+            member=spec.name,
+            cause=str(exc),
+        ) from exc

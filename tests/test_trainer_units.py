@@ -225,3 +225,19 @@ def test_edit_count_coercion_rejects(raw: object) -> None:
 
     with pytest.raises(ValueError):
         coerce_edit_count(raw)
+
+
+def test_base_toml_lists_every_key_at_its_default() -> None:
+    import tomllib
+
+    from skillopt.trainer.config import TrainerConfig
+
+    path = REPO / "configs/trainer/base.toml"
+    data = tomllib.loads(path.read_text())
+    for name, field in TrainerConfig.model_fields.items():
+        if name == "out_root":
+            assert name in data
+            continue
+        assert field.annotation is not None
+        assert set(data[name]) == set(field.annotation.model_fields), name
+    assert load_trainer_config(path) == TrainerConfig()

@@ -271,3 +271,50 @@ async def test_cancelling_queued_callers_frees_every_slot() -> None:
         with anyio.fail_after(2):
             result = await pool.complete(req("after"))
     assert result.text == "default"
+
+
+async def test_callers_can_wait_for_an_open_member_to_recover() -> None:
+    down = [RetryableBackendError("down", kind="server", status=503) for _ in range(2)]
+    member = ScriptedMember("flaky", list(down))
+    breaker = BreakerPolicy(failure_threshold=2, cooldown=0.3, max_wait=3.0)
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=member, max_concurrency=4)]},
+        retry=RetryPolicy(max_attempts=1),
+        breaker=breaker,
+    ) as pool:
+        for _ in range(2):
+            with pytest.raises(RetryableBackendError):
+                await pool.complete(req(use_cache=False))
+        started = anyio.current_time()
+        results: list[Completion] = []
+
+        async def one(i: int) -> None:
+            results.append(await pool.complete(req(f"w{i}")))
+
+        with anyio.fail_after(3):
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(one, i)
+        waited = anyio.current_time() - started
+    assert len(results) == 6 and {r.member for r in results} == {"flaky"}
+    assert 0.2 <= waited < 2.5  # waited for the cool-down, then all went through
+    assert member.calls == 2 + 6
+
+
+async def test_waiting_for_recovery_gives_up_after_max_wait() -> None:
+    down: list[str | BaseException] = [
+        RetryableBackendError("down", kind="server", status=503) for _ in range(9)
+    ]
+    member = ScriptedMember("dead", down)
+    breaker = BreakerPolicy(failure_threshold=1, cooldown=5.0, max_wait=0.3)
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=member)]},
+        retry=RetryPolicy(max_attempts=5, base_delay=0.0),
+        breaker=breaker,
+    ) as pool:
+        started = anyio.current_time()
+        with anyio.fail_after(3), pytest.raises(NoHealthyMemberError) as caught:
+            await pool.complete(req())
+        waited = anyio.current_time() - started
+    assert member.calls == 1 and 0.25 <= waited < 2.5
+    assert isinstance(caught.value.__cause__, RetryableBackendError)

@@ -247,6 +247,7 @@ class RetryConfig(StrictModel):
 class BreakerConfig(StrictModel):
     failure_threshold: int = Field(default=5, ge=1)
     cooldown: float = Field(default=30.0, ge=0)
+    max_wait: float = Field(default=0.0, ge=0)  # wait for a recovery when all are open
 
 
 class CacheConfig(StrictModel):

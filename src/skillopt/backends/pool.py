@@ -72,10 +72,17 @@ class MemberSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class BreakerPolicy:
-    """Open a member after ``failure_threshold`` consecutive failures for ``cooldown`` s."""
+    """Open a member after ``failure_threshold`` consecutive failures for ``cooldown`` s.
+
+    When every member of a role is open, an attempt waits up to ``max_wait`` seconds for
+    one to admit calls again (cool-down over, or a probe succeeded) before raising
+    ``NoHealthyMemberError``; 0 fails at once. Only callers already holding a gate slot wait, so a long queue
+    behind them costs nothing.
+    """
 
     failure_threshold: int = 5
     cooldown: float = 30.0
+    max_wait: float = 0.0
 
 
 class BreakerState(StrEnum):
@@ -117,10 +124,13 @@ class _Breaker:
             return True
         return False
 
-    def on_success(self) -> None:
+    def on_success(self) -> bool:
+        """Count a success; returns True when this closed an open circuit."""
+        was_open = self._opened_at is not None
         self._failures = 0
         self._opened_at = None
         self._probing = False
+        return was_open
 
     def on_failure(self, now: float) -> bool:
         """Count a failure; returns True when this failure (re)opened the circuit."""
@@ -135,9 +145,14 @@ class _Breaker:
             return True
         return False
 
-    def on_abandon(self) -> None:
-        """The call was cancelled or failed for a reason that says nothing about the member."""
+    def on_abandon(self) -> bool:
+        """The call was cancelled or failed for a reason that says nothing about the member.
+
+        Returns True when that frees the half-open probe slot for another call.
+        """
+        was_probe = self._probing
         self._probing = False
+        return was_probe
 
 
 class _RateSpacer:
@@ -216,6 +231,8 @@ class BackendPool:
         self._groups: dict[Role, _RoleGroup] = {}
         self._closers: list[Any] = []
         self._closed = False
+        self._max_wait = breaker.max_wait
+        self._health_changed: anyio.Event | None = None  # created in the loop, on demand
         for role, specs in roles.items():
             if not specs:
                 raise ConfigError("a role needs at least one member", key=f"roles.{role}")
@@ -287,7 +304,9 @@ class BackendPool:
                 retry_after_cap=cfg.retry.retry_after_cap,
             ),
             breaker=BreakerPolicy(
-                failure_threshold=cfg.breaker.failure_threshold, cooldown=cfg.breaker.cooldown
+                failure_threshold=cfg.breaker.failure_threshold,
+                cooldown=cfg.breaker.cooldown,
+                max_wait=cfg.breaker.max_wait,
             ),
             cache=cache,
         )
@@ -457,6 +476,8 @@ class BackendPool:
         try:
             member = self._pick(group, avoid)
             if member is None:
+                member = await self._wait_for_health(group, avoid)
+            if member is None:
                 self._accounting.failure(
                     member=None, role=role, stage=stage, error_class="no_member"
                 )
@@ -470,6 +491,39 @@ class BackendPool:
                 member.limiter.release()
         finally:
             gate.release()
+
+    def _notify_health(self) -> None:
+        """Wake callers waiting for a member to recover (a breaker changed state)."""
+        if self._health_changed is not None:
+            self._health_changed.set()
+            self._health_changed = None
+
+    async def _wait_for_health(self, group: _RoleGroup, avoid: str | None) -> _Member | None:
+        """Every member is open: wait (up to ``max_wait``) for a probe slot or a recovery.
+
+        Sleeps until the earliest cool-down ends or a breaker changes state, whichever is
+        first; no polling. Returns None when the wait is over without a usable member.
+        """
+        if self._max_wait <= 0:
+            return None
+        deadline = anyio.current_time() + self._max_wait
+        while True:
+            now = anyio.current_time()
+            if now >= deadline:
+                return None
+            reopen = min(
+                (t for m in group.members if (t := m.breaker.reopens_at()) is not None),
+                default=deadline,
+            )
+            wake_at = min(deadline, reopen) if reopen > now else deadline
+            if self._health_changed is None:
+                self._health_changed = anyio.Event()
+            changed = self._health_changed
+            with anyio.CancelScope(deadline=wake_at):
+                await changed.wait()
+            member = self._pick(group, avoid)
+            if member is not None:
+                return member
 
     def _all_open_message(self, group: _RoleGroup) -> str:
         now = anyio.current_time()
@@ -515,7 +569,8 @@ class BackendPool:
                 raise
             raise error from exc
         except anyio.get_cancelled_exc_class():
-            breaker.on_abandon()
+            if breaker.on_abandon():
+                self._notify_health()
             raise
         except Exception as exc:
             # A member broke its contract (raised a foreign error): treat as retryable.
@@ -528,7 +583,8 @@ class BackendPool:
             self._record_failure(member, role, stage, error)
             raise error from exc
         latency = anyio.current_time() - started
-        breaker.on_success()
+        if breaker.on_success():
+            self._notify_health()
         self._accounting.success(
             member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
         )
@@ -565,11 +621,13 @@ class BackendPool:
             member.rest_until = max(member.rest_until, now + rest)
         if _breaker_counts(error):
             if member.breaker.on_failure(now):
+                self._notify_health()
+                reopens = member.breaker.reopens_at() or now
                 _log().warning(
-                    "pool.breaker_open", member=member.name, cooldown=member.breaker.reopens_at()
+                    "pool.breaker_open", member=member.name, reopens_in=round(reopens - now, 3)
                 )
-        else:
-            member.breaker.on_abandon()
+        elif member.breaker.on_abandon():
+            self._notify_health()
 
 
 def _with_member(error: BackendError, member: str) -> BackendError:

@@ -81,7 +81,7 @@ class EpochEnd(TrainerCore):
         state = state.model_copy(update={"epochs_closed": [*state.epochs_closed, epoch]})
         run.write_json(
             run.epoch_dir("epochs", epoch) / "epoch_end.json",
-            {"skill": end_path, "diagnostics": list(self.ctx.diagnostics)},
+            {"skill": end_path, "diagnostics": self.ctx.sorted_diagnostics()},
         )
         run.save_state(state)
         return state

@@ -453,7 +453,7 @@ class Trainer(EpochEnd, FinalPhase):
             best_origin=state.best_origin,
             skill_len=len(skill),
             tokens=StageCounter.delta(tokens_before, self.ctx.completer.snapshot()),
-            diagnostics=list(self.ctx.diagnostics),
+            diagnostics=self.ctx.sorted_diagnostics(),
         )
         self._timing["steps"][str(record["step"])] = {k: round(v, 3) for k, v in timing.items()}
         return record

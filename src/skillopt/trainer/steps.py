@@ -122,6 +122,10 @@ class RunContext:
         self.diagnostics.append(event)
         _log.warning("trainer_diagnostic", **event)
 
+    def sorted_diagnostics(self) -> list[dict[str, Any]]:
+        """Diagnostics in a stable order (they arrive in completion order)."""
+        return sorted(self.diagnostics, key=lambda d: json.dumps(d, sort_keys=True, default=str))
+
 
 # --------------------------------------------------------------------------- rollout
 

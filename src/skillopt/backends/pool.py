@@ -76,8 +76,8 @@ class BreakerPolicy:
 
     When every member of a role is open, an attempt waits up to ``max_wait`` seconds for
     one to admit calls again (cool-down over, or a probe succeeded) before raising
-    ``NoHealthyMemberError``; 0 fails at once. Only callers already holding a gate slot wait, so a long queue
-    behind them costs nothing.
+    ``NoHealthyMemberError``; 0 fails at once. Only callers already holding a gate slot
+    wait, so a long queue behind them costs nothing.
     """
 
     failure_threshold: int = 5

@@ -65,7 +65,9 @@ async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
     logs = io.StringIO()
     configure_logging(stream=logs, json=True, level="DEBUG")
     with FakeModelServer(reply_fn=world_reply) as server:
-        outcome = await run_night(http_config(setup, server), project=setup.project)
+        outcome = await run_night(
+            http_config(setup, server, val_fraction=0.5), project=setup.project
+        )
         requests = list(server.requests)
     assert outcome.status is RunStatus.COMPLETE and outcome.result is NightResult.ACCEPTED
     report = json.loads((outcome.run_dir / "report.json").read_text())

@@ -26,9 +26,14 @@ from support.fake_model_server import FakeModelServer, Request
 WORLD = World()
 
 
-def _section(text: str, title: str) -> str:
-    match = re.search(rf"^# {re.escape(title)}\n\n(.*?)(?=\n\n# |\Z)", text, re.S | re.M)
-    return match.group(1).strip() if match else ""
+def _between(text: str, start: str, end: str) -> str:
+    """The text between two of our template's fixed headings (documents may hold others)."""
+    head = text.find(start)
+    if head < 0:
+        return ""
+    head += len(start)
+    tail = text.find(end, head)
+    return text[head : tail if tail >= 0 else len(text)].strip()
 
 
 def _task(intent: str) -> dict[str, Any]:
@@ -38,13 +43,12 @@ def _task(intent: str) -> dict[str, Any]:
 def world_reply(request: Request) -> str:
     text = request.user_text
     if "# Project notes" in text:
-        skill = _section(text, "Skill")
-        memory = _section(text, "Project notes")
-        task_block = _section(text, "Task")
-        intent = task_block.split("\n\n")[0].strip()
+        skill = _between(text, "\n# Skill\n\n", "\n\n# Project notes\n\n")
+        memory = _between(text, "\n\n# Project notes\n\n", "\n\n# Task\n\n")
+        intent = text.split("\n\n# Task\n\n", 1)[1].split("\n\n")[0].strip()
         return WORLD.answer(_task(intent), skill, memory, 0)
     if "# What a good answer does" in text:
-        intent = _section(text, "What the user asked")
+        intent = _between(text, "# What the user asked\n\n", "\n\n# What a good answer does")
         response = text.split("# The answer\n\n", 1)[1].split("\n\nReply with one JSON")[0]
         score, reason = WORLD.judge(_task(intent), response)
         return json.dumps({"score": score, "reason": reason})
@@ -52,8 +56,10 @@ def world_reply(request: Request) -> str:
         target = re.search(r"You maintain the (\w+) document", text)
         budget = re.search(r"at most (\d+)", text)
         which = target.group(1) if target else "skill"
-        doc = _section(text, f"Current {which}")
-        other = _section(text, "The other document (read-only here)")
+        doc = _between(text, f"# Current {which}\n\n", "\n\n# The other document")
+        other = _between(
+            text, "# The other document (read-only here)\n\n", "\n\n# The user's standing"
+        )
         intents = re.findall(r"^- asked: (.*)$", text, re.M)
         intents += re.findall(r"^## Task: (.*)$", text, re.M)
         skill, memory = (doc, other) if which == "skill" else (other, doc)

@@ -318,3 +318,32 @@ async def test_waiting_for_recovery_gives_up_after_max_wait() -> None:
         waited = anyio.current_time() - started
     assert member.calls == 1 and 0.25 <= waited < 2.5
     assert isinstance(caught.value.__cause__, RetryableBackendError)
+
+
+class RecordingMember(ScriptedMember):
+    """Records the prompts in the order the member served them."""
+
+    def __init__(self, name: str, outcomes: list[str | BaseException]) -> None:
+        super().__init__(name, outcomes)
+        self.order: list[str] = []
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.order.append(request.prompt)
+        await anyio.sleep(0.01)
+        return await super().complete(request)
+
+
+async def test_retries_jump_the_queue_of_fresh_calls() -> None:
+    member = RecordingMember("one", [RetryableBackendError("busy", kind="server", status=503)])
+    async with (
+        BackendPool(
+            {Role.TARGET: [MemberSpec(backend=member, max_concurrency=1)]},
+            retry=RetryPolicy(max_attempts=2, base_delay=0.0),
+        ) as pool,
+        anyio.create_task_group() as tg,
+    ):
+        for name in "ABCDEF":
+            tg.start_soon(pool.complete, req(name))
+            await anyio.lowlevel.checkpoint()  # queue them in this order
+    assert member.order[:3] == ["A", "B", "A"], member.order
+    assert sorted(member.order) == sorted("AABCDEF")

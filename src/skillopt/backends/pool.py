@@ -3,9 +3,10 @@
 How one :meth:`BackendPool.complete` call proceeds:
 
 1. Cache lookup (unless ``request.use_cache`` is False).
-2. Take a slot of the role's gate, a :class:`anyio.CapacityLimiter` as wide as the sum of
-   its members' concurrency. Thousands of callers wait here in FIFO order at no CPU cost;
-   a release wakes exactly one waiter.
+2. Take a slot of the role's gate, as wide as the sum of its members' concurrency.
+   Thousands of callers wait here in FIFO order at no CPU cost; a release hands the slot
+   to exactly one waiter, retries first (so a retried call does not queue again behind
+   the whole backlog).
 3. Pick a member round-robin among members whose breaker admits calls and whose own
    limiter has room (avoiding the member that just failed this call when possible). Only
    if none has room (a member shared by two roles, or an open member's share of the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -170,6 +172,58 @@ class _RateSpacer:
             await anyio.sleep_until(start)
 
 
+class _Waiter:
+    __slots__ = ("event", "granted")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.granted = False
+
+
+class _Gate:
+    """A role's slots: FIFO waiters, with a priority lane for retries.
+
+    A released slot is handed straight to the next waiter (retries first), so a waiter
+    that wakes up owns its slot and nobody can barge in between. Waiters live in ordered
+    dicts: O(1) to append, hand over, and remove on cancellation.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._free = total
+        self._retries: OrderedDict[_Waiter, None] = OrderedDict()
+        self._fresh: OrderedDict[_Waiter, None] = OrderedDict()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._retries) + len(self._fresh)
+
+    async def acquire(self, *, retry: bool) -> None:
+        if self._free > 0:
+            self._free -= 1
+            return
+        waiter = _Waiter()
+        queue = self._retries if retry else self._fresh
+        queue[waiter] = None
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if waiter.granted:
+                self.release()  # cancelled after the hand-over: pass the slot on
+            else:
+                del queue[waiter]
+            raise
+
+    def release(self) -> None:
+        for queue in (self._retries, self._fresh):
+            if queue:
+                waiter, _ = queue.popitem(last=False)
+                waiter.granted = True
+                waiter.event.set()
+                return
+        self._free += 1
+
+
 class _Member:
     def __init__(self, spec: MemberSpec, breaker: BreakerPolicy) -> None:
         self.spec = spec
@@ -188,7 +242,7 @@ class _RoleGroup:
     def __init__(self, role: Role, members: list[_Member]) -> None:
         self.role = role
         self.members = members
-        self.gate = anyio.CapacityLimiter(sum(m.spec.max_concurrency for m in members))
+        self.gate = _Gate(sum(m.spec.max_concurrency for m in members))
         self.cursor = itertools.count()
         names = sorted({m.spec.backend.model for m in members})
         self.model_signature = ",".join(names)
@@ -317,7 +371,7 @@ class BackendPool:
     # ----------------------------------------------------------------- public API
     def total_concurrency(self, role: Role) -> int:
         """How many calls of ``role`` can be in flight at once (size your fan-out to this)."""
-        return int(self._group(role).gate.total_tokens)
+        return self._group(role).gate.total
 
     def members(self, role: Role) -> list[str]:
         return [m.name for m in self._group(role).members]
@@ -472,7 +526,7 @@ class BackendPool:
     ) -> Completion:
         role, stage = group.role.value, request.stage
         gate = group.gate
-        await _acquire(gate)
+        await gate.acquire(retry=attempt > 1)
         try:
             member = self._pick(group, avoid)
             if member is None:

@@ -17,12 +17,16 @@ import structlog
 _configured = False
 
 
-def _redact_event(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    from skillopt.redact import redact_text
+def _redact_event(
+    _: Any, __: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    from skillopt.redact import redact_obj, redact_text
 
     for key, value in list(event_dict.items()):
         if isinstance(value, str):
             event_dict[key] = redact_text(value)
+        elif isinstance(value, dict | list | tuple):
+            event_dict[key] = redact_obj(value)
     return event_dict
 
 
@@ -56,12 +60,34 @@ def configure_logging(
     _configured = True
 
 
-def get_logger(name: str | None = None, **initial: Any) -> Any:
-    """A lazy structlog logger; ``name`` becomes the ``logger`` field.
+class _LazyLogger:
+    """Binds ``initial`` to the configuration active at each call, not at creation.
 
-    Lazy so that a module-level logger created before :func:`configure_logging` still
-    renders with whatever configuration is active when it is first used.
+    structlog's own lazy proxy cannot carry a ``logger`` key (it clashes with a
+    parameter name), and ``get_logger().bind()`` freezes the configuration of the
+    moment; module-level loggers must follow a later :func:`configure_logging`.
     """
+
+    __slots__ = ("_initial",)
+
+    def __init__(self, initial: dict[str, Any]) -> None:
+        self._initial = initial
+
+    def bind(self, **values: Any) -> _LazyLogger:
+        return _LazyLogger({**self._initial, **values})
+
+    def new(self, **values: Any) -> _LazyLogger:
+        return _LazyLogger(dict(values))
+
+    def unbind(self, *keys: str) -> _LazyLogger:
+        return _LazyLogger({k: v for k, v in self._initial.items() if k not in keys})
+
+    def __getattr__(self, method: str) -> Any:
+        return getattr(structlog.get_logger().bind(**self._initial), method)
+
+
+def get_logger(name: str | None = None, **initial: Any) -> Any:
+    """A lazy structlog logger; ``name`` becomes the ``logger`` field."""
     if name:
         initial = {"logger": name, **initial}
-    return structlog.get_logger(**initial)
+    return _LazyLogger(initial)

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import io
+import json
+
+from structlog.testing import capture_logs
+
+from skillopt.logging import configure_logging, get_logger
+
+EARLY = get_logger("early.module", component="x")  # created before any configuration
+
+
+def test_module_level_logger_follows_later_configuration() -> None:
+    stream = io.StringIO()
+    configure_logging(json=True, stream=stream)
+    EARLY.info("hello", n=1)
+    record = json.loads(stream.getvalue().strip().splitlines()[-1])
+    assert record["event"] == "hello"
+    assert record["logger"] == "early.module"
+    assert record["component"] == "x"
+    assert record["n"] == 1
+
+
+def test_secrets_never_reach_the_log() -> None:
+    stream = io.StringIO()
+    configure_logging(json=True, stream=stream)
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    get_logger("t").warning("call failed", detail=f"Authorization: Bearer {key}", extra={"k": key})
+    out = stream.getvalue()
+    assert key not in out
+    assert "REDACTED" in out
+
+
+def test_bound_context_is_captured() -> None:
+    log = get_logger("t", run_id="r1").bind(stage="replay")
+    with capture_logs() as captured:
+        log.info("stage.done", calls=3)
+    assert captured == [
+        {
+            "logger": "t",
+            "run_id": "r1",
+            "stage": "replay",
+            "calls": 3,
+            "event": "stage.done",
+            "log_level": "info",
+        }
+    ]

@@ -1,0 +1,137 @@
+"""Pure pieces of the night: edit parsing, judge replies, the spend cap, report, progress."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
+from skillopt.errors import BudgetExceededError, ReplyFormatError
+from skillopt.types import EditTarget, RolloutResult, TaskRecord
+from skillopt_sleep.progress import TtyProgress
+from skillopt_sleep.reflect import Reflector, RolloutSet, parse_edits
+from skillopt_sleep.replay import Docs, first_json_value, parse_judge_reply
+from skillopt_sleep.report import cell, render_markdown, score_chart
+from skillopt_sleep.spend import SpendingPool
+
+
+def test_parse_edits_validates_and_caps_at_the_budget() -> None:
+    reply = (
+        'Sure! [{"op": "add", "content": "a"}, {"op": "replace", "content": "b", '
+        '"anchor": "x"}, {"op": "add", "content": "  "}, {"op": "delete", "anchor": "y"}]'
+    )
+    edits = parse_edits(reply, target=EditTarget.MEMORY, budget=2)
+    assert [(e.op, e.content, e.anchor) for e in edits] == [("add", "a", ""), ("replace", "b", "x")]
+    assert all(e.target is EditTarget.MEMORY for e in edits)
+    assert len(parse_edits(reply, target=EditTarget.SKILL, budget=9)) == 3
+    with pytest.raises(ReplyFormatError):
+        parse_edits('[{"op": "explode", "content": "a"}]', target=EditTarget.SKILL, budget=4)
+    with pytest.raises(ReplyFormatError):
+        parse_edits("no json here", target=EditTarget.SKILL, budget=4)
+
+
+def test_first_json_value_skips_broken_prefixes() -> None:
+    assert first_json_value("x [oops [1, 2] tail", "[") == [1, 2]
+    assert parse_judge_reply('{"score": 0.9, "reason": "ok"}').hard == 1.0
+    assert parse_judge_reply('```json\n{"score": 0.5}\n```').soft == 0.5
+    with pytest.raises(ReplyFormatError):
+        parse_judge_reply('{"score": 7}')
+
+
+class ScriptedPool:
+    """A real pool stand-in at the seam: replies from a list, records requests."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+        self.requests: list[CompletionRequest] = []
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.requests.append(request)
+        text = self.replies.pop(0)
+        return Completion(text=text, usage=Usage(prompt_tokens=10, completion_tokens=5),
+                          member="s", latency=0.0)  # fmt: skip
+
+    def accounting(self) -> dict[str, Any]:
+        return {}
+
+    def total_concurrency(self, role: Role) -> int:
+        return 1
+
+
+def _set(task_id: str, *hards: float, criteria: tuple[str, ...] = ()) -> RolloutSet:
+    task = TaskRecord(id=task_id, intent=f"do {task_id}")
+    results = tuple(
+        RolloutResult(task_id=task_id, sample_id=i, hard=h, soft=h, response=f"r{i}",
+                      failed_criteria=criteria if h < 1 else ())
+        for i, h in enumerate(hards)
+    )  # fmt: skip
+    return RolloutSet(task=task, results=results)
+
+
+async def test_reflect_retries_once_then_falls_back_to_single_shot() -> None:
+    pool = ScriptedPool(["not json", "still not", '[{"op": "add", "content": "rule"}]'])
+    reflector = Reflector(pool=pool, marker="M", preferences="be brief")
+    sets = [_set("a", 1.0, 0.0, criteria=("max_chars=200",)), _set("b", 0.0, 0.0)]
+    out = await reflector.reflect(
+        target=EditTarget.SKILL, docs=Docs(skill="s", memory="m"), sets=sets, budget=3
+    )
+    assert out.mode.value == "single" and [e.content for e in out.edits] == ["rule"]
+    assert out.raw == ("not json", "still not", '[{"op": "add", "content": "rule"}]')
+    first, retry, single = (r.prompt for r in pool.requests)
+    assert "Attempt groups" in first and "could not be used" in retry
+    assert '"max_chars=200"' in single and "be brief" in single and single.startswith("M")
+
+
+async def test_reflect_makes_no_call_without_failures_or_budget() -> None:
+    pool = ScriptedPool([])
+    reflector = Reflector(pool=pool, marker="M")
+    docs = Docs(skill="s", memory="m")
+    done = await reflector.reflect(target=EditTarget.SKILL, docs=docs,
+                                   sets=[_set("a", 1.0, 1.0)], budget=3)  # fmt: skip
+    assert not done.edits and "nothing to learn" in done.reason
+    none = await reflector.reflect(target=EditTarget.SKILL, docs=docs,
+                                   sets=[_set("a", 0.0)], budget=0)  # fmt: skip
+    assert none.reason == "edit budget is 0" and pool.requests == []
+
+
+async def test_spending_pool_stops_at_the_cap() -> None:
+    pool = SpendingPool(ScriptedPool(["a", "b", "c"]), max_calls=2)
+    request = CompletionRequest(role=Role.TARGET, prompt="p", stage="rollout")
+    await pool.complete(request)
+    await pool.complete(request)
+    with pytest.raises(BudgetExceededError):
+        await pool.complete(request)
+    assert pool.summary()["calls"] == 2 and pool.reached == "calls"
+    tokens = SpendingPool(ScriptedPool(["a", "b"]), max_tokens=10)
+    await tokens.complete(request)
+    with pytest.raises(BudgetExceededError):
+        await tokens.complete(request)
+    assert tokens.reached == "tokens"
+
+
+def test_report_cells_are_escaped_and_chart_scales() -> None:
+    assert cell("a|b`c\nd\x1b[31m") == "a\\|b'c d"
+    chart = score_chart([{"night": 1, "score": 0.5}, {"night": 2, "score": None}])
+    assert chart.count("█") == 15 and "—" in chart
+    md = render_markdown(
+        {"night": 3, "project_name": "p", "status": "failed", "failed_stage": "rollouts",
+         "reason": "every model call failed", "chart": []}
+    )  # fmt: skip
+    assert "This night failed" in md and "rollouts" in md
+    json.dumps({"md": md})
+
+
+def test_tty_progress_shows_stage_calls_errors_and_eta() -> None:
+    out = io.StringIO()
+    progress = TtyProgress(out)
+    progress.stage("rollouts")
+    progress.calls_planned(4)
+    progress.call_done(ok=True)
+    progress.call_done(ok=False)
+    progress.note("hello")
+    progress.close()
+    text = out.getvalue()
+    assert "[rollouts] calls 2/4  errors 1" in text and "eta" in text and "hello" in text

@@ -517,3 +517,23 @@ async def test_missing_provider_key_fails_before_spawning(tmp_path: Path, kind: 
         await backend.complete(req())
     assert "NOT_SET_KEY" in str(info.value) and backend.last_error is info.value
     assert fake.calls() == []
+
+
+def test_tool_shims_log_calls_and_print_fixed_output(tmp_path: Path) -> None:
+    import subprocess
+
+    from skillopt.backends.tool_shims import install_shims, read_calls
+
+    shims = install_shims(tmp_path / "ws", tmp_path / "log", ["search"], {"search": "3 hits"})
+    ran = subprocess.run(
+        [str(shims.bin_dir / "search"), "weather", "in paris"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout == "3 hits\n"
+    assert read_calls(shims.log_path) == [("search", "weather in paris")]
+    assert shims.calls() == ("search",)
+    assert not shims.log_path.is_relative_to(tmp_path / "ws")  # outside the agent's workspace
+    with pytest.raises(ConfigError):
+        install_shims(tmp_path / "ws", tmp_path / "log", ["rm -rf /"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
+from skillopt.backends.cli import CliBackend, attempt_with_tools
 from skillopt.backends.cli_common import CliKind, CliSpec
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy
@@ -97,3 +97,23 @@ async def test_cli_auth_failure_is_not_retried(tmp_path: Path) -> None:
             await pool.complete(CompletionRequest(role=Role.TARGET, prompt="q"))
     assert info.value.member == "locked"
     assert len(locked.calls()) == 1 and other.calls() == []
+
+
+async def test_attempt_with_tools_through_the_pool(tmp_path: Path) -> None:
+    codex_out = json.dumps(
+        {"type": "item.completed", "item": {"type": "agent_message", "text": "ok"}}
+    )
+    agent = write_fake_cli(
+        tmp_path / "a",
+        "codex",
+        stdout=codex_out + "\n",
+        run_tools=[["lookup", "x"], ["search", "y"]],
+    )
+    pool = BackendPool({Role.TARGET: [cli_member(agent, CliKind.CODEX, "cx")]}, retry=FAST)
+    async with pool:
+        first = await attempt_with_tools(
+            pool, "find", ["search", "lookup"], outputs={"search": "hit"}
+        )
+        again = await attempt_with_tools(pool, "find", ["search", "lookup"])
+    assert first.tools_called == ("lookup", "search") and not first.cached
+    assert again.tools_called == ("lookup", "search") and not again.cached

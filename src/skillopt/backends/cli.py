@@ -12,14 +12,14 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.cli_claude import ClaudeFlavor
 from skillopt.backends.cli_codex import CodexFlavor
 from skillopt.backends.cli_common import CallPlan, CliFlavor, CliKind, CliSpec, ParsedReply
@@ -239,6 +239,32 @@ class _CallDirs:
     def __exit__(self, *exc: object) -> None:
         if self._base is not None:
             shutil.rmtree(self._base, ignore_errors=True)
+
+
+async def attempt_with_tools(
+    backend: Backend,
+    prompt: str,
+    tools: Sequence[str],
+    *,
+    outputs: Mapping[str, str] | None = None,
+    role: Role = Role.TARGET,
+    stage: str = "rollout",
+    sample_id: int = 0,
+) -> Completion:
+    """One attempt in which the agent may run the named shell tools (shims that log calls).
+
+    Works through a CLI member or a pool of them; ``Completion.tools_called`` lists what the
+    shims recorded. Never cached: a cached reply could not say which tools ran.
+    """
+    request = CompletionRequest(
+        role=role,
+        prompt=prompt,
+        stage=stage,
+        sample_id=sample_id,
+        use_cache=False,
+        metadata={"tools": list(tools), "tool_outputs": dict(outputs or {})},
+    )
+    return await backend.complete(request)
 
 
 def spec_from_config(cfg: Any) -> CliSpec:

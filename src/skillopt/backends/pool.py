@@ -53,13 +53,7 @@ if TYPE_CHECKING:
     from skillopt.config import PoolConfig
 
 
-def _log() -> Any:
-    """Looked up per use, so it follows a configure_logging() made after import.
-
-    (Binds here rather than passing the name to get_logger: structlog reserves the
-    ``logger`` keyword of its lazy get_logger for the wrapped logger object.)
-    """
-    return get_logger().bind(logger="skillopt.pool")
+_log = get_logger("skillopt.pool")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -447,7 +441,7 @@ class BackendPool:
                 try:
                     await closer.aclose()
                 except Exception as exc:  # one bad member must not leak the others
-                    _log().warning("pool.close_failed", error=short_cause(exc))
+                    _log.warning("pool.close_failed", error=short_cause(exc))
 
     async def __aenter__(self) -> BackendPool:
         return self
@@ -506,7 +500,7 @@ class BackendPool:
                     self._retry, attempt, retry_after=error.retry_after, rng=self._rng
                 )
                 self._accounting.retry(member=error.member, role=role, stage=stage)
-                _log().warning(
+                _log.warning(
                     "pool.retry",
                     member=error.member,
                     status=error.status,
@@ -642,7 +636,7 @@ class BackendPool:
         self._accounting.success(
             member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
         )
-        _log().debug(
+        _log.debug(
             "pool.call",
             member=member.name,
             role=role,
@@ -677,7 +671,7 @@ class BackendPool:
             if member.breaker.on_failure(now):
                 self._notify_health()
                 reopens = member.breaker.reopens_at() or now
-                _log().warning(
+                _log.warning(
                     "pool.breaker_open", member=member.name, reopens_in=round(reopens - now, 3)
                 )
         elif member.breaker.on_abandon():

@@ -169,3 +169,33 @@ async def test_planted_secret_is_redacted_everywhere(demo: DemoSetup) -> None:
         assert b"\x1b[31m" not in data, name
     diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
     assert diag["gather"]["harvest"]["malformed_lines"] == 1
+
+
+class EditLiveAt:
+    """A progress sink that edits the live skill when a stage starts (a user at work)."""
+
+    def __init__(self, stage: str, path: Path) -> None:
+        self.at, self.path = stage, path
+
+    def stage(self, name: str) -> None:
+        if name == self.at:
+            self.path.write_text(self.path.read_text() + "- edited during the night\n")
+
+    def calls_planned(self, n: int) -> None: ...
+
+    def call_done(self, *, ok: bool) -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+async def test_live_file_changed_during_the_night_refuses_staging(demo: DemoSetup) -> None:
+    live = demo.config.live_skill_path()
+    progress = EditLiveAt("final", live)
+    outcome = await run_night(demo.config, project=demo.project, progress=progress)
+    assert outcome.status is RunStatus.FAILED and outcome.failed_stage == "stage"
+    assert "changed" in outcome.reason and outcome.exit_code == 1
+    assert not (outcome.run_dir / "proposal" / "manifest.json").exists()
+    assert live.read_text().endswith("- edited during the night\n")
+    assert not list((demo.state_dir / "projects").glob("*/skills/*/versions/*.md"))

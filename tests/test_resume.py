@@ -89,3 +89,15 @@ async def test_changed_config_aborts_the_interrupted_night(setup: DemoSetup) -> 
     first = json.loads(runs[0].read_text())
     assert first["status"] == "aborted" and "configuration changed" in first["reason"]
     assert json.loads(fresh.stdout)["resumed"] is False
+
+
+async def test_interrupt_exits_130_and_the_night_resumes(setup: DemoSetup) -> None:
+    config = write_config(setup)
+    interrupted = once(config, setup.project, "sigint:round1.reflect_skill")
+    assert interrupted.returncode == 130, interrupted.stderr[-2000:]
+    (run_json,) = (setup.state_dir / "projects").glob("*/runs/*/run.json")
+    journal = json.loads(run_json.read_text())
+    assert journal["status"] == "aborted" and journal["resumable"] is True
+    resumed = once(config, setup.project)
+    assert resumed.returncode == 0 and json.loads(resumed.stdout)["resumed"] is True
+    assert json.loads(run_json.read_text())["status"] == "complete"

@@ -95,7 +95,8 @@ class SleepConfig(StrictModel):
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
     # Test hook: SIGKILL the night after this stage ("rollouts", "final", ...) or after
-    # N recorded rollouts ("rollouts=N"). Used by the resume tests; leave empty.
+    # N recorded rollouts ("rollouts=N"); "sigint:<stage>" sends SIGINT instead. Used by
+    # the resume tests; leave empty.
     debug_kill_after: str = ""
 
     # -- resolved paths -------------------------------------------------------------

@@ -291,8 +291,11 @@ class Night:
     def end(self, name: str, **extra: Any) -> None:
         calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
         self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
-        if self.cfg.debug_kill_after == name:
+        kill = self.cfg.debug_kill_after
+        if kill == name:
             os.kill(os.getpid(), signal.SIGKILL)
+        elif kill == f"sigint:{name}":
+            os.kill(os.getpid(), signal.SIGINT)
 
     def jobs(
         self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool

@@ -36,7 +36,13 @@ from skillopt_sleep.night import (
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
 from skillopt_sleep.rundir import RunStatus, iso
-from skillopt_sleep.staging import Proposal, ProposalKind, SkillStore, write_proposal
+from skillopt_sleep.staging import (
+    Proposal,
+    ProposalKind,
+    SkillStore,
+    sha256_file,
+    write_proposal,
+)
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
 
 
@@ -332,6 +338,12 @@ def _final_deltas(night: Night) -> list[dict[str, Any]]:
 def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
     """Version the accepted documents and write the proposal (manifest last)."""
     run = night.run
+    for path, pinned in ((live.skill_path, live.skill_sha), (live.memory_path, live.memory_sha)):
+        if sha256_file(path) != pinned:
+            raise RefusedError(
+                f"{path}: the live file changed while the night ran; nothing was staged "
+                "(run the night again)"
+            )
     store = SkillStore(project_dir(night.cfg.state_path(), night.project))
     proposals = []
     if decision.docs.skill != live.skill:

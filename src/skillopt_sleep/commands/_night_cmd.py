@@ -8,6 +8,7 @@ from pathlib import Path
 
 from skillopt.errors import LockHeldError, RefusedError
 from skillopt_sleep.commands._common import (
+    EXIT_INTERRUPTED,
     EXIT_REFUSED,
     emit_json,
     known_errors,
@@ -69,6 +70,9 @@ def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:
             outcome: NightOutcome = run_async(_night, cfg, project, dry_run, demo, args.tasks_file)
+    except KeyboardInterrupt:
+        return refuse(args, "interrupted", "interrupted; the next `once` resumes this night",
+                      EXIT_INTERRUPTED)  # fmt: skip
     except LockHeldError as exc:
         return refuse(args, "lock_held", f"another night holds the lock: {exc}")
     except known_errors() as exc:

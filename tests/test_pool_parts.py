@@ -79,6 +79,8 @@ def test_disk_cache_survives_restart_and_a_torn_line(tmp_path: Path) -> None:
     )
     assert not cache.put("k2", CachedReply(text="   ", usage=usage, member="a"))
     assert not cache.put("k1", CachedReply(text="other", usage=usage, member="a"))
+    assert not path.exists()  # buffered until a batch is full or flush()
+    cache.flush()
     with path.open("a") as handle:
         handle.write('{"key": "torn", "te')
     reloaded = ResponseCache(path)
@@ -87,6 +89,23 @@ def test_disk_cache_survives_restart_and_a_torn_line(tmp_path: Path) -> None:
     assert "sk-abcdefghijklmnopqrstu1234" not in hit.text and "REDACTED" in hit.text
     assert reloaded.get("k2") is None and reloaded.get("torn") is None
     assert (reloaded.hits, reloaded.misses) == (1, 2)
+
+
+def test_disk_cache_writes_in_batches_and_compacts(tmp_path: Path) -> None:
+    path = tmp_path / "responses.jsonl"
+    cache = ResponseCache(path, max_entries=3, flush_every=2)
+
+    def lines() -> int:
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    for i in range(7):
+        cache.put(f"k{i}", CachedReply(text=f"t{i}", usage=Usage(), member="m"))
+        assert lines() == (i + 1) // 2 * 2
+    cache.flush()
+    assert lines() == 7
+    reloaded = ResponseCache(path, max_entries=3)
+    assert len(reloaded) == 3 and reloaded.get("k6") is not None and reloaded.get("k0") is None
+    assert lines() == 3  # 7 > 2 * 3 lines: compacted on load
 
 
 def test_corrupt_cache_file_is_an_error_not_a_silent_reset(tmp_path: Path) -> None:

@@ -9,11 +9,12 @@ request and the pool bypasses the cache both ways.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.atomicio import append_jsonl, read_jsonl
+from skillopt.atomicio import append_jsonl, atomic_write_text, read_jsonl
 from skillopt.backends.base import CompletionRequest, Usage
 from skillopt.errors import CorruptStateError
 from skillopt.redact import sanitize
@@ -39,14 +40,26 @@ def cache_key(*, role: str, model: str, request: CompletionRequest) -> str:
 class ResponseCache:
     """Memory cache with an optional append-only JSONL file behind it.
 
-    With ``path`` set, existing entries are loaded at construction and each new entry is
-    appended (redacted) as one complete line. A torn last line from a crash is ignored.
+    With ``path`` set, existing entries are loaded at construction; new entries (redacted)
+    are buffered and appended in batches of ``flush_every`` lines, one write and one fsync
+    per batch, so the event loop is not stalled by an fsync per call. :meth:`flush` writes
+    the rest (the pool calls it on close); a crash loses at most one unflushed batch of a
+    cache, never a result. A torn last line is ignored on load, and a file that has grown
+    past twice ``max_entries`` lines is compacted (atomically) when loaded.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_entries: int = 100_000):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_entries: int = 100_000,
+        flush_every: int = 64,
+    ) -> None:
         self._path = Path(path) if path is not None else None
         self._max_entries = max_entries
+        self._flush_every = max(1, flush_every)
         self._entries: dict[str, CachedReply] = {}
+        self._pending: list[dict[str, object]] = []
         self.hits = 0
         self.misses = 0
         if self._path is not None:
@@ -71,6 +84,11 @@ class ResponseCache:
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptStateError(str(path), f"bad cache entry: {exc}") from exc
+        while len(self._entries) > self._max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        if len(rows) > 2 * self._max_entries:
+            lines = [_row(key, reply) for key, reply in self._entries.items()]
+            atomic_write_text(path, "".join(dumps_line(line) for line in lines))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -93,19 +111,31 @@ class ResponseCache:
         stored = CachedReply(text=sanitize(reply.text), usage=reply.usage, member=reply.member)
         self._entries[key] = stored
         if self._path is not None:
-            append_jsonl(
-                self._path,
-                [
-                    {
-                        "key": key,
-                        "text": stored.text,
-                        "member": stored.member,
-                        "usage": {
-                            "prompt_tokens": stored.usage.prompt_tokens,
-                            "completion_tokens": stored.usage.completion_tokens,
-                            "estimated": stored.usage.estimated,
-                        },
-                    }
-                ],
-            )
+            self._pending.append(_row(key, stored))
+            if len(self._pending) >= self._flush_every:
+                self.flush()
         return True
+
+    def flush(self) -> None:
+        """Append the buffered entries to the file (no-op without a path)."""
+        if self._path is not None and self._pending:
+            batch, self._pending = self._pending, []
+            append_jsonl(self._path, batch)
+
+
+def _row(key: str, reply: CachedReply) -> dict[str, object]:
+    return {
+        "key": key,
+        "text": reply.text,
+        "member": reply.member,
+        "usage": {
+            "prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens,
+            "estimated": reply.usage.estimated,
+        },
+    }
+
+
+def dumps_line(row: dict[str, object]) -> str:
+    """One JSONL line, in the same form :func:`append_jsonl` writes."""
+    return json.dumps(row, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

@@ -435,6 +435,11 @@ class BackendPool:
         if self._closed:
             return
         self._closed = True
+        if self._cache is not None:
+            try:
+                self._cache.flush()
+            except OSError as exc:  # a cache is an optimisation: say so, do not fail close
+                _log.warning("pool.cache_flush_failed", error=short_cause(exc))
         with anyio.CancelScope(shield=True):
             closers = [m.spec.backend for m in self._members.values()] + self._closers
             for closer in closers:

@@ -88,7 +88,7 @@ class ResponseCache:
             self._entries.pop(next(iter(self._entries)))
         if len(rows) > 2 * self._max_entries:
             lines = [_row(key, reply) for key, reply in self._entries.items()]
-            atomic_write_text(path, "".join(dumps_line(line) for line in lines))
+            atomic_write_text(path, "".join(_dumps_line(line) for line in lines))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -136,6 +136,6 @@ def _row(key: str, reply: CachedReply) -> dict[str, object]:
     }
 
 
-def dumps_line(row: dict[str, object]) -> str:
+def _dumps_line(row: dict[str, object]) -> str:
     """One JSONL line, in the same form :func:`append_jsonl` writes."""
     return json.dumps(row, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

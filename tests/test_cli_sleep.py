@@ -26,7 +26,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 
 
 def test_once_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    code, data = cli(capsys, "once", "--demo", "--json", "--rounds", "1")
+    code, data = cli(capsys, "once", "--demo", "--json")
     assert code == 0 and data["ok"] and data["result"] == "accepted"
     assert Path(data["report"]).is_file()
     code, out = cli(capsys, "once", "--demo", "--rounds", "1", "--dream-rollouts", "1")

@@ -389,6 +389,14 @@ class BackendPool:
             }
             for name, m in sorted(self._members.items())
         }
+        snap["roles"] = {
+            role.value: {
+                "members": [m.name for m in group.members],
+                "slots": group.gate.total,
+                "waiting": group.gate.waiting,
+            }
+            for role, group in self._groups.items()
+        }
         if self._cache is not None:
             snap["cache"] = {
                 "entries": len(self._cache),

@@ -62,7 +62,9 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project", type=Path, help="the project directory (default: cwd)")
     parser.add_argument("--state-dir", type=Path, help="where runs and state are kept")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING")
+    parser.add_argument(
+        "--log-level", default=None, help="DEBUG, INFO, WARNING (default: INFO; WARNING on a TTY)"
+    )
 
 
 def add_night_args(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +94,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def setup_logging(args: argparse.Namespace) -> None:
     """Logs go to the process's own stderr (stable even if ``sys.stderr`` is swapped)."""
     stream = sys.__stderr__ or sys.stderr
-    configure_logging(level=str(getattr(args, "log_level", "INFO")), stream=stream)
+    level = getattr(args, "log_level", None) or ("WARNING" if stream.isatty() else "INFO")
+    configure_logging(level=str(level), stream=stream)
 
 
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:

@@ -38,7 +38,7 @@ def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> Non
         )
 
 
-def _print(outcome: NightOutcome) -> None:
+def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
     kind = "dry run" if outcome.dry_run else "night"
     say(
         f"{kind} {outcome.run_id}: {outcome.result.value}"
@@ -56,7 +56,9 @@ def _print(outcome: NightOutcome) -> None:
         )
     spend = outcome.spend
     say(f"  model calls {spend.get('calls', 0)}, tokens {spend.get('tokens', 0)}")
-    if outcome.proposal_dir:
+    if outcome.proposal_dir and demo:
+        say(f"  proposal staged in {outcome.proposal_dir}")
+    elif outcome.proposal_dir:
         say(f"  proposal staged in {outcome.proposal_dir} (adopt with `skillopt-sleep adopt`)")
     if outcome.report_path:
         say(f"  report: {outcome.report_path}")
@@ -80,9 +82,13 @@ def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
     if args.json:
         emit_json(outcome.to_dict())
     else:
-        _print(outcome)
+        _print(outcome, demo=demo)
         if demo and outcome.report_path:
-            sys.stdout.write(f"\nDemo finished. Read the report: {outcome.report_path}\n")
+            root = outcome.report_path.parents[5]
+            say(
+                f"\nDemo finished (everything lives under {root}; nothing else was touched)."
+                f"\nRead the report: {outcome.report_path}"
+            )
     return outcome.exit_code
 
 

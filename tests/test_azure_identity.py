@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.openai_http import build_http_member, make_credential
+from skillopt.backends.openai_http import EntraTokenProvider, build_http_member, make_credential
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import (
@@ -31,6 +31,8 @@ log = os.environ["FAKE_AZ_LOG"]
 with open(log, "a") as handle:
     handle.write(json.dumps(sys.argv[1:]) + "\\n")
 mode = os.environ.get("FAKE_AZ_MODE", "ok")
+if mode == "hang":
+    time.sleep(5)
 if mode == "fail":
     sys.stderr.write("ERROR: Please run 'az login' to setup account.\\n")
     sys.exit(1)
@@ -136,3 +138,20 @@ def test_entra_credentials_are_built_without_network() -> None:
     assert isinstance(mi, identity.ManagedIdentityCredential)
     default = make_credential(AzureDefaultAuth(method="default"))
     assert isinstance(default, identity.DefaultAzureCredential)
+
+
+async def test_a_hanging_token_fetch_times_out(
+    fake_az: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import azure.identity as identity
+
+    monkeypatch.setenv("FAKE_AZ_MODE", "hang")
+    provider = EntraTokenProvider(
+        identity.AzureCliCredential(process_timeout=1),
+        "https://cognitiveservices.azure.com/.default",
+        timeout=0.3,
+    )
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await provider()
+    assert time.monotonic() - started < 1.0

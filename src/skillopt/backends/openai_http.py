@@ -57,12 +57,14 @@ class EntraTokenProvider:
     ``azure.identity.aio`` would need ``aiohttp`` as another HTTP stack. Tokens live for
     about an hour and are refreshed rarely, so the blocking ``get_token`` runs in a worker
     thread via ``anyio.to_thread.run_sync`` and the result is cached until five minutes
-    before expiry; concurrent callers share one refresh.
+    before expiry; concurrent callers share one refresh, which gives up after ``timeout``
+    seconds (a retryable timeout for the pool).
     """
 
-    def __init__(self, credential: Any, scope: str) -> None:
+    def __init__(self, credential: Any, scope: str, *, timeout: float = 60.0) -> None:
         self._credential = credential
         self._scope = scope
+        self._timeout = timeout
         self._token: str | None = None
         self._expires_on = 0.0
         self._lock: anyio.Lock | None = None
@@ -75,7 +77,11 @@ class EntraTokenProvider:
             self._lock = anyio.Lock()
         async with self._lock:
             if self._token is None or time.time() >= self._expires_on - _REFRESH_MARGIN:
-                access = await anyio.to_thread.run_sync(self._credential.get_token, self._scope)
+                # The thread cannot be killed; on timeout the caller stops waiting for it.
+                with anyio.fail_after(self._timeout):
+                    access = await anyio.to_thread.run_sync(
+                        self._credential.get_token, self._scope, abandon_on_cancel=True
+                    )
                 self._token, self._expires_on = str(access.token), float(access.expires_on)
                 self.refreshes += 1
         return self._token

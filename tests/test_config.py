@@ -203,6 +203,13 @@ def test_cli_and_mock_members_parse() -> None:
     assert cfg.member("cl").name == "cl"
 
 
+def test_paths_expand_the_home_directory(tmp_path: Path) -> None:
+    cfg = load_pool_config(
+        write(tmp_path, BASE), overrides={"cache.dir": "~/skillopt-cache"}, env_prefix=None
+    )
+    assert cfg.cache.dir == Path.home() / "skillopt-cache"
+
+
 def test_example_file_loads() -> None:
     cfg = load_pool_config(REPO / "configs" / "endpoints.example.toml", env_prefix=None)
     kinds = {m.kind for m in cfg.members}

@@ -27,13 +27,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_obj
 
 M = TypeVar("M", bound=BaseModel)
+
+#: A filesystem path with ``~`` expanded (config files are written by people).
+UserPath = Annotated[Path, AfterValidator(lambda p: p.expanduser())]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -183,10 +194,10 @@ class MockMember(_MemberBase):
 
 
 class _CliBase(_MemberBase):
-    executable: Path | None = None
+    executable: UserPath | None = None
     model: str | None = None
     isolated_home: bool = False
-    home_dir: Path | None = None
+    home_dir: UserPath | None = None
     provider_base_url: str | None = None
     provider_key_env: str | None = None
     extra_args: list[str] = Field(default_factory=list)
@@ -252,7 +263,7 @@ class BreakerConfig(StrictModel):
 
 class CacheConfig(StrictModel):
     enabled: bool = True
-    dir: Path | None = None  # None: memory only
+    dir: UserPath | None = None  # None: memory only
     max_entries: int = Field(default=100_000, ge=1)
 
 
@@ -317,7 +328,7 @@ def load_toml_model(
     source = str(path) if path is not None else None
     data: dict[str, Any] = {}
     if path is not None:
-        data = _read_toml(Path(path))
+        data = _read_toml(Path(path).expanduser())
     if env_prefix:
         env = os.environ if environ is None else environ
         for dotted, raw in _env_overrides(env, env_prefix):

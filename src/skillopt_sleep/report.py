@@ -206,6 +206,9 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         "## Held-out score across nights",
         "",
+        "A score is the average, over the held-out tasks, of how well the agent's answers met "
+        "each task (1.0 = every task fully met). Each bar is the documents a night ended with.",
+        "",
         score_chart(r.get("chart", [])),
         "",
     ]

@@ -20,19 +20,15 @@ from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep import rundir
-from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start
-from skillopt_sleep.night import (
+from skillopt_sleep.consolidate import (
     Decision,
-    Live,
     Night,
-    NightFailed,
-    NightOutcome,
-    NightResult,
     consolidate,
     estimate_spend,
-    read_live,
     split_tasks,
 )
+from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start
+from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
 from skillopt_sleep.rundir import RunStatus, iso

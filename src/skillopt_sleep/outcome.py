@@ -1,0 +1,115 @@
+"""What a night returns and how it can fail: :class:`NightOutcome`, :class:`NightFailed`.
+
+Also the live documents as the night read them (:class:`Live`): their text and sha256,
+the pins a proposal is staged against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from skillopt.errors import ConfigError, SkillOptError
+from skillopt.skilldoc import content_hash
+from skillopt_sleep.rundir import RunStatus
+
+Clock = Callable[[], datetime]
+
+
+class NightResult(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    NO_TASKS = "no_tasks"
+    NO_EDITS = "no_edits"
+    BUDGET_REACHED = "budget_reached"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightOutcome:
+    """What a night produced; ``exit_code`` is what the CLI returns."""
+
+    status: RunStatus
+    result: NightResult
+    run_id: str = ""
+    run_dir: Path | None = None
+    report_path: Path | None = None
+    proposal_dir: Path | None = None
+    accepted: bool = False
+    gate_action: str = ""
+    baseline: float | None = None
+    candidate: float | None = None
+    test_score: float | None = None
+    n_sessions: int = 0
+    n_tasks: int = 0
+    reason: str = ""
+    failed_stage: str = ""
+    resumed: bool = False
+    dry_run: bool = False
+    spend: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status in (RunStatus.FAILED, RunStatus.ABORTED) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.exit_code == 0,
+            "status": self.status.value,
+            "result": self.result.value,
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "report": str(self.report_path) if self.report_path else None,
+            "proposal": str(self.proposal_dir) if self.proposal_dir else None,
+            "accepted": self.accepted,
+            "gate_action": self.gate_action,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "test_score": self.test_score,
+            "n_sessions": self.n_sessions,
+            "n_tasks": self.n_tasks,
+            "reason": self.reason,
+            "failed_stage": self.failed_stage,
+            "resumed": self.resumed,
+            "dry_run": self.dry_run,
+            "spend": self.spend,
+        }
+
+
+class NightFailed(SkillOptError):
+    """A night that cannot produce a trustworthy result; names the stage and the cause."""
+
+    def __init__(self, stage: str, cause: str) -> None:
+        self.stage = stage
+        self.cause = cause
+        super().__init__(f"{stage}: {cause}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Live:
+    """The live documents as read at the start of the night (never written here)."""
+
+    skill_path: Path
+    memory_path: Path
+    skill: str
+    memory: str
+    skill_sha: str  # "" = file absent
+    memory_sha: str
+
+
+def read_live(path: Path) -> tuple[str, str]:
+    """(text, sha256 of the bytes); a missing file is ("", "")."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return "", ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read live document: {exc.strerror}", source=str(path)) from exc
+    try:
+        return raw.decode("utf-8"), content_hash(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError("live document is not UTF-8", source=str(path)) from exc

@@ -199,3 +199,16 @@ async def test_live_file_changed_during_the_night_refuses_staging(demo: DemoSetu
     assert not (outcome.run_dir / "proposal" / "manifest.json").exists()
     assert live.read_text().endswith("- edited during the night\n")
     assert not list((demo.state_dir / "projects").glob("*/skills/*/versions/*.md"))
+
+
+async def test_test_split_is_scored_after_the_decision_only(demo: DemoSetup) -> None:
+    cfg = _with(demo.config, night__test_fraction=0.3)
+    outcome = await run_night(cfg, project=demo.project)
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    tasks = [json.loads(x) for x in (outcome.run_dir / "tasks.jsonl").read_text().splitlines()]
+    test_ids = {t["id"] for t in tasks if t["split"] == "test"}
+    assert test_ids and report["test"]["n"] == len(test_ids)
+    assert outcome.test_score == report["test"]["score"]
+    rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["phase"] for r in rows if r["task_id"] in test_ids} == {"test"}
+    assert "## Test split" in (outcome.run_dir / "report.md").read_text()

@@ -188,6 +188,13 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             )
             report["estimate"] = estimate.describe()
             night.progress.note(f"estimated spend: {estimate.describe()}")
+            cap = cfg.budget.max_calls
+            if cap and estimate.calls > cap:
+                night.notes.append(
+                    f"the estimate ({estimate.calls} calls) is above the cap ({cap}); "
+                    "the night may stop early"
+                )
+                night.progress.note(night.notes[-1])
             _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
             start = Docs(skill=live.skill, memory=live.memory)
             decision = await consolidate(night, train=train, val=val, leaked=leaked, start=start)

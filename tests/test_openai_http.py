@@ -244,9 +244,6 @@ def test_factory_dispatches_every_kind(server: FakeModelServer) -> None:
     )
     mock = build_member(cfg.members[0])
     assert mock.name == "m"
-    try:
-        cli = build_member(cfg.members[1])
-    except ConfigError as exc:  # the CLI module may refuse a missing executable
-        assert "cl" in str(exc) or "claude" in str(exc) or exc.key
-    else:
-        assert cli.name == "cl"
+    # The CLI builder is reached (lazily imported) and refuses a missing executable.
+    with pytest.raises(ConfigError, match="not found"):
+        build_member(cfg.members[1])

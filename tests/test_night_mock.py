@@ -37,6 +37,10 @@ def demo(tmp_path: Path) -> DemoSetup:
     return prepare_demo(tmp_path)
 
 
+def _read(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
 def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
@@ -212,3 +216,15 @@ async def test_test_split_is_scored_after_the_decision_only(demo: DemoSetup) -> 
     rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
     assert {r["phase"] for r in rows if r["task_id"] in test_ids} == {"test"}
     assert "## Test split" in (outcome.run_dir / "report.md").read_text()
+
+
+async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSetup) -> None:
+    cfg = _with(demo.config, auto_adopt=True)
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.accepted and outcome.proposal_dir is not None
+    manifest = json.loads((outcome.proposal_dir / "manifest.json").read_text())
+    for entry in manifest["entries"]:
+        staged = (outcome.run_dir / entry["proposed_file"]).read_bytes()
+        assert _read(entry["live_path"]) == staged
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert len(report["auto_adopted"]) == len(manifest["entries"])

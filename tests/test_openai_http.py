@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import httpx2
 import openai
 import pytest
@@ -209,13 +211,28 @@ async def test_pool_from_config_shares_one_http_client(
         opt = await pool.complete(
             CompletionRequest(role=Role.OPTIMIZER, prompt="reflect", stage="reflect")
         )
-        clients = {id(m.spec.backend._client._client) for m in pool._members.values()  # type: ignore[attr-defined]
-                   if hasattr(m.spec.backend, "_client")}  # fmt: skip
-        shared = pool._closers[0]
-    assert len(clients) == 1 and shared.is_closed
     assert {r.member for r in results} == {"one", "two"}
     assert opt.member == "offline"
-    assert server.total("one") + server.total("two") == 5
+    seen = server.requests_for("one") + server.requests_for("two")
+    assert len(seen) == 5
+    # Sequential calls to two members on one host went over one kept-alive connection:
+    # both members use the one shared HTTP client.
+    assert len({r.peer for r in seen}) == 1
+    # Closing the pool closed the shared client and with it the connection.
+    assert await anyio.to_thread.run_sync(server.wait_until, lambda s: s.open_connections == 0, 3.0)
+
+
+async def test_members_built_alone_do_not_share_connections(server: FakeModelServer) -> None:
+    first = build_http_member(configs(server)[0], environ=ENV)
+    second = build_http_member(configs(server)[2], environ=ENV)
+    try:
+        for backend in (first, second, first, second):
+            await backend.complete(CompletionRequest(role=Role.TARGET, prompt="x"))
+    finally:
+        await first.aclose()
+        await second.aclose()
+    peers = {r.peer for r in server.requests_for("oc") + server.requests_for("ac")}
+    assert len(peers) == 2
 
 
 async def test_from_config_extra_backends_replace_members(

@@ -85,6 +85,7 @@ class Request:
     body: Any
     raw_body: bytes
     arrived: float  # time.monotonic() at arrival
+    peer: str = ""  # client "host:port": one keep-alive connection keeps one peer
 
     @property
     def user_text(self) -> str:
@@ -132,6 +133,8 @@ class Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        host, port = writer.get_extra_info("peername")[:2]
+        self.peer = f"{host}:{port}"
 
     async def send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Status")
@@ -183,6 +186,7 @@ class FakeModelServer:
         self.in_flight: dict[tuple[str, str], int] = defaultdict(int)
         self.peak: dict[tuple[str, str], int] = defaultdict(int)
         self.disconnects = 0
+        self.open_connections = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -309,6 +313,8 @@ class FakeModelServer:
     # ------------------------------------------------------------------ HTTP
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
+        with self._lock:
+            self.open_connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -329,6 +335,9 @@ class FakeModelServer:
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
+            with self._lock:
+                self.open_connections -= 1
+                self._changed.notify_all()
 
     async def _dispatch(
         self, conn: Connection, method: str, target: str, headers: dict[str, str], raw: bytes
@@ -357,6 +366,7 @@ class FakeModelServer:
                 body=body if self.record_bodies else None,
                 raw_body=raw if self.record_bodies else b"",
                 arrived=time.monotonic(),
+                peer=conn.peer,
             )
             key = (request.member, name)
             with self._lock:

@@ -96,6 +96,8 @@ def test_env_override_indexes_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (('kind = "openai"', 'kind = "openai"\nbogus = 1'), "members.0.bogus", "unknown key"),
         (("http://127.0.0.1:8000/v1", "ftp://host/v1"), "members.0.base_url", "http"),
         (("http://127.0.0.1:8000/v1", "not a url"), "members.0.base_url", "URL"),
+        (("http://127.0.0.1:8000/v1", "http://127.0.0.1:99999/v1"), "members.0.base_url", "URL"),
+        (("http://127.0.0.1:8000/v1", "http://[::1/v1"), "members.0.base_url", "URL"),
         (('kind = "openai"', 'kind = "gemini"'), "members.0.kind", "unknown kind 'gemini'"),
         (('target = ["local"]', 'target = ["nope"]'), "roles.target.0", "unknown member 'nope'"),
         (('target = ["local"]', "target = []"), "roles.target", "at least 1"),

@@ -58,9 +58,14 @@ class StrictModel(BaseModel):
 
 def check_url(value: str) -> str:
     """Accept an absolute http(s) URL with a host; the error never echoes the value."""
-    parts = urlsplit(value.strip())
+    message = "must be an absolute http:// or https:// URL with a host"
+    try:
+        parts = urlsplit(value.strip())
+        _ = parts.port  # raises on a port that is not a number in range
+    except ValueError as exc:
+        raise ValueError(message) from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an absolute http:// or https:// URL with a host")
+        raise ValueError(message)
     return value.strip()
 
 

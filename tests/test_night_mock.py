@@ -228,3 +228,19 @@ async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSe
         assert _read(entry["live_path"]) == staged
     report = json.loads((outcome.run_dir / "report.json").read_text())
     assert len(report["auto_adopted"]) == len(manifest["entries"])
+
+
+async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
+    from datetime import UTC, datetime
+
+    from skillopt.types import TaskRecord
+    from skillopt_sleep.tasks_file import write_tasks_file
+
+    path = demo.root / "one.json"
+    task = TaskRecord(id="only", intent="Where is the retry delay computed? Which file?")
+    write_tasks_file(path, [task], generated_at=datetime.now(UTC))
+    outcome = await run_night(demo.config, project=demo.project, tasks_file=path)
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["leaked"] and not outcome.accepted
+    assert outcome.gate_action == "reject_unverified" and outcome.proposal_dir is None
+    assert "Not validated" in (outcome.run_dir / "report.md").read_text()

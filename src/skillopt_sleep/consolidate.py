@@ -264,7 +264,6 @@ class Night:
         best: Docs,
         best_val: list[RolloutResult],
         val: Sequence[TaskRecord],
-        leaked: bool,
     ) -> tuple[Docs, list[RolloutResult], list[EditRecord]]:
         """Gate ``edits`` against the best candidate so far; attribute when rejected.
 
@@ -408,7 +407,6 @@ async def consolidate(
     *,
     train: list[TaskRecord],
     val: list[TaskRecord],
-    leaked: bool,
     start: Docs,
 ) -> Decision:
     """Rounds of rollouts -> reflect -> trials, then the final fresh check."""
@@ -462,7 +460,6 @@ async def consolidate(
                 best=best,
                 best_val=best_val,
                 val=val,
-                leaked=leaked,
             )
             applied.extend(won)
     baseline_score = night.gate.mean(base_val)

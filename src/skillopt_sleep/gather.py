@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from skillopt.splits import assign_splits
-from skillopt.types import TaskRecord
+from skillopt.types import Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import HarvestResult, SourceKind, SourceSpec, harvest
 from skillopt_sleep.llm_miner import Completer, llm_mine
@@ -76,8 +76,11 @@ def gather(
 def from_tasks_file(cfg: SleepConfig, *, project: Path, tasks_file: Path) -> Gathered:
     loaded = load_tasks_file(tasks_file)
     tasks = [replace(t, project=t.project or str(project)) for t in loaded.tasks]
+    tasks = tasks[: cfg.night.max_tasks]
+    # Splits the user chose in the file are kept; an all-train file gets the hash split.
+    chosen = any(t.split is not Split.TRAIN for t in tasks)
     return Gathered(
-        tasks=tuple(split(cfg, tasks[: cfg.night.max_tasks])),
+        tasks=tuple(tasks if chosen else split(cfg, tasks)),
         n_sessions=int(loaded.metadata.get("n_sessions", 0)),
         source="tasks_file",
         diagnostics={"tasks_file": str(tasks_file), "warnings": list(loaded.warnings)},

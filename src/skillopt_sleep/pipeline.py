@@ -197,7 +197,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
                 night.progress.note(night.notes[-1])
             _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
             start = Docs(skill=live.skill, memory=live.memory)
-            decision = await consolidate(night, train=train, val=val, leaked=leaked, start=start)
+            decision = await consolidate(night, train=train, val=val, start=start)
             report["test"] = await _score_test(night, test, decision, start)
             if decision.accepted:
                 result = NightResult.ACCEPTED

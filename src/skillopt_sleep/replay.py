@@ -12,6 +12,7 @@ calling the model again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -305,16 +306,7 @@ class Replayer:
                 return parse_judge_reply(done.text)
             except ReplyFormatError as exc:
                 last = exc
-                request = CompletionRequest(
-                    role=request.role,
-                    prompt=request.prompt,
-                    stage=request.stage,
-                    max_output_tokens=request.max_output_tokens,
-                    json_mode=True,
-                    use_cache=False,
-                    sample_id=1,
-                    metadata=request.metadata,
-                )
+                request = dataclasses.replace(request, use_cache=False, sample_id=1)
         assert last is not None
         return JudgeResult(hard=0.0, soft=0.0, reason=f"judge reply unusable: {last}")
 

@@ -130,7 +130,7 @@ async def run_night(
         if config.pool is None:
             raise ConfigError(
                 "no model endpoints configured: add a [pool] section to the sleep config "
-                "(see configs/sleep.example.toml), or try `skillopt-sleep once --demo`",
+                "(see docs/night.md), or try `skillopt-sleep once --demo`",
                 key="pool",
             )
         from skillopt.backends.pool import BackendPool

@@ -135,3 +135,21 @@ def test_tty_progress_shows_stage_calls_errors_and_eta() -> None:
     progress.close()
     text = out.getvalue()
     assert "[rollouts] calls 2/4  errors 1" in text and "eta" in text and "hello" in text
+
+
+def test_sleep_config_precedence_and_key_paths(tmp_path: Any) -> None:
+    from skillopt.errors import ConfigError
+    from skillopt_sleep.config import load_sleep_config
+
+    path = tmp_path / "sleep.toml"
+    path.write_text("[night]\nrounds = 2\ndream_rollouts = 3\n")
+    env = {"SKILLOPT_SLEEP__NIGHT__ROUNDS": "4", "SKILLOPT_SLEEP__GATE__METRIC": '"hard"'}
+    cfg = load_sleep_config(path, environ=env, overrides={"night.dream_rollouts": 5})
+    assert (cfg.night.rounds, cfg.night.dream_rollouts, cfg.gate.metric) == (4, 5, "hard")
+    assert load_sleep_config(path, environ={}, overrides={"night.rounds": None}).night.rounds == 2
+    path.write_text("[night]\nroundz = 2\n")
+    with pytest.raises(ConfigError, match=r"night\.roundz"):
+        load_sleep_config(path, environ={})
+    path.write_text("[night]\nval_fraction = 0.7\ntest_fraction = 0.3\n")
+    with pytest.raises(ConfigError):
+        load_sleep_config(path, environ={})

@@ -6,6 +6,7 @@ A reader never sees a half-written file, and a killed process leaves at worst a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -40,10 +41,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(target.parent)
 

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import run_night
-from support.sleep_setup import write_config
+from support.sleep_setup import MOCK_POOL, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -100,4 +101,36 @@ async def test_interrupt_exits_130_and_the_night_resumes(setup: DemoSetup) -> No
     assert journal["status"] == "aborted" and journal["resumable"] is True
     resumed = once(config, setup.project)
     assert resumed.returncode == 0 and json.loads(resumed.stdout)["resumed"] is True
+    assert json.loads(run_json.read_text())["status"] == "complete"
+
+
+def test_sigterm_aborts_the_night_resumably(setup: DemoSetup) -> None:
+    """A systemd stop sends SIGTERM: the run is marked aborted + resumable, exit 130."""
+    slow_pool = MOCK_POOL.replace(
+        "max_concurrency = 16", "max_concurrency = 4\noptions = { latency = 0.05 }"
+    )
+    config = write_config(setup, pool=slow_pool)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env["HOME"] = str(config.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillopt_sleep", "once", "--json",
+         "--config", str(config), "--project", str(setup.project)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    run_json: Path | None = None
+    while time.monotonic() < deadline and run_json is None:
+        found = list((setup.state_dir / "projects").glob("*/runs/*/rollouts.jsonl"))
+        run_json = found[0].parent / "run.json" if found else None
+        time.sleep(0.05)
+    assert run_json is not None, "the night never started replaying"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err[-2000:]
+    record = json.loads(run_json.read_text())
+    assert record["status"] == "aborted"
+    assert json.loads(out)["error"] == "interrupted"
+    resumed = once(config, setup.project)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout)["resumed"] is True
     assert json.loads(run_json.read_text())["status"] == "complete"

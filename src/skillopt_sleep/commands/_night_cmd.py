@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
+import anyio
+
 from skillopt.errors import LockHeldError, RefusedError
+from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -95,11 +99,33 @@ def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
 async def _night(
     cfg: SleepConfig, project: Path, dry_run: bool, demo: bool, tasks_file: Path | None
 ) -> NightOutcome:
-    return await run_night(
-        cfg,
-        project=project,
-        dry_run=dry_run,
-        demo=demo,
-        progress=default_progress(sys.stderr),
-        tasks_file=tasks_file,
-    )
+    """Run the night; SIGTERM (a systemd stop, a timer's kill) cancels it cleanly.
+
+    Cancellation unwinds through the pipeline, which marks the run ``aborted`` and
+    resumable; we then report it as an interruption (exit 130).
+    """
+    outcome: NightOutcome | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_sigterm() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for signum in signals:
+                    get_logger("skillopt_sleep.once").warning(
+                        "night.signal", signal=signal.Signals(signum).name, action="abort"
+                    )
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_sigterm)
+        outcome = await run_night(
+            cfg,
+            project=project,
+            dry_run=dry_run,
+            demo=demo,
+            progress=default_progress(sys.stderr),
+            tasks_file=tasks_file,
+        )
+        tg.cancel_scope.cancel()
+    if outcome is None:  # cancelled by SIGTERM
+        raise KeyboardInterrupt
+    return outcome

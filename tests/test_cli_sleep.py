@@ -144,3 +144,17 @@ def test_dry_run_command(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -
     cfg = str(write_config(setup))
     code, out = cli(capsys, "dry-run", "--config", cfg, "--project", str(setup.project), "--json")
     assert code == 0 and out["dry_run"] and out["proposal"] is None
+
+
+def test_status_shows_who_holds_the_project_lock(
+    capsys: pytest.CaptureFixture[str], setup: DemoSetup
+) -> None:
+    cfg, proj = str(write_config(setup)), str(setup.project)
+    code, idle = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and idle["night_in_progress"] is None and idle["daemon_running"] is False
+    assert idle["next_wake"]  # the default 02:30 schedule
+    with project_lock(setup.state_dir, setup.project, command="once"):
+        code, busy = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
+        code_text, text = cli(capsys, "status", "--config", cfg, "--project", proj)
+    assert code == 0 and busy["night_in_progress"]["command"] == "once"
+    assert code_text == 0 and "night in progress: once" in text

@@ -105,27 +105,32 @@ async def _night(
     resumable; we then report it as an interruption (exit 130).
     """
     outcome: NightOutcome | None = None
-    async with anyio.create_task_group() as tg:
+    try:
+        async with anyio.create_task_group() as tg:
 
-        async def stop_on_sigterm() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                async for signum in signals:
-                    get_logger("skillopt_sleep.once").warning(
-                        "night.signal", signal=signal.Signals(signum).name, action="abort"
-                    )
-                    tg.cancel_scope.cancel()
-                    return
+            async def stop_on_sigterm() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for signum in signals:
+                        get_logger("skillopt_sleep.once").warning(
+                            "night.signal", signal=signal.Signals(signum).name, action="abort"
+                        )
+                        tg.cancel_scope.cancel()
+                        return
 
-        tg.start_soon(stop_on_sigterm)
-        outcome = await run_night(
-            cfg,
-            project=project,
-            dry_run=dry_run,
-            demo=demo,
-            progress=default_progress(sys.stderr),
-            tasks_file=tasks_file,
-        )
-        tg.cancel_scope.cancel()
+            tg.start_soon(stop_on_sigterm)
+            outcome = await run_night(
+                cfg,
+                project=project,
+                dry_run=dry_run,
+                demo=demo,
+                progress=default_progress(sys.stderr),
+                tasks_file=tasks_file,
+            )
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # surface the night's own error, not the group
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if outcome is None:  # cancelled by SIGTERM
         raise KeyboardInterrupt
     return outcome

@@ -26,14 +26,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
 
 
-def _next_wake(cfg: Any, project: Any) -> str | None:
-    try:
-        from skillopt_sleep.daemon import next_wake_times
-    except ImportError:  # the scheduler extra is not installed
-        return None
-    settings = cfg.daemon.with_projects([project])
-    when = next_wake_times(settings).get(project)
-    return when.isoformat() if when else None
+def _schedule_health(cfg: Any, project: Any) -> dict[str, Any]:
+    """Next wake, whether a daemon runs, and who holds the project lock right now."""
+    from skillopt_sleep.daemon import project_health
+
+    return project_health(cfg.daemon, cfg.state_path(), project)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         runs = RunDir.list_runs(runs_root(cfg, project))
         nights = [run_summary(p) for p in runs[-SHOWN:]]
         proposals = [e for p in runs for e in pending(p)]
-        next_wake = _next_wake(cfg, project)
+        health = _schedule_health(cfg, project)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     data = {
@@ -58,14 +55,23 @@ def run(args: argparse.Namespace) -> int:
         "harvest_cursor": state.harvest_cursor.isoformat() if state.harvest_cursor else None,
         "recent": nights,
         "pending_proposals": proposals,
-        "next_wake": next_wake,
+        **health,
     }
+    next_wake = health["next_wake"]
     if args.json:
         emit_json(data)
         return EXIT_OK
     say(f"project {project}: {state.night} night(s) run")
     say(f"  harvest cursor: {data['harvest_cursor'] or 'not set (first night)'}")
     say(f"  next scheduled night: {next_wake or 'not scheduled'}")
+    daemon = health["daemon"]
+    if daemon:
+        say(f"  daemon running: pid {daemon.get('pid')} on {daemon.get('host')}")
+    else:
+        say("  daemon: not running (a systemd timer or cron may still start nights)")
+    night = health["night_in_progress"]
+    if night:
+        say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")
     if not nights:
         say("  no nights yet: run `skillopt-sleep once`")
     for n in nights:

@@ -164,7 +164,7 @@ def _to_tasks(
             outcome = TaskOutcome.SUCCESS if item.satisfied else TaskOutcome.FAIL
         out.append(
             TaskRecord(
-                id=stable_id("llm", scope, intent),
+                id=stable_id("llm", intent),
                 intent=clip(intent, 800),
                 reference=rubric,
                 reference_kind=ReferenceKind.RUBRIC if rubric else ReferenceKind.RULE,

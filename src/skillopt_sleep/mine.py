@@ -87,9 +87,14 @@ def normalise_intent(text: str) -> str:
     return " ".join(_NON_WORD.sub(" ", folded).split())
 
 
-def stable_id(prefix: str, project: str, intent: str) -> str:
-    """``<prefix>_<sha12>`` of the project and normalised intent; stable across nights."""
-    digest = hashlib.sha256(f"{project}::{normalise_intent(intent)}".encode()).hexdigest()
+def stable_id(prefix: str, intent: str) -> str:
+    """``<prefix>_<sha12>`` of the normalised intent; stable across nights.
+
+    The project path is deliberately left out: tasks already live under their project's
+    state directory, and an id must survive the project being moved or cloned elsewhere
+    (it also keeps the bundled demo's splits identical from one temp directory to the next).
+    """
+    digest = hashlib.sha256(normalise_intent(intent).encode()).hexdigest()
     return f"{prefix}_{digest[:12]}"
 
 
@@ -173,7 +178,7 @@ def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord 
     tags.append(f"source:{digest.source.value}")
     scope = project or (str(digest.cwd) if digest.cwd else "")
     return TaskRecord(
-        id=stable_id("h", scope, intent),
+        id=stable_id("h", intent),
         intent=intent,
         context=context,
         reference=rubric,

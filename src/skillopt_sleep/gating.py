@@ -57,13 +57,13 @@ class Gate:
         edits_applied: bool = True,
     ) -> GateDecision:
         val_ids = self.val_ids or frozenset(r.task_id for r in baseline)
-        # Trials skip the leak check by presenting a disjoint, non-empty train set.
-        train_ids = self.train_ids if final else frozenset({"\x00trial"})
+        # Leaks are judged once, on the final decision; intermediate trials only compare.
         return decide(
             self.per_task(baseline),
             self.per_task(candidate),
             config=self.config,
-            train_ids=train_ids,
+            train_ids=self.train_ids,
             val_ids=val_ids,
             edits_applied=edits_applied,
+            check_leaks=final,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,3 +154,19 @@ def test_sleep_config_precedence_and_key_paths(tmp_path: Any) -> None:
     path.write_text("[night]\nval_fraction = 0.7\ntest_fraction = 0.3\n")
     with pytest.raises(ConfigError):
         load_sleep_config(path, environ={})
+
+
+def test_runs_list_in_creation_order_even_within_one_second(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from skillopt_sleep.rundir import RunDir
+
+    frozen = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)
+    made = [
+        RunDir.create(
+            tmp_path, now=frozen, project="p", project_key="k", config={},
+            config_hash="h", dry_run=False,
+        ).path
+        for _ in range(12)
+    ]  # fmt: skip
+    assert RunDir.list_runs(tmp_path) == made

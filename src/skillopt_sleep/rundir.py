@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -93,6 +92,12 @@ def runs_root(state_dir: Path, project_key: str) -> Path:
     return state_dir / "projects" / project_key / "runs"
 
 
+def _run_seq(path: Path) -> int:
+    """The sequence number at the end of a run directory name (``<stamp>-<seq>``)."""
+    tail = path.name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
 class RunDir:
     """A run directory plus its in-memory journal (mirrored to ``run.json``)."""
 
@@ -115,7 +120,9 @@ class RunDir:
         dry_run: bool,
     ) -> RunDir:
         stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-        path = root / f"{stamp}-{secrets.token_hex(3)}"
+        existing = cls.list_runs(root)
+        seq = max((_run_seq(p) for p in existing), default=0) + 1
+        path = root / f"{stamp}-{seq:04d}"
         path.mkdir(parents=True, exist_ok=False)
         journal: dict[str, Any] = {
             "schema": "skillopt-sleep-run/1",
@@ -153,10 +160,15 @@ class RunDir:
 
     @staticmethod
     def list_runs(root: Path) -> list[Path]:
-        """Run directories under ``root``, oldest first (names sort by UTC stamp)."""
+        """Run directories under ``root``, oldest first.
+
+        Ordered by the per-project sequence number in the name, so two runs started in the
+        same second (or under a clock that stepped back) still come out in creation order.
+        """
         if not root.is_dir():
             return []
-        return sorted(p for p in root.iterdir() if p.is_dir() and (p / RUN_JSON).is_file())
+        runs = [p for p in root.iterdir() if p.is_dir() and (p / RUN_JSON).is_file()]
+        return sorted(runs, key=lambda p: (_run_seq(p), p.name))
 
     # -- journal ----------------------------------------------------------------
 

@@ -197,3 +197,74 @@ def test_planted_secret_never_survives(before: str, after: str, body: str, which
     assert secret not in out
     assert sanitize(out) == out  # idempotent
     assert secret not in str(redact_obj({"reply": text, "items": [text]}))
+
+
+# --- the trigger pre-checks are only a shortcut: same output as running every pattern ------
+
+_FRAGMENTS = [
+    "sk-ant-",
+    "sk-proj-",
+    "sk-",
+    "ghp_",
+    "github_pat_",
+    "glpat-",
+    "hf_",
+    "npm_",
+    "AKIA",
+    "eyJ",
+    "xoxb-",
+    "AIza",
+    "sk_live_",
+    "Bearer ",
+    "Authorization: ",
+    "https://",
+    "user:pw@",
+    "api_key",
+    "API-KEY",
+    "password",
+    "Passphrase",
+    "client_secret",
+    "token_count",
+    "=",
+    ": ",
+    '"',
+    "'",
+    "?sig=",
+    "AccountKey=",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "[REDACTED:x]",
+    " ",
+    "\n",
+    "abcdefghijklmnop",
+    "ABCDEFGHIJKLMNOPQRST",
+    "0123456789",
+    "ſecret",
+    "\u212aey",
+]
+
+
+def _every_pattern(text: str) -> str:
+    from skillopt.redact import _PATTERNS
+
+    for kind, pattern, repl in _PATTERNS:
+        text = pattern.sub(repl if repl is not None else f"[REDACTED:{kind}]", text)
+    return text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=40).map("".join))
+def test_trigger_shortcut_matches_running_every_pattern(text: str) -> None:
+    assert redact_text(text) == _every_pattern(text)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["api_key", "API-KEY", "apikey", "password", "passwd", "Passphrase", "client_secret",
+     "session-key", "credentials", "auth_token", "PRIVATE_KEY", "pwd", "ſecret", "\u212aey",
+     "token_count", "api_key_env"],
+)  # fmt: skip
+@pytest.mark.parametrize("sep", ["=", ": ", '="', "='", " = ", '": "'])
+def test_trigger_shortcut_on_every_secret_name(name: str, sep: str) -> None:
+    text = f"config {name}{sep}Zq8vLmN3pR7tXw2K and more"
+    assert redact_text(text) == _every_pattern(text)

@@ -42,6 +42,41 @@ _SECRET_NAME = (
 
 _Sub = tuple[str, re.Pattern[str], Callable[[re.Match[str]], str] | None]
 
+# For each kind, substrings of which at least one must be present for the pattern to match
+# (a necessary condition, checked with a plain ``in`` before the regex runs). Kinds whose
+# pattern ignores case list lower-case triggers and are checked against the folded text.
+# Most text holds no secret, so this skips nearly every regex scan.
+_TRIGGERS: dict[str, tuple[tuple[str, ...] | re.Pattern[str], bool]] = {
+    "private_key": (("PRIVATE KEY",), False),
+    "anthropic_key": (("sk-ant-",), False),
+    "stripe_key": (("_live_", "_test_"), False),
+    "openai_key": (("sk-",), False),
+    "github_token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False),
+    "gitlab_token": (("glpat-",), False),
+    "huggingface_token": (("hf_",), False),
+    "npm_token": (("npm_",), False),
+    "aws_access_key": (("AKIA", "ASIA", "AGPA", "AIDA", "AROA"), False),
+    "azure_connection_string": (
+        ("defaultendpointsprotocol", "accountkey", "sharedaccesskey", "sharedaccesssignature"),
+        True,
+    ),
+    "azure_sas": (("sig=",), True),
+    "jwt": (("eyJ",), False),
+    "slack_token": (("xox",), False),
+    "google_api_key": (("AIza",), False),
+    "authorization": (("authorization",), True),
+    "bearer": (("bearer",), True),
+    "url_credentials": (("://",), False),
+    # A secret word, the rest of the name, then the assignment: far cheaper than the full
+    # pattern, which must also rule out meta names and already-redacted values.
+    "secret_assignment": (
+        re.compile(
+            r"(?:key|secret|token|passw|passphrase|pwd|credential)[a-z0-9_\-]*[\"']?\s*[=:]"
+        ),
+        True,
+    ),
+}
+
 
 def _keep_prefix(kind: str) -> Callable[[re.Match[str]], str]:
     """Keep group 1 (the key and separator) and redact the rest of the match."""
@@ -142,8 +177,18 @@ def redact_text(text: str) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:kind]``."""
     if not text:
         return text
+    folded = text.casefold()
     for kind, pattern, repl in _PATTERNS:
-        text = pattern.sub(repl if repl is not None else f"[REDACTED:{kind}]", text)
+        triggers, fold = _TRIGGERS[kind]
+        haystack = folded if fold else text
+        if isinstance(triggers, re.Pattern):
+            if not triggers.search(haystack):
+                continue
+        elif not any(trigger in haystack for trigger in triggers):
+            continue
+        new = pattern.sub(repl if repl is not None else f"[REDACTED:{kind}]", text)
+        if new != text:
+            text, folded = new, new.casefold()
     return text
 
 

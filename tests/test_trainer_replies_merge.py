@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from skillopt.errors import ReplyFormatError
-from skillopt.optimizer.merge import hierarchical_merge, merge_sides
+from skillopt.trainer.merge import hierarchical_merge, merge_sides
 from skillopt.trainer.replies import (
     AnalystReply,
     EditItem,

@@ -7,12 +7,6 @@ from typing import Any
 
 import anyio
 
-from skillopt.optimizer.slow_update import (
-    ComparisonPair,
-    build_pairs,
-    filter_pairs,
-    format_comparison,
-)
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
@@ -27,6 +21,12 @@ from skillopt.trainer.envs.base import EnvItem, RolloutResult
 from skillopt.trainer.gating import decide
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
+from skillopt.trainer.slow_update import (
+    ComparisonPair,
+    build_pairs,
+    filter_pairs,
+    format_comparison,
+)
 from skillopt.trainer.steps import (
     rollout,
     skill_hash,

@@ -27,7 +27,6 @@ from skillopt.errors import (
     RetryableBackendError,
 )
 from skillopt.logging import get_logger
-from skillopt.optimizer.merge import MergeOutcome, merge_sides
 from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
 from skillopt.prompts import render_prompt
 from skillopt.skilldoc import apply_edits, content_hash
@@ -39,6 +38,7 @@ from skillopt.trainer.envs.base import (
     RolloutContext,
     RolloutResult,
 )
+from skillopt.trainer.merge import MergeOutcome, merge_sides
 from skillopt.trainer.persistence import RunDir, StepBufferEntry
 from skillopt.trainer.replies import (
     AnalystFullReply,

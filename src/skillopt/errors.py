@@ -19,6 +19,7 @@ boundary with ``raise ... from``, so callers only ever catch our types::
     ├── BudgetExceededError         the night/run spend cap was reached
     ├── ReplyFormatError            a model reply did not match the expected schema
     ├── LockHeldError               another process holds the project lock
+    ├── AdoptionError               writing the live files failed; every file touched was restored
     └── RefusedError                the user must act first (unreviewed tasks, changed live file)
 """
 
@@ -158,6 +159,10 @@ class LockHeldError(SkillOptError):
     def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
         self.holder = holder or {}
         super().__init__(message)
+
+
+class AdoptionError(SkillOptError):
+    """Writing the live files failed; every file touched was restored."""
 
 
 class RefusedError(SkillOptError):

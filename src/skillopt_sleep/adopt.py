@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
-from skillopt.errors import CorruptStateError, DataError, LockHeldError, RefusedError, SkillOptError
+from skillopt.errors import (
+    AdoptionError,
+    CorruptStateError,
+    DataError,
+    LockHeldError,
+    RefusedError,
+)
 from skillopt.logging import get_logger
 from skillopt_sleep.staging import (
     RECEIPTS_NAME,
@@ -47,10 +53,6 @@ BACKUP_DIR = "adopt-backups"
 
 ReplaceFn = Callable[[str, str], None]
 _log = get_logger("skillopt_sleep.adopt")
-
-
-class AdoptionError(SkillOptError):
-    """Writing the live files failed; every file touched was restored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -204,7 +204,7 @@ class CliBackend:
         called: tuple[str, ...] = ()
         if plan.tools:
             called = tuple(name for name, _ in read_calls(plan.scratch / TOOLS_LOG_DIR / LOG_NAME))
-        log.info(
+        log.debug(
             "cli_call",
             member=spec.name,
             cli=spec.kind.value,

@@ -38,7 +38,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt_sleep.adopt import AdoptionError, adopt
+    from skillopt.errors import AdoptionError
+    from skillopt_sleep.adopt import adopt
     from skillopt_sleep.commands._runs import latest_with_proposal
 
     try:

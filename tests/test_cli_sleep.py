@@ -106,6 +106,7 @@ def test_no_pool_configured_is_a_usage_error(
     cfg = str(write_config(setup, pool=""))
     code, out = cli(capsys, "once", "--config", cfg, "--project", str(setup.project), "--json")
     assert code == 2 and "pool" in out["message"]
+    assert not list(setup.state_dir.glob("projects/*/runs/*")), "a refused night leaves no run"
 
 
 def test_harvest_draft_and_the_review_gate(

@@ -23,6 +23,9 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt_sleep.config import SleepConfig
@@ -32,6 +35,9 @@ from skillopt_sleep.progress import LogProgress, NightProgress
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.spend import ModelPool
 from skillopt_sleep.state import project_dir
+
+if TYPE_CHECKING:
+    from skillopt.backends.pool import BackendPool
 
 __all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
 
@@ -104,30 +110,9 @@ async def run_night(
     """
     from skillopt_sleep.pipeline import drive
 
-    clock = clock or now_clock
-    progress = progress or LogProgress()
-    project = resolve_project(project)
-    root = runs_dir(config, project)
-    started = clock()
-    run, notes = _find_resumable(root, config, dry_run=dry_run, now=started)
-    resumed = run is not None
-    if run is None:
-        run = RunDir.create(
-            root,
-            now=started,
-            project=str(project),
-            project_key=root.parent.name,
-            config=config.snapshot(),
-            config_hash=config.fingerprint(),
-            dry_run=dry_run,
-        )
-    else:
-        run.mark_resumed(started, pid=os.getpid())
-        notes.append(f"resumed run {run.run_id} from its last complete stage")
-    run.journal["demo"] = demo
-    owned = None
+    owned: BackendPool | None = None
     if pool is None:
-        if config.pool is None:
+        if config.pool is None:  # checked before any run directory is made
             raise ConfigError(
                 "no model endpoints configured: add a [pool] section to the sleep config "
                 "(see docs/night.md), or try `skillopt-sleep once --demo`",
@@ -135,21 +120,42 @@ async def run_night(
             )
         from skillopt.backends.pool import BackendPool
 
-        owned = BackendPool.from_config(config.pool)
-        pool = owned
-    night = Night(
-        config=config,
-        project=project,
-        pool=pool,
-        run=run,
-        clock=clock,
-        progress=progress,
-        dry_run=dry_run,
-        resumed=resumed,
-    )
-    night.notes.extend(notes)
+        owned = pool = BackendPool.from_config(config.pool)
+    clock = clock or now_clock
+    progress = progress or LogProgress()
     try:
-        return await drive(night, tasks_file=tasks_file, demo=demo)
+        project = resolve_project(project)
+        root = runs_dir(config, project)
+        started = clock()
+        run, notes = _find_resumable(root, config, dry_run=dry_run, now=started)
+        resumed = run is not None
+        if run is None:
+            run = RunDir.create(
+                root,
+                now=started,
+                project=str(project),
+                project_key=root.parent.name,
+                config=config.snapshot(),
+                config_hash=config.fingerprint(),
+                dry_run=dry_run,
+            )
+        else:
+            run.mark_resumed(started, pid=os.getpid())
+            notes.append(f"resumed run {run.run_id} from its last complete stage")
+        run.journal["demo"] = demo
+        night = Night(
+            config=config,
+            project=project,
+            pool=pool,
+            run=run,
+            clock=clock,
+            progress=progress,
+            dry_run=dry_run,
+            resumed=resumed,
+        )
+        night.notes.extend(notes)
+        with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):
+            return await drive(night, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()
         if owned is not None:

@@ -159,3 +159,14 @@ def test_sigint_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((out / "summary.json").read_text())["total_steps"] == 6
+
+
+def test_relative_out_root_from_another_directory(tmp_path: Path) -> None:
+    """The demo config's own relative out_root, run from the user's working directory."""
+    done = subprocess.run(
+        cli("train", "--config", str(DEMO), "--set", "backend.demo_latency_s=0"),
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "outputs/qa_demo/summary.json").read_text())
+    assert summary["best_gate_score"] > summary["baseline_gate_score"]

@@ -76,7 +76,8 @@ class RunDir:
     """Paths and strict I/O of one run directory."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        # Absolute, so a path built from it is never joined onto the root a second time.
+        self.root = Path(root).expanduser().absolute()
 
     # -- paths ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import anyio
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.logging import configure_logging
+from skillopt.trainer.progress import TrainProgress, default_progress
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a config key (repeatable), e.g. --set train.num_epochs=3",
     )  # fmt: skip
-    train.add_argument("--log-level", default="INFO")
+    train.add_argument(
+        "--log-level", default=None,
+        help="default INFO; WARNING on a terminal, where a live progress line is shown instead",
+    )  # fmt: skip
 
     ev = sub.add_parser("eval", help="score a skill file on a split")
     ev.add_argument("--config", required=True, help="trainer TOML file")
@@ -40,14 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _train(args: argparse.Namespace) -> dict[str, Any]:
+async def _train(args: argparse.Namespace, progress: TrainProgress | None) -> dict[str, Any]:
     from skillopt.trainer.build import open_environment, open_pool
     from skillopt.trainer.config import load_trainer_config
     from skillopt.trainer.loop import Trainer
 
     cfg = load_trainer_config(args.config, overrides=args.overrides)
     async with open_environment(cfg) as env, open_pool(cfg) as pool:
-        trainer = Trainer(cfg, env, pool, pool_accounting=pool.accounting)
+        trainer = Trainer(cfg, env, pool, pool_accounting=pool.accounting, progress=progress)
         return await trainer.run()
 
 
@@ -97,10 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    configure_logging(level=args.log_level)
+    progress = default_progress() if args.command == "train" else None
+    level = args.log_level or ("WARNING" if progress is not None else "INFO")
+    configure_logging(level=level)
     try:
         if args.command == "train":
-            summary = anyio.run(_train, args)
+            summary = anyio.run(_train, args, progress)
             for line in _summary_lines(summary):
                 print(line)
         else:

@@ -18,6 +18,7 @@ from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
 from skillopt.trainer.gating import gate_score
 from skillopt.trainer.persistence import RunDir, RunState
+from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.replies import ask_json
 from skillopt.trainer.steps import (
     RunContext,
@@ -41,14 +42,16 @@ class TrainerCore:
         completer: Completer,
         *,
         pool_accounting: Callable[[], dict[str, Any]] | None = None,
+        progress: TrainProgress | None = None,
     ) -> None:
         self.cfg = cfg
         self.env = env
         self.run_dir = RunDir(cfg.out_root)
+        self.progress = progress
         self.ctx = RunContext(
             cfg=cfg,
             env=env,
-            completer=StageCounter(completer),
+            completer=StageCounter(completer, on_call=progress.call_done if progress else None),
             run=self.run_dir,
             limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
         )
@@ -71,6 +74,10 @@ class TrainerCore:
         return [self._items[i] for i in ids]
 
     # ------------------------------------------------------------------ helpers
+
+    def _phase(self, label: str) -> None:
+        if self.progress is not None:
+            self.progress.phase(label)
 
     def _score(self, hard: float, soft: float) -> float:
         ev = self.cfg.evaluation

@@ -81,6 +81,7 @@ class Trainer(EpochEnd, FinalPhase):
             run.write_text(run.skill_path(0), init)
             run.write_json(run.root / "config.json", self._config_dump())
             _log.info("baseline_start", n_val=len(self._val))
+            self._phase(f"baseline on {len(self._val)} val items")
             hard, soft = mean_scores(
                 await rollout(self.ctx, self._val, init, run.root / "selection_eval_baseline")
             )
@@ -142,6 +143,9 @@ class Trainer(EpochEnd, FinalPhase):
             if isinstance(leaf, SkillOptError):
                 raise leaf from group
             raise
+        finally:
+            if self.progress is not None:
+                self.progress.close()
 
     async def _run(self) -> dict[str, Any]:
         t_start = time.monotonic()
@@ -164,6 +168,8 @@ class Trainer(EpochEnd, FinalPhase):
                     continue
                 acc = cfg.train.accumulation
                 micro = batches[step_in_epoch * acc : (step_in_epoch + 1) * acc]
+                total = state.total_steps
+                self._phase(f"step {global_step}/{total} epoch {epoch}")
                 state, record = await self._step(state, global_step, epoch, step_in_epoch, micro)
                 history.append(record)
                 self._persist_step(state, history, record)
@@ -174,8 +180,15 @@ class Trainer(EpochEnd, FinalPhase):
                     current_score=state.current_score,
                     best_score=state.best_score,
                 )
+                if self.progress is not None:
+                    self.progress.line(
+                        f"step {global_step}/{total}: {record['action']}, val gate "
+                        f"{state.current_score:.3f} (best {state.best_score:.3f})"
+                    )
             if epoch not in state.epochs_closed:
+                self._phase(f"end of epoch {epoch}")
                 state = await self._close_epoch(state, epoch, global_step)
+        self._phase("final validation and test")
         summary = await self._finish(state, history)
         self._timing["total_wall_time_s"] = round(time.monotonic() - t_start, 3)
         if self._pool_accounting is not None:

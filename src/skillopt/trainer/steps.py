@@ -11,7 +11,7 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,9 +78,10 @@ def skill_hash(text: str) -> str:
 class StageCounter:
     """A completer wrapper counting calls and tokens per stage (deterministic accounting)."""
 
-    def __init__(self, inner: Completer) -> None:
+    def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
         self.inner = inner
         self.stages: dict[str, dict[str, int]] = {}
+        self._on_call = on_call
 
     async def complete(self, request: CompletionRequest) -> Completion:
         completion = await self.inner.complete(request)
@@ -90,6 +91,8 @@ class StageCounter:
         row["calls"] += 1
         row["prompt_tokens"] += completion.usage.prompt_tokens
         row["completion_tokens"] += completion.usage.completion_tokens
+        if self._on_call is not None:
+            self._on_call(request.stage)
         return completion
 
     def snapshot(self) -> dict[str, dict[str, int]]:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from skillopt.backends.base import CompletionRequest, Role  # noqa: E402
 from skillopt.backends.cli import CliBackend  # noqa: E402
 from skillopt.backends.cli_common import CliKind, CliSpec  # noqa: E402
+from skillopt.logging import configure_logging  # noqa: E402
 from support.fake_agent_server import FakeAgentServer  # noqa: E402
 from support.netns import private_network  # noqa: E402
 
@@ -135,6 +136,7 @@ def main() -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when over the target")
     parser.add_argument("--executable", help="codex to drive (default: .tools/bin/codex, PATH)")
     args = parser.parse_args()
+    configure_logging(level="WARNING")  # one debug line per call would drown the figures
     executable = os.path.abspath(args.executable) if args.executable else find_codex()
     if executable is None:
         print("skipped: codex CLI not installed (run `make tools`; needs npm)")

@@ -166,8 +166,9 @@ def _print_commands(title: str, the_plan: Plan, *, install: bool) -> None:
 def _activate(the_plan: Plan, *, install: bool) -> int:
     """Run the activation (or deactivation) commands; report the first failure."""
     if the_plan.kind is Kind.CRON:
-        current = _run(["crontab", "-l"], check=False)
-        existing = current if current is not None else ""
+        existing = _read_crontab()
+        if existing is None:
+            return EXIT_FAILED
         if install:
             new = merge_crontab(existing, the_plan.crontab_line, the_plan.crontab_marker)
         else:
@@ -181,7 +182,33 @@ def _activate(the_plan: Plan, *, install: bool) -> int:
     return EXIT_OK
 
 
-def _run(argv: list[str], *, stdin: str | None = None, check: bool = True) -> str | None:
+def _read_crontab() -> str | None:
+    """The user's crontab ("" when they have none); None when it could not be read.
+
+    ``crontab -l`` fails both for "no crontab for <user>" and for real errors; only the
+    first may be treated as empty, or writing our merged table back would wipe theirs.
+    """
+
+    async def go() -> str | None:
+        try:
+            with anyio.fail_after(COMMAND_TIMEOUT_S):
+                done = await anyio.run_process(["crontab", "-l"], check=False)
+        except (OSError, TimeoutError) as exc:
+            _err(f"crontab -l failed: {exc}")
+            return None
+        if done.returncode == 0:
+            return done.stdout.decode()
+        why = done.stderr.decode(errors="replace").strip()
+        if "no crontab" in why.lower():
+            return ""
+        _err(f"crontab -l exited {done.returncode} ({why[:300]}); your crontab was not changed")
+        return None
+
+    result: str | None = anyio.run(go)
+    return result
+
+
+def _run(argv: list[str], *, stdin: str | None = None) -> str | None:
     """Run one scheduler command with a timeout; stdout, or None on failure."""
 
     async def go() -> str | None:
@@ -194,8 +221,7 @@ def _run(argv: list[str], *, stdin: str | None = None, check: bool = True) -> st
             _err(f"{argv[0]} failed: {exc}")
             return None
         if done.returncode != 0:
-            if check:
-                _err(f"{shlex.join(argv)} exited {done.returncode}: {done.stderr.decode()[:500]}")
+            _err(f"{shlex.join(argv)} exited {done.returncode}: {done.stderr.decode()[:500]}")
             return None
         return done.stdout.decode()
 

@@ -1,0 +1,101 @@
+"""`schedule ... --activate` against fake scheduler tools on PATH (never the real ones).
+
+The fakes are small shell scripts that keep their crontab in a file and log every call, so
+the test sees exactly what our command would have done to the user's real crontab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.cli import main
+
+FAKE_CRONTAB = """#!/bin/sh
+# A fake crontab(1): the table lives in $FAKE_CRON_TABLE; a failing read is scriptable.
+echo "crontab $*" >> "$FAKE_CRON_LOG"
+if [ "$1" = "-l" ]; then
+    if [ -n "$FAKE_CRON_READ_FAILS" ]; then
+        echo "crontab: cannot open your crontab: Permission denied" >&2
+        exit 1
+    fi
+    if [ ! -f "$FAKE_CRON_TABLE" ]; then
+        echo "no crontab for $(id -un)" >&2
+        exit 1
+    fi
+    cat "$FAKE_CRON_TABLE"
+    exit 0
+fi
+if [ "$1" = "-" ]; then
+    cat > "$FAKE_CRON_TABLE"
+    exit 0
+fi
+exit 2
+"""
+
+
+@pytest.fixture
+def cron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "crontab"
+    tool.write_text(FAKE_CRONTAB)
+    tool.chmod(0o755)
+    table, log = tmp_path / "table", tmp_path / "calls.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_CRON_TABLE", str(table))
+    monkeypatch.setenv("FAKE_CRON_LOG", str(log))
+    monkeypatch.delenv("FAKE_CRON_READ_FAILS", raising=False)
+    monkeypatch.delenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", raising=False)
+    config = tmp_path / "sleep.toml"
+    config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    return {"table": table, "log": log, "config": config, "project": project, "tmp": tmp_path}
+
+
+def _cron(env: dict[str, Path], action: str) -> int:
+    return main(
+        [
+            "schedule", action, "--cron", "--activate",
+            "--project", str(env["project"]),
+            "--config", str(env["config"]),
+            "--root", str(env["tmp"] / "units"),
+        ]
+    )  # fmt: skip
+
+
+def test_activate_merges_into_the_crontab_and_remove_strips_it(
+    cron: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    theirs = "0 6 * * * backup.sh\n"
+    cron["table"].write_text(theirs)
+    assert _cron(cron, "install") == 0
+    table = cron["table"].read_text()
+    assert table.startswith(theirs) and table.count("# skillopt-sleep:") == 1
+    assert _cron(cron, "install") == 0  # idempotent
+    assert cron["table"].read_text() == table
+    assert _cron(cron, "remove") == 0
+    assert cron["table"].read_text() == theirs
+
+
+def test_first_crontab_is_created(cron: dict[str, Path]) -> None:
+    assert _cron(cron, "install") == 0  # "no crontab for <user>" is an empty table
+    assert cron["table"].read_text().count("# skillopt-sleep:") == 1
+
+
+def test_unreadable_crontab_is_never_overwritten(
+    cron: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    theirs = "0 6 * * * backup.sh\n"
+    cron["table"].write_text(theirs)
+    monkeypatch.setenv("FAKE_CRON_READ_FAILS", "1")
+    assert _cron(cron, "install") == 1
+    assert cron["table"].read_text() == theirs
+    assert "crontab -" not in cron["log"].read_text().splitlines()
+    assert "Permission denied" in capsys.readouterr().err
+    assert _cron(cron, "remove") == 1
+    assert cron["table"].read_text() == theirs

@@ -148,8 +148,8 @@ async def rollout(
     """Roll ``skill`` out on ``items`` concurrently; results in item order.
 
     Finished rows are appended to ``results.partial.jsonl`` as they land (batched per burst),
-    so a killed run redoes only the missing ones; the ordered ``results.json`` replaces it at
-    the end.
+    so a killed run redoes only the missing (or failed) ones; the ordered ``results.json``
+    replaces it at the end.
     """
     digest = skill_hash(skill)
     ids = [item.id for item in items]
@@ -158,10 +158,12 @@ async def rollout(
     if reused is not None:
         return reused
     partial_path = out_dir / "results.partial.jsonl"
+    # Rows that failed are tried again: after an outage aborted the batch, a resumed run must
+    # not reuse the very failures that aborted it.
     done = {
         row["result"]["id"]: RolloutResult.from_json(row["result"])
         for row in read_jsonl(partial_path)
-        if row.get("skill_hash") == digest
+        if row.get("skill_hash") == digest and not row["result"].get("error")
     }
     results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
     cfg = ctx.cfg.env

@@ -99,3 +99,19 @@ def test_unreadable_crontab_is_never_overwritten(
     assert "Permission denied" in capsys.readouterr().err
     assert _cron(cron, "remove") == 1
     assert cron["table"].read_text() == theirs
+
+
+def test_systemd_units_read_an_optional_env_file_and_do_not_restart_on_exit_2(
+    cron: dict[str, Path],
+) -> None:
+    root = cron["tmp"] / "units"
+    common = ["--project", str(cron["project"]), "--config", str(cron["config"])]
+    assert main(["schedule", "install", "--systemd", "--root", str(root), *common]) == 0
+    assert main(["schedule", "install", "--systemd", "--daemon", "--root", str(root)]) == 0
+    services = sorted(root.glob("*.service"))
+    assert len(services) == 2
+    for service in services:
+        # a scheduled night does not see the shell's environment: keys come from this file
+        assert "\nEnvironmentFile=-%h/.config/skillopt/sleep.env\n" in service.read_text()
+    daemon = root / "skillopt-sleep-daemon.service"
+    assert "\nRestartPreventExitStatus=2\n" in daemon.read_text()

@@ -11,9 +11,10 @@ import pytest
 from skillopt.backends.base import CompletionRequest
 from skillopt.errors import BackendError, RetryableBackendError
 from skillopt.trainer.config import load_trainer_config
+from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
-from skillopt.trainer.steps import RunContext, StageCounter, rollout
+from skillopt.trainer.steps import RunContext, StageCounter, analyse, rollout
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend
 
@@ -57,3 +58,51 @@ async def test_failed_rows_are_redone_when_the_backend_is_back(tmp_path: Path) -
     assert [r.item_id for r in got] == [i.id for i in items]
     assert all(not r.error and r.hard == 1.0 for r in got)
     assert len(healthy.requests) == 4  # only the failed rows ran again
+
+
+def edits_reply(request: CompletionRequest) -> str:
+    edits = [{"op": "append", "content": "Rule."}]
+    return json.dumps({"batch_size": 2, "patch": {"reasoning": "", "edits": edits}})
+
+
+async def test_an_unreachable_optimizer_stops_the_step_instead_of_skipping_it(
+    tmp_path: Path,
+) -> None:
+    batch = [
+        RolloutResult(item_id=f"i{k}", hard=float(k % 2), soft=0.0, task_type="qa")
+        for k in range(6)
+    ]
+
+    def down(_request: CompletionRequest) -> str:
+        raise RetryableBackendError("optimizer unreachable", kind="connection")
+
+    with pytest.raises(BackendError, match="all 2 analyst calls failed"):
+        await analyse(
+            context(tmp_path, ScriptedBackend(reply=down)),
+            batch,
+            skill="",
+            patches_dir=tmp_path / "patches",
+            seed=1,
+            step_buffer="",
+            meta_skill="",
+        )
+
+    calls = 0
+
+    def some_down(request: CompletionRequest) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RetryableBackendError("optimizer unreachable", kind="connection")
+        return edits_reply(request)
+
+    got = await analyse(
+        context(tmp_path, ScriptedBackend(reply=some_down)),
+        batch,
+        skill="",
+        patches_dir=tmp_path / "patches",
+        seed=1,
+        step_buffer="",
+        meta_skill="",
+    )
+    assert len(got) == 1  # one analyst failing is a note, not an abort

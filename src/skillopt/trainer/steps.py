@@ -351,6 +351,7 @@ async def analyse(
         failure_only=cfg.reflect.failure_only,
     )
     patches: list[Patch | None] = [None] * len(batches)
+    backend_failures: list[str] = []
 
     async def one(pos: int, side: SourceType, idx: int, batch: list[RolloutResult]) -> None:
         tag = "fail" if side is SourceType.FAILURE else "succ"
@@ -377,6 +378,8 @@ async def analyse(
             reply = await _ask(ctx, prompt, schema, "analyst")
         except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
+            if isinstance(exc, RetryableBackendError):
+                backend_failures.append(str(exc))
             return
         support = max(reply.value.batch_size, 1)
         if full:
@@ -403,6 +406,13 @@ async def analyse(
     async with anyio.create_task_group() as tg:
         for pos, (side, idx, batch) in enumerate(batches):
             tg.start_soon(one, pos, side, idx, batch)
+    if batches and len(backend_failures) == len(batches):
+        # Not a step with nothing to learn: the optimizer was unreachable. Stop before the
+        # step is recorded, so a resumed run redoes it instead of skipping it for good.
+        raise BackendError(
+            f"all {len(batches)} analyst calls failed in {ctx.run.rel(patches_dir)}; "
+            f"last error: {backend_failures[-1]}"
+        )
     return [p for p in patches if p is not None]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -92,6 +93,14 @@ def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
             say(
                 f"\nDemo finished (everything lives under {root}; nothing else was touched)."
                 f"\nRead the report: {outcome.report_path}"
+            )
+            demo_args = shlex.join(
+                ["--config", str(root / "sleep.toml"), "--project", str(root / "demo-project")]
+            )
+            say(
+                "Then try the rest on the demo:"
+                f"\n  skillopt-sleep status {demo_args}"
+                f"\n  skillopt-sleep adopt {demo_args}"
             )
     return outcome.exit_code
 

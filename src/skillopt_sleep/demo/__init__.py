@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import atomic_write_text
 from skillopt.config import PoolConfig
 from skillopt_sleep.config import MANAGED_SKILL, SleepConfig
 
@@ -106,10 +107,50 @@ def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
             "pool": demo_pool().model_dump(mode="json"),
         }
     )  # fmt: skip
-    return DemoSetup(
+    setup = DemoSetup(
         root=root,
         project=project.resolve(),
         claude_home=claude_home,
         state_dir=state_dir,
         config=config,
     )
+    write_demo_config(setup)
+    return setup
+
+
+def write_demo_config(setup: DemoSetup) -> Path:
+    """``<root>/sleep.toml``, the demo's config as a file, so ``status``/``adopt`` can follow.
+
+    Loads to the same settings as ``setup.config``.
+    """
+    night = setup.config.night
+    text = "\n".join(
+        [
+            "# The skillopt-sleep demo's config (offline mock model; everything under this dir).",
+            f"state_dir = {json.dumps(str(setup.state_dir))}",
+            "",
+            "[sources]",
+            'kinds = ["claude_code"]',
+            f"claude_home = {json.dumps(str(setup.claude_home))}",
+            "lookback_hours = 0",
+            "",
+            "[night]",
+            f"dream_rollouts = {night.dream_rollouts}",
+            f"rounds = {night.rounds}",
+            f"edit_budget = {night.edit_budget}",
+            "",
+            "[[pool.members]]",
+            'kind = "mock"',
+            'name = "mock"',
+            "max_concurrency = 16",
+            "options = { latency = 0.0 }",
+            "",
+            "[pool.roles]",
+            'target = ["mock"]',
+            'optimizer = ["mock"]',
+            "",
+        ]
+    )
+    path = setup.root / "sleep.toml"
+    atomic_write_text(path, text)
+    return path

@@ -312,3 +312,41 @@ def test_trainer_never_accepts_a_tie_or_worse(
         assert candidate > current
     if d.action is GateAction.ACCEPT_NEW_BEST:
         assert candidate > best
+
+
+@given(
+    scores=st.lists(
+        st.sampled_from([0.0, 0.1, 0.25, 0.3, 1 / 3, 0.5, 2 / 3, 0.7, 0.75, 5 / 6, 1.0]),
+        min_size=2,
+        max_size=8,
+    ),
+    data=st.data(),
+)
+def test_a_shuffle_of_the_same_scores_is_a_tie(scores: list[float], data: st.DataObject) -> None:
+    """Rounding noise of summation order never turns a tie into an accept."""
+    shuffled = data.draw(st.permutations(scores))
+    ids = [f"v{i}" for i in range(len(scores))]
+    d = decide(
+        dict(zip(ids, scores, strict=True)),
+        dict(zip(ids, shuffled, strict=True)),
+        config=CFG,
+        train_ids=TRAIN,
+        val_ids=ids,
+    )
+    assert d.candidate == d.baseline
+    assert not d.accepted
+
+
+def test_order_noise_example() -> None:
+    # Plain left-to-right sums made this shuffle "better" by 1.1e-16.
+    base = [1.0, 0.7, 2 / 3, 5 / 6, 0.1, 2 / 3, 1 / 3, 5 / 6]
+    cand = [2 / 3, 0.7, 5 / 6, 5 / 6, 1 / 3, 2 / 3, 1.0, 0.1]
+    ids = [f"v{i}" for i in range(len(base))]
+    d = decide(
+        dict(zip(ids, base, strict=True)),
+        dict(zip(ids, cand, strict=True)),
+        config=CFG,
+        train_ids=TRAIN,
+        val_ids=ids,
+    )
+    assert d.action is GateAction.REJECT

@@ -205,8 +205,11 @@ def decide(
     """
     deltas = task_deltas(baseline, candidate, val_ids)
     compared = [d for d in deltas if d.baseline is not None]
-    base_mean = sum(d.baseline or 0.0 for d in compared) / len(compared) if compared else 0.0
-    cand_mean = sum(d.candidate or 0.0 for d in compared) / len(compared) if compared else 0.0
+    # fsum is exact, so the means do not depend on task order: a candidate that only
+    # shuffles which tasks score what must tie (and reject), not win by rounding noise.
+    n = len(compared) or 1
+    base_mean = math.fsum(d.baseline or 0.0 for d in compared) / n
+    cand_mean = math.fsum(d.candidate or 0.0 for d in compared) / n
     delta = cand_mean - base_mean
     threshold = base_mean + config.min_delta
     improved = bool(compared) and cand_mean > threshold

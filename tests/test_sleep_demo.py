@@ -29,6 +29,10 @@ def test_demo_prints_status_and_adopt_commands_that_work(
     commands = [
         shlex.split(line.strip())[1:] for line in out.splitlines() if "skillopt-sleep " in line
     ]
+    report = Path(next(x for x in out.splitlines() if x.startswith("Read the report:")).split()[-1])
+    text = report.read_text()
+    # jargon in the report is explained where it appears
+    assert "metric mixed: a blend" in text and "Decisions: `accept_new_best` =" in text
     status = next(c for c in commands if c[0] == "status")
     adopt = next(c for c in commands if c[0] == "adopt")
 

@@ -46,6 +46,18 @@ def score_chart(points: Sequence[Mapping[str, Any]]) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
+_METRICS = {
+    "hard": "share of tasks fully met",
+    "soft": "average partial credit per task",
+    "mixed": "a blend of tasks fully met and partial credit",
+}
+
+
+def _metric(name: Any) -> str:
+    meaning = _METRICS.get(str(name))
+    return f"metric {cell(name)}: {meaning}" if meaning else f"metric {cell(name)}"
+
+
 def _summary(r: Mapping[str, Any]) -> str:
     status = r.get("status")
     tasks = r.get("tasks", {})
@@ -79,7 +91,7 @@ def _summary(r: Mapping[str, Any]) -> str:
         parts.append(f"No edit was proposed ({cell(reasons, 300) or 'no reason recorded'}).")
     parts.append(
         f"On the held-out tasks the score went from **{fmt(r.get('baseline'))}** to "
-        f"**{fmt(r.get('candidate'))}** (metric: {r.get('metric', 'mixed')}); "
+        f"**{fmt(r.get('candidate'))}** ({_metric(r.get('metric', 'mixed'))}); "
         f"decision: **{r.get('gate_action', 'reject')}**."
     )
     if r.get("result") == "budget_reached":
@@ -141,6 +153,13 @@ def _trials(trials: Sequence[Mapping[str, Any]]) -> list[str]:
             f"| {cell(t.get('name', ''))} | {cell(t.get('target', ''))} | {edits or '—'} | "
             f"{fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | {cell(decision)} |"
         )
+    out += [
+        "",
+        "Decisions: `accept_new_best` = better than the best so far, kept; `reject` = not "
+        "better (a tie is a reject); `reject_unverified` = better, but the held-out set could "
+        "not be trusted. Rows ending in `.single` try one edit of a rejected batch alone, "
+        "`.union` the edits that helped, together.",
+    ]
     return [*out, ""]
 
 
@@ -207,7 +226,8 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "## Held-out score across nights",
         "",
         "A score is the average, over the held-out tasks, of how well the agent's answers met "
-        "each task (1.0 = every task fully met). Each bar is the documents a night ended with.",
+        "each task (1.0 = every task fully met). Each bar scores the skill and memory a night "
+        "ended with: the accepted candidate, or the unchanged documents.",
         "",
         score_chart(r.get("chart", [])),
         "",
@@ -243,7 +263,8 @@ def render_markdown(r: Mapping[str, Any]) -> str:
     lines += [
         "## What next",
         "",
-        "- `skillopt-sleep status` lists recent nights and pending proposals.",
+        "- `skillopt-sleep status` lists recent nights and pending proposals (give it the "
+        "same `--config` and `--project` as the night, if the night had them).",
         "- `skillopt-sleep adopt` copies a staged proposal over the live file, after checking "
         "that the live file has not changed since the night read it (a backup is kept).",
         f"- Details: `trials.json`, `rollouts.jsonl` and `diagnostics.json` in "

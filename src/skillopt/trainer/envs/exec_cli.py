@@ -6,21 +6,31 @@ and a step trace under the rollout's work directory. Scoring is the QA environme
 optimizer sees the question, the answer, the harness's trace summary and the numbered steps,
 so it can tell a skill defect from an agent that never read the skill.
 
-Target calls go straight to the CLI member (it has its own process limiter); the pool still
-serves the optimizer.
+Target calls go straight to the CLI member (it has its own process limiter), so the pool's
+retry policy does not cover them: a retryable failure (a 5xx, a dropped connection, a
+timeout) is re-run here with the same jittered backoff, and only a rollout that still fails
+reaches the trainer as an error row. The pool still serves the optimizer.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
+import anyio
+
 from skillopt.backends.cli import CliBackend
-from skillopt.backends.harness import HarnessOptions, run_rollout
+from skillopt.backends.harness import HarnessOptions, RolloutOutcome, run_rollout
 from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
+from skillopt.backends.retry import RetryPolicy, retry_delay
+from skillopt.errors import RetryableBackendError
+from skillopt.logging import get_logger
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
 
 __all__ = ["ExecQAEnvironment"]
+
+_log = get_logger("skillopt.trainer.exec")
 
 SKILL_NAME = "skillopt-target"
 _DESCRIPTION = "How to answer short questions about the provided context."
@@ -37,11 +47,14 @@ class ExecQAEnvironment:
         *,
         keep_workspace: bool = False,
         trace_budget: int = 2000,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._qa = qa
         self._backend = backend
         self._keep = keep_workspace
         self._trace_budget = trace_budget
+        self._retry = retry or RetryPolicy(max_attempts=3)
+        self._rng = random.Random()  # jitter only; never affects what is recorded
 
     @property
     def name(self) -> str:
@@ -59,17 +72,13 @@ class ExecQAEnvironment:
             task=f"{QAEnvironment.user_prompt(item)}\n\n{_ANSWER_HINT}\n",
             denied_names=frozenset({"val", "test"}),
         )
-        outcome = await run_rollout(
-            self._backend,
-            spec,
-            rollout_dir=ctx.workdir,
-            options=HarnessOptions(
-                keep_workspace=self._keep,
-                time_limit=ctx.timeout_s,
-                trace_budget=self._trace_budget,
-                answer_hint=_ANSWER_HINT,
-            ),
+        options = HarnessOptions(
+            keep_workspace=self._keep,
+            time_limit=ctx.timeout_s,
+            trace_budget=self._trace_budget,
+            answer_hint=_ANSWER_HINT,
         )
+        outcome = await self._run_with_retries(spec, ctx, options)
         golds = [str(a) for a in item.data["answers"]]
         prediction = extract_answer(outcome.answer)
         hard = exact_match(prediction, golds)
@@ -102,3 +111,26 @@ class ExecQAEnvironment:
             trajectory=trajectory,
             extras={"attempts": outcome.attempts},
         )
+
+    async def _run_with_retries(
+        self, spec: WorkspaceSpec, ctx: RolloutContext, options: HarnessOptions
+    ) -> RolloutOutcome:
+        attempt = 1
+        while True:
+            try:
+                return await run_rollout(
+                    self._backend, spec, rollout_dir=ctx.workdir, options=options
+                )
+            except RetryableBackendError as exc:
+                if attempt >= self._retry.max_attempts:
+                    raise
+                delay = retry_delay(self._retry, attempt, retry_after=None, rng=self._rng)
+                _log.info(
+                    "exec_rollout_retry",
+                    member=self._backend.name,
+                    attempt=attempt,
+                    error=exc.error_class,
+                    delay_s=round(delay, 3),
+                )
+                attempt += 1
+                await anyio.sleep(delay)

@@ -39,6 +39,26 @@ def test_read_jsonl_drops_torn_last_line(tmp_path: Path) -> None:
     assert read_jsonl(target) == [{"i": 1}, {"i": 2}]
 
 
+@pytest.mark.parametrize(
+    "torn",
+    [b'{"i": 3', b'{"i": 3, "pad": "' + b"x" * 70_000],  # short, and longer than one read
+)
+def test_append_after_a_torn_line_keeps_the_file_readable(tmp_path: Path, torn: bytes) -> None:
+    target = tmp_path / "r.jsonl"
+    append_jsonl(target, [{"i": 1}, {"i": 2}])
+    with open(target, "ab") as handle:
+        handle.write(torn)  # a writer killed mid-line
+    append_jsonl(target, [{"i": 4}])
+    assert read_jsonl(target) == [{"i": 1}, {"i": 2}, {"i": 4}]
+
+
+def test_append_to_a_file_that_is_one_torn_line(tmp_path: Path) -> None:
+    target = tmp_path / "r.jsonl"
+    target.write_bytes(b'{"half": ')
+    append_jsonl(target, [{"i": 1}])
+    assert target.read_bytes() == b'{"i": 1}\n'
+
+
 def test_sweep_removes_stray_temp_files(tmp_path: Path) -> None:
     (tmp_path / ".tmp-abc").write_text("half")
     (tmp_path / "keep").write_text("x")

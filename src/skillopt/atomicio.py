@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 TEMP_PREFIX = ".tmp-"
 
@@ -61,7 +61,11 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
 
 
 def append_jsonl(path: str | os.PathLike[str], records: list[Any]) -> None:
-    """Append complete lines in one write, then fsync; readers skip a torn last line."""
+    """Append complete lines in one write, then fsync; readers skip a torn last line.
+
+    A torn tail left by a killed writer is cut off first: appended after it, it would
+    become a corrupt line in the middle of the file and make the whole file unreadable.
+    """
     if not records:
         return
     target = Path(path)
@@ -69,10 +73,31 @@ def append_jsonl(path: str | os.PathLike[str], records: list[Any]) -> None:
     payload = "".join(
         json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for r in records
     ).encode("utf-8")
-    with open(target, "ab") as handle:
+    with open(target, "a+b") as handle:
+        _cut_torn_tail(handle)
         handle.write(payload)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _cut_torn_tail(handle: BinaryIO) -> None:
+    """Truncate the file of an ``a+b`` handle back to just after its last newline."""
+    size = handle.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    pos = size
+    while pos > 0:
+        step = min(pos, 65536)
+        handle.seek(pos - step)
+        newline = handle.read(step).rfind(b"\n")
+        if newline >= 0:
+            pos = pos - step + newline + 1
+            break
+        pos -= step
+    handle.truncate(pos)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:

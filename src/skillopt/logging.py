@@ -2,7 +2,8 @@
 
 Context (``run_id``, ``stage``, ``member``, ``backend``) is bound with
 ``structlog.contextvars.bound_contextvars`` so it follows tasks across awaits.
-Every event passes through the redactor so no secret reaches a log.
+Every event passes through the redactor so no secret reaches a log, and terminal control
+sequences (from model replies or transcripts) never reach a console.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ _configured = False
 def _redact_event(
     _: Any, __: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    from skillopt.redact import redact_obj, redact_text
+    from skillopt.redact import redact_obj, sanitize
 
     for key, value in list(event_dict.items()):
         if isinstance(value, str):
-            event_dict[key] = redact_text(value)
+            event_dict[key] = sanitize(value)  # also strips terminal escapes (console on a TTY)
         elif isinstance(value, dict | list | tuple):
             event_dict[key] = redact_obj(value)
     return event_dict

@@ -1,0 +1,115 @@
+"""Pool dispatch rules the HTTP tests do not pin: one half-open probe, full members skipped."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+
+from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
+from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
+from skillopt.backends.retry import RetryPolicy
+from skillopt.errors import RetryableBackendError
+
+
+class GatedMember:
+    """A Backend whose calls fail while ``failing`` and otherwise wait for ``release``."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.failing = False
+        self.release = anyio.Event()
+        self.started = 0
+        self.in_flight = 0
+        self.peak = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return "gated"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.started += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await anyio.lowlevel.checkpoint()
+            if self.failing:
+                raise RetryableBackendError("down", kind="server", status=503)
+            await self.release.wait()
+            return Completion(
+                text=f"{self._name}:{request.prompt}",
+                usage=Usage(prompt_tokens=1, completion_tokens=1),
+                member=self._name,
+                latency=0.0,
+            )
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        return None
+
+
+def req(prompt: str) -> CompletionRequest:
+    return CompletionRequest(role=Role.TARGET, prompt=prompt, use_cache=False)
+
+
+async def test_a_half_open_member_gets_exactly_one_probe() -> None:
+    flaky, steady = GatedMember("flaky"), GatedMember("steady")
+    steady.release.set()
+    flaky.failing = True
+    async with BackendPool(
+        {
+            Role.TARGET: [
+                MemberSpec(backend=flaky, max_concurrency=8),
+                MemberSpec(backend=steady, max_concurrency=8),
+            ]
+        },
+        retry=RetryPolicy(max_attempts=2, base_delay=0.0),
+        breaker=BreakerPolicy(failure_threshold=1, cooldown=0.05),
+    ) as pool:
+        with anyio.fail_after(5):
+            await pool.complete(req("open it"))  # flaky fails once (opens), steady answers
+            assert pool.breaker_state("flaky") is BreakerState.OPEN
+            await anyio.sleep(0.1)
+            assert pool.breaker_state("flaky") is BreakerState.HALF_OPEN
+            flaky.failing, before = False, flaky.started
+            served: list[str] = []
+
+            async def one(i: int) -> None:
+                served.append((await pool.complete(req(f"q{i}"))).member)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(one, i)
+                await anyio.wait_all_tasks_blocked()
+                probes = flaky.started - before  # the probe is still in flight here
+                flaky.release.set()
+    assert probes == 1
+    assert sorted(served) == ["flaky"] + ["steady"] * 5
+
+
+async def test_a_full_member_is_skipped_while_another_has_room() -> None:
+    busy, free = GatedMember("busy"), GatedMember("free")
+    free.release.set()
+    async with BackendPool(
+        {
+            Role.TARGET: [
+                MemberSpec(backend=busy, max_concurrency=1),
+                MemberSpec(backend=free, max_concurrency=4),
+            ]
+        },
+    ) as pool:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pool.complete, req("long"))  # round-robin starts at "busy"
+                await anyio.wait_all_tasks_blocked()
+                assert busy.in_flight == 1
+                # Round-robin would hand every other call to "busy", which is full.
+                for i in range(6):
+                    done = await pool.complete(req(f"q{i}"))
+                    assert done.member == "free"
+                busy.release.set()
+    assert busy.peak == 1 and busy.started == 1

@@ -104,6 +104,12 @@ def finish(cfg: SleepConfig, harvested: HarvestResult, mined: MineResult) -> Gat
     )
 
 
+def uses_llm_miner(cfg: SleepConfig) -> bool:
+    """Whether a night mines with the LLM miner (the mock backend cannot mine)."""
+    pool = cfg.pool
+    return cfg.night.llm_mine and not (pool is None or all(m.kind == "mock" for m in pool.members))
+
+
 async def gather_async(
     cfg: SleepConfig,
     *,

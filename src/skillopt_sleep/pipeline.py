@@ -27,7 +27,7 @@ from skillopt_sleep.consolidate import (
     estimate_spend,
     split_tasks,
 )
-from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start
+from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start, uses_llm_miner
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
@@ -77,16 +77,12 @@ async def _gather(
         )
     night.begin("harvest")
     since = harvest_window_start(night.cfg, state.harvest_cursor, started)
-    pool_cfg = night.cfg.pool
-    use_llm = night.cfg.night.llm_mine and not (
-        pool_cfg is None or all(m.kind == "mock" for m in pool_cfg.members)
-    )
     gathered = await gather_async(
         night.cfg,
         project=night.project,
         since=since,
         pool=night.spend,
-        use_llm=use_llm,
+        use_llm=uses_llm_miner(night.cfg),
         tasks_file=tasks_file,
     )
     run.write_tasks(t.to_dict() for t in gathered.tasks)

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skillopt.errors import DataError
+from skillopt.gate import decide_trainer
 from skillopt.types import (
     DeltaStatus,
     EditRecord,
@@ -200,3 +201,13 @@ def test_task_round_trip_property(
         checks=(RuleCheck(op="contains", arg=arg),),
     )
     assert TaskRecord.from_dict(json.loads(json.dumps(task.to_dict()))) == task
+
+
+def test_records_with_non_finite_numbers_survive_their_round_trip() -> None:
+    decision = decide_trainer(math.nan, 0.5, 0.7)  # a stale, non-finite current score
+    back = GateDecision.from_dict(json.loads(json.dumps(decision.to_dict(), allow_nan=False)))
+    assert math.isnan(back.baseline) and math.isnan(back.delta) and back.candidate == 0.7
+    rollout = RolloutResult(task_id="t", hard=math.inf, soft=math.nan)
+    again = RolloutResult.from_dict(rollout.to_dict())
+    assert math.isnan(again.hard) and math.isnan(again.soft)
+    assert math.isnan(JudgeResult.from_dict({"hard": None, "soft": 0.5}).hard)

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Self
 
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictInt,
@@ -58,6 +59,15 @@ __all__ = [
 
 _STRICT = ConfigDict(extra="forbid")
 TaskId = Annotated[str, Field(min_length=1)]  # checked when loading, not on construction
+
+
+def _null_to_nan(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+#: A float that ``to_dict`` writes as ``null`` when not finite and ``from_dict`` reads back
+#: as NaN, so every record survives its own JSON round trip.
+Num = Annotated[float, BeforeValidator(_null_to_nan)]
 
 
 class ReferenceKind(StrEnum):
@@ -257,13 +267,13 @@ class RolloutResult(_Record):
     task_id: TaskId
     sample_id: int = 0
     response: str = ""
-    hard: float = 0.0
-    soft: float = 0.0
+    hard: Num = 0.0
+    soft: Num = 0.0
     reason: str = ""
     failed_criteria: tuple[str, ...] = ()
     tools_called: tuple[str, ...] = ()
     member: str = ""
-    latency: float = 0.0
+    latency: Num = 0.0
     error: str = ""
     skill_hash: str = ""
     memory_hash: str = ""
@@ -287,8 +297,8 @@ class EditRecord(_Record):
 class JudgeResult(_Record):
     """A judge's verdict. ``failed`` lists criteria as ``op=arg`` for reflect to quote."""
 
-    hard: float
-    soft: float
+    hard: Num
+    soft: Num
     reason: str = ""
     failed: tuple[str, ...] = ()
 
@@ -312,9 +322,9 @@ class GateDecision(_Record):
 
     action: GateAction
     accepted: bool
-    baseline: float
-    candidate: float
-    delta: float
+    baseline: Num
+    candidate: Num
+    delta: Num
     task_deltas: tuple[TaskDelta, ...] = ()
     blocked_by_regression: bool = False
     leaked: bool = False

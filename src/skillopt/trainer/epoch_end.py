@@ -190,11 +190,11 @@ class EpochEnd(TrainerCore):
                     }
                 # Best never takes force-injected guidance; a gated acceptance may.
                 if gated and outcome.becomes_best:
-                    run.write_text(run.root / "best_skill.md", candidate)
                     update.update(
                         best_score=score,
                         best_step=last_step,
                         best_origin=f"slow_update_epoch_{epoch:02d}",
+                        best_skill_path=run.rel(edir / "candidate_skill.md"),
                     )
                 result["action"] = outcome.action.value
         result["state_update"] = update

@@ -47,9 +47,9 @@ class FinalPhase(TrainerCore):
                         "best_score": final_score,
                         "best_step": state.last_completed_step,
                         "best_origin": state.current_origin,
+                        "best_skill_path": state.current_skill_path,
                     },
                 )
-                run.write_text(run.root / "best_skill.md", current)
                 best = current
         run.save_state(state)
         summary: dict[str, Any] = {

@@ -90,17 +90,18 @@ class Trainer(EpochEnd, FinalPhase):
             state = RunState(
                 total_steps=self.plan.total_steps,
                 current_skill_path=run.rel(run.skill_path(0)),
+                best_skill_path=run.rel(run.skill_path(0)),
                 current_score=score,
                 best_score=score,
                 baseline_hash=digest,
                 baseline_score=score,
                 selection_cache={digest: (hard, soft)},
             )
-            run.write_text(run.root / "best_skill.md", init)
             run.save_state(state)
             _log.info("baseline_done", hard=hard, soft=soft, score=score)
             return state, []
         self._check_resumable()
+        run.publish_best(state)  # heal a copy left behind by a crash between writes
         history = [h for h in history if int(h.get("step", 0)) <= state.last_completed_step]
         _log.info("resume", last_completed_step=state.last_completed_step)
         return state, history
@@ -418,8 +419,12 @@ class Trainer(EpochEnd, FinalPhase):
                 current_origin=f"step_{step:04d}",
             )
         if outcome.becomes_best:
-            update.update(best_score=cand_score, best_step=step, best_origin=f"step_{step:04d}")
-            run.write_text(run.root / "best_skill.md", candidate)
+            update.update(
+                best_score=cand_score,
+                best_step=step,
+                best_origin=f"step_{step:04d}",
+                best_skill_path=run.rel(step_dir / "candidate_skill.md"),
+            )
         new_current = candidate if outcome.becomes_current else current
         entry = StepBufferEntry(
             step=step,

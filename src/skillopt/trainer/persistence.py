@@ -57,6 +57,8 @@ class RunState(BaseModel):
     last_completed_step: int = 0
     total_steps: int  # schedule horizon fixed at the first start
     current_skill_path: str
+    # The best skill's own file (never rewritten); best_skill.md is a copy published from it
+    # after each state save, so the two cannot disagree after a crash between writes.
     best_skill_path: str = "best_skill.md"
     current_score: float
     best_score: float
@@ -148,7 +150,19 @@ class RunDir:
         return state
 
     def save_state(self, state: RunState) -> None:
+        """Save the state, then publish ``best_skill.md`` from the file the state names."""
         self.write_json(self.state_path, state.model_dump(mode="json"))
+        self.publish_best(state)
+
+    def publish_best(self, state: RunState) -> None:
+        """Make ``best_skill.md`` a copy of the state's best skill file (when they differ)."""
+        best = self.root / "best_skill.md"
+        source = self.root / state.best_skill_path
+        if source == best:
+            return
+        text = self.read_text(state.best_skill_path)
+        if not best.exists() or best.read_text(encoding="utf-8") != text:
+            self.write_text(best, text)
 
     def load_history(self) -> list[dict[str, Any]]:
         raw = self.read_json_opt(self.history_path)

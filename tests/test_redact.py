@@ -64,6 +64,13 @@ SHAPES = [
         "azure-openai-api-key = 0123456789abcdef0123456789abcdef",
         "0123456789abcdef",
     ),
+    ("azure_key", "export AZURE_OPENAI_KEY=0123456789abcdef0123456789ABCDEF", "0123456789abcdef"),
+    (
+        "azure_key",
+        "-H 'Ocp-Apim-Subscription-Key: 0123456789abcdef0123456789abcdef'",
+        "0123456789abcdef",
+    ),
+    ("azure_key", 'SPEECH_KEY="' + "Ab1" * 28 + '"', "Ab1" * 28),
     (
         "private_key",
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----",

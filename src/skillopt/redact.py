@@ -75,6 +75,7 @@ _TRIGGERS: dict[str, tuple[tuple[str, ...] | re.Pattern[str], bool]] = {
         ),
         True,
     ),
+    "azure_key": (re.compile(r"[_-]key[\"']?\s*[:=]"), True),
 }
 
 
@@ -155,6 +156,16 @@ _PATTERNS: list[_Sub] = [
             re.IGNORECASE,
         ),
         _keep_prefix("secret_assignment"),
+    ),
+    (
+        # Names the secret words miss (AZURE_OPENAI_KEY, Ocp-Apim-Subscription-Key), so
+        # the value must have the shape of an Azure key: 32 hex digits or 84 alphanumerics.
+        "azure_key",
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])+key[\"']?\s*[:=]\s*[\"']?)"
+            r"([0-9a-f]{32}|[A-Za-z0-9]{84})(?![A-Za-z0-9])"
+        ),
+        _keep_prefix("azure_key"),
     ),
 ]
 

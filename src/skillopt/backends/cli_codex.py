@@ -107,6 +107,7 @@ class CodexFlavor:
         errors: list[str] = []
         messages: list[str] = []
         usage: dict[str, int] = {}
+        turn_failed = turn_completed = False
         for event in events:
             etype = event.get("type")
             if etype == "item.completed":
@@ -117,12 +118,18 @@ class CodexFlavor:
             elif etype == "error" and isinstance(event.get("message"), str):
                 errors.append(event["message"])
             elif etype == "turn.failed":
+                turn_failed = True
                 message = (event.get("error") or {}).get("message")
                 if isinstance(message, str) and message not in errors:
                     errors.append(message)
-            elif etype == "turn.completed" and isinstance(event.get("usage"), dict):
-                usage = {k: v for k, v in event["usage"].items() if isinstance(v, int)}
-        if result.returncode != 0 or errors:
+            elif etype == "turn.completed":
+                turn_completed = True
+                if isinstance(event.get("usage"), dict):
+                    usage = {k: v for k, v in event["usage"].items() if isinstance(v, int)}
+        # Top-level ``error`` events also carry codex's own retry notices ("Reconnecting...
+        # 1/5"), which precede a turn that may still complete: they fail the call only when
+        # the turn did not complete.
+        if result.returncode != 0 or turn_failed or (errors and not turn_completed):
             text = "\n".join(errors) or _stderr_errors(result.stderr) or result.stdout
             raise classify(text, spec=spec, exit_code=result.returncode)
         last_file = plan.scratch / LAST_MESSAGE

@@ -285,6 +285,9 @@ LEARNED_CASES = [
     ("add_to_existing", learned_doc("a rule"), edit("add", "b rule"), ("a rule", "b rule")),
     ("add_duplicate", learned_doc("a rule"), edit("add", "A  Rule."), None),
     ("add_empty", learned_doc("a rule"), edit("add", ""), None),
+    ("add_own_bullet_marker", learned_doc("a rule"), edit("add", "- b rule"), ("a rule", "b rule")),
+    ("add_marked_duplicate", learned_doc("a rule"), edit("add", "* A rule."), None),
+    ("replace_numbered", learned_doc("x"), edit("replace", "1. z", "x"), ("z",)),
     ("insert_after", learned_doc("a", "c"), edit("insert_after", "b", "a"), ("a", "b", "c")),
     ("insert_fallback", learned_doc("a", "c"), edit("insert_after", "b", "zz"), ("a", "c", "b")),
     (

@@ -393,8 +393,13 @@ def _learned_insert(text: str, after: _Line | None, content: str) -> str:
     return text[:at] + prefix + f"- {content}\n" + text[at:]
 
 
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+
+
 def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus, str]:
-    content = _WS.sub(" ", _clean_content(edit.content)).strip()
+    # The block writes its own "- "; a model's own list marker would double it and
+    # hide a duplicate ("- Run tests" vs "Run tests").
+    content = _LIST_MARKER.sub("", _WS.sub(" ", _clean_content(edit.content)).strip())
     anchor = normalise(_clean_content(edit.anchor))
     if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
         if not content:

@@ -375,3 +375,15 @@ async def test_retries_jump_the_queue_of_fresh_calls() -> None:
             await anyio.lowlevel.checkpoint()  # queue them in this order
     assert member.order[:3] == ["A", "B", "A"], member.order
     assert sorted(member.order) == sorted("AABCDEF")
+
+
+def test_a_memory_hit_returns_the_reply_as_served(tmp_path: Path) -> None:
+    """A hit must be judged like the miss was: no text changed in memory, only on disk."""
+    raw = "ok \x1b[31mred\x1b[0m sk-abcdefghijklmnopqrstu1234\r\n"
+    path = tmp_path / "responses.jsonl"
+    cache = ResponseCache(path, flush_every=1)
+    cache.put("k", CachedReply(text=raw, usage=Usage(), member="a"))
+    hit = cache.get("k")
+    assert hit is not None and hit.text == raw
+    on_disk = path.read_text()
+    assert "\\u001b" not in on_disk and "sk-abcdefghijklmnopqrstu1234" not in on_disk

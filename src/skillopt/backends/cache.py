@@ -40,9 +40,10 @@ def cache_key(*, role: str, model: str, request: CompletionRequest) -> str:
 class ResponseCache:
     """Memory cache with an optional append-only JSONL file behind it.
 
-    With ``path`` set, existing entries are loaded at construction; new entries (redacted)
-    are buffered and appended in batches of ``flush_every`` lines, one write and one fsync
-    per batch, so the event loop is not stalled by an fsync per call. :meth:`flush` writes
+    With ``path`` set, existing entries are loaded at construction; new entries (sanitized
+    on the way to disk; memory keeps them as served) are buffered and appended in batches
+    of ``flush_every`` lines, one write and one fsync per batch, so the event loop is not
+    stalled by an fsync per call. :meth:`flush` writes
     the rest (the pool calls it on close); a crash loses at most one unflushed batch of a
     cache, never a result. A torn last line is ignored on load, and a file that has grown
     past twice ``max_entries`` lines is compacted (atomically) when loaded.
@@ -108,10 +109,12 @@ class ResponseCache:
         if len(self._entries) >= self._max_entries:
             # Drop the oldest entry (dicts keep insertion order).
             self._entries.pop(next(iter(self._entries)))
-        stored = CachedReply(text=sanitize(reply.text), usage=reply.usage, member=reply.member)
-        self._entries[key] = stored
+        # In memory the reply is kept as served, so a hit is judged exactly like the miss
+        # was (a redacted or stripped text could change its length and its score); only
+        # what reaches the disk is sanitized.
+        self._entries[key] = reply
         if self._path is not None:
-            self._pending.append(_row(key, stored))
+            self._pending.append(_row(key, reply))
             if len(self._pending) >= self._flush_every:
                 self.flush()
         return True
@@ -126,7 +129,7 @@ class ResponseCache:
 def _row(key: str, reply: CachedReply) -> dict[str, object]:
     return {
         "key": key,
-        "text": reply.text,
+        "text": sanitize(reply.text),
         "member": reply.member,
         "usage": {
             "prompt_tokens": reply.usage.prompt_tokens,

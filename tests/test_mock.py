@@ -8,6 +8,7 @@ import pytest
 
 from skillopt.backends.base import Backend, CompletionRequest, Role
 from skillopt.backends.mock import DEFAULT_RULES, MockBackend, World, build_mock_member
+from skillopt.config import MockMember
 from skillopt.errors import ConfigError, RetryableBackendError
 from skillopt.prompts import load_prompt, placeholders, render_prompt
 
@@ -118,3 +119,11 @@ def test_values_are_not_reexpanded() -> None:
 @pytest.mark.parametrize("name", ["attempt", "judge", "reflect", "reflect_contrastive"])
 def test_every_template_carries_the_marker(name: str) -> None:
     assert "marker" in placeholders(name)
+
+
+def test_an_unknown_mock_option_is_a_config_error_naming_it() -> None:
+    cfg = MockMember(name="m1", options={"latncy": 0.1})
+    with pytest.raises(ConfigError) as caught:
+        build_mock_member(cfg)
+    assert caught.value.key == "members.m1.options.latncy"
+    assert build_mock_member(MockMember(name="m2", options={"latency": 0.0})).name == "m2"

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from skillopt.backends.base import Completion, CompletionRequest, Usage
-from skillopt.errors import BackendRequestError, RetryableBackendError
+from skillopt.errors import BackendRequestError, ConfigError, RetryableBackendError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,6 +257,9 @@ class MockBackend:
         return "ok"
 
 
+_MOCK_OPTIONS = frozenset({"latency", "fail_stages"})
+
+
 def build_mock_member(cfg: Any) -> MockBackend:
     """Build the mock from a member config (the pool's ``kind = "mock"`` entry).
 
@@ -264,10 +267,17 @@ def build_mock_member(cfg: Any) -> MockBackend:
     or ``"*"``) come from the member's ``options`` table or attributes of the same name.
     """
     options: dict[str, Any] = dict(getattr(cfg, "options", None) or {})
+    name = str(getattr(cfg, "name", None) or "mock")
+    unknown = sorted(set(options) - _MOCK_OPTIONS)
+    if unknown:  # a typo ("latncy") must not silently give a different world
+        raise ConfigError(
+            f"unknown mock option {unknown[0]!r} (known: {', '.join(sorted(_MOCK_OPTIONS))})",
+            key=f"members.{name}.options.{unknown[0]}",
+        )
     latency = options.get("latency", getattr(cfg, "latency", 0.0))
     fail_stages = options.get("fail_stages", getattr(cfg, "fail_stages", ()))
     return MockBackend(
-        name=str(getattr(cfg, "name", None) or "mock"),
+        name=name,
         model=str(getattr(cfg, "model", None) or "mock-world"),
         latency=float(latency or 0.0),
         fail_stages=tuple(str(s) for s in (fail_stages or ())),

@@ -158,6 +158,7 @@ class Night:
         self.no_edit_reasons: list[str] = []
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
+        self.stage = ""
 
     # -- small helpers ---------------------------------------------------------------
 
@@ -169,6 +170,7 @@ class Night:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def begin(self, name: str) -> None:
+        self.stage = name
         self.progress.stage(name)
         self._calls_at[name] = self.spend.calls
         self.run.begin_stage(name, self.clock())
@@ -214,7 +216,11 @@ class Night:
         self._check_budget(name)
         return base, rolls
 
-    def _check_degenerate(self, stage: str, results: Sequence[RolloutResult]) -> None:
+    def _check_degenerate(
+        self, stage: str, results: Sequence[RolloutResult], *, candidate: bool = False
+    ) -> None:
+        """Fail the night on an outage. ``candidate``: results under a candidate document,
+        whose empty answers may be the edit's own (bad) effect rather than an outage."""
         if not results:
             return
         errors = [r.error for r in results if r.error]
@@ -223,7 +229,7 @@ class Night:
             if self.spend.exhausted:
                 raise BudgetExceededError(stage)
             raise NightFailed(stage, f"every model call failed ({len(errors)} calls): {cause}")
-        if all(not r.response.strip() for r in results):
+        if not candidate and all(not r.response.strip() for r in results):
             raise NightFailed(stage, "every rollout came back empty")
         if errors and all(r.hard == 0 and r.soft == 0 for r in results):
             cause = Counter(errors).most_common(1)[0][0]
@@ -245,15 +251,24 @@ class Night:
         self.reflections[key] = outcome
         if not outcome.edits and outcome.reason:
             self.no_edit_reasons.append(f"{key}: {outcome.reason}")
+        if not outcome.edits and outcome.errors and not outcome.raw:
+            self._check_budget(self.stage)
+            raise NightFailed(
+                self.stage, f"every reflection call failed ({outcome.calls}): {outcome.errors[-1]}"
+            )
         return outcome
 
     async def measure(
-        self, tasks: Sequence[TaskRecord], docs: Docs, phase: str
+        self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True
     ) -> list[RolloutResult]:
+        """Val results under candidate ``docs``; ``check``: fail the night on an outage."""
         samples = self.cfg.gate.samples_per_task
-        return await self.replayer.run(
+        results = await self.replayer.run(
             self.jobs(tasks, docs, samples=samples, phase=phase, fresh=False)
         )
+        if check:
+            self._check_degenerate(self.stage, results, candidate=True)
+        return results
 
     async def trial(
         self,
@@ -322,11 +337,13 @@ class Night:
         results: list[list[RolloutResult]] = [[] for _ in singles]
 
         async def one(i: int) -> None:
-            results[i] = await self.measure(val, singles[i][0], "attribution")
+            results[i] = await self.measure(val, singles[i][0], "attribution", check=False)
 
         async with anyio.create_task_group() as tg:
             for i in range(len(singles)):
                 tg.start_soon(one, i)
+        # checked here, outside the task group, so a failure is not wrapped in a group
+        self._check_degenerate(name, [r for res in results for r in res], candidate=True)
         base_score = self.gate.mean(best_val)
         helpful: list[EditRecord] = []
         for edit, (_, app), res in zip(applied, singles, results, strict=True):
@@ -426,6 +443,7 @@ async def consolidate(
                 )
             )
             rolls_docs = best
+            night._check_degenerate(name, rolls)
             night.end(name)
         for target in (EditTarget.SKILL, EditTarget.MEMORY):
             if not (
@@ -442,6 +460,7 @@ async def consolidate(
                     )
                 )
                 rolls_docs = best
+                night._check_degenerate(name, rolls)
                 night.end(name)
             name = f"round{round_no}.reflect_{target.value}"
             night.begin(name)

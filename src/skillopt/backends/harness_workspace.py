@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from skillopt.errors import DataError
+from skillopt.redact import redact_text
 
 _SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NO_GUIDANCE = "No additional guidance yet: rely on the task description."
@@ -109,16 +110,17 @@ def build_workspace(root: Path, spec: WorkspaceSpec) -> Path:
         _relative(name)
 
     root.mkdir(parents=True)
-    skill_text = render_skill_md(spec.skill)
+    # The agent sends what it reads here to its model: text we write is redacted like a prompt.
+    skill_text = redact_text(render_skill_md(spec.skill))
     for rel in skill_paths(spec.skill.name):
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(skill_text, encoding="utf-8")
-    (root / "task.md").write_text(spec.task.rstrip() + "\n", encoding="utf-8")
+    (root / "task.md").write_text(redact_text(spec.task.rstrip()) + "\n", encoding="utf-8")
     for rel_name, content in spec.files.items():
         target = root / _relative(rel_name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        target.write_text(redact_text(content), encoding="utf-8")
     for rel_name, source in spec.copy_files.items():
         target = root / _relative(rel_name)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -158,7 +158,9 @@ class EpochEnd(TrainerCore):
                 comparison=comparison or "(no comparison pairs)",
             )
             content = await self._ask_optional(prompt, SlowUpdateReply, "slow_update")
-            if content is None or not content.slow_update_content.strip():
+            if content is None:  # the call failed; the reason is in the diagnostics
+                result["action"] = "failed"
+            elif not content.slow_update_content.strip():
                 result["action"] = "no_content"
             else:
                 candidate = sanitize(set_slow_update(current, content.slow_update_content))
@@ -227,7 +229,9 @@ class EpochEnd(TrainerCore):
         run.write_json(
             marker,
             {
-                "action": "write_meta_skill" if content else "no_content",
+                "action": "failed"
+                if reply is None
+                else ("write_meta_skill" if content else "no_content"),
                 "meta_skill_content": content or memory,
             },
         )

@@ -1,14 +1,19 @@
-"""Pool dispatch rules the HTTP tests do not pin: one half-open probe, full members skipped."""
+"""Pool rules the other pool tests do not pin: one half-open probe, full members skipped,
+rate limits never open a circuit, an exhausted quota fails fast."""
 
 from __future__ import annotations
 
 import anyio
 import anyio.lowlevel
+import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
+from skillopt.backends.openai_http import build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.retry import RetryPolicy
-from skillopt.errors import RetryableBackendError
+from skillopt.config import OpenAIChatMember
+from skillopt.errors import QuotaExhaustedError, RetryableBackendError
+from support.fake_model_server import FakeModelServer, Reply
 
 
 class GatedMember:
@@ -113,3 +118,62 @@ async def test_a_full_member_is_skipped_while_another_has_room() -> None:
                     assert done.member == "free"
                 busy.release.set()
     assert busy.peak == 1 and busy.started == 1
+
+
+class Limited:
+    """A Backend that answers 429 (with a short Retry-After) ``n`` times, then succeeds."""
+
+    def __init__(self, name: str, n: int) -> None:
+        self._name, self.left, self.calls = name, n, 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return "limited"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.calls += 1
+        await anyio.lowlevel.checkpoint()
+        if self.left > 0:
+            self.left -= 1
+            raise RetryableBackendError(
+                "rate limited", kind="rate_limit", status=429, retry_after=0.01
+            )
+        return Completion(text="ok", usage=Usage(), member=self._name, latency=0.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_rate_limits_do_not_open_the_circuit() -> None:
+    """A member that says "retry in 10 ms" is busy, not broken: never fail calls fast."""
+    only = Limited("only", n=6)
+    async with BackendPool(
+        {Role.TARGET: [MemberSpec(backend=only, max_concurrency=4)]},
+        retry=RetryPolicy(max_attempts=8, base_delay=0.0),
+        breaker=BreakerPolicy(failure_threshold=3, cooldown=30.0),
+    ) as pool:
+        with anyio.fail_after(5):
+            done = await pool.complete(req("q"))
+        assert done.text == "ok" and done.attempts == 7
+        assert pool.breaker_state("only") is BreakerState.CLOSED
+        assert pool.accounting()["by_member"]["only"]["failures"] == {"rate_limit": 6}
+
+
+async def test_exhausted_quota_fails_fast_and_counts_against_the_member() -> None:
+    with FakeModelServer() as server:
+        server.script("a", *[Reply(status=429, error_code="insufficient_quota")] * 2)
+        cfg = OpenAIChatMember(name="a", base_url=server.url("a"), model="m")
+        async with BackendPool(
+            {Role.TARGET: [MemberSpec(backend=build_http_member(cfg), timeout=5.0)]},
+            retry=RetryPolicy(max_attempts=4, base_delay=0.0),
+            breaker=BreakerPolicy(failure_threshold=2, cooldown=30.0),
+        ) as pool:
+            for _ in range(2):
+                with pytest.raises(QuotaExhaustedError, match="quota exhausted"):
+                    await pool.complete(req("q"))
+            assert server.total("a") == 2  # no retries
+            assert pool.breaker_state("a") is BreakerState.OPEN

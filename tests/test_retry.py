@@ -19,6 +19,7 @@ from skillopt.errors import (
     BackendRequestError,
     BackendTimeoutError,
     ContentFilterError,
+    QuotaExhaustedError,
     RetryableBackendError,
 )
 
@@ -97,6 +98,7 @@ def test_parse_retry_after_http_date() -> None:
         (401, None, BackendAuthError, "auth"),
         (403, None, BackendAuthError, "auth"),
         (400, "content_filter", ContentFilterError, "content_filter"),
+        (429, "insufficient_quota", QuotaExhaustedError, "quota"),
     ],
 )
 def test_classify_status(status: int, code: str | None, kind: type, label: str) -> None:

@@ -14,6 +14,7 @@ boundary with ``raise ... from``, so callers only ever catch our types::
     │   └── FatalBackendError       will not get better by retrying
     │       ├── BackendAuthError        401/403, CLI "not logged in"
     │       ├── BackendRequestError     400/404/422, unsupported model
+    │       ├── QuotaExhaustedError     429 "insufficient_quota": the account is out of credit
     │       └── ContentFilterError      the provider refused the content
     ├── NoHealthyMemberError        every member of a role is open-circuited or unusable
     ├── BudgetExceededError         the night/run spend cap was reached
@@ -129,6 +130,14 @@ class BackendRequestError(FatalBackendError):
     @property
     def error_class(self) -> str:
         return "request"
+
+
+class QuotaExhaustedError(FatalBackendError):
+    """The account's quota or credit is used up (a 429 that waiting will not fix)."""
+
+    @property
+    def error_class(self) -> str:
+        return "quota"
 
 
 class ContentFilterError(FatalBackendError):

@@ -45,6 +45,7 @@ from skillopt.errors import (
     BackendTimeoutError,
     ConfigError,
     NoHealthyMemberError,
+    QuotaExhaustedError,
     RetryableBackendError,
 )
 from skillopt.logging import get_logger
@@ -255,8 +256,14 @@ async def _acquire(limiter: anyio.CapacityLimiter) -> None:
 
 
 def _breaker_counts(error: BackendError) -> bool:
-    """Failures that say the member is unhealthy (not that the request was bad)."""
-    return error.retryable or isinstance(error, BackendAuthError)
+    """Failures that say the member is unhealthy (not that the request was bad).
+
+    A rate limit is not one: the member works and asked us to slow down (its Retry-After
+    rests it). Opening the circuit would fail every queued call at once instead.
+    """
+    if isinstance(error, RetryableBackendError) and error.kind == "rate_limit":
+        return False
+    return error.retryable or isinstance(error, BackendAuthError | QuotaExhaustedError)
 
 
 class BackendPool:

@@ -21,6 +21,7 @@ from skillopt.errors import (
     BackendRequestError,
     BackendTimeoutError,
     ContentFilterError,
+    QuotaExhaustedError,
     RetryableBackendError,
 )
 from skillopt.redact import sanitize
@@ -122,6 +123,17 @@ def _is_content_filter(code: str | None, body: object) -> bool:
     return False
 
 
+def _is_quota_exhausted(code: str | None, body: object) -> bool:
+    """OpenAI answers 429 ``insufficient_quota`` when the account is out of credit."""
+    if code == "insufficient_quota":
+        return True
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            return "insufficient_quota" in (inner.get("code"), inner.get("type"))
+    return False
+
+
 def classify_status(
     status: int,
     *,
@@ -137,6 +149,8 @@ def classify_status(
         return ContentFilterError("content filtered", member=member, status=status, cause=text)
     if status in _AUTH_STATUS:
         return BackendAuthError("not authorised", member=member, status=status, cause=text)
+    if status == 429 and _is_quota_exhausted(code, body):
+        return QuotaExhaustedError("quota exhausted", member=member, status=status, cause=text)
     if status == 429:
         return RetryableBackendError(
             "rate limited",

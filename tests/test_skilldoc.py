@@ -478,3 +478,16 @@ def test_learned_edits_never_touch_bytes_outside_the_block(
     assert result.text.startswith(prefix + Region.LEARNED.start)
     assert result.text.endswith(Region.LEARNED.end + "\n\n" + APPX)
     assert len(region_spans(result.text, Region.LEARNED)) == 1
+
+
+def test_an_orphan_start_marker_never_claims_hand_written_text() -> None:
+    """A block whose END was deleted by hand is body text, not a region to edit."""
+    doc = f"# T\n{Region.LEARNED.start}\n- keep me\n\nbody text\n"
+    added = apply_edits(doc, [edit("add", "new rule")], mode=EditMode.LEARNED)
+    assert added.text.startswith(doc)
+    assert learned_bullets(added.text) == ("new rule",)
+    deleted = apply_edits(added.text, [edit("delete", anchor="keep me")], mode=EditMode.LEARNED)
+    assert deleted.outcomes[0].status is EditStatus.UNMATCHED
+    assert deleted.text == added.text
+    spans = region_spans(added.text, Region.LEARNED)
+    assert len(spans) == 1 and spans[0][0] > len(doc)

@@ -164,7 +164,12 @@ def _clean_content(text: str) -> str:
 
 
 def region_spans(text: str, region: Region) -> list[tuple[int, int]]:
-    """Spans ``[start, end)`` of complete regions, from start marker through end marker."""
+    """Spans ``[start, end)`` of complete regions, from start marker through end marker.
+
+    A start marker followed by another start before any end is an orphan (its end was
+    deleted by hand): it is not paired with a later region's end, which would claim all
+    the hand-written text in between.
+    """
     spans: list[tuple[int, int]] = []
     pos = 0
     while True:
@@ -174,6 +179,10 @@ def region_spans(text: str, region: Region) -> list[tuple[int, int]]:
         e = text.find(region.end, s + len(region.start))
         if e < 0:
             return spans
+        again = text.find(region.start, s + len(region.start), e)
+        if again >= 0:
+            pos = again
+            continue
         e += len(region.end)
         spans.append((s, e))
         pos = e

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,11 +25,13 @@ def test_demo_prints_status_and_adopt_commands_that_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # like `make demo`: the venv is not activated
     assert main(["once", "--demo"]) == 0
     out = capsys.readouterr().out
-    commands = [
-        shlex.split(line.strip())[1:] for line in out.splitlines() if "skillopt-sleep " in line
-    ]
+    lines = [shlex.split(x) for x in out.splitlines() if x.startswith("  ") and "--config" in x]
+    # the printed program can be run as printed (make demo does not activate the venv)
+    assert lines and all(shutil.which(words[0]) for words in lines)
+    commands = [words[1:] for words in lines]
     report = Path(next(x for x in out.splitlines() if x.startswith("Read the report:")).split()[-1])
     text = report.read_text()
     # jargon in the report is explained where it appears

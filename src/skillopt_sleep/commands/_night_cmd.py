@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -97,12 +98,23 @@ def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
             demo_args = shlex.join(
                 ["--config", str(root / "sleep.toml"), "--project", str(root / "demo-project")]
             )
+            me = _self_command()
             say(
                 "Then try the rest on the demo:"
-                f"\n  skillopt-sleep status {demo_args}"
-                f"\n  skillopt-sleep adopt {demo_args}"
+                f"\n  {me} status {demo_args}"
+                f"\n  {me} adopt {demo_args}"
             )
     return outcome.exit_code
+
+
+def _self_command() -> str:
+    """How the user can run us again: the bare name if it is on PATH, else its full path
+    (``make demo`` runs ``.venv/bin/skillopt-sleep`` without activating the venv)."""
+    here = Path(sys.executable).parent / "skillopt-sleep"
+    found = shutil.which("skillopt-sleep")
+    if found and here.exists() and Path(found).resolve() == here.resolve():
+        return "skillopt-sleep"
+    return shlex.quote(str(here.absolute())) if here.exists() else "skillopt-sleep"
 
 
 async def _night(

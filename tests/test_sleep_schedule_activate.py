@@ -115,3 +115,54 @@ def test_systemd_units_read_an_optional_env_file_and_do_not_restart_on_exit_2(
         assert "\nEnvironmentFile=-%h/.config/skillopt/sleep.env\n" in service.read_text()
     daemon = root / "skillopt-sleep-daemon.service"
     assert "\nRestartPreventExitStatus=2\n" in daemon.read_text()
+
+
+FAKE_LAUNCHCTL = """#!/bin/sh
+# A fake launchctl(1): loaded labels live in $FAKE_LAUNCHD_LOADED, one per line.
+echo "launchctl $*" >> "$FAKE_LAUNCHD_LOG"
+touch "$FAKE_LAUNCHD_LOADED"
+case "$1" in
+bootstrap)
+    label=$(basename "$3" .plist)
+    if grep -qxF "$label" "$FAKE_LAUNCHD_LOADED"; then
+        echo "Bootstrap failed: 5: Input/output error" >&2
+        exit 5
+    fi
+    echo "$label" >> "$FAKE_LAUNCHD_LOADED"
+    ;;
+bootout)
+    label=${2##*/}
+    if ! grep -qxF "$label" "$FAKE_LAUNCHD_LOADED"; then
+        echo "Boot-out failed: 3: No such process" >&2
+        exit 3
+    fi
+    grep -vxF "$label" "$FAKE_LAUNCHD_LOADED" > "$FAKE_LAUNCHD_LOADED.new"
+    mv "$FAKE_LAUNCHD_LOADED.new" "$FAKE_LAUNCHD_LOADED"
+    ;;
+*) exit 2 ;;
+esac
+"""
+
+
+def test_launchd_reinstall_reloads_the_agent(
+    cron: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tool = cron["tmp"] / "bin" / "launchctl"
+    tool.write_text(FAKE_LAUNCHCTL)
+    tool.chmod(0o755)
+    loaded = cron["tmp"] / "loaded"
+    monkeypatch.setenv("FAKE_LAUNCHD_LOADED", str(loaded))
+    monkeypatch.setenv("FAKE_LAUNCHD_LOG", str(cron["tmp"] / "launchd.log"))
+    argv = ["--launchd", "--activate", "--project", str(cron["project"]),
+            "--config", str(cron["config"]), "--root", str(cron["tmp"] / "units")]  # fmt: skip
+    assert main(["schedule", "install", *argv]) == 0
+    assert capsys.readouterr().err == ""  # the not-loaded bootout is not reported
+    assert len(loaded.read_text().split()) == 1
+    # after a change of time, installing again must replace the loaded agent
+    cron["config"].write_text(cron["config"].read_text() + '\n[daemon]\ntime = "04:00"\n')
+    assert main(["schedule", "install", *argv]) == 0
+    assert len(loaded.read_text().split()) == 1
+    calls = (cron["tmp"] / "launchd.log").read_text().splitlines()
+    assert [c.split()[1] for c in calls] == ["bootout", "bootstrap", "bootout", "bootstrap"]
+    assert main(["schedule", "remove", *argv]) == 0
+    assert loaded.read_text().split() == []

@@ -159,6 +159,9 @@ def _print_commands(title: str, the_plan: Plan, *, install: bool) -> None:
         _out(f"  ({keep}{add}) | crontab -")
         return
     commands = the_plan.activate if install else the_plan.deactivate
+    if the_plan.kind is Kind.LAUNCHD and install:
+        commands = [*the_plan.deactivate, *commands]
+        _out("  (the first command fails harmlessly when the agent was not loaded)")
     for argv in commands:
         _out(f"  {shlex.join(argv)}")
 
@@ -174,6 +177,11 @@ def _activate(the_plan: Plan, *, install: bool) -> int:
         else:
             new = strip_crontab(existing, the_plan.crontab_marker)
         return EXIT_OK if _run(["crontab", "-"], stdin=new) is not None else EXIT_FAILED
+    if the_plan.kind is Kind.LAUNCHD and install:
+        # launchd refuses to bootstrap a loaded label and would keep the old schedule:
+        # unload ours first (failing when it was not loaded is fine).
+        for argv in the_plan.deactivate:
+            _run(argv, quiet=True)
     commands = the_plan.activate if install else the_plan.deactivate
     for argv in commands:
         _out(f"$ {shlex.join(argv)}")
@@ -208,8 +216,9 @@ def _read_crontab() -> str | None:
     return result
 
 
-def _run(argv: list[str], *, stdin: str | None = None) -> str | None:
-    """Run one scheduler command with a timeout; stdout, or None on failure."""
+def _run(argv: list[str], *, stdin: str | None = None, quiet: bool = False) -> str | None:
+    """Run one scheduler command with a timeout; stdout, or None on failure (``quiet``:
+    without reporting the failure)."""
 
     async def go() -> str | None:
         try:
@@ -218,10 +227,13 @@ def _run(argv: list[str], *, stdin: str | None = None) -> str | None:
                     argv, input=stdin.encode() if stdin is not None else None, check=False
                 )
         except (OSError, TimeoutError) as exc:
-            _err(f"{argv[0]} failed: {exc}")
+            if not quiet:
+                _err(f"{argv[0]} failed: {exc}")
             return None
         if done.returncode != 0:
-            _err(f"{shlex.join(argv)} exited {done.returncode}: {done.stderr.decode()[:500]}")
+            if not quiet:
+                why = done.stderr.decode(errors="replace")[:500]
+                _err(f"{shlex.join(argv)} exited {done.returncode}: {why}")
             return None
         return done.stdout.decode()
 

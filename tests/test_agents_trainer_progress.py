@@ -6,8 +6,10 @@ import io
 import json
 import os
 import pty
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from skillopt.trainer.progress import TtyProgress, default_progress
@@ -16,9 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs/trainer/qa_demo.toml"
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, timeout: float = 60.0) -> bytes:
+    """Everything written to the pty until the child side closes (or ``timeout``)."""
     chunks = []
-    while True:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
         try:
             chunk = os.read(fd, 65536)
         except OSError:  # EIO once the child side is closed
@@ -43,10 +50,14 @@ def test_train_on_a_tty_draws_progress_instead_of_log_lines(tmp_path: Path) -> N
     )
     os.close(slave)
     try:
-        stdout, _ = proc.communicate(timeout=60)
+        # Drain the terminal while the run writes to it (a full pty buffer would block the
+        # child); the read ends when the child exits and the last slave end closes.
         terminal = _read_all(master).decode("utf-8", "replace")
+        stdout, _ = proc.communicate(timeout=60)
     finally:
         os.close(master)
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 0, terminal[-2000:]
     total = json.loads((out / "summary.json").read_text())["total_steps"]
     assert "[baseline on 30 val items] calls" in terminal

@@ -22,6 +22,7 @@ import json
 import logging
 import signal
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -125,7 +126,7 @@ class DaemonConfig:
     state (so a night run by hand also counts for catch-up)."""
     aclose: Callable[[], Awaitable[None]] | None = None
     """Optional: release what the runner shares across nights (the backend pool); called
-    once when the daemon stops, for every config it ever loaded."""
+    once, when a reload has replaced this config and its last night ended, or at stop."""
 
 
 ConfigLoader = Callable[[], DaemonConfig]
@@ -311,6 +312,7 @@ class Daemon:
         self._state: DaemonState | None = None
         self._projects: dict[str, ProjectSchedule] = {}
         self._loaded: list[DaemonConfig] = []
+        self._users: Counter[int] = Counter()  # id(config) -> nights running on it
 
     # -- control (also used by signal handling) -------------------------------
 
@@ -346,6 +348,8 @@ class Daemon:
         self._limiter.total_tokens = new.settings.max_concurrent_nights
         self._install_jobs(jobs)
         _log().info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
+        if self._nights is not None:
+            self._nights.start_soon(self._release_idle)
         return True
 
     # -- main loop ----------------------------------------------------------
@@ -359,7 +363,19 @@ class Daemon:
             await self._release_all()
 
     async def _release_all(self) -> None:
-        for config in self._loaded:
+        configs, self._loaded = self._loaded, []
+        await self._release(configs)
+
+    async def _release_idle(self) -> None:
+        """Release configs a reload replaced once no night runs on them (no pool leaks
+        over months of SIGHUPs)."""
+        idle = [c for c in self._loaded if c is not self._config and not self._users[id(c)]]
+        self._loaded = [c for c in self._loaded if c not in idle]
+        await self._release(idle)
+
+    async def _release(self, configs: list[DaemonConfig]) -> None:
+        for config in configs:
+            self._users.pop(id(config), None)
             if config.aclose is None:
                 continue
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
@@ -367,7 +383,6 @@ class Daemon:
                     await config.aclose()
                 except Exception as exc:
                     _log().warning("daemon.release_failed", error=sanitize(str(exc)))
-        self._loaded.clear()
 
     async def _run(self, config: DaemonConfig) -> int:
         jobs = self._jobs_for(config.settings)
@@ -559,9 +574,11 @@ class Daemon:
         started = self._clock()
         t0 = time.monotonic()
         summary = NightSummary(status=NightStatus.ABORTED, detail="cancelled")
+        self._users[id(config)] += 1
         try:
             summary = await self._guarded_night(request, config)
         finally:
+            self._users[id(config)] -= 1
             self._running.discard(request.key)
             if summary.status is NightStatus.ABORTED:
                 self._aborted += 1
@@ -577,6 +594,8 @@ class Daemon:
                 run_dir=str(summary.run_dir) if summary.run_dir else None,
                 detail=sanitize(summary.detail)[:500],
             )
+            if config is not self._config and not self._users[id(config)]:
+                await self._release_idle()
 
     async def _guarded_night(self, request: NightRequest, config: DaemonConfig) -> NightSummary:
         async with self._limiter:

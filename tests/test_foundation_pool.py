@@ -177,3 +177,37 @@ async def test_exhausted_quota_fails_fast_and_counts_against_the_member() -> Non
                     await pool.complete(req("q"))
             assert server.total("a") == 2  # no retries
             assert pool.breaker_state("a") is BreakerState.OPEN
+
+
+async def test_one_probe_even_when_the_member_is_rate_spaced() -> None:
+    """Callers that pick a half-open member while its probe waits for its rpm turn go
+    elsewhere: the probe is claimed at pick time, not when the request starts."""
+    flaky, steady = GatedMember("flaky"), GatedMember("steady")
+    steady.release.set()
+    flaky.failing = True
+    async with BackendPool(
+        {
+            Role.TARGET: [
+                MemberSpec(backend=flaky, max_concurrency=8, requests_per_minute=300),
+                MemberSpec(backend=steady, max_concurrency=8),
+            ]
+        },
+        retry=RetryPolicy(max_attempts=2, base_delay=0.0),
+        breaker=BreakerPolicy(failure_threshold=1, cooldown=0.02),
+    ) as pool:
+        with anyio.fail_after(5):
+            await pool.complete(req("open it"))  # flaky fails (next rpm turn in 0.2 s)
+            await anyio.sleep(0.05)
+            assert pool.breaker_state("flaky") is BreakerState.HALF_OPEN
+            flaky.failing, before = False, flaky.started
+            flaky.release.set()
+            served: list[str] = []
+
+            async def one(i: int) -> None:
+                served.append((await pool.complete(req(f"q{i}"))).member)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(one, i)
+    assert flaky.started - before == 1
+    assert sorted(served) == ["flaky"] + ["steady"] * 5

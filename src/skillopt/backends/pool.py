@@ -550,11 +550,23 @@ class BackendPool:
                     member=None, role=role, stage=stage, error_class="no_member"
                 )
                 raise NoHealthyMemberError(self._all_open_message(group))
-            await _acquire(member.limiter)
+            # Claim the half-open probe before any await, so no other caller picks the
+            # same member as a second probe while this one waits for its turn.
+            probe = member.breaker.on_start(anyio.current_time())
+            try:
+                await _acquire(member.limiter)
+            except BaseException:
+                if probe and member.breaker.on_abandon():
+                    self._notify_health()
+                raise
             try:
                 if member.spacer is not None:
                     await member.spacer.wait_turn()
                 return await self._call_member(member, group, request, attempt)
+            except anyio.get_cancelled_exc_class():
+                if probe and member.breaker.on_abandon():
+                    self._notify_health()
+                raise
             finally:
                 member.limiter.release()
         finally:
@@ -610,7 +622,6 @@ class BackendPool:
         role, stage = group.role.value, request.stage
         timeout = request.timeout if request.timeout is not None else member.spec.timeout
         breaker = member.breaker
-        breaker.on_start(anyio.current_time())
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
         try:

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from skillopt.cli_support import quiet_broken_pipe
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.logging import configure_logging
 from skillopt.trainer.progress import TrainProgress, default_progress
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     except SkillOptError as exc:
         print(f"skillopt: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("skillopt: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

@@ -13,6 +13,7 @@ import pkgutil
 import sys
 from types import ModuleType
 
+from skillopt.cli_support import quiet_broken_pipe
 from skillopt_sleep import commands
 
 EXIT_OK = 0
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     try:
         return int(args._run(args))
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

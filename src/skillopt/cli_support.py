@@ -1,0 +1,18 @@
+"""Small helpers shared by the `skillopt` and `skillopt-sleep` command lines."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by the pipe
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``... | head``): stop quietly, like other tools.
+
+    Points stdout at /dev/null so the interpreter's final flush cannot raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE

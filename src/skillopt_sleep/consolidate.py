@@ -151,6 +151,7 @@ class Night:
             preferences=config.night.preferences,
             score=self.gate.score,
             evidence=evidence,
+            progress=progress,
         )
         self.trials: list[Trial] = []
         self.reflections: dict[str, ReflectOutcome] = {}

@@ -27,7 +27,7 @@ from skillopt.errors import (
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
-from skillopt_sleep.replay import Docs, clean, first_json_value, task_hint
+from skillopt_sleep.replay import Docs, Progress, clean, first_json_value, task_hint
 from skillopt_sleep.spend import ModelPool
 
 MAX_GROUPS = 6
@@ -127,6 +127,7 @@ class Reflector:
     score: Callable[[RolloutResult], float] = lambda r: r.hard
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     max_output_tokens: int = 1500
+    progress: Progress | None = None
     _log: list[str] = field(default_factory=list)
 
     async def reflect(
@@ -230,11 +231,17 @@ class Reflector:
                 sample_id=attempt,
                 metadata=metadata,
             )
+            if self.progress is not None:
+                self.progress.calls_planned(1)
             try:
                 done = await self.pool.complete(request)
             except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+                if self.progress is not None:
+                    self.progress.call_done(ok=False)
                 errors.append(sanitize(f"{getattr(exc, 'error_class', type(exc).__name__)}: {exc}"))
                 return [], attempt + 1, raws, errors
+            if self.progress is not None:
+                self.progress.call_done(ok=True)
             raw = sanitize(done.text)
             raws.append(raw)
             if self.evidence is not None:

@@ -1,0 +1,45 @@
+"""The progress display counts every model call of a stage, reflection included."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from skillopt_sleep.demo import prepare_demo
+from skillopt_sleep.night import run_night
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.current = ""
+        self.done: Counter[str] = Counter()
+        self.planned: Counter[str] = Counter()
+
+    def stage(self, name: str) -> None:
+        self.current = name
+
+    def calls_planned(self, n: int) -> None:
+        self.planned[self.current] += n
+
+    def call_done(self, *, ok: bool) -> None:
+        self.done[self.current] += 1
+
+    def note(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def test_reflection_calls_show_in_the_progress(tmp_path: Path) -> None:
+    setup = prepare_demo(tmp_path)
+    progress = Recorder()
+    outcome = await run_night(setup.config, project=setup.project, progress=progress)
+    assert outcome.run_dir is not None
+    stages = json.loads((outcome.run_dir / "run.json").read_text())["stages"]
+    reflects = {s["name"]: s["model_calls"] for s in stages if "reflect" in s["name"]}
+    assert sum(reflects.values()) > 0
+    for name, calls in reflects.items():
+        assert progress.done[name] == calls, name
+        assert progress.planned[name] == calls, name

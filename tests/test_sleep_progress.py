@@ -43,3 +43,14 @@ async def test_reflection_calls_show_in_the_progress(tmp_path: Path) -> None:
     for name, calls in reflects.items():
         assert progress.done[name] == calls, name
         assert progress.planned[name] == calls, name
+
+
+async def test_last_stage_line_comes_before_the_night_line(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    setup = prepare_demo(tmp_path)
+    with capture_logs() as logs:
+        await run_night(setup.config, project=setup.project)
+    events = [e for e in logs if e["event"] in ("night.stage_done", "night.done")]
+    assert events[-1]["event"] == "night.done"
+    assert events[-2]["event"] == "night.stage_done" and events[-2]["stage"] == "final"

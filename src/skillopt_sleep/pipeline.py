@@ -280,6 +280,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             state = state.archive_tasks(gathered.tasks)
         store.save(state)
     run.finish(status, ended, outcome=result.value, reason=reason, failed_stage=failed_stage)
+    night.progress.close()  # the last stage's line comes before the night's
     _log().info(
         "night.done",
         run_id=run.run_id,

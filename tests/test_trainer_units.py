@@ -241,3 +241,18 @@ def test_base_toml_lists_every_key_at_its_default() -> None:
         assert field.annotation is not None
         assert set(data[name]) == set(field.annotation.model_fields), name
     assert load_trainer_config(path) == TrainerConfig()
+
+
+def test_mean_scores_tie_whatever_the_order() -> None:
+    import random
+
+    from skillopt.trainer.envs.base import RolloutResult as EnvResult
+    from skillopt.trainer.steps import mean_scores
+
+    rng = random.Random(7)
+    values = [rng.random() * 10 ** rng.randint(-8, 3) for _ in range(50)]
+    base = [EnvResult(item_id=str(i), hard=v, soft=v, task_type="qa") for i, v in enumerate(values)]
+    for _ in range(200):
+        shuffled = base[:]
+        rng.shuffle(shuffled)
+        assert mean_scores(shuffled) == mean_scores(base)

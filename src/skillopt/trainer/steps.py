@@ -225,10 +225,12 @@ async def rollout(
 
 
 def mean_scores(results: Sequence[RolloutResult]) -> tuple[float, float]:
+    """Exact means (``math.fsum``): the gate compares them strictly, so the same scores in
+    another order must tie, not win by rounding noise."""
     if not results:
         return 0.0, 0.0
     n = len(results)
-    return sum(r.hard for r in results) / n, sum(r.soft for r in results) / n
+    return math.fsum(r.hard for r in results) / n, math.fsum(r.soft for r in results) / n
 
 
 # --------------------------------------------------------------------------- reflect

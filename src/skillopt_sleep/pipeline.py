@@ -11,6 +11,7 @@ night history) only for a complete non-dry night.
 from __future__ import annotations
 
 import math
+import shutil
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -280,6 +281,8 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             state = state.archive_tasks(gathered.tasks)
         store.save(state)
     run.finish(status, ended, outcome=result.value, reason=reason, failed_stage=failed_stage)
+    if result is NightResult.NO_TASKS:
+        _prune_empty_nights(night)
     night.progress.close()  # the last stage's line comes before the night's
     _log().info(
         "night.done",
@@ -311,6 +314,22 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         dry_run=night.dry_run,
         spend=night.spend.summary(),
     )
+
+
+def _prune_empty_nights(night: Night) -> None:
+    """Delete earlier no-task runs of this project: they hold only harvest diagnostics, and a
+    quiet project would otherwise gain one directory a night. The newest one is kept."""
+    for path in rundir.RunDir.list_runs(night.run.path.parent):
+        if path == night.run.path:
+            continue
+        try:
+            journal = rundir.RunDir.open(path).journal
+        except SkillOptError:
+            continue
+        if journal.get("status") == RunStatus.COMPLETE.value and journal.get("outcome") == (
+            NightResult.NO_TASKS.value
+        ):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _auto_adopt(night: Night, live: Live) -> list[str]:

@@ -1,0 +1,19 @@
+"""Nights with nothing to learn do not pile up: only the newest no-task run is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillopt_sleep.demo import prepare_demo
+from skillopt_sleep.night import NightResult, run_night
+
+
+async def test_only_the_newest_no_task_run_is_kept(tmp_path: Path) -> None:
+    setup = prepare_demo(tmp_path)
+    first = await run_night(setup.config, project=setup.project)
+    assert first.accepted and first.run_dir is not None
+    empties = [await run_night(setup.config, project=setup.project) for _ in range(3)]
+    assert all(o.result is NightResult.NO_TASKS for o in empties)
+    kept = sorted(p for p in first.run_dir.parent.iterdir() if p.is_dir())
+    assert kept == [first.run_dir, empties[-1].run_dir]  # the accepted night stays
+    assert (empties[-1].run_dir / "report.md").is_file()

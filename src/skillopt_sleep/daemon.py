@@ -8,9 +8,11 @@ projects; a per-project guard plus the project lock make one night per project a
 Lifecycle:
 - start: take the daemon lock (one daemon per state dir), schedule jobs, then catch up a
   night missed while the daemon was down (at most one per project).
-- SIGTERM/SIGINT: no new nights; in-flight nights get ``shutdown_grace_seconds`` to finish,
-  then are cancelled (their own finalizers mark the run aborted and resumable). A second
-  signal cancels at once. SIGHUP reloads the config; a bad config keeps the old one.
+- SIGTERM/SIGINT: no new nights and (through the config's ``drain``) no new model calls;
+  calls in flight get ``shutdown_grace_seconds`` to finish, then the nights are cancelled
+  (their own finalizers mark the run aborted and resumable). Without ``drain``, nights get
+  the grace period to finish. A second signal cancels at once. SIGHUP reloads the config;
+  a bad config keeps the old one.
 
 A night counts as "done" for catch-up when it completed or failed; an aborted night is
 caught up (resumed) at the next start.
@@ -124,6 +126,10 @@ class DaemonConfig:
     last_night_at: Callable[[Path], datetime | None] | None = None
     """Optional: when the project's last finished night started, from the night's own
     state (so a night run by hand also counts for catch-up)."""
+    drain: Callable[[], Awaitable[None]] | None = None
+    """Optional: on stop, refuse new model calls and return once the calls in flight have
+    finished (the night is then cancelled without waiting out the grace period). Without
+    it, a running night keeps working until it ends or the grace period is over."""
     aclose: Callable[[], Awaitable[None]] | None = None
     """Optional: release what the runner shares across nights (the backend pool); called
     once, when a reload has replaced this config and its last night ended, or at stop."""
@@ -426,8 +432,25 @@ class Daemon:
                     self.request_stop()
 
     async def _cancel_after_grace(self, nights: TaskGroup, grace: float) -> None:
+        """Stop new work, let calls in flight finish (within ``grace``), then cancel."""
         with anyio.move_on_after(grace):
-            await self._immediate.wait()
+            async with anyio.create_task_group() as waits:
+
+                async def drained() -> None:
+                    drains = [c.drain for c in self._loaded]
+                    if not self._running or None in drains:
+                        return  # nothing to drain: the nights run until they end or grace
+                    for drain in drains:
+                        assert drain is not None
+                        await drain()
+                    waits.cancel_scope.cancel()
+
+                async def immediate() -> None:
+                    await self._immediate.wait()
+                    waits.cancel_scope.cancel()
+
+                waits.start_soon(drained)
+                waits.start_soon(immediate)
         if self._running:
             _log().warning("daemon.cancelling_nights", projects=sorted(self._running))
         nights.cancel_scope.cancel()

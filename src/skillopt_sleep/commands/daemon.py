@@ -61,7 +61,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="also schedule this project at the default time (repeatable)",
     )
     parser.add_argument(
-        "--shutdown-grace", type=float, help="seconds in-flight nights get after SIGTERM"
+        "--shutdown-grace",
+        type=float,
+        help="seconds model calls in flight get to finish after SIGTERM",
     )
     parser.add_argument(
         "--demo",
@@ -155,6 +157,7 @@ def daemon_config(cfg: Any, settings: DaemonSettings) -> DaemonConfig:
         settings=settings,
         state_dir=cfg.state_path(),
         runner=real_night(cfg, shared),
+        drain=shared.drain,
         aclose=shared.aclose,
     )
 
@@ -171,18 +174,49 @@ def _test_night(cfg: Any, spec: str) -> NightRunner:
 
 
 class SharedPool:
-    """One backend pool for every night of one config, built on first use."""
+    """One backend pool for every night of one config, built on first use.
+
+    On stop, :meth:`drain` stops new work: new calls wait (until the night is cancelled)
+    while the calls in flight finish.
+    """
 
     def __init__(self, pool_config: Any) -> None:
         self._config = pool_config
         self._pool: Any = None
+        self._in_flight = 0
+        self._draining = False
+        self._idle = anyio.Event()
 
     def get(self) -> Any:
         if self._pool is None:
             from skillopt.backends.pool import BackendPool
 
             self._pool = BackendPool.from_config(self._config)
-        return self._pool
+        return self
+
+    async def complete(self, request: Any) -> Any:
+        if self._draining:
+            await anyio.sleep_forever()  # no new work after a stop; cancelled with the night
+        self._in_flight += 1
+        try:
+            return await self._pool.complete(request)
+        finally:
+            self._in_flight -= 1
+            if self._draining and not self._in_flight:
+                self._idle.set()
+
+    def accounting(self) -> Any:
+        return self._pool.accounting()
+
+    def total_concurrency(self, role: Any) -> int:
+        return int(self._pool.total_concurrency(role))
+
+    async def drain(self) -> None:
+        """Refuse new calls; return once none is in flight."""
+        self._draining = True
+        if not self._in_flight:
+            self._idle.set()
+        await self._idle.wait()
 
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None

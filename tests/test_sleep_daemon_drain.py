@@ -1,0 +1,77 @@
+"""SIGTERM stops new work: a daemon night starts no new model call after the signal, the calls
+in flight finish, then the night is cancelled (aborted, resumable) without waiting out the
+whole grace period."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+    pytest.mark.slow,
+]
+
+GRACE = 20.0
+
+
+def _only_run(root: Path) -> dict[str, object]:
+    [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))
+    record: dict[str, object] = json.loads(run_json.read_text())
+    return record
+
+
+async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("SKILLOPT_SLEEP_TEST_NIGHT", None)
+    argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--demo", "--every", "2",
+            "--demo-latency", "0.3", "--shutdown-grace", str(GRACE)]  # fmt: skip
+    process = await anyio.open_process(argv, env=env, stdin=None)
+    events: list[dict[str, object]] = []
+    try:
+        assert process.stderr is not None
+        buffer = ""
+        signalled = 0.0
+        with anyio.fail_after(60):
+            async for chunk in TextReceiveStream(process.stderr):
+                buffer += chunk
+                *lines, buffer = buffer.split("\n")
+                for line in lines:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:
+                        continue
+                    event = events[-1]
+                    if (
+                        not signalled
+                        and event.get("event") == "night.stage"
+                        and (event.get("stage") == "rollouts")
+                    ):
+                        await anyio.sleep(0.5)  # calls are in flight now
+                        process.send_signal(signal.SIGTERM)
+                        signalled = time.monotonic()
+            await process.wait()
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    root = Path(str(next(e for e in events if e.get("event") == "daemon.demo")["root"]))
+    try:
+        assert process.returncode == 130
+        nights = [e for e in events if e.get("event") == "daemon.night"]
+        assert [n["outcome"] for n in nights] == ["aborted"]
+        assert stopped_after < GRACE / 2, stopped_after  # did not wait out the grace
+        record = _only_run(root)
+        assert record["status"] == "aborted" and record["resumable"] is True
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -34,6 +34,7 @@ from skillopt_sleep.daemon import (
     NightSummary,
 )
 from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.draining import DrainingPool
 
 NAME = "daemon"
 HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
@@ -174,52 +175,28 @@ def _test_night(cfg: Any, spec: str) -> NightRunner:
 
 
 class SharedPool:
-    """One backend pool for every night of one config, built on first use.
-
-    On stop, :meth:`drain` stops new work: new calls wait (until the night is cancelled)
-    while the calls in flight finish.
-    """
+    """One backend pool for every night of one config, built on first use; a stop drains
+    it (no new calls, the ones in flight finish)."""
 
     def __init__(self, pool_config: Any) -> None:
         self._config = pool_config
         self._pool: Any = None
-        self._in_flight = 0
-        self._draining = False
-        self._idle = anyio.Event()
+        self._draining: DrainingPool | None = None
 
-    def get(self) -> Any:
-        if self._pool is None:
+    def get(self) -> DrainingPool:
+        if self._draining is None:
             from skillopt.backends.pool import BackendPool
 
             self._pool = BackendPool.from_config(self._config)
-        return self
-
-    async def complete(self, request: Any) -> Any:
-        if self._draining:
-            await anyio.sleep_forever()  # no new work after a stop; cancelled with the night
-        self._in_flight += 1
-        try:
-            return await self._pool.complete(request)
-        finally:
-            self._in_flight -= 1
-            if self._draining and not self._in_flight:
-                self._idle.set()
-
-    def accounting(self) -> Any:
-        return self._pool.accounting()
-
-    def total_concurrency(self, role: Any) -> int:
-        return int(self._pool.total_concurrency(role))
+            self._draining = DrainingPool(self._pool)
+        return self._draining
 
     async def drain(self) -> None:
-        """Refuse new calls; return once none is in flight."""
-        self._draining = True
-        if not self._in_flight:
-            self._idle.set()
-        await self._idle.wait()
+        if self._draining is not None:
+            await self._draining.drain()
 
     async def aclose(self) -> None:
-        pool, self._pool = self._pool, None
+        pool, self._pool, self._draining = self._pool, None, None
         if pool is not None:
             await pool.aclose()
 

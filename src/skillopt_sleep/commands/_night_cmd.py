@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -24,9 +25,13 @@ from skillopt_sleep.commands._common import (
     say,
 )
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.draining import DrainingPool
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
 from skillopt_sleep.progress import default_progress
+
+if TYPE_CHECKING:
+    from skillopt.backends.pool import BackendPool
 
 
 def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
@@ -120,28 +125,49 @@ def _self_command() -> str:
 async def _night(
     cfg: SleepConfig, project: Path, dry_run: bool, demo: bool, tasks_file: Path | None
 ) -> NightOutcome:
-    """Run the night; SIGTERM (a systemd stop, a timer's kill) cancels it cleanly.
+    """Run the night; SIGTERM (a systemd stop, a timer's kill) stops it cleanly.
 
+    The first SIGTERM stops new model calls and lets those in flight finish (at most
+    ``daemon.shutdown_grace_seconds``; a second SIGTERM skips the wait), then cancels.
     Cancellation unwinds through the pipeline, which marks the run ``aborted`` and
     resumable; we then report it as an interruption (exit 130).
     """
     outcome: NightOutcome | None = None
+    backend: BackendPool | None = None
+    pool: DrainingPool | None = None
+    if cfg.pool is not None:  # else run_night explains the missing [pool]
+        from skillopt.backends.pool import BackendPool
+
+        backend = BackendPool.from_config(cfg.pool)
+        pool = DrainingPool(backend)
     try:
         async with anyio.create_task_group() as tg:
 
             async def stop_on_sigterm() -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                    async for signum in signals:
-                        get_logger("skillopt_sleep.once").warning(
-                            "night.signal", signal=signal.Signals(signum).name, action="abort"
-                        )
-                        tg.cancel_scope.cancel()
-                        return
+                    received = signals.__aiter__()
+                    signum = await received.__anext__()
+                    get_logger("skillopt_sleep.once").warning(
+                        "night.signal", signal=signal.Signals(signum).name, action="drain"
+                    )
+                    if pool is not None:
+                        with anyio.move_on_after(cfg.daemon.shutdown_grace_seconds):
+                            async with anyio.create_task_group() as waits:
+
+                                async def second_signal() -> None:
+                                    await received.__anext__()
+                                    waits.cancel_scope.cancel()
+
+                                waits.start_soon(second_signal)
+                                await pool.drain()
+                                waits.cancel_scope.cancel()
+                    tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_sigterm)
             outcome = await run_night(
                 cfg,
                 project=project,
+                pool=pool,
                 dry_run=dry_run,
                 demo=demo,
                 progress=default_progress(sys.stderr),
@@ -152,6 +178,10 @@ async def _night(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    finally:
+        if backend is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await backend.aclose()
     if outcome is None:  # cancelled by SIGTERM
         raise KeyboardInterrupt
     return outcome

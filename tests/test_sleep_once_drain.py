@@ -1,0 +1,72 @@
+"""`once` under SIGTERM (a systemd stop) stops new work and lets the model calls in flight
+finish before it aborts the night (resumable, exit 130): no connection is cut mid-call, and
+at most one more round of the endpoint's capacity goes out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.demo import prepare_demo
+from support.fake_model_server import FakeModelServer
+from support.sleep_setup import write_config
+from support.world_http import world_reply
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
+    pytest.mark.slow,
+]
+
+
+def test_sigterm_lets_calls_in_flight_finish_then_aborts(tmp_path: Path) -> None:
+    setup = prepare_demo(tmp_path)
+    with FakeModelServer(reply_fn=world_reply, latency=0.6) as server:
+        pool = f"""
+[[pool.members]]
+kind = "openai"
+name = "m"
+base_url = "{server.url("m")}"
+api_key_env = "SKILLOPT_TEST_FAKE_KEY"
+model = "fake"
+max_concurrency = 4
+timeout = 10
+"""
+        pool += '\n[pool.roles]\ntarget = ["m"]\noptimizer = ["m"]\n'
+        config = write_config(setup, pool=pool)
+        config.write_text(config.read_text().replace("[night]\n", "[night]\nllm_mine = false\n"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+        env.update(HOME=str(tmp_path), SKILLOPT_TEST_FAKE_KEY="k")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skillopt_sleep", "once", "--json",
+             "--config", str(config), "--project", str(setup.project)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            busy = server.wait_until(lambda s: sum(s.in_flight.values()) >= 4, timeout=30)
+            assert busy, "no calls in flight"
+            signalled = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        stopped_after = time.monotonic() - signalled
+        late = [r for r in server.requests if r.arrived > signalled + 0.2]
+        cut = server.disconnects
+    assert proc.returncode == 130, err[-2000:]
+    assert json.loads(out)["error"] == "interrupted"
+    assert cut == 0  # the calls in flight were answered, not dropped
+    # no new work: what had been handed to the pool (one round of its 4 slots) at most
+    assert len(late) <= 4, [r.arrived - signalled for r in late]
+    assert stopped_after < 10  # well inside the default 30 s grace
+    [run_json] = list((setup.state_dir / "projects").glob("*/runs/*/run.json"))
+    record = json.loads(run_json.read_text())
+    assert record["status"] == "aborted" and record["resumable"] is True

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
+from structlog.testing import capture_logs
 
 from skillopt.backends.accounting import Accounting, _percentile
 from skillopt.backends.base import Completion, CompletionRequest, Message, Role, Usage
@@ -387,3 +389,26 @@ def test_a_memory_hit_returns_the_reply_as_served(tmp_path: Path) -> None:
     assert hit is not None and hit.text == raw
     on_disk = path.read_text()
     assert "\\u001b" not in on_disk and "sk-abcdefghijklmnopqrstu1234" not in on_disk
+
+
+async def test_first_failover_to_a_free_member_skips_the_backoff() -> None:
+    failing = ScriptedMember("a", [RetryableBackendError("busy", member="a", status=503)] * 2)
+    healthy = ScriptedMember("b", [])
+    roles = {Role.TARGET: [MemberSpec(backend=failing), MemberSpec(backend=healthy)]}
+    policy = RetryPolicy(max_attempts=3, base_delay=30.0)  # a backoff would stall the test
+    async with BackendPool(roles, retry=policy, rng=random.Random(1)) as pool:
+        with capture_logs() as logs, anyio.fail_after(5):
+            first = await pool.complete(req("x"))  # round-robin starts at "a"
+    assert first.member == "b" and failing.calls == 1
+    retries = [e for e in logs if e["event"] == "pool.retry"]
+    assert [e["delay"] for e in retries] == [0.0]
+
+
+async def test_a_lone_member_still_backs_off() -> None:
+    alone = ScriptedMember("a", [RetryableBackendError("busy", member="a", status=503)])
+    policy = RetryPolicy(max_attempts=2, base_delay=0.05)
+    async with BackendPool({Role.TARGET: [MemberSpec(backend=alone)]}, retry=policy) as pool:
+        with capture_logs() as logs:
+            await pool.complete(req("x"))
+    retries = [e for e in logs if e["event"] == "pool.retry"]
+    assert len(retries) == 1 and retries[0]["delay"] > 0.0

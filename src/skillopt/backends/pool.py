@@ -13,7 +13,9 @@ How one :meth:`BackendPool.complete` call proceeds:
    gate) does the caller wait on the next member's limiter.
 4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
 5. On a retryable failure: release the slots, sleep the policy delay (``Retry-After``
-   honoured), and try again, which naturally fails over to the next member. Fatal
+   honoured), and try again, which naturally fails over to the next member. The first
+   retry skips the backoff when another healthy member has a free slot: backoff exists
+   to spare the member that failed, and the call is not going back to it. Fatal
    failures (auth, bad request, content filter) are raised at once.
 
 No task is spawned per call, so cancelling the caller cancels the in-flight request and
@@ -481,6 +483,17 @@ class BackendPool:
         except (KeyError, ValueError) as exc:
             raise NoHealthyMemberError(f"the pool has no members for role {role!r}") from exc
 
+    def _can_fail_over(self, group: _RoleGroup, failed: str | None) -> bool:
+        """Another member is closed-circuit, not resting, and has a free slot right now."""
+        now = anyio.current_time()
+        return any(
+            m.name != failed
+            and m.breaker.state(now) is BreakerState.CLOSED
+            and m.rest_until <= now
+            and m.has_room()
+            for m in group.members
+        )
+
     def _pick(self, group: _RoleGroup, avoid: str | None) -> _Member | None:
         """Next admitted member with room, round-robin; else a full one; None if all are open.
 
@@ -519,6 +532,10 @@ class BackendPool:
                 delay = retry_delay(
                     self._retry, attempt, retry_after=error.retry_after, rng=self._rng
                 )
+                if attempt == 1 and error.retry_after is None and self._can_fail_over(group, avoid):
+                    # Backoff protects the member that failed; a healthy member with room
+                    # needs no protection, so the first failover goes out at once.
+                    delay = 0.0
                 self._accounting.retry(member=error.member, role=role, stage=stage)
                 _log.warning(
                     "pool.retry",

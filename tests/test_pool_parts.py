@@ -65,8 +65,10 @@ def test_cache_key_separates_every_field() -> None:
         cache_key(role="target", model="m2", request=req("ab")),
         cache_key(role="target", model="m", request=req("ab", sample_id=1)),
         cache_key(role="target", model="m", request=req("ab", system="s")),
+        cache_key(role="target", model="m", request=req("ab", max_output_tokens=7)),
+        cache_key(role="target", model="m", request=req("ab", json_mode=True)),
     }
-    assert base not in variants and len(variants) == 4
+    assert base not in variants and len(variants) == 6
     # A prompt is the same conversation as one user message, so the same key.
     as_messages = req(messages=(Message(role="user", content="ab"),))
     assert cache_key(role="target", model="m", request=as_messages) == base

@@ -28,9 +28,14 @@ class CachedReply:
 
 
 def cache_key(*, role: str, model: str, request: CompletionRequest) -> str:
-    """A stable hex key; fields are length-prefixed so no two tuples collide by joining."""
+    """A stable hex key; fields are length-prefixed so no two tuples collide by joining.
+
+    The output cap and JSON mode are part of the key: a reply cut short under a small cap,
+    or free text asked without JSON mode, must not answer a request that differs there.
+    """
     digest = hashlib.sha256()
-    for part in (role, model, request.text_for_key(), str(request.sample_id)):
+    shape = f"{request.max_output_tokens}|{int(request.json_mode)}"
+    for part in (role, model, request.text_for_key(), str(request.sample_id), shape):
         data = part.encode("utf-8")
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)

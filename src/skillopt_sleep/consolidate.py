@@ -408,6 +408,20 @@ def _rollout_sets(
     return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
 
 
+async def _train_rollouts(
+    night: Night, stage: str, train: Sequence[TaskRecord], docs: Docs
+) -> tuple[list[RolloutResult], Docs]:
+    """K fresh dream rollouts per train task under ``docs``, as one named stage."""
+    night.begin(stage)
+    samples = night.cfg.night.dream_rollouts
+    rolls = await night.replayer.run(
+        night.jobs(train, docs, samples=samples, phase="rollout", fresh=False)
+    )
+    night._check_degenerate(stage, rolls)
+    night.end(stage)
+    return rolls, docs
+
+
 @dataclass(kw_only=True)
 class Decision:
     accepted: bool
@@ -436,16 +450,8 @@ async def consolidate(
     proposed: list[EditRecord] = []
     for round_no in range(1, cfg.night.rounds + 1):
         if round_no > 1:
-            name = f"round{round_no}.rollouts"
-            night.begin(name)
-            rolls = await night.replayer.run(
-                night.jobs(
-                    train, best, samples=cfg.night.dream_rollouts, phase="rollout", fresh=False
-                )
-            )
-            rolls_docs = best
-            night._check_degenerate(name, rolls)
-            night.end(name)
+            stage = f"round{round_no}.rollouts"
+            rolls, rolls_docs = await _train_rollouts(night, stage, train, best)
         for target in (EditTarget.SKILL, EditTarget.MEMORY):
             if not (
                 cfg.night.evolve_skill if target is EditTarget.SKILL else cfg.night.evolve_memory
@@ -453,16 +459,9 @@ async def consolidate(
                 continue
             if target is EditTarget.MEMORY and best != rolls_docs:
                 # Memory reflects on rollouts under the current best skill (hill-climbing).
-                name = f"round{round_no}.rollouts_post_skill"
-                night.begin(name)
-                rolls = await night.replayer.run(
-                    night.jobs(
-                        train, best, samples=cfg.night.dream_rollouts, phase="rollout", fresh=False
-                    )
+                rolls, rolls_docs = await _train_rollouts(
+                    night, f"round{round_no}.rollouts_post_skill", train, best
                 )
-                rolls_docs = best
-                night._check_degenerate(name, rolls)
-                night.end(name)
             name = f"round{round_no}.reflect_{target.value}"
             night.begin(name)
             outcome = await night.reflect(

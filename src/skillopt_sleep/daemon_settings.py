@@ -9,13 +9,21 @@ Sunday) are translated to names here so they mean what cron users expect.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from skillopt.errors import ConfigError
 
@@ -88,6 +96,18 @@ def parse_cron(expr: str) -> CronSpec:
     )
 
 
+def _checked(parse: Callable[[str], CronSpec]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        parse(value)  # raises ValueError with the reason
+        return value
+
+    return check
+
+
+TimeOfDay = Annotated[str, AfterValidator(_checked(parse_time))]  # "HH:MM[:SS]", local
+CronExpression = Annotated[str, AfterValidator(_checked(parse_cron))]  # five fields
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -96,8 +116,8 @@ class ProjectSchedule(_Model):
     """One project the daemon runs nights for; unset fields fall back to the daemon default."""
 
     path: Path
-    time: str | None = None
-    cron: str | None = None
+    time: TimeOfDay | None = None
+    cron: CronExpression | None = None
     enabled: bool = True
 
     @field_validator("path")
@@ -107,20 +127,6 @@ class ProjectSchedule(_Model):
         if not expanded.is_absolute():
             raise ValueError(f"project path must be absolute, got {str(value)!r}")
         return expanded
-
-    @field_validator("time")
-    @classmethod
-    def _time(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_time(value)
-        return value
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_cron(value)
-        return value
 
     @model_validator(mode="after")
     def _one_schedule(self) -> ProjectSchedule:
@@ -132,8 +138,8 @@ class ProjectSchedule(_Model):
 class DaemonSettings(_Model):
     """The ``[daemon]`` section of the sleep config."""
 
-    time: str = DEFAULT_TIME
-    cron: str | None = None
+    time: TimeOfDay = DEFAULT_TIME
+    cron: CronExpression | None = None
     timezone: str | None = Field(default=None, description="IANA name; None = local time")
     jitter_seconds: int = Field(default=0, ge=0, le=6 * 3600)
     misfire_grace_seconds: int = Field(default=3600, ge=1)
@@ -141,19 +147,6 @@ class DaemonSettings(_Model):
     shutdown_grace_seconds: float = Field(default=30.0, gt=0, le=3600)
     max_concurrent_nights: int = Field(default=1, ge=1, le=64)
     projects: list[ProjectSchedule] = Field(default_factory=list)
-
-    @field_validator("time")
-    @classmethod
-    def _time(cls, value: str) -> str:
-        parse_time(value)
-        return value
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_cron(value)
-        return value
 
     @field_validator("timezone")
     @classmethod

@@ -28,6 +28,7 @@ from skillopt.types import ReferenceKind, TaskRecord  # noqa: E402
 from skillopt_sleep.config import SleepConfig  # noqa: E402
 from skillopt_sleep.night import run_night  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
+from support.bench_pools import openai_pool  # noqa: E402
 
 N_TASKS, K, ROUNDS = 200, 4, 3
 MEMBERS, SLOTS, LATENCY = 4, 8, 0.3
@@ -68,20 +69,15 @@ def start_server() -> tuple[subprocess.Popen[str], int]:
 
 def config(root: Path, port: int) -> SleepConfig:
     os.environ["SKILLOPT_BENCH_KEY"] = "bench-key"
-    members = [
-        {"kind": "openai", "name": f"m{i}", "base_url": f"http://127.0.0.1:{port}/m{i}/v1",
-         "model": "fake", "api_key_env": "SKILLOPT_BENCH_KEY", "max_concurrency": SLOTS,
-         "timeout": 60}
-        for i in range(MEMBERS)
-    ]  # fmt: skip
-    names = [m["name"] for m in members]
+    urls = [f"http://127.0.0.1:{port}/m{i}/v1" for i in range(MEMBERS)]
+    pool = openai_pool(urls, SLOTS, member={"api_key_env": "SKILLOPT_BENCH_KEY", "timeout": 60})
     return SleepConfig.model_validate(
         {
             "state_dir": str(root / "state"),
             "skill_path": str(root / "skills" / "bench" / "SKILL.md"),
             "night": {"max_tasks": N_TASKS, "dream_rollouts": K, "rounds": ROUNDS},
             "budget": {"max_calls": 0, "max_tokens": 0},
-            "pool": {"members": members, "roles": {"target": names, "optimizer": names}},
+            "pool": pool,
         }
     )
 

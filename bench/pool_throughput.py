@@ -42,6 +42,9 @@ from skillopt.logging import configure_logging
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "support" / "fake_model_server.py"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.bench_pools import openai_pool  # noqa: E402
 
 
 class FakeServerProcess:
@@ -96,25 +99,14 @@ async def timed(fn: Callable[[], Awaitable[int]]) -> tuple[float, float, int]:
 
 
 def pool_config(urls: list[str], concurrency: int) -> PoolConfig:
-    names = [f"m{i}" for i in range(len(urls))]
     return PoolConfig.model_validate(
-        {
-            "members": [
-                {
-                    "kind": "openai",
-                    "name": n,
-                    "base_url": u,
-                    "model": "bench",
-                    "timeout": 30,
-                    "max_concurrency": concurrency,
-                }
-                for n, u in zip(names, urls, strict=True)
-            ],
-            "roles": {"target": names, "optimizer": names},
-            "retry": {"max_attempts": 6, "base_delay": 0.05, "max_delay": 0.5},
-            "breaker": {"failure_threshold": 5, "cooldown": 30.0},
-            "cache": {"enabled": False},
-        }
+        openai_pool(
+            urls,
+            concurrency,
+            retry={"max_attempts": 6, "base_delay": 0.05, "max_delay": 0.5},
+            breaker={"failure_threshold": 5, "cooldown": 30.0},
+            cache={"enabled": False},
+        )
     )
 
 

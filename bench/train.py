@@ -45,28 +45,12 @@ from skillopt.types import Split
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.bench_pools import openai_pool  # noqa: E402
 from support.fake_model_server import FakeModelServer, Request  # noqa: E402
 
 
 def pool_config(urls: list[str], concurrency: int) -> PoolConfig:
-    names = [f"m{i}" for i in range(len(urls))]
-    return PoolConfig.model_validate(
-        {
-            "members": [
-                {
-                    "kind": "openai",
-                    "name": n,
-                    "base_url": u,
-                    "model": "bench",
-                    "timeout": 30,
-                    "max_concurrency": concurrency,
-                }
-                for n, u in zip(names, urls, strict=True)
-            ],
-            "roles": {"target": names, "optimizer": names},
-            "cache": {"enabled": False},
-        }
-    )
+    return PoolConfig.model_validate(openai_pool(urls, concurrency, cache={"enabled": False}))
 
 
 def make_reply_fn(data_dir: Path) -> Any:

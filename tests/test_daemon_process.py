@@ -75,11 +75,15 @@ class Daemonproc:
 async def daemon_process(config: Path, night: str) -> AsyncIterator[Daemonproc]:
     env = {**os.environ, "SKILLOPT_SLEEP_TEST_NIGHT": night, "PYTHONUNBUFFERED": "1"}
     env.pop("SKILLOPT_SLEEP__STATE_DIR", None)
-    process = await anyio.open_process(
-        [sys.executable, "-m", "skillopt_sleep", "daemon", "--config", str(config)],
-        env=env,
-        stdin=None,
-    )
+    argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--config", str(config)]
+    async with running_daemon(argv, env) as proc:
+        yield proc
+
+
+@asynccontextmanager
+async def running_daemon(argv: list[str], env: dict[str, str]) -> AsyncIterator[Daemonproc]:
+    """The daemon as a real subprocess with its output pumped; killed if still alive."""
+    process = await anyio.open_process(argv, env=env, stdin=None)
     proc = Daemonproc(process)
     try:
         async with anyio.create_task_group() as tg:
@@ -186,18 +190,8 @@ async def demo_daemon(*extra: str) -> AsyncIterator[Daemonproc]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("SKILLOPT_SLEEP_TEST_NIGHT", None)
     argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--demo", *extra]
-    process = await anyio.open_process(argv, env=env, stdin=None)
-    proc = Daemonproc(process)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(proc.pump)
-            yield proc
-            with anyio.fail_after(15):
-                await process.wait()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with running_daemon(argv, env) as proc:
+        yield proc
 
 
 def _demo_root(proc: Daemonproc) -> Path:

@@ -25,6 +25,19 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
     )
 
 
+def train_args(out: Path, *, latency: float) -> list[str]:
+    """`train` on the demo config into ``out``, with the demo model's per-call latency."""
+    return [
+        "train",
+        "--config",
+        str(DEMO),
+        "--set",
+        f"out_root={json.dumps(str(out))}",
+        "--set",
+        f"backend.demo_latency_s={latency}",
+    ]
+
+
 def strip_tokens(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Token counts are what this process spent; a resumed step reuses saved work."""
     return [{k: v for k, v in rec.items() if k != "tokens"} for rec in history]
@@ -57,15 +70,7 @@ def test_killed_run_resumes_to_the_same_history(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr[-2000:]
 
     out = tmp_path / "killed"
-    args = [
-        "train",
-        "--config",
-        str(DEMO),
-        "--set",
-        f"out_root={json.dumps(str(out))}",
-        "--set",
-        "backend.demo_latency_s=0.05",
-    ]
+    args = train_args(out, latency=0.05)
     proc = subprocess.Popen(
         cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -134,15 +139,7 @@ def test_eval_scores_a_skill_on_a_split(tmp_path: Path) -> None:
 
 def test_sigint_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = [
-        "train",
-        "--config",
-        str(DEMO),
-        "--set",
-        f"out_root={json.dumps(str(out))}",
-        "--set",
-        "backend.demo_latency_s=0.05",
-    ]
+    args = train_args(out, latency=0.05)
     proc = subprocess.Popen(
         cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO
     )

@@ -65,9 +65,7 @@ async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
     logs = io.StringIO()
     configure_logging(stream=logs, json=True, level="DEBUG")
     with FakeModelServer(reply_fn=world_reply) as server:
-        outcome = await run_night(
-            http_config(setup, server, val_fraction=0.5), project=setup.project
-        )
+        outcome = await run_night(http_config(setup, server, folds=2), project=setup.project)
         requests = list(server.requests)
     assert outcome.status is RunStatus.COMPLETE and outcome.result is NightResult.ACCEPTED
     report = json.loads((outcome.run_dir / "report.json").read_text())
@@ -76,15 +74,15 @@ async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
     assert HARMFUL.text not in accepted
     assert HARMFUL.text not in proposed or HARMFUL.text in {
         e["content"] for e in report["rejected_edits"]
-    }
+    } | {c["edit"]["content"] for c in report["untested_edits"]}
     assert {r.member for r in requests} == {"m1", "m2"}
     assert all("skillopt" in r.user_text.lower()[:200] for r in requests)
     blobs = [r.raw_body for r in requests] + [logs.getvalue().encode()]
     blobs += [p.read_bytes() for p in setup.state_dir.rglob("*") if p.is_file()]
     assert not any(SECRET.encode() in b for b in blobs)
     assert any(b"[REDACTED:github_token]" in r.raw_body for r in requests)
-    finals = [r for r in requests if "Project notes" in r.user_text]
-    assert len(finals) >= report["tasks"]["val"]
+    attempts = [r for r in requests if "Project notes" in r.user_text]
+    assert len(attempts) >= report["tasks"]["learnable"]
 
 
 async def test_endpoint_that_always_fails_is_exit_1(setup: DemoSetup) -> None:

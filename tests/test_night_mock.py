@@ -57,12 +57,13 @@ async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: Dem
     report = json.loads((outcome.run_dir / "report.json").read_text())
     accepted = {e["content"] for e in report["accepted_edits"]}
     rejected = {e["content"] for e in report["rejected_edits"]}
-    assert HARMFUL.text not in accepted and HARMFUL.text in rejected
+    untested = {c["edit"]["content"] for c in report["untested_edits"]}
+    assert HARMFUL.text not in accepted and HARMFUL.text in rejected | untested
     assert accepted & {r.text for r in GOOD}
-    # attribution tried the harmful edit alone and the gate rejected it
-    singles = [t for t in report["trials"] if t["kind"] == "attribution_single"]
+    # every edit was gated on its own; wherever the harmful one was measured it lost
+    singles = [t for t in report["trials"] if t["kind"] == "single"]
     harmful_alone = [t for t in singles if t["edits"][0]["content"] == HARMFUL.text]
-    assert harmful_alone and not harmful_alone[0]["decision"]["accepted"]
+    assert harmful_alone and any(t["verdict"] == "rejected" for t in harmful_alone)
     # the live files are byte-identical; the proposal holds the accepted edits
     assert (skill.read_bytes(), memory.read_bytes()) == before
     manifest = json.loads((outcome.run_dir / "proposal" / "manifest.json").read_text())
@@ -101,9 +102,10 @@ async def test_rollouts_have_distinct_samples_and_fresh_final(demo: DemoSetup) -
     for r in train:
         per_task.setdefault(r["task_id"], set()).add(r["sample_id"])
     assert per_task and all(s == {0, 1, 2} for s in per_task.values())
+    gated = [r for r in rows if r["phase"] in ("trial", "union", "final")]
+    assert gated and all(r["fresh"] for r in gated)  # the gate never reads a cached reply
     finals = [r for r in rows if r["phase"] == "final"]
-    assert finals and all(r["fresh"] for r in finals)
-    assert outcome.spend["calls_by_stage"]["final"] == len(finals)
+    assert outcome.spend["calls_by_stage"].get("final", 0) == len(finals)
 
 
 async def test_unchanged_skill_rejects_on_a_tie(demo: DemoSetup) -> None:
@@ -240,7 +242,6 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     task = TaskRecord(id="only", intent="Where is the retry delay computed? Which file?")
     write_tasks_file(path, [task], generated_at=datetime.now(UTC))
     outcome = await run_night(demo.config, project=demo.project, tasks_file=path)
-    report = json.loads((outcome.run_dir / "report.json").read_text())
-    assert report["leaked"] and not outcome.accepted
-    assert outcome.gate_action == "reject_unverified" and outcome.proposal_dir is None
-    assert "Not validated" in (outcome.run_dir / "report.md").read_text()
+    assert outcome.result is NightResult.NO_EDITS and not outcome.accepted
+    assert outcome.proposal_dir is None
+    assert "cross-fitting needs at least two tasks" in (outcome.run_dir / "report.md").read_text()

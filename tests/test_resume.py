@@ -60,7 +60,7 @@ async def reference(setup: DemoSetup) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize(
     "kill_after",
-    ["rollouts=25", "round1.attribution_skill", "final"],
+    ["rollouts=25", "round1.trial_skill", "final"],
 )
 async def test_killed_night_resumes_to_the_same_decision(setup: DemoSetup, kill_after: str) -> None:
     expected = await reference(setup)

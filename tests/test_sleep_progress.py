@@ -41,8 +41,9 @@ async def test_reflection_calls_show_in_the_progress(tmp_path: Path) -> None:
     reflects = {s["name"]: s["model_calls"] for s in stages if "reflect" in s["name"]}
     assert sum(reflects.values()) > 0
     for name, calls in reflects.items():
-        assert progress.done[name] == calls, name
-        assert progress.planned[name] == calls, name
+        # folds whose reflection prompts coincide share one model call (the pool's cache)
+        assert progress.done[name] >= calls, name
+        assert progress.planned[name] == progress.done[name], name
 
 
 async def test_last_stage_line_comes_before_the_night_line(tmp_path: Path) -> None:

@@ -13,6 +13,9 @@ Public API::
         -> GateDecision           # night: accept_new_best | reject | reject_unverified
     decide_greedy(n_applied) -> GateDecision     # gate off: greedy_applied | greedy_noop
     decide_trainer(current, best, candidate, *, use_gate=True, min_delta=0.0) -> GateDecision
+    decide_paired(baseline, candidate, *, config, task_ids, seen=()) -> GateDecision
+        # night: per-sample scores of both arms, paired; accept_new_best | reject |
+        # reject_unverified (a validation task was seen by the edit's reflection) | untested
 
 Rules (all strict; a tie rejects):
 
@@ -26,17 +29,22 @@ Rules (all strict; a tie rejects):
   ``reject_unverified``.
 
 Every decision carries its arithmetic in ``GateDecision.arithmetic``.
+
+:func:`decide_paired` is the night's gate: both arms are sampled the same night, paired per
+task and sample, and an accept needs the paired test of :mod:`skillopt.paired` to clear
+``min_delta`` at ``confidence`` with no significantly regressed task.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from skillopt.errors import ConfigError
+from skillopt.paired import PairedTest, paired_test
 from skillopt.types import DeltaStatus, GateAction, GateDecision, RolloutResult, TaskDelta
 
 __all__ = [
@@ -44,6 +52,7 @@ __all__ = [
     "GateMetric",
     "decide",
     "decide_greedy",
+    "decide_paired",
     "decide_trainer",
     "gate_score",
     "is_gate_off",
@@ -103,6 +112,8 @@ class GateConfig:
     no_regression: bool = False
     samples_per_task: int = 1
     enabled: bool = True
+    confidence: float = 0.9  # paired gate: one-sided confidence of the improvement
+    max_samples_per_task: int = 4  # paired gate: adaptive sampling stops here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", _metric(self.metric))
@@ -116,6 +127,16 @@ class GateConfig:
             raise ConfigError(
                 f"samples_per_task must be >= 1, got {self.samples_per_task!r}",
                 key="gate.samples_per_task",
+            )
+        if not 0.5 <= self.confidence < 1.0:
+            raise ConfigError(
+                f"confidence must be in [0.5, 1), got {self.confidence!r}", key="gate.confidence"
+            )
+        if self.max_samples_per_task < self.samples_per_task:
+            raise ConfigError(
+                f"max_samples_per_task ({self.max_samples_per_task}) must be >= "
+                f"samples_per_task ({self.samples_per_task})",
+                key="gate.max_samples_per_task",
             )
 
     def score(self, hard: float, soft: float) -> float:
@@ -332,3 +353,92 @@ def decide_trainer(
             ),
         },
     )
+
+
+def decide_paired(
+    baseline: Mapping[str, Sequence[float]],
+    candidate: Mapping[str, Sequence[float]],
+    *,
+    config: GateConfig,
+    task_ids: Collection[str],
+    seen: Collection[str] = (),
+) -> GateDecision:
+    """The night's gate over per-sample scores (metric space) of two paired arms.
+
+    ``task_ids`` are the tasks the candidate is validated on; ``seen`` the tasks whose
+    rollouts the reflection behind the candidate saw. Validating on a seen task is a leak:
+    a would-be accept becomes ``reject_unverified``. A candidate no task exercised is
+    ``untested`` (carried to a later night), not rejected as a tie.
+    """
+    test = paired_test(
+        baseline,
+        candidate,
+        confidence=config.confidence,
+        min_delta=config.min_delta,
+        task_ids=task_ids,
+    )
+    leaks = sorted(set(task_ids) & set(seen))
+    reasons = _paired_reasons(test, leaks, empty=not task_ids)
+    if test.passed and leaks:
+        action, accepted = GateAction.REJECT_UNVERIFIED, False
+    elif test.passed:
+        action, accepted = GateAction.ACCEPT_NEW_BEST, True
+    elif test.untested and test.tasks:
+        action, accepted = GateAction.UNTESTED, False
+    else:
+        action, accepted = GateAction.REJECT, False
+    deltas = tuple(
+        TaskDelta(
+            task_id=t.task_id,
+            baseline=t.baseline,
+            candidate=t.candidate,
+            status=DeltaStatus.IMPROVED
+            if t.mean_delta > 0
+            else DeltaStatus.REGRESSED
+            if t.mean_delta < 0
+            else DeltaStatus.UNCHANGED,
+        )
+        for t in test.tasks
+    )
+    arithmetic: dict[str, Any] = {
+        "mode": "paired",
+        "metric": config.metric.value,
+        **test.to_dict(),
+        "validated_on": sorted(task_ids),
+        "leaks": leaks,
+        "counts": _counts(deltas),
+        "reasons": reasons,
+        "per_task": [t.to_dict() for t in test.tasks],
+    }
+    return GateDecision(
+        action=action,
+        accepted=accepted,
+        baseline=test.baseline,
+        candidate=test.candidate,
+        delta=test.mean_delta,
+        task_deltas=deltas,
+        blocked_by_regression=bool(test.regressed),
+        leaked=bool(leaks),
+        arithmetic=arithmetic,
+    )
+
+
+def _paired_reasons(test: PairedTest, leaks: Sequence[str], *, empty: bool) -> list[str]:
+    reasons: list[str] = []
+    if empty or not test.tasks:
+        reasons.append("no validation task has a comparable baseline sample")
+        return reasons
+    if test.untested:
+        reasons.append(f"untested: no paired sample changed on {len(test.tasks)} held-out task(s)")
+    if test.regressed:
+        reasons.append(f"{len(test.regressed)} held-out task(s) regressed: {list(test.regressed)}")
+    if not test.passed and not test.untested and not test.regressed:
+        reasons.append(
+            f"not significant: mean delta {test.mean_delta:.4g}, p_improve "
+            f"{test.p_improve:.4g} > alpha {test.alpha:.4g}"
+            if test.p_improve > test.alpha
+            else f"mean delta {test.mean_delta:.4g} is not above min_delta {test.min_delta:.4g}"
+        )
+    if test.passed and leaks:
+        reasons.append(f"{len(leaks)} validation task(s) were seen by the reflection: {leaks[:5]}")
+    return reasons

@@ -122,6 +122,7 @@ class GateAction(StrEnum):
     ACCEPT = "accept"  # trainer only: above current, not above best
     REJECT = "reject"
     REJECT_UNVERIFIED = "reject_unverified"  # would accept, but the split leaked
+    UNTESTED = "untested"  # no held-out task exercised the edit: carried, not rejected
     GREEDY_APPLIED = "greedy_applied"  # gate off, some edit applied
     GREEDY_NOOP = "greedy_noop"  # gate off, nothing applied
     FORCE_ACCEPT = "force_accept"  # trainer with the gate off

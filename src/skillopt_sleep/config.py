@@ -51,20 +51,28 @@ class NightSettings(StrictModel):
     edit_budget: int = Field(default=4, ge=0, le=32)
     evolve_skill: bool = True
     evolve_memory: bool = True
-    attribution: bool = True  # split a rejected multi-edit trial into single edits
+    folds: int = Field(default=3, ge=2, le=10)  # cross-fitting: every task is held out once
     llm_mine: bool = True
-    val_fraction: float = Field(default=0.34, ge=0, lt=1)
-    test_fraction: float = Field(default=0.0, ge=0, lt=1)
+    test_fraction: float = Field(default=0.0, ge=0, lt=1)  # report-only tasks, never learned on
     seed: int = 42
     preferences: str = ""
     evidence: bool = True
     evidence_max_chars: int = Field(default=4000, ge=200)
 
-    @model_validator(mode="after")
-    def _fractions(self) -> NightSettings:
-        if self.val_fraction + self.test_fraction >= 1:
-            raise ValueError("val_fraction + test_fraction must be below 1")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for old, new in _REPLACED_NIGHT_KEYS.items():
+                if old in data:
+                    raise ValueError(f"night.{old} is no longer used: {new}; remove it")
+        return data
+
+
+_REPLACED_NIGHT_KEYS = {
+    "val_fraction": "every task is now held out once per night by cross-fitting (night.folds)",
+    "attribution": "every proposed edit is now gated on its own",
+}
 
 
 class GateSettings(StrictModel):
@@ -72,7 +80,15 @@ class GateSettings(StrictModel):
     mixed_weight: float = Field(default=0.5, ge=0, le=1)
     no_regression: bool = False
     min_delta: float = Field(default=0.0, ge=0)
-    samples_per_task: int = Field(default=1, ge=1, le=16)
+    samples_per_task: int = Field(default=1, ge=1, le=16)  # first paired samples per task
+    max_samples_per_task: int = Field(default=4, ge=1, le=32)  # adaptive: where samples disagree
+    confidence: float = Field(default=0.9, ge=0.5, lt=1)  # one-sided, of the paired gain
+
+    @model_validator(mode="after")
+    def _samples(self) -> GateSettings:
+        if self.max_samples_per_task < self.samples_per_task:
+            raise ValueError("max_samples_per_task must be >= samples_per_task")
+        return self
 
 
 class BudgetSettings(StrictModel):

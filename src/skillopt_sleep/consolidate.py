@@ -1,8 +1,10 @@
-"""The learning part of a night: rollouts -> reflect -> gate trials -> attribution -> final.
+"""The learning part of a night: rollouts -> cross-fitted rounds -> final paired check.
 
 :class:`Night` holds one running night (run directory, spend-capped pool, replayer,
-reflector, gate) and its stage helpers; :func:`consolidate` drives the rounds and the final
-fresh check and returns a :class:`Decision`. Every stage is journalled in ``run.json``.
+reflector, gate) and its stage helpers; :func:`consolidate` drives the rounds (each target
+document in turn through :func:`skillopt_sleep.crossfit.learn_target`) and the final paired
+check of the best documents against the live ones, and returns a :class:`Decision`. Every
+stage is journalled in ``run.json``.
 """
 
 from __future__ import annotations
@@ -12,25 +14,32 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from skillopt.errors import BudgetExceededError
-from skillopt.skilldoc import EditMode, apply_edits
+from skillopt.gate import decide_paired
 from skillopt.types import (
     EditRecord,
     EditTarget,
     GateAction,
     GateDecision,
     RolloutResult,
-    Split,
     TaskRecord,
 )
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.crossfit import (
+    Candidate,
+    Measured,
+    Trial,
+    clear_pass,
+    compare,
+    learn_target,
+    make_folds,
+    measure,
+)
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.outcome import NightFailed
@@ -43,62 +52,28 @@ from skillopt_sleep.spend import ModelPool, SpendEstimate, SpendingPool
 Clock = Callable[[], datetime]
 
 
-@dataclass(kw_only=True)
-class Trial:
-    """One gate trial: a candidate (skill, memory) measured on val against a reference."""
-
-    name: str
-    kind: str  # trial | attribution_single | attribution_union | final
-    round: int
-    target: str
-    edits: list[EditRecord]
-    applied: list[EditRecord]
-    unmatched: list[EditRecord]
-    decision: GateDecision | None = None
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "round": self.round,
-            "target": self.target,
-            "edits": [e.to_dict() for e in self.edits],
-            "applied": [e.to_dict() for e in self.applied],
-            "unmatched": [e.to_dict() for e in self.unmatched],
-            "decision": self.decision.to_dict() if self.decision else None,
-            "note": self.note,
-        }
-
-
-def _apply(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
-    text = docs.skill if target is EditTarget.SKILL else docs.memory
-    app = apply_edits(text, edits, mode=EditMode.LEARNED)
-    new = (
-        Docs(skill=app.text, memory=docs.memory)
-        if target is EditTarget.SKILL
-        else Docs(skill=docs.skill, memory=app.text)
-    )
-    return new, app
-
-
 def estimate_spend(
-    *, n_train: int, n_val: int, n_test: int, cfg: SleepConfig, rubric_share: float
+    *, n_learn: int, n_test: int, cfg: SleepConfig, rubric_share: float, n_carried: int = 0
 ) -> SpendEstimate:
-    """A rough upper estimate of the night's calls, printed before any spend."""
+    """A rough upper estimate of the night's calls, printed before any spend.
+
+    Rollouts cover every learnable task; each proposed edit is tried alone on its fold
+    (so a round's singles cost about ``edit_budget`` passes over the tasks), then the
+    union once over every task. Adaptive extra samples are not counted.
+    """
     night, gate = cfg.night, cfg.gate
     judge = 1.0 + rubric_share
     targets = int(night.evolve_skill) + int(night.evolve_memory)
-    val_pass = n_val * gate.samples_per_task
+    folds = min(night.folds, max(n_learn, 1))
+    rollouts = max(night.dream_rollouts, gate.samples_per_task)
+    per_pass = n_learn * gate.samples_per_task * judge
     by_stage = {
-        "baseline": int(val_pass * judge),
-        "rollouts": int(n_train * night.dream_rollouts * judge * night.rounds * targets),
-        "reflect": 2 * targets * night.rounds,
-        "trials": int(val_pass * judge * targets * night.rounds),
-        "attribution": int(val_pass * judge * (night.edit_budget + 1) * night.rounds)
-        if night.attribution
-        else 0,
-        "final": int(val_pass * judge),
+        "rollouts": int(n_learn * rollouts * judge * night.rounds),
+        "reflect": 2 * folds * targets * night.rounds,
+        "trials": int(
+            (night.edit_budget * per_pass + n_carried * per_pass) * targets * night.rounds
+        ),
+        "union": int(per_pass * targets * night.rounds),
         "test": int(2 * n_test * judge),
     }
     calls = sum(by_stage.values())
@@ -194,30 +169,13 @@ class Night:
             for k in range(samples)
         ]
 
-    def _check_budget(self, stage: str) -> None:
+    def check_budget(self, stage: str) -> None:
         if self.spend.exhausted:
             raise BudgetExceededError(stage)
 
     # -- stages ----------------------------------------------------------------------
 
-    async def baseline_and_rollouts(
-        self, train: Sequence[TaskRecord], val: Sequence[TaskRecord], docs: Docs
-    ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        """Val baseline and K train rollouts, all in one concurrent wave."""
-        name = "rollouts"
-        self.begin(name)
-        samples = self.cfg.gate.samples_per_task
-        k = self.cfg.night.dream_rollouts
-        val_jobs = self.jobs(val, docs, samples=samples, phase="baseline", fresh=False)
-        train_jobs = self.jobs(train, docs, samples=k, phase="rollout", fresh=False)
-        results = await self.replayer.run([*val_jobs, *train_jobs])
-        base, rolls = results[: len(val_jobs)], results[len(val_jobs) :]
-        self._check_degenerate(name, results)
-        self.end(name, rollouts=len(results))
-        self._check_budget(name)
-        return base, rolls
-
-    def _check_degenerate(
+    def check_degenerate(
         self, stage: str, results: Sequence[RolloutResult], *, candidate: bool = False
     ) -> None:
         """Fail the night on an outage. ``candidate``: results under a candidate document,
@@ -252,174 +210,31 @@ class Night:
         self.reflections[key] = outcome
         if not outcome.edits and outcome.reason:
             self.no_edit_reasons.append(f"{key}: {outcome.reason}")
-        if not outcome.edits and outcome.errors and not outcome.raw:
-            self._check_budget(self.stage)
-            raise NightFailed(
-                self.stage, f"every reflection call failed ({outcome.calls}): {outcome.errors[-1]}"
-            )
         return outcome
+
+    def check_reflections(self, stage: str, outcomes: Sequence[ReflectOutcome]) -> None:
+        """Fail the night when every reflection call of a stage failed (an outage)."""
+        asked = [o for o in outcomes if o.calls]
+        failed = [o for o in asked if not o.edits and o.errors and not o.raw]
+        if asked and len(failed) == len(asked):
+            self.check_budget(stage)
+            calls = sum(o.calls for o in failed)
+            errors = [e for o in failed for e in o.errors]
+            # an open circuit is a consequence: name the failure that opened it
+            root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
+            raise NightFailed(stage, f"every reflection call failed ({calls}): {root}")
 
     async def measure(
         self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True
     ) -> list[RolloutResult]:
-        """Val results under candidate ``docs``; ``check``: fail the night on an outage."""
+        """Results under ``docs`` (gate samples, fresh); ``check``: fail on an outage."""
         samples = self.cfg.gate.samples_per_task
         results = await self.replayer.run(
-            self.jobs(tasks, docs, samples=samples, phase=phase, fresh=False)
+            self.jobs(tasks, docs, samples=samples, phase=phase, fresh=True)
         )
         if check:
-            self._check_degenerate(self.stage, results, candidate=True)
+            self.check_degenerate(self.stage, results, candidate=True)
         return results
-
-    async def trial(
-        self,
-        *,
-        round_no: int,
-        target: EditTarget,
-        edits: Sequence[EditRecord],
-        best: Docs,
-        best_val: list[RolloutResult],
-        val: Sequence[TaskRecord],
-    ) -> tuple[Docs, list[RolloutResult], list[EditRecord]]:
-        """Gate ``edits`` against the best candidate so far; attribute when rejected.
-
-        Returns the (possibly improved) best docs, their val results, and accepted edits.
-        """
-        name = f"round{round_no}.trial_{target.value}"
-        self.begin(name)
-        cand, app = _apply(best, edits, target)
-        record = Trial(
-            name=name,
-            kind="trial",
-            round=round_no,
-            target=target.value,
-            edits=list(edits),
-            applied=list(app.applied),
-            unmatched=[*app.unmatched, *app.skipped],
-        )
-        self.trials.append(record)
-        if not app.applied:
-            record.note = "no edit changed the document"
-            self.no_edit_reasons.append(f"{name}: every proposed edit was unmatched")
-            self.end(name)
-            return best, best_val, []
-        cand_val = await self.measure(val, cand, "trial")
-        record.decision = self.gate.decide(best_val, cand_val)
-        if record.decision.accepted:
-            self.end(name, accepted=True)
-            return cand, cand_val, list(app.applied)
-        self.end(name, accepted=False)
-        self._check_budget(name)
-        if len(app.applied) > 1 and self.cfg.night.attribution:
-            return await self.attribute(
-                round_no=round_no,
-                target=target,
-                applied=list(app.applied),
-                best=best,
-                best_val=best_val,
-                val=val,
-            )
-        return best, best_val, []
-
-    async def attribute(
-        self,
-        *,
-        round_no: int,
-        target: EditTarget,
-        applied: list[EditRecord],
-        best: Docs,
-        best_val: list[RolloutResult],
-        val: Sequence[TaskRecord],
-    ) -> tuple[Docs, list[RolloutResult], list[EditRecord]]:
-        """Each edit alone (concurrently), then the union of the helpful ones, gated."""
-        name = f"round{round_no}.attribution_{target.value}"
-        self.begin(name)
-        singles = [_apply(best, [e], target) for e in applied]
-        results: list[list[RolloutResult]] = [[] for _ in singles]
-
-        async def one(i: int) -> None:
-            results[i] = await self.measure(val, singles[i][0], "attribution", check=False)
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(singles)):
-                tg.start_soon(one, i)
-        # checked here, outside the task group, so a failure is not wrapped in a group
-        self._check_degenerate(name, [r for res in results for r in res], candidate=True)
-        base_score = self.gate.mean(best_val)
-        helpful: list[EditRecord] = []
-        for edit, (_, app), res in zip(applied, singles, results, strict=True):
-            decision = self.gate.decide(best_val, res)
-            self.trials.append(
-                Trial(
-                    name=f"{name}.single",
-                    kind="attribution_single",
-                    round=round_no,
-                    target=target.value,
-                    edits=[edit],
-                    applied=list(app.applied),
-                    unmatched=list(app.unmatched),
-                    decision=decision,
-                )
-            )
-            if (
-                app.applied
-                and self.gate.mean(res) > base_score
-                and not decision.blocked_by_regression
-            ):
-                helpful.append(edit)
-        if not helpful:
-            self.notes.append(f"{name}: no single edit helped on its own")
-            self.end(name, helpful=0)
-            return best, best_val, []
-        if len(helpful) == 1:
-            idx = applied.index(helpful[0])
-            single = self.trials[-len(applied) + idx]
-            self.end(name, helpful=1)
-            if single.decision is not None and single.decision.accepted:
-                return singles[idx][0], results[idx], helpful
-            return best, best_val, []
-        union, app = _apply(best, helpful, target)
-        union_val = await self.measure(val, union, "attribution")
-        decision = self.gate.decide(best_val, union_val)
-        self.trials.append(
-            Trial(
-                name=f"{name}.union",
-                kind="attribution_union",
-                round=round_no,
-                target=target.value,
-                edits=helpful,
-                applied=list(app.applied),
-                unmatched=list(app.unmatched),
-                decision=decision,
-            )
-        )
-        self.end(name, helpful=len(helpful), accepted=decision.accepted)
-        if decision.accepted:
-            return union, union_val, list(app.applied)
-        return best, best_val, []
-
-
-def _rollout_sets(
-    tasks: Sequence[TaskRecord], results: Sequence[RolloutResult]
-) -> list[RolloutSet]:
-    by_task: dict[str, list[RolloutResult]] = {}
-    for r in results:
-        by_task.setdefault(r.task_id, []).append(r)
-    return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
-
-
-async def _train_rollouts(
-    night: Night, stage: str, train: Sequence[TaskRecord], docs: Docs
-) -> tuple[list[RolloutResult], Docs]:
-    """K fresh dream rollouts per train task under ``docs``, as one named stage."""
-    night.begin(stage)
-    samples = night.cfg.night.dream_rollouts
-    rolls = await night.replayer.run(
-        night.jobs(train, docs, samples=samples, phase="rollout", fresh=False)
-    )
-    night._check_degenerate(stage, rolls)
-    night.end(stage)
-    return rolls, docs
 
 
 @dataclass(kw_only=True)
@@ -432,115 +247,128 @@ class Decision:
     docs: Docs
     applied: list[EditRecord]
     rejected: list[EditRecord]
+    untested: list[Candidate] = field(default_factory=list)
+    folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
+    nothing_to_learn: bool = False
+
+
+def _all_pass(measured: Measured) -> bool:
+    return all(v >= 1.0 for values in measured.scores.values() for v in values)
+
+
+async def _rollouts(night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs) -> Measured:
+    """K samples of every learnable task under ``docs``: reflection material and baseline."""
+    night.begin(stage)
+    samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
+    measured = await measure(night, tasks, docs, samples=samples, phase="rollout")
+    night.check_degenerate(stage, measured.results)
+    night.end(stage, rollouts=len(measured.results))
+    night.check_budget(stage)
+    return measured
 
 
 async def consolidate(
     night: Night,
     *,
-    train: list[TaskRecord],
-    val: list[TaskRecord],
+    tasks: Sequence[TaskRecord],
     start: Docs,
+    rotation: int,
+    carried: Sequence[Candidate] = (),
 ) -> Decision:
-    """Rounds of rollouts -> reflect -> trials, then the final fresh check."""
+    """Cross-fitted rounds over ``tasks``, then the final paired check against ``start``."""
     cfg = night.cfg
-    base_val, rolls = await night.baseline_and_rollouts(train, val, start)
-    best, best_val = start, base_val
-    rolls_docs = start
+    base = await _rollouts(night, "rollouts", tasks, start)
+    baseline = base.mean()
+    folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
+    fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
+    rejected_all = Decision(
+        accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
+        final=None, docs=start, applied=[], rejected=[], folds=fold_of,
+    )  # fmt: skip
+    why = ""
+    if _all_pass(base):
+        why = (
+            f"every one of the {len(tasks)} task(s) already passes under the live documents: "
+            "nothing to learn tonight"
+        )
+    elif len(tasks) < 2:
+        why = (
+            "only one learnable task: nothing can be held out from its own reflection "
+            "(cross-fitting needs at least two tasks), so no edit is proposed"
+        )
+    if why:
+        night.no_edit_reasons.append(why)
+        night.progress.note(why)
+        rejected_all.nothing_to_learn = True
+        return rejected_all
+    best, measured = start, base
     applied: list[EditRecord] = []
     proposed: list[EditRecord] = []
+    untested: dict[EditRecord, Candidate] = {}
+    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
+                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
     for round_no in range(1, cfg.night.rounds + 1):
         if round_no > 1:
-            stage = f"round{round_no}.rollouts"
-            rolls, rolls_docs = await _train_rollouts(night, stage, train, best)
-        for target in (EditTarget.SKILL, EditTarget.MEMORY):
-            if not (
-                cfg.night.evolve_skill if target is EditTarget.SKILL else cfg.night.evolve_memory
-            ):
-                continue
-            if target is EditTarget.MEMORY and best != rolls_docs:
-                # Memory reflects on rollouts under the current best skill (hill-climbing).
-                rolls, rolls_docs = await _train_rollouts(
-                    night, f"round{round_no}.rollouts_post_skill", train, best
-                )
-            name = f"round{round_no}.reflect_{target.value}"
-            night.begin(name)
-            outcome = await night.reflect(
-                f"r{round_no}.{target.value}", target, best, _rollout_sets(train, rolls)
-            )
-            night.end(name, edits=len(outcome.edits), mode=outcome.mode.value)
-            night._check_budget(name)
-            if not outcome.edits:
-                continue
-            proposed.extend(outcome.edits)
-            best, best_val, won = await night.trial(
-                round_no=round_no,
-                target=target,
-                edits=outcome.edits,
-                best=best,
-                best_val=best_val,
-                val=val,
-            )
-            applied.extend(won)
-    baseline_score = night.gate.mean(base_val)
-    proposed = list(dict.fromkeys(proposed))
-    rejected = [e for e in proposed if e not in applied]
+            measured = await _rollouts(night, f"round{round_no}.rollouts", tasks, best)
+            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
+                               rotation=rotation * 100 + round_no)  # fmt: skip
+        for target in targets:
+            if len(next(iter(measured.scores.values()), ())) < cfg.night.dream_rollouts:
+                measured = await _rollouts(night, f"round{round_no}.rollouts_{target.value}",
+                                           tasks, best)  # fmt: skip
+            step = await learn_target(
+                night, round_no=round_no, target=target, tasks=tasks, best=best,
+                base=measured, folds=folds, carried=[c for c in carried if c.edit not in untested],
+            )  # fmt: skip
+            best, measured = step.best, step.measured
+            applied.extend(step.accepted)
+            proposed.extend(step.proposed)
+            for cand in step.untested:
+                untested.setdefault(cand.edit, cand)
+    applied = list(dict.fromkeys(applied))
+    rejected = [e for e in dict.fromkeys(proposed) if e not in applied and e not in untested]
+    rejected_all.rejected = rejected
+    rejected_all.untested = [c for e, c in untested.items() if e not in applied]
     if not applied:
-        return Decision(
-            accepted=False,
-            action=GateAction.REJECT.value,
-            baseline=baseline_score,
-            candidate=baseline_score,
-            final=None,
-            docs=start,
-            applied=[],
-            rejected=rejected,
-        )
-    night.begin("final")
-    final_val = await night.replayer.run(
-        night.jobs(val, best, samples=cfg.gate.samples_per_task, phase="final", fresh=True)
-    )
-    night._check_degenerate("final", final_val)
-    decision = night.gate.decide(base_val, final_val, final=True)
-    night.trials.append(
-        Trial(
-            name="final",
-            kind="final",
-            round=cfg.night.rounds,
-            target="both",
-            edits=applied,
-            applied=applied,
-            unmatched=[],
-            decision=decision,
-            note="fresh samples (cache bypassed) against the original baseline",
-        )
-    )
-    night.end("final", accepted=decision.accepted)
-    if not decision.accepted:
-        rejected = proposed
-    return Decision(
-        accepted=decision.accepted,
-        action=decision.action.value,
-        baseline=decision.baseline,
-        candidate=decision.candidate,
-        final=decision,
-        docs=best if decision.accepted else start,
-        applied=applied if decision.accepted else [],
-        rejected=rejected,
-    )
+        if untested and not rejected:
+            rejected_all.action = GateAction.UNTESTED.value
+        return rejected_all
+    return await _final(night, tasks, start, best, applied, rejected_all)
 
 
-def split_tasks(
+async def _final(
+    night: Night,
     tasks: Sequence[TaskRecord],
-) -> tuple[list[TaskRecord], list[TaskRecord], list[TaskRecord], bool]:
-    """(train, val, test, leaked). An empty train or val borrows the other and leaks."""
-    train = [t for t in tasks if t.split is Split.TRAIN]
-    val = [t for t in tasks if t.split is Split.VAL]
-    test = [t for t in tasks if t.split is Split.TEST]
-    leaked = False
-    if not val and train:
-        val, leaked = list(train), True
-    elif not train and val:
-        train, leaked = list(val), True
-    if {t.id for t in train} & {t.id for t in val}:
-        leaked = True
-    return train, val, test, leaked
+    start: Docs,
+    best: Docs,
+    applied: list[EditRecord],
+    decision: Decision,
+) -> Decision:
+    """The best documents against the live ones on every task, paired (no extra calls for
+    samples both arms already have); every accepted edit must have been leak-free."""
+    night.begin("final")
+    b, c = await compare(night, tasks, start, best, phase="final", enough=clear_pass(night))
+    night.check_degenerate("final", c.results, candidate=True)
+    final = decide_paired(b.scores, c.scores, config=night.gate.config,
+                          task_ids=[t.id for t in tasks])  # fmt: skip
+    leaks = [
+        e.content[:80] for t in night.trials if t.kind == "single" and t.decision
+        and t.decision.accepted and t.decision.leaked for e in t.edits
+    ]  # fmt: skip
+    if leaks and final.accepted:
+        final = replace(final, action=GateAction.REJECT_UNVERIFIED, accepted=False, leaked=True)
+    final.arithmetic["per_edit_leak_check"] = {"edits": len(applied), "leaked": leaks}
+    night.trials.append(
+        Trial(name="final", kind="final", round=night.cfg.night.rounds, target="both",
+              edits=applied, applied=applied, unmatched=[], decision=final,
+              note="the night's best documents against the live ones, paired per task and sample")
+    )  # fmt: skip
+    night.end("final", accepted=final.accepted)
+    decision.final = final
+    decision.action = final.action.value
+    decision.baseline, decision.candidate = final.baseline, final.candidate
+    if final.accepted:
+        decision.accepted, decision.docs, decision.applied = True, best, applied
+    else:
+        decision.rejected = list(dict.fromkeys([*decision.rejected, *applied]))
+    return decision

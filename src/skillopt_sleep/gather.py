@@ -51,7 +51,7 @@ def split(cfg: SleepConfig, tasks: list[TaskRecord]) -> list[TaskRecord]:
     return list(
         assign_splits(
             tasks,
-            val_fraction=cfg.night.val_fraction,
+            val_fraction=0.0,  # cross-fitting: every learnable task is held out once a night
             test_fraction=cfg.night.test_fraction,
             seed=cfg.night.seed,
         )

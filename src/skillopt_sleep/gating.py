@@ -31,6 +31,8 @@ class Gate:
             no_regression=s.no_regression,
             min_delta=s.min_delta,
             samples_per_task=s.samples_per_task,
+            max_samples_per_task=s.max_samples_per_task,
+            confidence=s.confidence,
         )
 
     def with_ids(self, train_ids: Collection[str], val_ids: Collection[str]) -> Gate:

@@ -19,15 +19,9 @@ from typing import Any
 
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
-from skillopt.types import ReferenceKind, TaskRecord
+from skillopt.types import ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
-from skillopt_sleep.consolidate import (
-    Decision,
-    Night,
-    consolidate,
-    estimate_spend,
-    split_tasks,
-)
+from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
 from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start, uses_llm_miner
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
@@ -165,23 +159,23 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
     try:
         gathered = await _gather(night, state, started, tasks_file)
         tasks = list(gathered.tasks)
-        train, val, test, leaked = split_tasks(tasks)
+        learn = [t for t in tasks if t.split is not Split.TEST]
+        test = [t for t in tasks if t.split is Split.TEST]
         report["tasks"] = {
             "total": len(tasks),
-            "train": len({t.id for t in train}),
-            "val": len({t.id for t in val}),
+            "learnable": len(learn),
             "test": len(test),
+            "folds": min(cfg.night.folds, len(learn)),
             "source": gathered.source,
         }
         report["task_intents"] = {t.id: t.intent for t in tasks}
         report["n_sessions"] = gathered.n_sessions
-        if not tasks:
+        if not learn:
             result = NightResult.NO_TASKS
         else:
-            night.gate = night.gate.with_ids([t.id for t in train], [t.id for t in val])
             rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
             estimate = estimate_spend(
-                n_train=len(train), n_val=len(val), n_test=len(test), cfg=cfg, rubric_share=rubric
+                n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric
             )
             report["estimate"] = estimate.describe()
             night.progress.note(f"estimated spend: {estimate.describe()}")
@@ -194,12 +188,13 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
                 night.progress.note(night.notes[-1])
             _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
             start = Docs(skill=live.skill, memory=live.memory)
-            decision = await consolidate(night, train=train, val=val, start=start)
+            decision = await consolidate(night, tasks=learn, start=start, rotation=night_no)
+            leaked = bool(decision.final and decision.final.leaked)
             report["test"] = await _score_test(night, test, decision, start)
             if decision.accepted:
                 result = NightResult.ACCEPTED
-            elif not decision.applied and not any(t.applied for t in night.trials):
-                result = NightResult.NO_EDITS if not night.trials else NightResult.REJECTED
+            elif decision.nothing_to_learn or not any(t.applied for t in night.trials):
+                result = NightResult.NO_EDITS
     except NightFailed as exc:
         status, result, reason, failed_stage = (
             RunStatus.FAILED, NightResult.FAILED, exc.cause, exc.stage,
@@ -250,10 +245,12 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         proposal_dir=str(proposal_dir) if proposal_dir else None,
         accepted_edits=[e.to_dict() for e in decision.applied] if decision and accepted else [],
         rejected_edits=[e.to_dict() for e in decision.rejected] if decision else [],
+        untested_edits=[c.to_dict() for c in decision.untested] if decision else [],
+        folds=decision.folds if decision else {},
         unmatched_edits=[
-            e.to_dict() for t in night.trials if t.kind == "trial" for e in t.unmatched
+            e.to_dict() for t in night.trials if t.kind == "single" for e in t.unmatched
         ],
-        proposed_edits=[e.to_dict() for t in night.trials if t.kind == "trial" for e in t.edits],
+        proposed_edits=[e.to_dict() for t in night.trials if t.kind == "single" for e in t.edits],
         no_edit_reasons=night.no_edit_reasons,
         trials=[t.to_dict() for t in night.trials],
         task_deltas=_final_deltas(night),
@@ -349,7 +346,7 @@ def _auto_adopt(night: Night, live: Live) -> list[str]:
 
 def _final_deltas(night: Night) -> list[dict[str, Any]]:
     for trial in reversed(night.trials):
-        if trial.decision is not None and trial.kind in ("final", "trial"):
+        if trial.decision is not None and trial.kind in ("final", "union"):
             return [d.to_dict() for d in trial.decision.task_deltas]
     return []
 

@@ -6,6 +6,9 @@ rule it needs is present in the skill or memory it was given; a compliant answer
 each rule's marker. One rule is *harmful*: it is helpful for the task that asks for it and
 breaks every other task, so the gate has something real to reject.
 
+``flip`` (a member option) makes a noisy model: that share of answers comes out with the
+opposite outcome, decided by a hash of the call and ``flip_seed``.
+
 The mock reads structured hints from ``request.metadata`` (``stage``, ``task``, ``skill``,
 ``memory``, ``response``, ``failures``, ``target``, ``edit_budget``); the prompt text is
 only used for token estimates. It behaves like any other member behind the pool: it
@@ -125,6 +128,15 @@ class World:
                 parts.append(rule.marker)
         return " ".join(parts)
 
+    def flipped(self, task: Mapping[str, Any], answer: str) -> str:
+        """The opposite outcome: a compliant answer loses its markers, a failing one gains
+        every marker the task needs (a noisy model is sometimes right by luck)."""
+        needed = self.required(task)
+        intent = " ".join(str(task.get("intent", "")).split())[:80]
+        if needed and all(r.marker in answer for r in needed):
+            return f"Done: {intent}."
+        return " ".join([f"Done: {intent}.", *(r.marker for r in needed)])
+
     def judge(self, task: Mapping[str, Any], response: str) -> tuple[float, str]:
         """Score = fraction of the needed markers present in ``response``."""
         needed = self.required(task)
@@ -191,12 +203,16 @@ class MockBackend:
         world: World | None = None,
         latency: float = 0.0,
         fail_stages: Iterable[str] = (),
+        flip: float = 0.0,
+        flip_seed: int = 0,
     ) -> None:
         self._name = name
         self._model = model
         self.world = world or World()
         self.latency = latency
         self.fail_stages = frozenset(fail_stages)
+        self.flip = flip
+        self.flip_seed = flip_seed
         self.calls = 0
 
     @property
@@ -238,7 +254,10 @@ class MockBackend:
         if stage in {"attempt", "rollout", "baseline", "trial", "final", "test"}:
             if not isinstance(task, Mapping):
                 raise BackendRequestError("mock attempt needs metadata.task", member=self._name)
-            return self.world.answer(task, skill, memory, sample_id)
+            answer = self.world.answer(task, skill, memory, sample_id)
+            if self._flipped(task, skill, memory, sample_id):
+                return self.world.flipped(task, answer)
+            return answer
         if stage == "judge":
             score, reason = self.world.judge(task, str(meta.get("response", "")))
             return json.dumps({"score": score, "reason": reason})
@@ -256,8 +275,19 @@ class MockBackend:
             return "[]"
         return "ok"
 
+    def _flipped(self, task: Mapping[str, Any], skill: str, memory: str, sample_id: int) -> bool:
+        """A noisy model: this share of answers comes out flipped, decided by a hash of the
+        call (so a run is reproducible and another ``flip_seed`` is another night's luck)."""
+        if self.flip <= 0:
+            return False
+        key = "\x1f".join(
+            [str(self.flip_seed), str(task.get("id", "")), skill, memory, str(sample_id)]
+        )
+        digest = hashlib.sha256(key.encode()).digest()
+        return int.from_bytes(digest[:4], "big") / 2**32 < self.flip
 
-_MOCK_OPTIONS = frozenset({"latency", "fail_stages"})
+
+_MOCK_OPTIONS = frozenset({"latency", "fail_stages", "flip", "flip_seed"})
 
 
 def build_mock_member(cfg: Any) -> MockBackend:
@@ -281,4 +311,6 @@ def build_mock_member(cfg: Any) -> MockBackend:
         model=str(getattr(cfg, "model", None) or "mock-world"),
         latency=float(latency or 0.0),
         fail_stages=tuple(str(s) for s in (fail_stages or ())),
+        flip=float(options.get("flip", 0.0)),
+        flip_seed=int(options.get("flip_seed", 0)),
     )

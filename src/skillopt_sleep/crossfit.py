@@ -1,0 +1,570 @@
+"""Cross-fitted learning for one target document (skill or memory) in one round.
+
+A walk through one step (:func:`learn_target`):
+
+1. **Folds.** The night's learnable tasks are dealt into folds (:func:`skillopt.splits.
+   assign_folds`, reshuffled every night). Every task is held-out evidence for exactly one
+   fold's edits.
+2. **Reflect per fold** (concurrently): the reflection for fold ``f`` sees only the rollouts
+   of the *other* folds. Each edit it proposes becomes a :class:`Candidate` that remembers
+   which tasks its reflection saw (``seen``) and where it may be validated (``held_out``).
+   Edits carried from earlier nights join with their own ``seen`` sets.
+3. **Singles** (concurrently): every candidate alone on top of the current best documents,
+   measured on its held-out tasks and paired per task and sample with the baseline
+   (:func:`compare`, adaptive sampling), decided by :func:`skillopt.gate.decide_paired`:
+   accepted, rejected (a held-out task regressed, or no significant gain) or *untested*
+   (no held-out task moved: carried to a later night, not rejected as a tie).
+4. **Union.** The accepted singles together, measured on every learnable task. The union
+   must keep every task its singles improved and regress none; when it does not, the edits
+   whose removal restores those tasks are dropped (leave-one-out on the conflicting tasks
+   only), and failing that only the strongest single edit is kept. This is what stops a
+   harmful generalisation that only shows once good edits are in place.
+
+The union's all-task measurement is the next step's baseline. No edit is ever accepted on
+a task its reflection saw: the leak check is part of every single decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from skillopt.gate import decide_paired
+from skillopt.paired import paired_test, task_settled
+from skillopt.skilldoc import EditMode, apply_edits
+from skillopt.splits import assign_folds
+from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
+from skillopt.types import TaskRecord as Task
+from skillopt_sleep.reflect import RolloutSet
+from skillopt_sleep.replay import Docs, Job
+
+if TYPE_CHECKING:
+    from skillopt_sleep.consolidate import Night
+
+__all__ = [
+    "Candidate",
+    "Measured",
+    "StepResult",
+    "Trial",
+    "apply_to",
+    "clear_pass",
+    "compare",
+    "learn_target",
+    "make_folds",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One proposed edit with its provenance: what its reflection saw, where it may be tested."""
+
+    edit: EditRecord
+    fold: int  # -1 for an edit carried from an earlier night
+    seen: frozenset[str]
+    held_out: tuple[str, ...]
+    carried_nights: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "edit": self.edit.to_dict(),
+            "fold": self.fold,
+            "seen": sorted(self.seen),
+            "held_out": list(self.held_out),
+            "carried_nights": self.carried_nights,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Candidate:
+        return cls(
+            edit=EditRecord.from_dict(data["edit"]),
+            fold=int(data.get("fold", -1)),
+            seen=frozenset(str(s) for s in data.get("seen", ())),
+            held_out=tuple(str(s) for s in data.get("held_out", ())),
+            carried_nights=int(data.get("carried_nights", 0)),
+        )
+
+
+@dataclass(kw_only=True)
+class Trial:
+    """One gate trial as the run directory and the report record it."""
+
+    name: str
+    kind: str  # single | union | leave_one_out | final
+    round: int
+    target: str
+    edits: list[EditRecord]
+    applied: list[EditRecord]
+    unmatched: list[EditRecord]
+    decision: GateDecision | None = None
+    note: str = ""
+    fold: int | None = None
+    motivated_by: list[str] = field(default_factory=list)  # failing tasks its reflection saw
+
+    @property
+    def verdict(self) -> str:
+        if self.decision is None:
+            return "unmatched" if not self.applied else "not_run"
+        action = self.decision.action
+        if action is GateAction.UNTESTED:
+            return "untested"
+        return "accepted" if self.decision.accepted else "rejected"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "round": self.round,
+            "target": self.target,
+            "fold": self.fold,
+            "verdict": self.verdict,
+            "edits": [e.to_dict() for e in self.edits],
+            "applied": [e.to_dict() for e in self.applied],
+            "unmatched": [e.to_dict() for e in self.unmatched],
+            "motivated_by": self.motivated_by,
+            "decision": self.decision.to_dict() if self.decision else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    """Per-sample gate scores of one document pair on some tasks: ``{task: [s0, s1, ...]}``."""
+
+    docs: Docs
+    scores: Mapping[str, tuple[float, ...]]
+    results: tuple[RolloutResult, ...] = ()
+
+    def mean(self, task_ids: Sequence[str] | None = None) -> float:
+        ids = list(task_ids) if task_ids is not None else list(self.scores)
+        per = [_mean(self.scores.get(t, ())) for t in ids]
+        per = [v for v in per if math.isfinite(v)]
+        return math.fsum(per) / len(per) if per else 0.0
+
+
+@dataclass(kw_only=True)
+class StepResult:
+    """What one target step produced."""
+
+    best: Docs
+    measured: Measured  # the best documents on every learnable task
+    accepted: list[EditRecord] = field(default_factory=list)
+    rejected: list[EditRecord] = field(default_factory=list)
+    untested: list[Candidate] = field(default_factory=list)
+    proposed: list[EditRecord] = field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return math.fsum(finite) / len(finite) if finite else math.nan
+
+
+def make_folds(
+    tasks: Sequence[Task], *, n_folds: int, seed: int, rotation: int
+) -> list[list[Task]]:
+    """Tasks grouped into cross-fitting folds (at most one fold per task)."""
+    assigned = assign_folds([t.id for t in tasks], n_folds=n_folds, seed=seed, rotation=rotation)
+    folds: list[list[Task]] = [[] for _ in range(max(assigned.values(), default=-1) + 1)]
+    for task in tasks:
+        folds[assigned[task.id]].append(task)
+    return folds
+
+
+def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
+    text = docs.skill if target is EditTarget.SKILL else docs.memory
+    app = apply_edits(text, edits, mode=EditMode.LEARNED)
+    if target is EditTarget.SKILL:
+        return Docs(skill=app.text, memory=docs.memory), app
+    return Docs(skill=docs.skill, memory=app.text), app
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+async def _scores(
+    night: Night, tasks: Sequence[Task], docs: Docs, samples: range, phase: str
+) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+    jobs = [
+        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks for k in samples
+    ]
+    results = await night.replayer.run(jobs)
+    out: dict[str, list[float]] = {t.id: [] for t in tasks}
+    for r in results:
+        out[r.task_id].append(math.nan if r.error else night.gate.config.score(r.hard, r.soft))
+    return out, results
+
+
+async def measure(
+    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str
+) -> Measured:
+    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave)."""
+    scores, results = await _scores(night, tasks, docs, range(samples), phase)
+    return Measured(
+        docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
+    )
+
+
+Settled = Callable[[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]], bool]
+
+
+def _no_loss(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
+    """No paired sample went down: more samples could only confirm what is seen."""
+    return all(c >= b for t in base for b, c in zip(base[t], cand.get(t, ()), strict=False))
+
+
+async def compare(
+    night: Night,
+    tasks: Sequence[Task],
+    base: Docs,
+    cand: Docs,
+    *,
+    phase: str,
+    enough: Settled | None = None,
+) -> tuple[Measured, Measured]:
+    """Both arms on ``tasks``, paired by sample id, sampled adaptively.
+
+    First ``samples_per_task`` samples of each arm (samples the baseline already has come
+    from the replayer's memory, not a new call). Then, unless ``enough`` says the first
+    wave already decides, both arms up to ``max_samples_per_task`` on the tasks whose
+    samples disagree. A clean model pays one pair per task.
+    """
+    cfg = night.gate.config
+    first = range(cfg.samples_per_task)
+    (b, b_res), (c, c_res) = await _both(night, tasks, base, cand, first, phase)
+    unsettled = [t for t in tasks if not task_settled(b[t.id], c[t.id])]
+    more = range(cfg.samples_per_task, cfg.max_samples_per_task)
+    if unsettled and more and not (enough is not None and enough(b, c)):
+        (b2, b2_res), (c2, c2_res) = await _both(night, unsettled, base, cand, more, phase)
+        for t in unsettled:
+            b[t.id].extend(b2[t.id])
+            c[t.id].extend(c2[t.id])
+        b_res, c_res = [*b_res, *b2_res], [*c_res, *c2_res]
+    return (
+        Measured(docs=base, scores={k: tuple(v) for k, v in b.items()}, results=tuple(b_res)),
+        Measured(docs=cand, scores={k: tuple(v) for k, v in c.items()}, results=tuple(c_res)),
+    )
+
+
+async def _both(
+    night: Night, tasks: Sequence[Task], base: Docs, cand: Docs, samples: range, phase: str
+) -> tuple[
+    tuple[dict[str, list[float]], list[RolloutResult]],
+    tuple[dict[str, list[float]], list[RolloutResult]],
+]:
+    out: list[Any] = [None, None]
+
+    async def arm(i: int, docs: Docs) -> None:
+        out[i] = await _scores(night, tasks, docs, samples, phase)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(arm, 0, base)
+        tg.start_soon(arm, 1, cand)
+    return out[0], out[1]
+
+
+# --------------------------------------------------------------------------- one step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Fold:
+    index: int
+    held_out: tuple[Task, ...]
+    seen: tuple[Task, ...]
+
+
+def _sets(tasks: Sequence[Task], measured: Measured) -> list[RolloutSet]:
+    by_task: dict[str, list[RolloutResult]] = {}
+    for r in measured.results:
+        by_task.setdefault(r.task_id, []).append(r)
+    return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
+
+
+def _failing(tasks: Sequence[Task], measured: Measured) -> list[str]:
+    return [t.id for t in tasks if _mean(measured.scores.get(t.id, ())) < 1.0]
+
+
+async def learn_target(
+    night: Night,
+    *,
+    round_no: int,
+    target: EditTarget,
+    tasks: Sequence[Task],
+    best: Docs,
+    base: Measured,
+    folds: Sequence[Sequence[Task]],
+    carried: Sequence[Candidate] = (),
+) -> StepResult:
+    """Reflect per fold, gate every edit alone on its held-out fold, then the union."""
+    step = StepResult(best=best, measured=base)
+    parts = [
+        _Fold(
+            index=i,
+            held_out=tuple(fold),
+            seen=tuple(t for j, other in enumerate(folds) if j != i for t in other),
+        )
+        for i, fold in enumerate(folds)
+    ]
+    candidates = await _reflect_folds(night, round_no, target, best, base, parts)
+    for c in carried:
+        if c.edit.target is target:
+            held = tuple(t.id for t in tasks if t.id not in c.seen)
+            candidates.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
+                                        carried_nights=c.carried_nights))  # fmt: skip
+    step.proposed = list(dict.fromkeys(c.edit for c in candidates))
+    if not candidates:
+        return step
+    by_id = {t.id: t for t in tasks}
+    singles = await _singles(night, round_no, target, best, base, candidates, by_id)
+    passed: list[tuple[Candidate, Trial, Docs]] = []
+    for cand, trial, docs in singles:
+        verdict = trial.verdict
+        if verdict == "accepted":
+            passed.append((cand, trial, docs))
+        elif verdict == "untested" or (trial.decision is None and trial.applied):
+            step.untested.append(cand)  # nothing held out could exercise it tonight
+        elif verdict == "rejected":
+            step.rejected.append(cand.edit)
+    if passed:
+        await _union(night, round_no, target, tasks, base, passed, step)
+    accepted = set(step.accepted)
+    step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
+    step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
+    step.untested = [c for c in step.untested if c.edit not in accepted]
+    return step
+
+
+async def _reflect_folds(
+    night: Night,
+    round_no: int,
+    target: EditTarget,
+    best: Docs,
+    base: Measured,
+    parts: Sequence[_Fold],
+) -> list[Candidate]:
+    name = f"round{round_no}.reflect_{target.value}"
+    night.begin(name)
+    outcomes: list[Any] = [None] * len(parts)
+
+    async def one(i: int) -> None:
+        part = parts[i]
+        key = f"r{round_no}.{target.value}.f{part.index}"
+        outcomes[i] = await night.reflect(key, target, best, _sets(part.seen, base))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(parts)):
+            tg.start_soon(one, i)
+    candidates: list[Candidate] = []
+    for part, outcome in zip(parts, outcomes, strict=True):
+        seen = frozenset(t.id for t in part.seen)
+        held = tuple(t.id for t in part.held_out)
+        candidates.extend(
+            Candidate(edit=e, fold=part.index, seen=seen, held_out=held) for e in outcome.edits
+        )
+    night.end(name, edits=len(candidates), folds=len(parts))
+    night.check_budget(name)
+    night.check_reflections(name, outcomes)
+    return candidates
+
+
+async def _singles(
+    night: Night,
+    round_no: int,
+    target: EditTarget,
+    best: Docs,
+    base: Measured,
+    candidates: Sequence[Candidate],
+    by_id: Mapping[str, Task],
+) -> list[tuple[Candidate, Trial, Docs]]:
+    name = f"round{round_no}.trial_{target.value}"
+    night.begin(name)
+    out: list[Any] = [None] * len(candidates)
+    results: list[RolloutResult] = []
+    motivated = {
+        c.fold: _failing([by_id[t] for t in c.seen if t in by_id], base) for c in candidates
+    }
+
+    async def one(i: int) -> None:
+        cand = candidates[i]
+        docs, app = apply_to(best, [cand.edit], target)
+        trial = Trial(
+            name=f"{name}.f{cand.fold}" if cand.fold >= 0 else f"{name}.carried",
+            kind="single",
+            round=round_no,
+            target=target.value,
+            edits=[cand.edit],
+            applied=list(app.applied),
+            unmatched=[*app.unmatched, *app.skipped],
+            fold=cand.fold,
+            motivated_by=motivated.get(cand.fold, []),
+        )
+        held = [by_id[t] for t in cand.held_out if t in by_id]
+        if not app.applied:
+            trial.note = "the edit did not change the document"
+        elif not held:
+            trial.note = "no task tonight is held out from this edit's reflection"
+        else:
+            b, c = await compare(night, held, best, docs, phase="trial", enough=clear_pass(night))
+            results.extend(c.results)
+            trial.decision = decide_paired(
+                b.scores, c.scores, config=night.gate.config,
+                task_ids=[t.id for t in held], seen=cand.seen,
+            )  # fmt: skip
+        out[i] = (cand, trial, docs)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(candidates)):
+            tg.start_soon(one, i)
+    night.trials.extend(t for _, t, _ in out)
+    night.check_degenerate(name, results, candidate=True)
+    accepted = sum(t.verdict == "accepted" for _, t, _ in out)
+    night.end(name, singles=len(out), accepted=accepted)
+    night.check_budget(name)
+    return out
+
+
+def clear_pass(night: Night) -> Settled:
+    """A first wave that already passes with no sample lost needs no more samples."""
+    cfg = night.gate.config
+
+    def enough(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
+        test = paired_test(base, cand, confidence=cfg.confidence, min_delta=cfg.min_delta)
+        return test.passed and _no_loss(base, cand)
+
+    return enough
+
+
+async def _union(
+    night: Night,
+    round_no: int,
+    target: EditTarget,
+    tasks: Sequence[Task],
+    base: Measured,
+    passed: list[tuple[Candidate, Trial, Docs]],
+    step: StepResult,
+) -> None:
+    """Measure the accepted singles together on every task; drop edits that conflict."""
+    name = f"round{round_no}.union_{target.value}"
+    night.begin(name)
+    ranked = sorted(
+        passed, key=lambda p: p[1].decision.delta if p[1].decision else 0.0, reverse=True
+    )
+    edits = list(dict.fromkeys(c.edit for c, _, _ in ranked))
+    promised = _promised(ranked)
+    chosen, measured, note = await _settle(night, round_no, target, tasks, base, edits, promised)
+    if chosen:
+        step.best, step.measured = measured.docs, measured
+        step.accepted = chosen
+    night.end(name, accepted=len(chosen), proposed=len(edits), note=note)
+    night.check_budget(name)
+
+
+def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> dict[str, float]:
+    """Per task, the best score a single accepted edit reached on it (its improved tasks)."""
+    promised: dict[str, float] = {}
+    for _, trial, _ in ranked:
+        decision = trial.decision
+        if decision is None:
+            continue
+        for d in decision.task_deltas:
+            if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline:
+                promised[d.task_id] = max(promised.get(d.task_id, 0.0), d.candidate)
+    return promised
+
+
+async def _settle(
+    night: Night,
+    round_no: int,
+    target: EditTarget,
+    tasks: Sequence[Task],
+    base: Measured,
+    edits: list[EditRecord],
+    promised: Mapping[str, float],
+) -> tuple[list[EditRecord], Measured, str]:
+    """The union, else the union without the conflicting edits, else the strongest single."""
+    attempts: list[tuple[str, list[EditRecord]]] = [("union", edits)]
+    tried: list[list[EditRecord]] = []
+    while attempts:
+        kind, chosen = attempts.pop(0)
+        if chosen in tried or not chosen:
+            continue
+        tried.append(chosen)
+        docs, app = apply_to(base.docs, chosen, target)
+        b, c = await compare(night, tasks, base.docs, docs, phase="union", enough=_no_loss)
+        conflicts = _conflicts(b, c, promised)
+        decision = decide_paired(b.scores, c.scores, config=night.gate.config,
+                                 task_ids=[t.id for t in tasks])  # fmt: skip
+        trial = Trial(
+            name=f"round{round_no}.{kind}_{target.value}",
+            kind="union" if kind == "union" else kind,
+            round=round_no,
+            target=target.value,
+            edits=chosen,
+            applied=list(app.applied),
+            unmatched=[*app.unmatched, *app.skipped],
+            decision=decision,
+            note=f"conflicts on {len(conflicts)} task(s): {conflicts[:6]}" if conflicts else
+            "every task an accepted edit improved stays improved; no task regressed",
+        )  # fmt: skip
+        night.trials.append(trial)
+        if not conflicts and not decision.blocked_by_regression:
+            return list(app.applied), c, kind
+        if kind == "union" and len(chosen) > 1:
+            keep = await _leave_one_out(night, tasks, base, chosen, target, conflicts, c)
+            attempts.append(("without_conflicting", keep))
+        attempts.append(("strongest_single", chosen[:1]))
+    return [], base, "every combination regressed a task"
+
+
+def _conflicts(b: Measured, c: Measured, promised: Mapping[str, float]) -> list[str]:
+    """Tasks a single accepted edit improved that the union does not (the union's
+    significant regressions are the paired decision's ``blocked_by_regression``)."""
+    out: list[str] = []
+    for tid in promised:
+        cm, bm = _mean(c.scores.get(tid, ())), _mean(b.scores.get(tid, ()))
+        if math.isfinite(bm) and (not math.isfinite(cm) or cm <= bm):
+            out.append(tid)
+    return out
+
+
+async def _leave_one_out(
+    night: Night,
+    tasks: Sequence[Task],
+    base: Measured,
+    chosen: list[EditRecord],
+    target: EditTarget,
+    conflicts: Sequence[str],
+    union: Measured,
+) -> list[EditRecord]:
+    """Drop every edit whose removal alone raises the union's score on the conflicting tasks."""
+    on = [t for t in tasks if t.id in set(conflicts)]
+    union_score = union.mean([t.id for t in on])
+    samples = night.gate.config.max_samples_per_task
+    out: list[Any] = [None] * len(chosen)
+
+    async def one(i: int) -> None:
+        rest = [e for j, e in enumerate(chosen) if j != i]
+        docs, _ = apply_to(base.docs, rest, target)
+        out[i] = await measure(night, on, docs, samples=samples, phase="attribution")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(chosen)):
+            tg.start_soon(one, i)
+    drop = {e for e, m in zip(chosen, out, strict=True) if m.mean() > union_score}
+    for e, m in zip(chosen, out, strict=True):
+        night.trials.append(
+            Trial(
+                name=f"leave_one_out.{target.value}",
+                kind="leave_one_out",
+                round=0,
+                target=target.value,
+                edits=[e],
+                applied=[e],
+                unmatched=[],
+                note=f"without it the conflicting tasks score {m.mean():.3f} vs {union_score:.3f}"
+                + (" -> dropped" if e in drop else " -> kept"),
+            )
+        )
+    return [e for e in chosen if e not in drop]

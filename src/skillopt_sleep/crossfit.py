@@ -103,6 +103,7 @@ class Trial:
     note: str = ""
     fold: int | None = None
     motivated_by: list[str] = field(default_factory=list)  # failing tasks its reflection saw
+    seen: list[str] = field(default_factory=list)  # every task its reflection saw
 
     @property
     def verdict(self) -> str:
@@ -125,6 +126,7 @@ class Trial:
             "applied": [e.to_dict() for e in self.applied],
             "unmatched": [e.to_dict() for e in self.unmatched],
             "motivated_by": self.motivated_by,
+            "seen": self.seen,
             "decision": self.decision.to_dict() if self.decision else None,
             "note": self.note,
         }
@@ -399,6 +401,7 @@ async def _singles(
             unmatched=[*app.unmatched, *app.skipped],
             fold=cand.fold,
             motivated_by=motivated.get(cand.fold, []),
+            seen=sorted(cand.seen),
         )
         held = [by_id[t] for t in cand.held_out if t in by_id]
         if not app.applied:

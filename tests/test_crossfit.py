@@ -1,0 +1,183 @@
+"""Cross-fitted nights: leak-free validation, every task held out, untested edits carried,
+paired decisions with their numbers, learning that does not stop at a saturated split."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt.backends.mock import World
+from skillopt.types import TaskRecord
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.tasks_file import write_tasks_file
+
+WORLD = World()
+RULES = {r.key: r for r in WORLD.rules}
+HARMFUL = next(r for r in WORLD.rules if r.harmful)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> DemoSetup:
+    return prepare_demo(tmp_path)
+
+
+def _config(demo: DemoSetup, *, night: dict[str, Any] | None = None, **options: Any) -> SleepConfig:
+    data = demo.config.model_dump(mode="json")
+    data["night"].update(night or {})
+    if options:
+        data["pool"]["members"][0]["options"] = options
+    return SleepConfig.model_validate(data)
+
+
+def _report(outcome: Any) -> dict[str, Any]:
+    return json.loads((outcome.run_dir / "report.json").read_text())
+
+
+def _singles(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in report["trials"] if t["kind"] == "single"]
+
+
+def _tasks_file(demo: DemoSetup, intents: list[str]) -> Path:
+    path = demo.root / "tasks.json"
+    tasks = [TaskRecord(id=f"t{i:02d}", intent=text) for i, text in enumerate(intents)]
+    write_tasks_file(path, tasks, generated_at=datetime.now(UTC))
+    return path
+
+
+async def test_no_edit_is_validated_on_a_task_its_reflection_saw(demo: DemoSetup) -> None:
+    outcome = await run_night(demo.config, project=demo.project)
+    singles = _singles(_report(outcome))
+    assert singles
+    for trial in singles:
+        decision = trial["decision"]
+        if decision is None:
+            continue
+        validated = set(decision["arithmetic"]["validated_on"])
+        assert validated and not validated & set(trial["seen"]), trial["name"]
+        assert not decision["leaked"]
+
+
+async def test_every_learnable_task_is_held_out_evidence_tonight(demo: DemoSetup) -> None:
+    outcome = await run_night(demo.config, project=demo.project)
+    report = _report(outcome)
+    folds: dict[str, int] = report["folds"]
+    assert set(folds) == set(report["task_intents"])
+    sizes = Counter(folds.values())
+    assert (
+        len(sizes) == report["tasks"]["folds"] == 3
+        and max(sizes.values()) - min(sizes.values()) <= 1
+    )
+    validated = {
+        tid
+        for t in _singles(report)
+        if t["decision"] and t["fold"] >= 0
+        for tid in t["decision"]["arithmetic"]["validated_on"]
+    }
+    assert validated == set(folds)
+    for t in _singles(report):
+        if t["decision"]:
+            expected = {tid for tid, f in folds.items() if f == t["fold"]}
+            assert set(t["decision"]["arithmetic"]["validated_on"]) == expected
+
+
+async def test_folds_are_reshuffled_from_night_to_night(demo: DemoSetup) -> None:
+    from skillopt.splits import assign_folds
+
+    ids = [f"task-{i}" for i in range(24)]
+    first = assign_folds(ids, n_folds=3, seed=42, rotation=1)
+    second = assign_folds(ids, n_folds=3, seed=42, rotation=2)
+    assert first != second and sorted(Counter(first.values()).values()) == [8, 8, 8]
+    assert assign_folds(ids, n_folds=3, seed=42, rotation=1) == first
+
+
+async def test_an_edit_no_held_out_task_needs_is_untested_and_carried(demo: DemoSetup) -> None:
+    # one task needs the changelog rule: every reflection that proposes it saw that task,
+    # so the folds it is validated on never exercise it
+    path = _tasks_file(
+        demo,
+        [
+            "Where is the retry delay computed?",
+            "Where do we parse the config file?",
+            "Which file defines the CLI entry point? Where is it?",
+            "Fix the failing date parser test",
+            "Fix the bug in the cache eviction",
+            "Add a feature flag for the dark theme",
+        ],
+    )
+    outcome = await run_night(
+        _config(demo, night={"evolve_skill": False}), project=demo.project, tasks_file=path
+    )
+    report = _report(outcome)
+    untested = {c["edit"]["content"] for c in report["untested_edits"]}
+    rejected = {e["content"] for e in report["rejected_edits"]}
+    rule = RULES["changelog"].text
+    assert rule in untested and rule not in rejected
+    verdicts = {t["verdict"] for t in _singles(report) if t["edits"][0]["content"] == rule}
+    assert verdicts == {"untested"}
+    assert outcome.gate_action == "untested" and not outcome.accepted
+    carried = next(c for c in report["untested_edits"] if c["edit"]["content"] == rule)
+    assert carried["seen"]  # what its reflection saw travels with it
+    assert "untested" in (outcome.run_dir / "report.md").read_text().lower()
+
+
+async def test_a_saturated_split_does_not_stop_learning(demo: DemoSetup) -> None:
+    skill = demo.config.live_skill_path()
+    skill.write_text(skill.read_text() + f"- {RULES['cite'].text}\n- {RULES['tests'].text}\n")
+    path = _tasks_file(
+        demo,
+        [
+            "Where is the retry delay computed?",
+            "Where do we parse the config file?",
+            "Which file defines the CLI entry point? Where is it?",
+            "Fix the failing date parser test",
+            "Fix the bug in the cache eviction",
+            "Where is the scheduler's next wake computed?",
+            "Add a feature flag for the dark theme",
+            "Rename the --verbose option to --debug",
+            "Prepare the release of version 2.1",
+            "Add the export feature to the reports page",
+        ],
+    )
+    outcome = await run_night(
+        _config(demo, night={"evolve_skill": False}), project=demo.project, tasks_file=path
+    )
+    report = _report(outcome)
+    assert outcome.result is NightResult.ACCEPTED
+    assert RULES["changelog"].text in {e["content"] for e in report["accepted_edits"]}
+
+
+async def test_every_decision_records_its_paired_statistics(demo: DemoSetup) -> None:
+    outcome = await run_night(demo.config, project=demo.project)
+    report = _report(outcome)
+    decided = [t for t in report["trials"] if t["decision"]]
+    assert decided
+    for trial in decided:
+        arithmetic = trial["decision"]["arithmetic"]
+        assert arithmetic["mode"] == "paired" and "sign-flip" in arithmetic["method"]
+        assert 0 <= arithmetic["p_improve"] <= 1 and arithmetic["confidence"] == 0.9
+        assert arithmetic["n_pairs"] >= len(arithmetic["per_task"])
+    final = next(t for t in report["trials"] if t["kind"] == "final")
+    assert final["decision"]["arithmetic"]["per_edit_leak_check"]["leaked"] == []
+
+
+@pytest.mark.slow
+async def test_a_noisy_model_never_gets_the_harmful_rule_accepted(tmp_path: Path) -> None:
+    """Six independent noisy nights (20% of answers flipped): the harmful generalisation,
+    which looks good wherever nothing passes yet, is never accepted."""
+    accepted_good = 0
+    for seed in range(6):
+        demo = prepare_demo(tmp_path / f"n{seed}")
+        outcome = await run_night(_config(demo, flip=0.2, flip_seed=seed), project=demo.project)
+        assert outcome.status is RunStatus.COMPLETE
+        accepted = {e["content"] for e in _report(outcome)["accepted_edits"]}
+        assert HARMFUL.text not in accepted, seed
+        accepted_good += bool(accepted)
+    assert accepted_good >= 4

@@ -108,14 +108,27 @@ async def _score_test(
     return {"n": len(test), "score": night.gate.mean(after), "before": before}
 
 
-def _chart(state: ProjectState, night_no: int, score: float | None) -> list[dict[str, Any]]:
+def _chart(state: ProjectState, tonight: dict[str, Any]) -> list[dict[str, Any]]:
+    """The learning curve: each earlier night's score of the documents it started from (the
+    adopted ones), then tonight's staged (or unchanged) documents."""
     points: list[dict[str, Any]] = []
     for entry in state.history[-14:]:
-        if entry.night == night_no:
+        if entry.night == tonight["night"]:
             continue
-        value = entry.candidate if entry.accepted else entry.baseline
-        points.append({"night": entry.night, "score": value, "label": entry.status.value})
-    points.append({"night": night_no, "score": score, "label": "← tonight"})
+        points.append(
+            {
+                "night": entry.night,
+                "score": entry.baseline,
+                "label": entry.status.value + (" (kept edits)" if entry.accepted else ""),
+                "baseline": entry.baseline,
+                "candidate": entry.candidate,
+                "accepted": entry.kept_edits,
+                "rejected": entry.rejected_edits,
+                "untested": entry.untested_edits,
+                "tasks": entry.n_tasks,
+            }
+        )
+    points.append({**tonight, "label": "← tonight"})
     return points
 
 
@@ -257,7 +270,19 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         notes=night.notes,
         spend=night.spend.summary(),
         reused_rollouts=night.replayer.reused,
-        chart=_chart(state, night_no, score),
+        chart=_chart(
+            state,
+            {
+                "night": night_no,
+                "score": score,
+                "baseline": _finite(decision.baseline) if decision else None,
+                "candidate": _finite(decision.candidate) if decision else None,
+                "accepted": len(decision.applied) if decision and accepted else 0,
+                "rejected": len(decision.rejected) if decision else 0,
+                "untested": len(decision.untested) if decision else 0,
+                "tasks": len(gathered.tasks) if gathered else 0,
+            },
+        ),
         auto_adopted=adopted,
     )
     _write_outputs(night, report, gathered)
@@ -272,6 +297,9 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             candidate=report["candidate"],
             n_tasks=len(gathered.tasks) if gathered else 0,
             run_dir=str(run.path),
+            kept_edits=len(report["accepted_edits"]),
+            rejected_edits=len(report["rejected_edits"]),
+            untested_edits=len(report["untested_edits"]),
         )
         state = state.with_cursor(started).record_night(entry)
         if gathered:

@@ -27,6 +27,23 @@ def fmt(score: Any) -> str:
     return "—" if score is None else f"{float(score):.3f}"
 
 
+def _curve_table(points: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = [p for p in points if "accepted" in p]
+    if not rows:
+        return []
+    out = [
+        "| Night | Adopted docs | Staged docs | Kept | Rejected | Untested | Tasks |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in rows:
+        out.append(
+            f"| {p.get('night')} | {fmt(p.get('baseline'))} | {fmt(p.get('candidate'))} | "
+            f"{p.get('accepted', 0)} | {p.get('rejected', 0)} | {p.get('untested', 0)} | "
+            f"{p.get('tasks', 0)} |"
+        )
+    return [*out, ""]
+
+
 def score_chart(points: Sequence[Mapping[str, Any]]) -> str:
     """A text bar chart of the val score per night (``night``, ``score``, ``label``)."""
     if not points:
@@ -73,26 +90,36 @@ def _summary(r: Mapping[str, Any]) -> str:
             f"skillopt read {r.get('n_sessions', 0)} new session(s) and found no task it "
             "could replay and judge, so there was nothing to learn tonight."
         )
+    recalled = tasks.get("recalled", 0)
+    origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
     parts = [
-        f"skillopt read **{r.get('n_sessions', 0)}** recent agent session(s) and turned them "
-        f"into **{tasks.get('total', 0)}** recurring task(s) "
-        f"({tasks.get('train', 0)} to learn from, {tasks.get('val', 0)} held out to check "
-        f"edits, {tasks.get('test', 0)} kept for a final test)."
-    ]
-    n_prop = len(r.get("proposed_edits", []))
+        f"skillopt read **{r.get('n_sessions', 0)}** new agent session(s) and worked on "
+        f"**{tasks.get('total', 0)}** recurring task(s){origin}. Each of the "
+        f"{tasks.get('learnable', 0)} learnable tasks was held out once: the tasks were split "
+        f"into {tasks.get('folds', 0)} folds, and an edit proposed from some folds was "
+        f"checked only on a fold its reflection never saw"
+        + (f"; {tasks.get('test')} task(s) were kept for a final test." if tasks.get("test")
+           else ".")
+    ]  # fmt: skip
+    n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
+    n_untested = len(r.get("untested_edits", []))
     if n_prop:
         parts.append(
-            f"The optimizer proposed {n_prop} edit(s) to the skill/memory; the validation "
-            f"gate kept **{n_acc}**."
-        )
+            f"The optimizer proposed {n_prop} distinct edit(s) to the skill/memory; the "
+            f"validation gate kept **{n_acc}**"
+            + (f", and {n_untested} could not be tested tonight (no held-out task exercised "
+               "them: they are carried to a later night)" if n_untested else "")
+            + "."
+        )  # fmt: skip
     else:
         reasons = "; ".join(r.get("no_edit_reasons", [])[:2])
         parts.append(f"No edit was proposed ({cell(reasons, 300) or 'no reason recorded'}).")
+    decision = r.get("gate_action") or "none (the night stopped before a decision)"
     parts.append(
-        f"On the held-out tasks the score went from **{fmt(r.get('baseline'))}** to "
-        f"**{fmt(r.get('candidate'))}** ({_metric(r.get('metric', 'mixed'))}); "
-        f"decision: **{r.get('gate_action', 'reject')}**."
+        f"Measured on every learnable task, the score went from **{fmt(r.get('baseline'))}** "
+        f"to **{fmt(r.get('candidate'))}** ({_metric(r.get('metric', 'mixed'))}); "
+        f"decision: **{decision}**."
     )
     if r.get("result") == "budget_reached":
         parts.append("The night stopped early because its spend cap was reached.")
@@ -137,30 +164,82 @@ def _trials(trials: Sequence[Mapping[str, Any]]) -> list[str]:
     out = [
         "## Gate trials",
         "",
-        "Each trial measures a candidate on the held-out tasks against the best documents "
-        "so far (the final check uses fresh samples against tonight's starting point).",
+        "Each single trial measures one edit on its held-out fold against the best documents "
+        "so far, paired per task and sample; the union checks the kept edits together on "
+        "every task; the final check compares the night's documents with the live ones.",
         "",
-        "| Trial | Target | Edits tried | Baseline | Candidate | Decision |",
-        "|---|---|---|---|---|---|",
+        "| Trial | Target | Edits tried | Baseline | Candidate | p | Decision |",
+        "|---|---|---|---|---|---|---|",
     ]
     for t in trials:
         d = t.get("decision") or {}
         decision = d.get("action", "—") if d else (t.get("note") or "not measured")
+        p = (d.get("arithmetic") or {}).get("p_improve")
         edits = "; ".join(
             cell(e.get("content", ""), 50) for e in t.get("applied") or t.get("edits", [])
         )
         out.append(
             f"| {cell(t.get('name', ''))} | {cell(t.get('target', ''))} | {edits or '—'} | "
-            f"{fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | {cell(decision)} |"
+            f"{fmt(d.get('baseline'))} | {fmt(d.get('candidate'))} | "
+            f"{'—' if p is None else f'{float(p):.3g}'} | {cell(decision)} |"
         )
     out += [
         "",
-        "Decisions: `accept_new_best` = better than the best so far, kept; `reject` = not "
-        "better (a tie is a reject); `reject_unverified` = better, but the held-out set could "
-        "not be trusted. Rows ending in `.single` try one edit of a rejected batch alone, "
-        "`.union` the edits that helped, together.",
+        "Decisions: `accept_new_best` = a significant paired gain (p at most 1 - confidence) "
+        "and no held-out task significantly worse; `reject` = not that; `untested` = no "
+        "held-out task changed at all (carried to a later night, not a tie); "
+        "`reject_unverified` = it would pass, but it was measured on a task its reflection "
+        "saw.",
     ]
     return [*out, ""]
+
+
+def _edit_stories(r: Mapping[str, Any]) -> list[str]:
+    """Per distinct edit: what motivated it, where it was tested, how those tasks moved."""
+    singles = [t for t in r.get("trials", []) if t.get("kind") == "single" and t.get("edits")]
+    if not singles:
+        return []
+    intents = r.get("task_intents", {})
+    accepted = {e.get("content") for e in r.get("accepted_edits", [])}
+    stories: dict[str, list[Mapping[str, Any]]] = {}
+    for t in singles:
+        stories.setdefault(str(t["edits"][0].get("content", "")), []).append(t)
+    out = ["## Every edit, one by one", ""]
+    for content, trials in stories.items():
+        verdicts = [t.get("verdict", "") for t in trials]
+        overall = "kept" if content in accepted else "rejected"
+        if content not in accepted and set(verdicts) <= {"untested", "not_run"}:
+            overall = "untested (carried to a later night)"
+        out.append(f"- **{cell(content, 200)}** — {overall}")
+        motivated = sorted({m for t in trials for m in t.get("motivated_by", [])})
+        if motivated:
+            names = "; ".join(cell(intents.get(m, m), 60) for m in motivated[:4])
+            more = f" (+{len(motivated) - 4} more)" if len(motivated) > 4 else ""
+            out.append(f"  - motivated by failures of: {names}{more}")
+        for t in trials:
+            out.append(f"  - {_tested(t, intents)}")
+    return [*out, ""]
+
+
+def _tested(trial: Mapping[str, Any], intents: Mapping[str, str]) -> str:
+    d = trial.get("decision")
+    if not d:
+        return f"fold {trial.get('fold')}: {cell(trial.get('note') or 'not measured', 200)}"
+    a = d.get("arithmetic") or {}
+    moved = ", ".join(
+        f"{cell(intents.get(p['task_id'], p['task_id']), 40)} {fmt(p['baseline'])}→"
+        f"{fmt(p['candidate'])}"
+        for p in a.get("per_task", [])
+        if p.get("delta")
+    )
+    reasons = "; ".join(a.get("reasons", [])) or a.get("rule", "")
+    return (
+        f"fold {trial.get('fold')}: {trial.get('verdict')} on {len(a.get('validated_on', []))} "
+        f"held-out task(s), mean delta {float(a.get('mean_delta') or 0):+.3f}, "
+        f"p={float(a.get('p_improve', 1)):.3g}"
+        + (f"; moved: {moved}" if moved else "; no task moved")
+        + (f" ({cell(reasons, 200)})" if reasons and trial.get("verdict") != "accepted" else "")
+    )
 
 
 def _task_changes(r: Mapping[str, Any]) -> list[str]:
@@ -223,14 +302,16 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         _summary(r),
         "",
-        "## Held-out score across nights",
+        "## Learning curve",
         "",
-        "A score is the average, over the held-out tasks, of how well the agent's answers met "
-        "each task (1.0 = every task fully met). Each bar scores the skill and memory a night "
-        "ended with: the accepted candidate, or the unchanged documents.",
+        "Each night starts from the documents you had adopted; the bar is their score on that "
+        "night's tasks (the average over tasks of how well the agent's answers met each task, "
+        "1.0 = every task fully met). Tonight's bar is the score of the documents it staged "
+        "(or of the unchanged ones). A rising curve is the agent getting better at your work.",
         "",
         score_chart(r.get("chart", [])),
         "",
+        *_curve_table(r.get("chart", [])),
     ]
     lines += _edits("Accepted edits", r.get("accepted_edits", []))
     lines += _edits(
@@ -243,6 +324,7 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         r.get("unmatched_edits", []),
         "Duplicates of existing lines, or anchors that were not found.",
     )
+    lines += _edit_stories(r)
     lines += _trials(r.get("trials", []))
     lines += _task_changes(r)
     if r.get("test") is not None:

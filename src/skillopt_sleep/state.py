@@ -72,6 +72,9 @@ class NightEntry(_Frozen):
     candidate: float | None = None
     n_tasks: int = Field(default=0, ge=0)
     run_dir: str = ""
+    kept_edits: int = Field(default=0, ge=0)
+    rejected_edits: int = Field(default=0, ge=0)
+    untested_edits: int = Field(default=0, ge=0)
 
 
 class ProjectState(_Frozen):

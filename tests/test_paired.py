@@ -136,3 +136,11 @@ def test_a_real_effect_under_noise_is_found_with_enough_samples() -> None:
         for _ in range(100)
     )
     assert found >= 60  # measured: 75 of 100 (power at 4 samples, 3 of 6 tasks moved)
+
+
+def test_no_regression_blocks_any_lower_task_even_when_not_significant() -> None:
+    base = {"a": [0.0] * 4, "b": [0.0] * 4, "c": [1.0]}
+    cand = {"a": [1.0] * 4, "b": [1.0] * 4, "c": [0.0]}
+    assert decide_paired(base, cand, config=GateConfig(), task_ids=list(base)).accepted
+    strict = decide_paired(base, cand, config=GateConfig(no_regression=True), task_ids=list(base))
+    assert not strict.accepted and strict.blocked_by_regression

@@ -379,7 +379,13 @@ def decide_paired(
     )
     leaks = sorted(set(task_ids) & set(seen))
     reasons = _paired_reasons(test, leaks, empty=not task_ids)
-    if test.passed and leaks:
+    worse = [t.task_id for t in test.tasks if t.mean_delta < 0]
+    strict_block = config.no_regression and bool(worse) and test.passed
+    if strict_block:
+        reasons.append(f"no_regression: {len(worse)} held-out task(s) scored lower: {worse[:5]}")
+    if strict_block:
+        action, accepted = GateAction.REJECT, False
+    elif test.passed and leaks:
         action, accepted = GateAction.REJECT_UNVERIFIED, False
     elif test.passed:
         action, accepted = GateAction.ACCEPT_NEW_BEST, True
@@ -417,7 +423,7 @@ def decide_paired(
         candidate=test.candidate,
         delta=test.mean_delta,
         task_deltas=deltas,
-        blocked_by_regression=bool(test.regressed),
+        blocked_by_regression=bool(test.regressed) or strict_block,
         leaked=bool(leaks),
         arithmetic=arithmetic,
     )

@@ -302,12 +302,18 @@ async def consolidate(
         rejected_all.nothing_to_learn = True
         return rejected_all
     best, measured = start, base
+    round_start = start
     applied: list[EditRecord] = []
     proposed: list[EditRecord] = []
     untested: dict[EditRecord, Candidate] = {}
     targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
                                (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
     for round_no in range(1, cfg.night.rounds + 1):
+        if round_no > 1 and (best == round_start or _all_pass(measured)):
+            why = "nothing changed" if best == round_start else "every task passes"
+            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
+            break
+        round_start = best
         if round_no > 1:
             measured = await _rollouts(night, f"round{round_no}.rollouts", tasks, best)
             folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,

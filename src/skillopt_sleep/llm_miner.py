@@ -16,12 +16,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from skillopt.backends.base import Completion, CompletionRequest, Role
+from skillopt.backends.base import Completer, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -54,10 +54,6 @@ EXCHANGE_CHARS = 2000
 
 _log = get_logger("skillopt_sleep.llm_miner")
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-class Completer(Protocol):
-    async def complete(self, request: CompletionRequest) -> Completion: ...
 
 
 class _Check(BaseModel):

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
+from skillopt.backends.base import Pool as ModelPool
 from skillopt.errors import BudgetExceededError
 
-
-class ModelPool(Protocol):
-    """What the night needs from :class:`skillopt.backends.pool.BackendPool`."""
-
-    async def complete(self, request: CompletionRequest) -> Completion: ...
-
-    def accounting(self) -> dict[str, Any]: ...
-
-    def total_concurrency(self, role: Role) -> int: ...
+__all__ = ["ModelPool", "SpendEstimate", "SpendingPool"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

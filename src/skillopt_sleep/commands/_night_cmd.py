@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from skillopt.backends.wrappers import DrainingCompleter
 from skillopt.errors import LockHeldError, RefusedError
 from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import (
@@ -25,7 +26,6 @@ from skillopt_sleep.commands._common import (
     say,
 )
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.draining import DrainingPool
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
 from skillopt_sleep.progress import default_progress
@@ -134,12 +134,12 @@ async def _night(
     """
     outcome: NightOutcome | None = None
     backend: BackendPool | None = None
-    pool: DrainingPool | None = None
+    pool: DrainingCompleter | None = None
     if cfg.pool is not None:  # else run_night explains the missing [pool]
         from skillopt.backends.pool import BackendPool
 
         backend = BackendPool.from_config(cfg.pool)
-        pool = DrainingPool(backend)
+        pool = DrainingCompleter(backend)
     try:
         async with anyio.create_task_group() as tg:
 

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from skillopt.atomicio import atomic_write_json
+from skillopt.backends.wrappers import DrainingCompleter
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.daemon import (
@@ -34,7 +35,6 @@ from skillopt_sleep.daemon import (
     NightSummary,
 )
 from skillopt_sleep.daemon_settings import DaemonSettings
-from skillopt_sleep.draining import DrainingPool
 
 NAME = "daemon"
 HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
@@ -181,14 +181,14 @@ class SharedPool:
     def __init__(self, pool_config: Any) -> None:
         self._config = pool_config
         self._pool: Any = None
-        self._draining: DrainingPool | None = None
+        self._draining: DrainingCompleter | None = None
 
-    def get(self) -> DrainingPool:
+    def get(self) -> DrainingCompleter:
         if self._draining is None:
             from skillopt.backends.pool import BackendPool
 
             self._pool = BackendPool.from_config(self._config)
-            self._draining = DrainingPool(self._pool)
+            self._draining = DrainingCompleter(self._pool)
         return self._draining
 
     async def drain(self) -> None:

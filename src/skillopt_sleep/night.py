@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -35,9 +34,6 @@ from skillopt_sleep.progress import LogProgress, NightProgress
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.spend import ModelPool
 from skillopt_sleep.state import project_dir
-
-if TYPE_CHECKING:
-    from skillopt.backends.pool import BackendPool
 
 __all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
 
@@ -104,13 +100,12 @@ async def run_night(
 ) -> NightOutcome:
     """Run (or resume) one night for ``project``. The caller holds the project lock.
 
-    ``pool`` defaults to one built from ``config.pool`` (closed afterwards); ``demo`` only
+    ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
     labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
     an exception; configuration problems raise :class:`ConfigError`.
     """
     from skillopt_sleep.pipeline import drive
 
-    owned: BackendPool | None = None
     if pool is None:
         if config.pool is None:  # checked before any run directory is made
             raise ConfigError(
@@ -118,9 +113,19 @@ async def run_night(
                 "(see docs/night.md), or try `skillopt-sleep once --demo`",
                 key="pool",
             )
-        from skillopt.backends.pool import BackendPool
+        from skillopt.backends.open import open_completer
 
-        owned = pool = BackendPool.from_config(config.pool)
+        async with open_completer(config.pool) as stack:
+            return await run_night(
+                config,
+                project=project,
+                dry_run=dry_run,
+                demo=demo,
+                pool=stack,
+                clock=clock,
+                progress=progress,
+                tasks_file=tasks_file,
+            )
     clock = clock or now_clock
     progress = progress or LogProgress()
     try:
@@ -158,5 +163,3 @@ async def run_night(
             return await drive(night, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()
-        if owned is not None:
-            await owned.aclose()

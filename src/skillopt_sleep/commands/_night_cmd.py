@@ -7,12 +7,12 @@ import shlex
 import shutil
 import signal
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
-from skillopt.backends.wrappers import DrainingCompleter
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
 from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import (
@@ -29,9 +29,6 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
 from skillopt_sleep.progress import default_progress
-
-if TYPE_CHECKING:
-    from skillopt.backends.pool import BackendPool
 
 
 def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
@@ -133,13 +130,10 @@ async def _night(
     resumable; we then report it as an interruption (exit 130).
     """
     outcome: NightOutcome | None = None
-    backend: BackendPool | None = None
-    pool: DrainingCompleter | None = None
+    resources = AsyncExitStack()
+    pool: CompleterStack | None = None
     if cfg.pool is not None:  # else run_night explains the missing [pool]
-        from skillopt.backends.pool import BackendPool
-
-        backend = BackendPool.from_config(cfg.pool)
-        pool = DrainingCompleter(backend)
+        pool = await resources.enter_async_context(open_completer(cfg.pool, drainable=True))
     try:
         async with anyio.create_task_group() as tg:
 
@@ -179,9 +173,7 @@ async def _night(
             raise group.exceptions[0] from None
         raise
     finally:
-        if backend is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await backend.aclose()
+        await resources.aclose()
     if outcome is None:  # cancelled by SIGTERM
         raise KeyboardInterrupt
     return outcome

@@ -16,13 +16,14 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from skillopt.atomicio import atomic_write_json
-from skillopt.backends.wrappers import DrainingCompleter
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.daemon import (
@@ -175,30 +176,27 @@ def _test_night(cfg: Any, spec: str) -> NightRunner:
 
 
 class SharedPool:
-    """One backend pool for every night of one config, built on first use; a stop drains
-    it (no new calls, the ones in flight finish)."""
+    """One model-call stack for every night of one config, opened on first use; a stop
+    drains it (no new calls, the ones in flight finish)."""
 
     def __init__(self, pool_config: Any) -> None:
         self._config = pool_config
-        self._pool: Any = None
-        self._draining: DrainingCompleter | None = None
+        self._resources = AsyncExitStack()
+        self._stack: CompleterStack | None = None
 
-    def get(self) -> DrainingCompleter:
-        if self._draining is None:
-            from skillopt.backends.pool import BackendPool
-
-            self._pool = BackendPool.from_config(self._config)
-            self._draining = DrainingCompleter(self._pool)
-        return self._draining
+    async def get(self) -> CompleterStack:
+        if self._stack is None:  # no checkpoint before the assignment: nights share one
+            opened = open_completer(self._config, drainable=True)
+            self._stack = await self._resources.enter_async_context(opened)
+        return self._stack
 
     async def drain(self) -> None:
-        if self._draining is not None:
-            await self._draining.drain()
+        if self._stack is not None:
+            await self._stack.drain()
 
     async def aclose(self) -> None:
-        pool, self._pool, self._draining = self._pool, None, None
-        if pool is not None:
-            await pool.aclose()
+        self._stack = None
+        await self._resources.aclose()
 
 
 def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
@@ -207,7 +205,7 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.night import run_night
 
-        outcome = await run_night(cfg, project=request.project.path, pool=shared.get())
+        outcome = await run_night(cfg, project=request.project.path, pool=await shared.get())
         return summary_from_outcome(outcome)
 
     return run_one

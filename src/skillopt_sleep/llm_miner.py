@@ -103,6 +103,8 @@ def parse_reply(text: str) -> MineReply:
 
 
 def build_prompt(digest: SessionDigest, *, project: str) -> str:
+    """The mining prompt for one session, redacted: it is kept in the diagnostics (what is
+    sent is redacted again by the model-call stack)."""
     intents = "\n".join(
         f"{i + 1}. {clip(t, PROMPT_INTENT_CHARS)}"
         for i, t in enumerate(digest.user_intents[:PROMPT_INTENTS])
@@ -199,7 +201,7 @@ async def _mine_one(
     for attempt in range(2):
         text = prompt
         if attempt:
-            text = redact_text(
+            text = (
                 f"{prompt}\n\nYour previous reply could not be used ({cause}). "
                 "Reply again with only the JSON object described above."
             )

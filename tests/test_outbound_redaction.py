@@ -24,6 +24,7 @@ from skillopt_sleep.demo import DemoSetup, prepare_demo
 from support.fake_model_server import FakeModelServer, Request
 from support.sleep_setup import write_config
 from support.trainer_fakes import demo_reply_fn
+from support.transcripts import append_to_first_prompts
 from support.world_http import world_reply
 
 pytestmark = pytest.mark.slow
@@ -56,17 +57,8 @@ optimizer = ["m"]
 """
 
 
-def plant_in_transcripts(setup: DemoSetup) -> None:
-    for transcript in (setup.claude_home / "projects").rglob("*.jsonl"):
-        lines = transcript.read_text().splitlines()
-        first = json.loads(lines[0])
-        first["message"]["content"] += f" {PLANTED}"
-        lines[0] = json.dumps(first)
-        transcript.write_text("\n".join(lines) + "\n")
-
-
 def night(setup: DemoSetup, server: FakeModelServer) -> None:
-    plant_in_transcripts(setup)
+    append_to_first_prompts(setup.claude_home, PLANTED)
     for live in (setup.config.live_skill_path(), setup.config.live_memory_path(setup.project)):
         live.write_text(live.read_text() + f"\n- Deploy with {PLANTED}\n")
     config = write_config(setup, pool=openai_members(server))
@@ -78,7 +70,7 @@ def night(setup: DemoSetup, server: FakeModelServer) -> None:
 
 
 def harvest(setup: DemoSetup, server: FakeModelServer) -> None:
-    plant_in_transcripts(setup)
+    append_to_first_prompts(setup.claude_home, PLANTED)
     config = write_config(setup, pool=openai_members(server))
     code = skillopt_sleep.cli.main(
         ["harvest", "--json", "--config", str(config), "--project", str(setup.project),

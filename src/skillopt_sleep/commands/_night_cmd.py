@@ -14,7 +14,6 @@ import anyio
 
 from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
-from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -29,6 +28,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
 from skillopt_sleep.progress import default_progress
+from skillopt_sleep.shutdown import GracefulStop
 
 
 def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
@@ -129,51 +129,37 @@ async def _night(
     Cancellation unwinds through the pipeline, which marks the run ``aborted`` and
     resumable; we then report it as an interruption (exit 130).
     """
-    outcome: NightOutcome | None = None
-    resources = AsyncExitStack()
-    pool: CompleterStack | None = None
-    if cfg.pool is not None:  # else run_night explains the missing [pool]
-        pool = await resources.enter_async_context(open_completer(cfg.pool, drainable=True))
-    try:
-        async with anyio.create_task_group() as tg:
+    async with AsyncExitStack() as resources:
+        pool: CompleterStack | None = None
+        if cfg.pool is not None:  # else run_night explains the missing [pool]
+            pool = await resources.enter_async_context(open_completer(cfg.pool, drainable=True))
+        stop = GracefulStop("night")
+        outcome: NightOutcome | None = None
+        try:
+            async with anyio.create_task_group() as tg:
 
-            async def stop_on_sigterm() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                    received = signals.__aiter__()
-                    signum = await received.__anext__()
-                    get_logger("skillopt_sleep.once").warning(
-                        "night.signal", signal=signal.Signals(signum).name, action="drain"
-                    )
-                    if pool is not None:
-                        with anyio.move_on_after(cfg.daemon.shutdown_grace_seconds):
-                            async with anyio.create_task_group() as waits:
+                async def on_stop() -> None:
+                    await stop.requested.wait()
+                    grace = cfg.daemon.shutdown_grace_seconds
+                    drain = pool.drain if pool is not None else None
+                    await stop.cancel_after_drain(tg.cancel_scope, drain=drain, grace=grace)
 
-                                async def second_signal() -> None:
-                                    await received.__anext__()
-                                    waits.cancel_scope.cancel()
-
-                                waits.start_soon(second_signal)
-                                await pool.drain()
-                                waits.cancel_scope.cancel()
-                    tg.cancel_scope.cancel()
-
-            tg.start_soon(stop_on_sigterm)
-            outcome = await run_night(
-                cfg,
-                project=project,
-                pool=pool,
-                dry_run=dry_run,
-                demo=demo,
-                progress=default_progress(sys.stderr),
-                tasks_file=tasks_file,
-            )
-            tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:  # surface the night's own error, not the group
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-    finally:
-        await resources.aclose()
+                await tg.start(stop.watch_signals, signal.SIGTERM)
+                tg.start_soon(on_stop)
+                outcome = await run_night(
+                    cfg,
+                    project=project,
+                    pool=pool,
+                    dry_run=dry_run,
+                    demo=demo,
+                    progress=default_progress(sys.stderr),
+                    tasks_file=tasks_file,
+                )
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # surface the night's own error, not the group
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
     if outcome is None:  # cancelled by SIGTERM
         raise KeyboardInterrupt
     return outcome

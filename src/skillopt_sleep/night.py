@@ -29,6 +29,7 @@ import structlog
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.consolidate import Night
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.outcome import Clock, NightFailed, NightOutcome, NightResult
 from skillopt_sleep.progress import LogProgress, NightProgress
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
@@ -97,12 +98,14 @@ async def run_night(
     clock: Clock | None = None,
     progress: NightProgress | None = None,
     tasks_file: Path | None = None,
+    observer: StageObserver = NO_OBSERVER,
 ) -> NightOutcome:
     """Run (or resume) one night for ``project``. The caller holds the project lock.
 
     ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
     labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
-    an exception; configuration problems raise :class:`ConfigError`.
+    an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
+    when each stage starts and ends (a seam for tests and tools).
     """
     from skillopt_sleep.pipeline import drive
 
@@ -125,6 +128,7 @@ async def run_night(
                 clock=clock,
                 progress=progress,
                 tasks_file=tasks_file,
+                observer=observer,
             )
     clock = clock or now_clock
     progress = progress or LogProgress()
@@ -157,6 +161,7 @@ async def run_night(
             progress=progress,
             dry_run=dry_run,
             resumed=resumed,
+            observer=observer,
         )
         night.notes.extend(notes)
         with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):

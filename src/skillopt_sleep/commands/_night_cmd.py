@@ -27,6 +27,7 @@ from skillopt_sleep.commands._common import (
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import default_progress
 from skillopt_sleep.shutdown import GracefulStop
 
@@ -72,14 +73,19 @@ def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
         say(f"  report: {outcome.report_path}")
 
 
-def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
+def run_command(
+    args: argparse.Namespace, *, dry_run: bool, observer: StageObserver = NO_OBSERVER
+) -> int:
+    """Run the night the arguments describe; ``observer`` watches its stages (tests)."""
     demo = bool(getattr(args, "demo", False))
     try:
         cfg, project = load_config(args)
         _check_tasks_file(cfg, args.tasks_file, demo=demo)
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:
-            outcome: NightOutcome = run_async(_night, cfg, project, dry_run, demo, args.tasks_file)
+            outcome: NightOutcome = run_async(
+                _night, cfg, project, dry_run, demo, args.tasks_file, observer
+            )
     except KeyboardInterrupt:
         return refuse(args, "interrupted", "interrupted; the next `once` resumes this night",
                       EXIT_INTERRUPTED)  # fmt: skip
@@ -120,7 +126,12 @@ def _self_command() -> str:
 
 
 async def _night(
-    cfg: SleepConfig, project: Path, dry_run: bool, demo: bool, tasks_file: Path | None
+    cfg: SleepConfig,
+    project: Path,
+    dry_run: bool,
+    demo: bool,
+    tasks_file: Path | None,
+    observer: StageObserver,
 ) -> NightOutcome:
     """Run the night; SIGTERM (a systemd stop, a timer's kill) stops it cleanly.
 
@@ -154,6 +165,7 @@ async def _night(
                     demo=demo,
                     progress=default_progress(sys.stderr),
                     tasks_file=tasks_file,
+                    observer=observer,
                 )
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # surface the night's own error, not the group

@@ -22,6 +22,7 @@ from skillopt_sleep.lock import project_key
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 pytest.importorskip("skillopt_sleep.config", reason="the sleep config loader has not landed yet")
+SLEEPING_DAEMON = Path(__file__).parent / "support" / "sleeping_daemon.py"
 
 
 def write_config(path: Path, state: Path, project: Path, **daemon: Any) -> None:
@@ -72,10 +73,12 @@ class Daemonproc:
 
 
 @asynccontextmanager
-async def daemon_process(config: Path, night: str) -> AsyncIterator[Daemonproc]:
-    env = {**os.environ, "SKILLOPT_SLEEP_TEST_NIGHT": night, "PYTHONUNBUFFERED": "1"}
+async def daemon_process(config: Path, night_seconds: float) -> AsyncIterator[Daemonproc]:
+    """The real daemon, with nights that only sleep (tests/support/sleeping_daemon.py)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("SKILLOPT_SLEEP__STATE_DIR", None)
-    argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--config", str(config)]
+    argv = [sys.executable, str(SLEEPING_DAEMON), str(night_seconds), "daemon",
+            "--config", str(config)]  # fmt: skip
     async with running_daemon(argv, env) as proc:
         yield proc
 
@@ -108,7 +111,7 @@ async def test_sigterm_aborts_a_long_night_within_grace_and_leaves_it_resumable(
     state, project, cfg = tmp_path / "state", tmp_path / "my project", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=0.5)
-    async with daemon_process(cfg, "sleep:60") as proc:
+    async with daemon_process(cfg, 60) as proc:
         await proc.wait_for(lambda: bool(proc.named("daemon.wake")), what="first wake")
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         t0 = anyio.current_time()
@@ -129,7 +132,7 @@ async def test_sigterm_lets_a_short_night_finish(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=10.0)
-    async with daemon_process(cfg, "sleep:0.8") as proc:
+    async with daemon_process(cfg, 0.8) as proc:
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         proc.send(signal.SIGTERM)
         with anyio.fail_after(5):
@@ -144,7 +147,7 @@ async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=60.0)
-    async with daemon_process(cfg, "sleep:60") as proc:
+    async with daemon_process(cfg, 60) as proc:
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         proc.send(signal.SIGTERM)
         await proc.wait_for(lambda: bool(proc.named("daemon.stopping")), what="stopping")
@@ -161,7 +164,7 @@ async def test_sighup_with_broken_config_keeps_the_old_one(tmp_path: Path) -> No
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=5.0)
-    async with daemon_process(cfg, "sleep:0.1") as proc:
+    async with daemon_process(cfg, 0.1) as proc:
         await proc.wait_for(lambda: len(proc.named("daemon.night")) >= 1, what="first night")
         cfg.write_text(cfg.read_text().replace('cron = "* * * * * *"', 'cron = "every night"'))
         proc.send(signal.SIGHUP)
@@ -179,7 +182,7 @@ async def test_sighup_with_broken_config_keeps_the_old_one(tmp_path: Path) -> No
 async def test_bad_config_at_start_exits_2(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     write_config(cfg, state, project, time="25:99")
-    async with daemon_process(cfg, "sleep:1") as proc:
+    async with daemon_process(cfg, 1) as proc:
         pass
     assert proc.process.returncode == 2
     assert any("daemon.time" in line for line in proc.raw)
@@ -188,7 +191,6 @@ async def test_bad_config_at_start_exits_2(tmp_path: Path) -> None:
 @asynccontextmanager
 async def demo_daemon(*extra: str) -> AsyncIterator[Daemonproc]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("SKILLOPT_SLEEP_TEST_NIGHT", None)
     argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--demo", *extra]
     async with running_daemon(argv, env) as proc:
         yield proc
@@ -248,7 +250,7 @@ async def test_once_exits_2_while_a_daemon_night_holds_the_lock(tmp_path: Path) 
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=0.2)
-    async with daemon_process(cfg, "sleep:30") as proc:
+    async with daemon_process(cfg, 30) as proc:
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         once = await anyio.run_process(
             [sys.executable, "-m", "skillopt_sleep", "once", "--config", str(cfg),

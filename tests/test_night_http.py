@@ -16,6 +16,7 @@ from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply
+from support.transcripts import append_to_first_prompts
 from support.world_http import world_reply
 
 HARMFUL = next(r for r in World().rules if r.harmful)
@@ -51,17 +52,8 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
     return prepare_demo(tmp_path)
 
 
-def plant_secret(setup: DemoSetup) -> None:
-    for transcript in (setup.claude_home / "projects").rglob("*.jsonl"):
-        lines = transcript.read_text().splitlines()
-        first = json.loads(lines[0])
-        first["message"]["content"] += f" (token {SECRET})"
-        lines[0] = json.dumps(first)
-        transcript.write_text("\n".join(lines) + "\n")
-
-
 async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
-    plant_secret(setup)
+    append_to_first_prompts(setup.claude_home, f"(token {SECRET})")
     logs = io.StringIO()
     configure_logging(stream=logs, json=True, level="DEBUG")
     with FakeModelServer(reply_fn=world_reply) as server:

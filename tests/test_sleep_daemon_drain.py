@@ -32,7 +32,6 @@ def _only_run(root: Path) -> dict[str, object]:
 
 async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("SKILLOPT_SLEEP_TEST_NIGHT", None)
     argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--demo", "--every", "2",
             "--demo-latency", "0.3", "--shutdown-grace", str(GRACE)]  # fmt: skip
     process = await anyio.open_process(argv, env=env, stdin=None)

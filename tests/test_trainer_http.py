@@ -4,41 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from skillopt.backends.pool import BackendPool
 from skillopt.config import PoolConfig
 from skillopt.trainer.config import load_trainer_config
-from skillopt.trainer.demo import DemoWorld, infer_stage
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.loop import Trainer
-from skillopt.types import Split
-from support.fake_model_server import FakeModelServer, Request
+from support.fake_model_server import FakeModelServer
+from support.trainer_fakes import demo_reply_fn
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def demo_reply_fn(env: QAEnvironment, *, broken_first_analyst: bool) -> Any:
-    world = DemoWorld()
-    items = {
-        QAEnvironment.user_prompt(item): dict(item.data)
-        for split in Split
-        for item in env.items(split)
-    }
-    state = {"broken": broken_first_analyst}
-
-    def reply(request: Request) -> str:
-        messages = request.body.get("messages", [])
-        system = "".join(
-            str(m["content"]) for m in messages if m["role"] in ("system", "developer")
-        )
-        user = request.user_text
-        if state["broken"] and infer_stage(user) == "analyst" and len(messages) == 1:
-            state["broken"] = False
-            return "I think the skill should mention numbers."  # not JSON: forces the retry
-        return world.chat_reply(system=system, user=user, items=items)
-
-    return reply
 
 
 async def test_training_over_http_with_a_schema_retry(tmp_path: Path) -> None:

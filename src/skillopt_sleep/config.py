@@ -110,10 +110,6 @@ class SleepConfig(StrictModel):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
-    # Test hook: SIGKILL the night after this stage ("rollouts", "final", ...) or after
-    # N recorded rollouts ("rollouts=N"); "sigint:<stage>" sends SIGINT instead. Used by
-    # the resume tests; leave empty.
-    debug_kill_after: str = ""
 
     # -- resolved paths -------------------------------------------------------------
     def state_path(self) -> Path:

@@ -10,8 +10,6 @@ stage is journalled in ``run.json``.
 from __future__ import annotations
 
 import functools
-import os
-import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,6 +40,7 @@ from skillopt_sleep.crossfit import (
 )
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.outcome import NightFailed
 from skillopt_sleep.progress import NightProgress
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
@@ -94,8 +93,10 @@ class Night:
         progress: NightProgress,
         dry_run: bool,
         resumed: bool,
+        observer: StageObserver = NO_OBSERVER,
     ) -> None:
         self.cfg = config
+        self.observer = observer
         self.project = project
         self.spend = SpendingPool(
             pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
@@ -141,24 +142,19 @@ class Night:
     def _record_rollouts(self, rows: list[dict[str, Any]]) -> None:
         self.run.append_rollouts(rows)
         self._rollouts_recorded += len(rows)
-        kill = self.cfg.debug_kill_after
-        if kill.startswith("rollouts=") and self._rollouts_recorded >= int(kill.split("=")[1]):
-            os.kill(os.getpid(), signal.SIGKILL)
+        self.observer.rollouts_recorded(self._rollouts_recorded)
 
     def begin(self, name: str) -> None:
         self.stage = name
         self.progress.stage(name)
         self._calls_at[name] = self.spend.calls
         self.run.begin_stage(name, self.clock())
+        self.observer.stage_started(name)
 
     def end(self, name: str, **extra: Any) -> None:
         calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
         self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
-        kill = self.cfg.debug_kill_after
-        if kill == name:
-            os.kill(os.getpid(), signal.SIGKILL)
-        elif kill == f"sigint:{name}":
-            os.kill(os.getpid(), signal.SIGINT)
+        self.observer.stage_ended(name)
 
     def jobs(
         self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool

@@ -59,6 +59,7 @@ from skillopt_sleep.lock import (
     project_lock_path,
 )
 from skillopt_sleep.lock import project_key as _project_key
+from skillopt_sleep.shutdown import Drain, GracefulStop
 
 
 def _log() -> Any:
@@ -304,8 +305,7 @@ class Daemon:
         self._loader = loader
         self._clock = clock
         self._handle_signals = handle_signals
-        self._stop = anyio.Event()
-        self._immediate = anyio.Event()
+        self._stop = GracefulStop("daemon")
         self.ready = anyio.Event()
         self._stopping = False
         self._running: set[str] = set()
@@ -323,9 +323,7 @@ class Daemon:
     # -- control (also used by signal handling) -------------------------------
 
     def request_stop(self, *, immediate: bool = False) -> None:
-        self._stop.set()
-        if immediate:
-            self._immediate.set()
+        self._stop.request(immediate=immediate)
 
     @property
     def config(self) -> DaemonConfig:
@@ -399,13 +397,14 @@ class Daemon:
             self._limiter.total_tokens = config.settings.max_concurrent_nights
             async with anyio.create_task_group() as outer:
                 if self._handle_signals:
-                    await outer.start(self._watch_signals)
+                    await outer.start(self._stop.watch_signals, signal.SIGTERM, signal.SIGINT)
+                    await outer.start(self._watch_reload)
                 async with anyio.create_task_group() as nights:
                     self._nights = nights
                     self._start_scheduler(jobs)
                     self._catch_up(known)
                     self.ready.set()
-                    await self._stop.wait()
+                    await self._stop.requested.wait()
                     self._stopping = True
                     self._scheduler.shutdown(wait=False)
                     grace = self.config.settings.shutdown_grace_seconds
@@ -415,45 +414,29 @@ class Daemon:
         _log().info("daemon.stopped", aborted_nights=self._aborted)
         return EXIT_INTERRUPTED if self._aborted else EXIT_OK
 
-    async def _watch_signals(self, *, task_status: TaskStatus[None]) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+    async def _watch_reload(self, *, task_status: TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if signum == signal.SIGHUP:
-                    _log().info("daemon.signal", signal=name, action="reload")
-                    if not self._stopping:
-                        self.reload()
-                elif self._stop.is_set():
-                    _log().warning("daemon.signal", signal=name, action="cancel now")
-                    self.request_stop(immediate=True)
-                else:
-                    _log().info("daemon.signal", signal=name, action="stop")
-                    self.request_stop()
+            async for _ in signals:
+                _log().info("daemon.signal", signal="SIGHUP", action="reload")
+                if not self._stopping:
+                    self.reload()
 
     async def _cancel_after_grace(self, nights: TaskGroup, grace: float) -> None:
         """Stop new work, let calls in flight finish (within ``grace``), then cancel."""
-        with anyio.move_on_after(grace):
-            async with anyio.create_task_group() as waits:
+        drains = [c.drain for c in self._loaded]
+        drain: Drain | None = None
+        if self._running and None not in drains:  # else the nights run until they end or grace
 
-                async def drained() -> None:
-                    drains = [c.drain for c in self._loaded]
-                    if not self._running or None in drains:
-                        return  # nothing to drain: the nights run until they end or grace
-                    for drain in drains:
-                        assert drain is not None
-                        await drain()
-                    waits.cancel_scope.cancel()
+            async def drain_all() -> None:
+                for one in drains:
+                    assert one is not None
+                    await one()
 
-                async def immediate() -> None:
-                    await self._immediate.wait()
-                    waits.cancel_scope.cancel()
-
-                waits.start_soon(drained)
-                waits.start_soon(immediate)
+            drain = drain_all
+        await self._stop.cancel_after_drain(nights.cancel_scope, drain=drain, grace=grace)
         if self._running:
             _log().warning("daemon.cancelling_nights", projects=sorted(self._running))
-        nights.cancel_scope.cancel()
 
     # -- scheduling ----------------------------------------------------------
 

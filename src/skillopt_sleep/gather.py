@@ -15,11 +15,12 @@ from typing import Any
 
 import anyio
 
+from skillopt.backends.base import Completer
 from skillopt.splits import assign_splits
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import HarvestResult, SourceKind, SourceSpec, harvest
-from skillopt_sleep.llm_miner import Completer, llm_mine
+from skillopt_sleep.llm_miner import llm_mine
 from skillopt_sleep.mine import MineResult, heuristic_mine
 from skillopt_sleep.tasks_file import load_tasks_file
 

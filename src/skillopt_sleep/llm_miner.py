@@ -16,12 +16,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
-from skillopt.backends.base import Completion, CompletionRequest, Role
+from skillopt.backends.base import Completer, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -54,10 +54,6 @@ EXCHANGE_CHARS = 2000
 
 _log = get_logger("skillopt_sleep.llm_miner")
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-class Completer(Protocol):
-    async def complete(self, request: CompletionRequest) -> Completion: ...
 
 
 class _Check(BaseModel):
@@ -107,6 +103,8 @@ def parse_reply(text: str) -> MineReply:
 
 
 def build_prompt(digest: SessionDigest, *, project: str) -> str:
+    """The mining prompt for one session, redacted: it is kept in the diagnostics (what is
+    sent is redacted again by the model-call stack)."""
     intents = "\n".join(
         f"{i + 1}. {clip(t, PROMPT_INTENT_CHARS)}"
         for i, t in enumerate(digest.user_intents[:PROMPT_INTENTS])
@@ -203,7 +201,7 @@ async def _mine_one(
     for attempt in range(2):
         text = prompt
         if attempt:
-            text = redact_text(
+            text = (
                 f"{prompt}\n\nYour previous reply could not be used ({cause}). "
                 "Reply again with only the JSON object described above."
             )

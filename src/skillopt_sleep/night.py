@@ -23,21 +23,18 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.consolidate import Night
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.outcome import Clock, NightFailed, NightOutcome, NightResult
 from skillopt_sleep.progress import LogProgress, NightProgress
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.spend import ModelPool
 from skillopt_sleep.state import project_dir
-
-if TYPE_CHECKING:
-    from skillopt.backends.pool import BackendPool
 
 __all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
 
@@ -101,16 +98,17 @@ async def run_night(
     clock: Clock | None = None,
     progress: NightProgress | None = None,
     tasks_file: Path | None = None,
+    observer: StageObserver = NO_OBSERVER,
 ) -> NightOutcome:
     """Run (or resume) one night for ``project``. The caller holds the project lock.
 
-    ``pool`` defaults to one built from ``config.pool`` (closed afterwards); ``demo`` only
+    ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
     labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
-    an exception; configuration problems raise :class:`ConfigError`.
+    an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
+    when each stage starts and ends (a seam for tests and tools).
     """
     from skillopt_sleep.pipeline import drive
 
-    owned: BackendPool | None = None
     if pool is None:
         if config.pool is None:  # checked before any run directory is made
             raise ConfigError(
@@ -118,9 +116,20 @@ async def run_night(
                 "(see docs/night.md), or try `skillopt-sleep once --demo`",
                 key="pool",
             )
-        from skillopt.backends.pool import BackendPool
+        from skillopt.backends.open import open_completer
 
-        owned = pool = BackendPool.from_config(config.pool)
+        async with open_completer(config.pool) as stack:
+            return await run_night(
+                config,
+                project=project,
+                dry_run=dry_run,
+                demo=demo,
+                pool=stack,
+                clock=clock,
+                progress=progress,
+                tasks_file=tasks_file,
+                observer=observer,
+            )
     clock = clock or now_clock
     progress = progress or LogProgress()
     try:
@@ -152,11 +161,10 @@ async def run_night(
             progress=progress,
             dry_run=dry_run,
             resumed=resumed,
+            observer=observer,
         )
         night.notes.extend(notes)
         with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):
             return await drive(night, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()
-        if owned is not None:
-            await owned.aclose()

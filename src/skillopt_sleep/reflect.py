@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import Completer, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -28,7 +28,6 @@ from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.replay import Docs, Progress, clean, first_json_value, task_hint
-from skillopt_sleep.spend import ModelPool
 
 MAX_GROUPS = 6
 MAX_FAILURES = 8
@@ -121,7 +120,7 @@ def parse_edits(text: str, *, target: EditTarget, budget: int) -> list[EditRecor
 
 @dataclass(kw_only=True)
 class Reflector:
-    pool: ModelPool
+    pool: Completer
     marker: str
     preferences: str = ""
     score: Callable[[RolloutResult], float] = lambda r: r.hard

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import Completer, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -35,7 +35,6 @@ from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
-from skillopt_sleep.spend import ModelPool
 
 RUBRIC_PASS = 0.8
 
@@ -136,7 +135,7 @@ def task_hint(task: TaskRecord) -> dict[str, Any]:
 class Replayer:
     """Runs :class:`Job` batches through the pool; remembers and records every result."""
 
-    pool: ModelPool
+    pool: Completer
     marker: str
     record: Callable[[list[dict[str, Any]]], None] | None = None
     evidence: Callable[[list[dict[str, Any]]], None] | None = None

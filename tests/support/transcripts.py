@@ -134,3 +134,14 @@ def write_codex_session(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     _set_mtime(path, now)
     return path
+
+
+def append_to_first_prompts(claude_home: Path, text: str) -> None:
+    """Add ``text`` to the first user message of every Claude Code transcript under
+    ``claude_home`` (to plant a secret where a night will read it)."""
+    for transcript in (claude_home / "projects").rglob("*.jsonl"):
+        lines = transcript.read_text().splitlines()
+        first = json.loads(lines[0])
+        first["message"]["content"] += f" {text}"
+        lines[0] = json.dumps(first)
+        transcript.write_text("\n".join(lines) + "\n")

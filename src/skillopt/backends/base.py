@@ -1,7 +1,11 @@
-"""The backend protocol every pool member implements.
+"""The request and reply types of a model call, and the one :class:`Completer` protocol.
 
-A member turns one :class:`CompletionRequest` into one :class:`Completion` or raises a
-:class:`skillopt.errors.BackendError`. Members never retry; the pool is the only retry layer.
+A :class:`Completer` turns one :class:`CompletionRequest` into one :class:`Completion` or
+raises a :class:`skillopt.errors.BackendError`. Everything that answers model calls is one:
+a pool member (:class:`Backend`, which adds a name, a model and ``aclose``), the backend pool
+and the wrappers stacked on it (:class:`Pool`, which adds the pool's diagnostics and
+capacity; see :mod:`skillopt.backends.wrappers` and :mod:`skillopt.backends.open`).
+Members never retry; the pool is the only retry layer.
 """
 
 from __future__ import annotations
@@ -93,7 +97,14 @@ class Completion:
 
 
 @runtime_checkable
-class Backend(Protocol):
+class Completer(Protocol):
+    """Anything that turns a request into a completion: a member, the pool, a wrapper."""
+
+    async def complete(self, request: CompletionRequest) -> Completion: ...
+
+
+@runtime_checkable
+class Backend(Completer, Protocol):
     """A pool member: one endpoint, one CLI, or the mock."""
 
     @property
@@ -102,6 +113,14 @@ class Backend(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def complete(self, request: CompletionRequest) -> Completion: ...
-
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Pool(Completer, Protocol):
+    """The backend pool, or a wrapper stacked on it: a completer that also reports the
+    pool's accounting and how many calls of a role can be in flight at once."""
+
+    def accounting(self) -> dict[str, Any]: ...
+
+    def total_concurrency(self, role: Role) -> int: ...

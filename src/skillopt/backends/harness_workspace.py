@@ -111,6 +111,8 @@ def build_workspace(root: Path, spec: WorkspaceSpec) -> Path:
 
     root.mkdir(parents=True)
     # The agent sends what it reads here to its model: text we write is redacted like a prompt.
+    # The exec harness drives the CLI directly, not through the completer stack, so the stack's
+    # redaction never sees these files: this is their redaction (and run_rollout's, for the prompt).
     skill_text = redact_text(render_skill_md(spec.skill))
     for rel in skill_paths(spec.skill.name):
         target = root / rel

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from skillopt.backends.base import Role
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.errors import ConfigError
 from skillopt.trainer.config import BackendKind, TrainerConfig
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import Environment
 from skillopt.trainer.envs.qa import QAEnvironment
+
+if TYPE_CHECKING:
+    from skillopt.config import PoolConfig
 
 __all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
 
@@ -57,20 +62,21 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
 
 
 @asynccontextmanager
-async def open_pool(cfg: TrainerConfig) -> AsyncIterator[BackendPool]:
-    """The pool for both roles: the demo world model, or members from a pool config file."""
+async def open_pool(cfg: TrainerConfig) -> AsyncIterator[CompleterStack]:
+    """The stack for both roles: the demo world model, or members from a pool config file."""
+    source: BackendPool | PoolConfig
     if cfg.backend.kind is BackendKind.DEMO:
         spec = MemberSpec(
             backend=DemoWorld(latency_s=cfg.backend.demo_latency_s),
             max_concurrency=cfg.backend.max_concurrency,
             timeout=cfg.backend.optimizer_timeout_s,
         )
-        pool = BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]})
+        source = BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]})
     else:
         if not cfg.backend.pool_config:
             raise ConfigError("required when backend.kind = 'pool'", key="backend.pool_config")
         from skillopt.config import load_pool_config
 
-        pool = BackendPool.from_config(load_pool_config(cfg.backend.pool_config))
-    async with pool:
-        yield pool
+        source = load_pool_config(cfg.backend.pool_config)
+    async with open_completer(source) as stack:
+        yield stack

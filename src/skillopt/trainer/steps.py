@@ -11,7 +11,7 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from skillopt.atomicio import append_jsonl, read_jsonl
-from skillopt.backends.base import Completion, CompletionRequest
+from skillopt.backends.wrappers import StageCounter
 from skillopt.errors import (
     BackendError,
     FatalBackendError,
@@ -32,7 +32,6 @@ from skillopt.prompts import render_prompt
 from skillopt.skilldoc import apply_edits, content_hash
 from skillopt.trainer.config import TrainerConfig, UpdateMode
 from skillopt.trainer.envs.base import (
-    Completer,
     Environment,
     EnvItem,
     RolloutContext,
@@ -73,42 +72,6 @@ _log = get_logger("skillopt.trainer")
 
 def skill_hash(text: str) -> str:
     return content_hash(text)[:16]
-
-
-class StageCounter:
-    """A completer wrapper counting calls and tokens per stage (deterministic accounting)."""
-
-    def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
-        self.inner = inner
-        self.stages: dict[str, dict[str, int]] = {}
-        self._on_call = on_call
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        completion = await self.inner.complete(request)
-        row = self.stages.setdefault(
-            request.stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-        )
-        row["calls"] += 1
-        row["prompt_tokens"] += completion.usage.prompt_tokens
-        row["completion_tokens"] += completion.usage.completion_tokens
-        if self._on_call is not None:
-            self._on_call(request.stage)
-        return completion
-
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        return {stage: dict(row) for stage, row in sorted(self.stages.items())}
-
-    @staticmethod
-    def delta(
-        before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
-    ) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for stage, row in after.items():
-            base = before.get(stage, {})
-            diff = {k: v - base.get(k, 0) for k, v in row.items()}
-            if any(diff.values()):
-                out[stage] = diff
-        return out
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,13 +7,13 @@ import shlex
 import shutil
 import signal
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
-from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -25,13 +25,11 @@ from skillopt_sleep.commands._common import (
     say,
 )
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.draining import DrainingPool
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import default_progress
-
-if TYPE_CHECKING:
-    from skillopt.backends.pool import BackendPool
+from skillopt_sleep.shutdown import GracefulStop
 
 
 def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
@@ -75,14 +73,19 @@ def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
         say(f"  report: {outcome.report_path}")
 
 
-def run_command(args: argparse.Namespace, *, dry_run: bool) -> int:
+def run_command(
+    args: argparse.Namespace, *, dry_run: bool, observer: StageObserver = NO_OBSERVER
+) -> int:
+    """Run the night the arguments describe; ``observer`` watches its stages (tests)."""
     demo = bool(getattr(args, "demo", False))
     try:
         cfg, project = load_config(args)
         _check_tasks_file(cfg, args.tasks_file, demo=demo)
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:
-            outcome: NightOutcome = run_async(_night, cfg, project, dry_run, demo, args.tasks_file)
+            outcome: NightOutcome = run_async(
+                _night, cfg, project, dry_run, demo, args.tasks_file, observer
+            )
     except KeyboardInterrupt:
         return refuse(args, "interrupted", "interrupted; the next `once` resumes this night",
                       EXIT_INTERRUPTED)  # fmt: skip
@@ -123,7 +126,12 @@ def _self_command() -> str:
 
 
 async def _night(
-    cfg: SleepConfig, project: Path, dry_run: bool, demo: bool, tasks_file: Path | None
+    cfg: SleepConfig,
+    project: Path,
+    dry_run: bool,
+    demo: bool,
+    tasks_file: Path | None,
+    observer: StageObserver,
 ) -> NightOutcome:
     """Run the night; SIGTERM (a systemd stop, a timer's kill) stops it cleanly.
 
@@ -132,56 +140,38 @@ async def _night(
     Cancellation unwinds through the pipeline, which marks the run ``aborted`` and
     resumable; we then report it as an interruption (exit 130).
     """
-    outcome: NightOutcome | None = None
-    backend: BackendPool | None = None
-    pool: DrainingPool | None = None
-    if cfg.pool is not None:  # else run_night explains the missing [pool]
-        from skillopt.backends.pool import BackendPool
+    async with AsyncExitStack() as resources:
+        pool: CompleterStack | None = None
+        if cfg.pool is not None:  # else run_night explains the missing [pool]
+            pool = await resources.enter_async_context(open_completer(cfg.pool, drainable=True))
+        stop = GracefulStop("night")
+        outcome: NightOutcome | None = None
+        try:
+            async with anyio.create_task_group() as tg:
 
-        backend = BackendPool.from_config(cfg.pool)
-        pool = DrainingPool(backend)
-    try:
-        async with anyio.create_task_group() as tg:
+                async def on_stop() -> None:
+                    await stop.requested.wait()
+                    grace = cfg.daemon.shutdown_grace_seconds
+                    drain = pool.drain if pool is not None else None
+                    await stop.cancel_after_drain(tg.cancel_scope, drain=drain, grace=grace)
 
-            async def stop_on_sigterm() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                    received = signals.__aiter__()
-                    signum = await received.__anext__()
-                    get_logger("skillopt_sleep.once").warning(
-                        "night.signal", signal=signal.Signals(signum).name, action="drain"
-                    )
-                    if pool is not None:
-                        with anyio.move_on_after(cfg.daemon.shutdown_grace_seconds):
-                            async with anyio.create_task_group() as waits:
-
-                                async def second_signal() -> None:
-                                    await received.__anext__()
-                                    waits.cancel_scope.cancel()
-
-                                waits.start_soon(second_signal)
-                                await pool.drain()
-                                waits.cancel_scope.cancel()
-                    tg.cancel_scope.cancel()
-
-            tg.start_soon(stop_on_sigterm)
-            outcome = await run_night(
-                cfg,
-                project=project,
-                pool=pool,
-                dry_run=dry_run,
-                demo=demo,
-                progress=default_progress(sys.stderr),
-                tasks_file=tasks_file,
-            )
-            tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:  # surface the night's own error, not the group
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-    finally:
-        if backend is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await backend.aclose()
+                await tg.start(stop.watch_signals, signal.SIGTERM)
+                tg.start_soon(on_stop)
+                outcome = await run_night(
+                    cfg,
+                    project=project,
+                    pool=pool,
+                    dry_run=dry_run,
+                    demo=demo,
+                    progress=default_progress(sys.stderr),
+                    tasks_file=tasks_file,
+                    observer=observer,
+                )
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # surface the night's own error, not the group
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
     if outcome is None:  # cancelled by SIGTERM
         raise KeyboardInterrupt
     return outcome

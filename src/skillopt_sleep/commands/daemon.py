@@ -4,24 +4,24 @@ Stop with SIGTERM or Ctrl-C (a second one cancels at once); reload the config wi
 Exit codes: 0 stopped cleanly, 2 bad config or another daemon already running, 130 stopped
 after cancelling a night (it is resumed at the next start).
 
-Test hook: ``SKILLOPT_SLEEP_TEST_NIGHT=sleep:<seconds>`` replaces the real night with one
-that only sleeps and writes a minimal run record; the subprocess tests use it to exercise
-scheduling and signals without models. Never set it in production.
+:func:`run` takes the night to run as a seam (``night``): the subprocess tests start the
+daemon with one that only sleeps (``tests/support/sleeping_daemon.py``) to exercise
+scheduling and signals without models.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skillopt.atomicio import atomic_write_json
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.daemon import (
@@ -34,13 +34,14 @@ from skillopt_sleep.daemon import (
     NightSummary,
 )
 from skillopt_sleep.daemon_settings import DaemonSettings
-from skillopt_sleep.draining import DrainingPool
+
+if TYPE_CHECKING:
+    from skillopt_sleep.config import SleepConfig
 
 NAME = "daemon"
 HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
 ORDER = 30
 
-TEST_NIGHT_ENV = "SKILLOPT_SLEEP_TEST_NIGHT"
 EXIT_REFUSED = 2
 
 
@@ -78,14 +79,18 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
 
-def run(args: argparse.Namespace) -> int:
+NightFactory = Callable[["SleepConfig"], NightRunner]
+"""Builds the night runner for one loaded config (default: :func:`real_night`)."""
+
+
+def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
     configure_logging(level=args.log_level)
     try:
         if args.demo:
-            loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace)
+            loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
-            loader = make_loader(args.config, projects, args.shutdown_grace)
+            loader = make_loader(args.config, projects, args.shutdown_grace, night)
         return anyio.run(Daemon(loader, handle_signals=True).run)
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
@@ -102,7 +107,10 @@ def _settings(settings: DaemonSettings, grace: float | None) -> DaemonSettings:
 
 
 def make_loader(
-    config_path: Path | None, projects: list[Path], grace: float | None = None
+    config_path: Path | None,
+    projects: list[Path],
+    grace: float | None = None,
+    night: NightFactory | None = None,
 ) -> ConfigLoader:
     """A loader the daemon calls at start and on every SIGHUP."""
 
@@ -110,12 +118,14 @@ def make_loader(
         from skillopt_sleep.config import load_sleep_config
 
         cfg = load_sleep_config(config_path)
-        return daemon_config(cfg, _settings(cfg.daemon.with_projects(projects), grace))
+        return daemon_config(cfg, _settings(cfg.daemon.with_projects(projects), grace), night)
 
     return load
 
 
-def demo_loader(every: int, latency: float, grace: float | None) -> ConfigLoader:
+def demo_loader(
+    every: int, latency: float, grace: float | None, night: NightFactory | None = None
+) -> ConfigLoader:
     """The bundled demo project, scheduled every ``every`` seconds in a temp state dir."""
     from skillopt_sleep.demo import demo_pool, prepare_demo
 
@@ -137,18 +147,18 @@ def demo_loader(every: int, latency: float, grace: float | None) -> ConfigLoader
     _log().info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
 
     def load() -> DaemonConfig:
-        return daemon_config(cfg, cfg.daemon)
+        return daemon_config(cfg, cfg.daemon, night)
 
     return load
 
 
-def daemon_config(cfg: Any, settings: DaemonSettings) -> DaemonConfig:
-    """Bind one loaded SleepConfig to a night runner (the test night if requested)."""
-    spec = os.environ.get(TEST_NIGHT_ENV, "")
-    if spec:
-        return DaemonConfig(
-            settings=settings, state_dir=cfg.state_path(), runner=_test_night(cfg, spec)
-        )
+def daemon_config(
+    cfg: SleepConfig, settings: DaemonSettings, night: NightFactory | None = None
+) -> DaemonConfig:
+    """Bind one loaded SleepConfig to its night runner: ``night(cfg)`` when given, else
+    real nights sharing one model-call stack."""
+    if night is not None:
+        return DaemonConfig(settings=settings, state_dir=cfg.state_path(), runner=night(cfg))
     if cfg.pool is None:
         raise ConfigError(
             "no model endpoints configured: add a [pool] section (or try --demo)", key="pool"
@@ -163,42 +173,28 @@ def daemon_config(cfg: Any, settings: DaemonSettings) -> DaemonConfig:
     )
 
 
-def _test_night(cfg: Any, spec: str) -> NightRunner:
-    kind, _, value = spec.partition(":")
-    if kind != "sleep":
-        raise ConfigError(f"unknown test night {spec!r}; expected sleep:<seconds>")
-    try:
-        seconds = float(value)
-    except ValueError as exc:
-        raise ConfigError(f"bad seconds in {spec!r}") from exc
-    return sleep_night(cfg.state_path(), seconds)
-
-
 class SharedPool:
-    """One backend pool for every night of one config, built on first use; a stop drains
-    it (no new calls, the ones in flight finish)."""
+    """One model-call stack for every night of one config, opened on first use; a stop
+    drains it (no new calls, the ones in flight finish)."""
 
     def __init__(self, pool_config: Any) -> None:
         self._config = pool_config
-        self._pool: Any = None
-        self._draining: DrainingPool | None = None
+        self._resources = AsyncExitStack()
+        self._stack: CompleterStack | None = None
 
-    def get(self) -> DrainingPool:
-        if self._draining is None:
-            from skillopt.backends.pool import BackendPool
-
-            self._pool = BackendPool.from_config(self._config)
-            self._draining = DrainingPool(self._pool)
-        return self._draining
+    async def get(self) -> CompleterStack:
+        if self._stack is None:  # no checkpoint before the assignment: nights share one
+            opened = open_completer(self._config, drainable=True)
+            self._stack = await self._resources.enter_async_context(opened)
+        return self._stack
 
     async def drain(self) -> None:
-        if self._draining is not None:
-            await self._draining.drain()
+        if self._stack is not None:
+            await self._stack.drain()
 
     async def aclose(self) -> None:
-        pool, self._pool, self._draining = self._pool, None, None
-        if pool is not None:
-            await pool.aclose()
+        self._stack = None
+        await self._resources.aclose()
 
 
 def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
@@ -207,7 +203,7 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.night import run_night
 
-        outcome = await run_night(cfg, project=request.project.path, pool=shared.get())
+        outcome = await run_night(cfg, project=request.project.path, pool=await shared.get())
         return summary_from_outcome(outcome)
 
     return run_one
@@ -230,29 +226,3 @@ def summary_from_outcome(outcome: Any) -> NightSummary:
         run_dir=getattr(outcome, "run_dir", None),
         detail=f"{detail}: {reason}" if reason else detail,
     )
-
-
-def sleep_night(state_dir: Path, seconds: float) -> NightRunner:
-    """TEST ONLY: a night that sleeps, recording running -> complete | aborted (resumable)."""
-
-    async def run_one(request: NightRequest) -> NightSummary:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        run_dir = state_dir / "projects" / request.key / "runs" / f"{stamp}-{os.getpid()}-test"
-        record: dict[str, Any] = {
-            "status": "running",
-            "project": str(request.project.path),
-            "reason": str(request.reason),
-            "stage": "sleep",
-        }
-        atomic_write_json(run_dir / "run.json", record)
-        try:
-            await anyio.sleep(seconds)
-        except anyio.get_cancelled_exc_class():
-            record.update(status="aborted", abort_reason="daemon shutdown", resumable=True)
-            atomic_write_json(run_dir / "run.json", record)
-            raise
-        record.update(status="complete")
-        atomic_write_json(run_dir / "run.json", record)
-        return NightSummary(status=NightStatus.COMPLETE, run_dir=run_dir, detail="test night")
-
-    return run_one

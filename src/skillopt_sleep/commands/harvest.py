@@ -93,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _llm_gather(cfg: SleepConfig, project: Path, since: datetime | None) -> Gathered:
-    from skillopt.backends.pool import BackendPool
+    from skillopt.backends.open import open_completer
     from skillopt_sleep.gather import gather_async
 
     assert cfg.pool is not None  # uses_llm_miner checked it
-    async with BackendPool.from_config(cfg.pool) as pool:
+    async with open_completer(cfg.pool) as pool:
         return await gather_async(cfg, project=project, since=since, pool=pool, use_llm=True)

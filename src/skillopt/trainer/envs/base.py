@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from skillopt.backends.base import Completion, CompletionRequest
+from skillopt.backends.base import Completer
 from skillopt.errors import ConfigError
 from skillopt.types import Split
 
@@ -47,13 +47,6 @@ def parse_split(name: str) -> Split:
     except KeyError:
         known = ", ".join(sorted(_SPLIT_ALIASES))
         raise ConfigError(f"unknown split {name!r} (known: {known})", key="split") from None
-
-
-@runtime_checkable
-class Completer(Protocol):
-    """Anything that turns a request into a completion: a ``BackendPool`` or a single member."""
-
-    async def complete(self, request: CompletionRequest) -> Completion: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

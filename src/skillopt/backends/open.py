@@ -1,0 +1,66 @@
+"""Open the model-call stack every entry point uses: the backend pool and its wrappers.
+
+A night (``run_night``), ``once``, the daemon, ``harvest`` and the trainer all build their
+stack here, so what every request passes through is decided in one place::
+
+    CompleterStack
+      DrainingCompleter     only when opened ``drainable``: a stop lets calls in flight finish
+        RedactingCompleter  every outbound text redacted (the one place that guarantees it)
+          BackendPool       members, retries, failover, limits, cache
+
+Concurrency is bounded by the pool alone; the drain wrapper queues up to the same bound.
+A night puts its per-night budget (:class:`~skillopt.backends.wrappers.BudgetCompleter`)
+on top of the stack it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import anyio
+
+from skillopt.backends.pool import BackendPool
+from skillopt.backends.wrappers import DrainingCompleter, PoolWrapper, RedactingCompleter
+
+if TYPE_CHECKING:
+    from skillopt.config import PoolConfig
+
+__all__ = ["CLOSE_TIMEOUT", "CompleterStack", "open_completer"]
+
+CLOSE_TIMEOUT = 10.0  # seconds closing the members may take, even while being cancelled
+
+
+class CompleterStack(PoolWrapper):
+    """What :func:`open_completer` yields: use it as the pool; :meth:`drain` on a stop."""
+
+    def __init__(self, pool: BackendPool, *, drainable: bool = False) -> None:
+        self.pool = pool
+        redacting = RedactingCompleter(pool)
+        self._drain = DrainingCompleter(redacting) if drainable else None
+        super().__init__(self._drain or redacting)
+
+    async def drain(self) -> None:
+        """Start no new call and return once the calls in flight have finished (at once
+        for a stack not opened ``drainable``: there is nothing to wait for)."""
+        if self._drain is not None:
+            await self._drain.drain()
+
+
+@asynccontextmanager
+async def open_completer(
+    source: PoolConfig | BackendPool, *, drainable: bool = False
+) -> AsyncIterator[CompleterStack]:
+    """The stack over the pool ``source`` describes (or is); the pool is closed on exit.
+
+    ``source`` is a pool config (members are built here) or a pool already built from
+    members the caller made (the trainer's offline world model). Missing environment
+    variables or member kinds raise :class:`~skillopt.errors.ConfigError` before any call.
+    """
+    pool = source if isinstance(source, BackendPool) else BackendPool.from_config(source)
+    try:
+        yield CompleterStack(pool, drainable=drainable)
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+            await pool.aclose()

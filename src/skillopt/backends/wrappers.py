@@ -1,0 +1,262 @@
+"""Completers that wrap a completer, in the style of an HTTP transport wrapping a transport.
+
+Each wrapper does one job and forwards everything else to ``inner``, so a stack reads from
+the outside in::
+
+    BudgetCompleter          the night's spend cap (built per night)
+      DrainingCompleter      a stop lets calls in flight finish and starts no new one
+        RedactingCompleter   every text a request carries is redacted, here and only here
+          BackendPool        retries, failover, limits, cache
+
+:func:`skillopt.backends.open.open_completer` builds the lower part from config; a night adds
+its own budget on top. :class:`StageCounter` is the trainer's deterministic per-stage tally
+and wraps any completer (a bare member or fake as well as a pool).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from skillopt.backends.base import (
+    Completer,
+    Completion,
+    CompletionRequest,
+    Message,
+    Pool,
+    Role,
+)
+from skillopt.errors import BudgetExceededError
+from skillopt.redact import redact_text
+
+__all__ = [
+    "BudgetCompleter",
+    "DrainingCompleter",
+    "PoolWrapper",
+    "RedactingCompleter",
+    "StageCounter",
+    "redact_request",
+]
+
+
+class PoolWrapper:
+    """Base of the pool-shaped wrappers: forwards calls, accounting and capacity to ``inner``."""
+
+    def __init__(self, inner: Pool) -> None:
+        self.inner = inner
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        return await self.inner.complete(request)
+
+    def accounting(self) -> dict[str, Any]:
+        return self.inner.accounting()
+
+    def total_concurrency(self, role: Role) -> int:
+        return self.inner.total_concurrency(role)
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+@functools.lru_cache(maxsize=2048)
+def _redacted(text: str) -> str:
+    """:func:`redact_text`, memoised: skills, memories and the K samples of one prompt recur
+    thousands of times in a night, and redaction is a night's main CPU cost."""
+    return redact_text(text)
+
+
+def _redact_value(value: Any) -> Any:
+    """Every string inside JSON-like ``value`` redacted; containers keep their type."""
+    if isinstance(value, str):
+        return _redacted(value)
+    if isinstance(value, Mapping):
+        return {key: _redact_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_redact_value(item) for item in value)
+    return value
+
+
+def redact_request(request: CompletionRequest) -> CompletionRequest:
+    """``request`` with every text it carries redacted: system, prompt, messages, and the
+    metadata (CLI members write some of it, such as tool outputs, where the agent reads it)."""
+    return replace(
+        request,
+        system=_redacted(request.system),
+        prompt=_redacted(request.prompt),
+        messages=tuple(
+            Message(role=m.role, content=_redacted(m.content)) for m in request.messages
+        ),
+        metadata=_redact_value(request.metadata),
+    )
+
+
+class RedactingCompleter(PoolWrapper):
+    """The one place outbound text is redacted: nothing below it sees a secret shape."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        return await self.inner.complete(redact_request(request))
+
+
+# --------------------------------------------------------------------------- drain
+
+
+class DrainingCompleter(PoolWrapper):
+    """A wrapper a stop can drain: no new model call, the ones in flight finish.
+
+    SIGTERM (a systemd stop, the daemon's shutdown) calls :meth:`drain`: new calls then wait
+    until their caller is cancelled, while calls already in flight complete. Calls queue
+    here, per role, up to the role's total concurrency, rather than inside the backend pool,
+    so "in flight" means handed to the pool's members: when roles share members, at most one
+    more round of the endpoints' capacity goes out after the stop.
+    """
+
+    def __init__(self, inner: Pool) -> None:
+        super().__init__(inner)
+        self._limiters: dict[Role, anyio.CapacityLimiter] = {}
+        self._in_flight = 0
+        self._draining = False
+        self._idle = anyio.Event()
+
+    def _limiter(self, role: Role) -> anyio.CapacityLimiter:
+        limiter = self._limiters.get(role)
+        if limiter is None:
+            limiter = anyio.CapacityLimiter(max(1, self.inner.total_concurrency(role)))
+            self._limiters[role] = limiter
+        return limiter
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        async with self._limiter(request.role):
+            if self._draining:
+                await anyio.sleep_forever()  # no new work after a stop; cancelled with the caller
+            self._in_flight += 1
+            try:
+                return await self.inner.complete(request)
+            finally:
+                self._in_flight -= 1
+                if self._draining and not self._in_flight:
+                    self._idle.set()
+
+    async def drain(self) -> None:
+        """Refuse new calls; return once none is in flight."""
+        self._draining = True
+        if not self._in_flight:
+            self._idle.set()
+        await self._idle.wait()
+
+
+# --------------------------------------------------------------------------- budget
+
+
+class BudgetCompleter(PoolWrapper):
+    """Enforces ``max_calls`` / ``max_tokens`` (0 = unlimited), checked before every call.
+
+    A call is refused with :class:`BudgetExceededError` once the cap is reached; calls already
+    in flight finish and are counted, so the overshoot is bounded by the pool's concurrency.
+    Cached replies cost nothing and are not counted.
+    """
+
+    def __init__(self, inner: Pool, *, max_calls: int = 0, max_tokens: int = 0) -> None:
+        super().__init__(inner)
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.calls = 0
+        self.tokens = 0
+        self.failures = 0
+        self.calls_by_stage: Counter[str] = Counter()
+        self.errors_by_class: Counter[str] = Counter()
+        self.reached: str = ""  # "calls" or "tokens" once the cap stopped a call
+
+    @property
+    def exhausted(self) -> bool:
+        return bool(self.reached)
+
+    def _check(self) -> None:
+        if self.max_calls and self.calls >= self.max_calls:
+            self.reached = self.reached or "calls"
+        elif self.max_tokens and self.tokens >= self.max_tokens:
+            self.reached = self.reached or "tokens"
+        else:
+            return
+        raise BudgetExceededError(
+            f"night budget reached ({self.reached}: {self.calls} calls, {self.tokens} tokens)"
+        )
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self._check()
+        self.calls += 1
+        self.calls_by_stage[request.stage] += 1
+        try:
+            done = await self.inner.complete(request)
+        except Exception as exc:
+            self.failures += 1
+            self.errors_by_class[_error_class(exc)] += 1
+            raise
+        if done.cached:
+            self.calls -= 1
+            self.calls_by_stage[request.stage] -= 1
+        else:
+            self.tokens += done.usage.total_tokens
+        return done
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "failures": self.failures,
+            "max_calls": self.max_calls,
+            "max_tokens": self.max_tokens,
+            "budget_reached": self.reached,
+            "calls_by_stage": dict(self.calls_by_stage),
+            "errors_by_class": dict(self.errors_by_class),
+        }
+
+
+def _error_class(exc: BaseException) -> str:
+    label = getattr(exc, "error_class", None)
+    return str(label) if label else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- stage tally
+
+
+class StageCounter:
+    """Counts calls and tokens per stage (deterministic accounting for the trainer)."""
+
+    def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
+        self.inner = inner
+        self.stages: dict[str, dict[str, int]] = {}
+        self._on_call = on_call
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        completion = await self.inner.complete(request)
+        row = self.stages.setdefault(
+            request.stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
+        row["calls"] += 1
+        row["prompt_tokens"] += completion.usage.prompt_tokens
+        row["completion_tokens"] += completion.usage.completion_tokens
+        if self._on_call is not None:
+            self._on_call(request.stage)
+        return completion
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {stage: dict(row) for stage, row in sorted(self.stages.items())}
+
+    @staticmethod
+    def delta(
+        before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+    ) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for stage, row in after.items():
+            base = before.get(stage, {})
+            diff = {k: v - base.get(k, 0) for k, v in row.items()}
+            if any(diff.values()):
+                out[stage] = diff
+        return out

@@ -1,0 +1,90 @@
+"""The completer wrappers over a real pool: redaction, drain, and what they pass through."""
+
+from __future__ import annotations
+
+import anyio
+
+from skillopt.backends.base import Completion, CompletionRequest, Message, Role
+from skillopt.backends.wrappers import DrainingCompleter, RedactingCompleter, StageCounter
+from support.trainer_fakes import ScriptedBackend, pool_of
+
+GITHUB = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123"
+OPENAI = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+
+
+async def test_every_text_of_a_request_is_redacted_before_the_pool() -> None:
+    member = ScriptedBackend(reply=lambda _r: "ok")
+    async with pool_of(member) as pool:
+        stack = RedactingCompleter(pool)
+        await stack.complete(
+            CompletionRequest(
+                role=Role.TARGET,
+                system=f"key {OPENAI}",
+                messages=(
+                    Message(role="user", content=f"token {GITHUB}"),
+                    Message(role="assistant", content=f"I saw {OPENAI}"),
+                ),
+                metadata={"tool_outputs": {"search": f"found {GITHUB}"}, "n": 3},
+            )
+        )
+        await stack.complete(CompletionRequest(role=Role.OPTIMIZER, prompt=f"use {GITHUB}"))
+        assert stack.total_concurrency(Role.TARGET) == pool.total_concurrency(Role.TARGET)
+        assert stack.accounting()["total"]["calls"] == 2
+    first, second = member.requests
+    sent = [first.system, *(m.content for m in first.messages), second.prompt]
+    sent.append(first.metadata["tool_outputs"]["search"])
+    assert all("[REDACTED:" in text for text in sent), sent
+    assert not any(GITHUB in text or OPENAI in text for text in sent)
+    assert first.metadata["n"] == 3 and [m.role for m in first.messages] == ["user", "assistant"]
+
+
+class GatedMember(ScriptedBackend):
+    """Answers once ``release`` is set; ``started`` is set by the first call."""
+
+    def __init__(self) -> None:
+        super().__init__(reply=lambda _r: "done")
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.started.set()
+        await self.release.wait()
+        return await super().complete(request)
+
+
+async def test_a_drained_stack_lets_calls_in_flight_finish_and_starts_no_new_one() -> None:
+    member = GatedMember()
+    results: list[str] = []
+    drained = anyio.Event()
+    async with pool_of(member) as pool, anyio.create_task_group() as tg:
+        stack = DrainingCompleter(pool)
+        request = CompletionRequest(role=Role.TARGET, prompt="p")
+
+        async def call() -> None:
+            results.append((await stack.complete(request)).text)
+
+        async def drain() -> None:
+            await stack.drain()
+            drained.set()
+
+        tg.start_soon(call)
+        await member.started.wait()
+        tg.start_soon(drain)
+        tg.start_soon(call)  # after the stop: waits until cancelled
+        await anyio.wait_all_tasks_blocked()
+        assert not drained.is_set()
+        member.release.set()
+        await drained.wait()
+        tg.cancel_scope.cancel()
+    assert results == ["done"] and len(member.requests) == 1
+
+
+async def test_stage_counter_tallies_calls_and_tokens_per_stage() -> None:
+    seen: list[str] = []
+    counter = StageCounter(ScriptedBackend(reply=lambda _r: "abcdefgh"), on_call=seen.append)
+    for stage in ("rollout", "rollout", "analyst"):
+        await counter.complete(CompletionRequest(role=Role.TARGET, prompt="x" * 40, stage=stage))
+    snap = counter.snapshot()
+    assert snap["rollout"] == {"calls": 2, "prompt_tokens": 22, "completion_tokens": 4}
+    assert StageCounter.delta({"rollout": snap["rollout"]}, snap) == {"analyst": snap["analyst"]}
+    assert seen == ["rollout", "rollout", "analyst"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from skillopt.errors import ConfigError
 from skillopt.splits import assign_splits
 from skillopt.types import Origin, Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
@@ -270,7 +271,7 @@ async def gather_night(
     *,
     project: Path,
     archive: TaskArchive,
-    pool: Completer,
+    pool: Completer | None,
     use_llm: bool,
     now: datetime,
     tasks_file: Path | None = None,
@@ -293,6 +294,8 @@ async def gather_night(
     )
     digests = result.digests
     if use_llm and digests:
+        if pool is None:
+            raise ConfigError("the LLM miner needs a model pool", key="night.llm_mine")
         batch = await mine_llm_cached(
             pool, digests, archive=archive, project=str(project), clock=clock or (lambda: now)
         )

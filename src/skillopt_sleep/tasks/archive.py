@@ -569,6 +569,7 @@ class TaskArchive:
             window_start=(
                 self._stored_instant(window) if window and window != _ALL_HISTORY else None
             ),
+            window_fixed=window is not None,
             migrated=self._meta("migrated") or "",
         )
 

@@ -123,7 +123,8 @@ class ArchiveStats:
     backlog: int  # pending sessions the last harvest left for later nights
     outside_window: int  # pending sessions older than the window at the last harvest
     last_harvest_night: int  # 0 = never
-    window_start: datetime | None
+    window_start: datetime | None  # None: all history (when fixed), else not set yet
+    window_fixed: bool = False
     migrated: str = ""  # what was brought over from state.json, if anything
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,5 +141,6 @@ class ArchiveStats:
             "outside_window": self.outside_window,
             "last_harvest_night": self.last_harvest_night,
             "window_start": self.window_start.isoformat() if self.window_start else None,
+            "window_fixed": self.window_fixed,
             "migrated": self.migrated,
         }

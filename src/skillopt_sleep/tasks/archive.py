@@ -40,7 +40,7 @@ from skillopt.types import EditRecord, Origin, Split, TaskRecord
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.files import SessionFile
 from skillopt_sleep.tasks.archive_db import connect, sqlite_errors
-from skillopt_sleep.tasks.recall import recall_order, retire_reason
+from skillopt_sleep.tasks.recall import UNSEEN, recall_order, retire_reason
 from skillopt_sleep.tasks.records import (
     ArchivedTask,
     ArchivePolicy,
@@ -182,11 +182,11 @@ class TaskArchive:
             "UPDATE tasks SET record = ?, first_seen = ?, last_seen = ?,"
             " last_night = max(last_night, ?), first_night = min(first_night, ?),"
             " recurrences = ?, sessions = ?,"
-            " retired_at = CASE WHEN retired_why LIKE 'not seen%' THEN NULL ELSE retired_at END,"
-            " retired_why = CASE WHEN retired_why LIKE 'not seen%' THEN '' ELSE retired_why END"
+            " retired_at = CASE WHEN retired_why LIKE ? THEN NULL ELSE retired_at END,"
+            " retired_why = CASE WHEN retired_why LIKE ? THEN '' ELSE retired_why END"
             " WHERE id = ?",
             (json.dumps(record), _iso(first_seen), _iso(last_seen), night, night,
-             max(1, len(sessions)), json.dumps(sessions), task.id),
+             max(1, len(sessions)), json.dumps(sessions), f"{UNSEEN}%", f"{UNSEEN}%", task.id),
         )  # fmt: skip
         return 0
 

@@ -19,6 +19,7 @@ from skillopt.types import TaskRecord
 from skillopt_sleep.tasks.records import ArchivedTask, ArchivePolicy
 
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
+UNSEEN = "not seen in any session"  # how an unseen retirement's reason starts
 
 
 def words(text: str) -> frozenset[str]:
@@ -66,7 +67,7 @@ def retire_reason(item: ArchivedTask, *, now: datetime, policy: ArchivePolicy) -
     days = policy.retire_after_days
     if days and now - item.last_seen >= timedelta(days=days):
         unseen = (now - item.last_seen) // timedelta(days=1)
-        return f"not seen in any session for {unseen} days"
+        return f"{UNSEEN} for {unseen} days"
     return ""
 
 

@@ -134,7 +134,7 @@ optimizer = ["real"]
     code, out = cli(capsys, "once", "--config", real_cfg, "--project", proj,
                     "--tasks-file", str(tasks), "--json")  # fmt: skip
     assert code == 2 and "reviewed" in out["message"]
-    assert not (setup.state_dir / "projects").exists()  # refused before anything ran
+    assert not list(setup.state_dir.glob("projects/*/runs/*"))  # refused before anything ran
     mock_cfg = str(write_config(setup))
     code, out = cli(capsys, "once", "--config", mock_cfg, "--project", proj,
                     "--tasks-file", str(tasks), "--json")  # fmt: skip

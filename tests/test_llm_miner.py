@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest
-from skillopt.backends.pool import BackendPool
-from skillopt.config import OpenAIChatMember, PoolConfig, RetryConfig
 from skillopt.errors import BudgetExceededError, ReplyFormatError
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest, SourceKind
 from skillopt_sleep.llm_miner import MAX_TASKS_PER_SESSION, llm_mine, parse_reply
 from support.fake_model_server import FakeModelServer, Reply, Request
+from support.pools import one_member_pool
 
 T = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
 SECRET = "ghp_" + "S3cr3t" * 7
@@ -81,22 +80,13 @@ def server() -> Iterator[FakeModelServer]:
         yield srv
 
 
-def _pool(server: FakeModelServer) -> BackendPool:
-    cfg = PoolConfig(
-        members=[OpenAIChatMember(name="opt", base_url=server.url("opt"), model="m", timeout=5)],
-        roles={"target": ["opt"], "optimizer": ["opt"]},
-        retry=RetryConfig(max_attempts=1, base_delay=0, max_delay=0),
-    )
-    return BackendPool.from_config(cfg)
-
-
 async def test_llm_mining_end_to_end(server: FakeModelServer) -> None:
     digests = [
         _digest("good", "SESSION-GOOD release notes please", "no, breaking changes first"),
         _digest("retry", f"SESSION-RETRY rename the loader, token {SECRET}"),
         _digest("bad", "SESSION-BAD migrate the database schema"),
     ]
-    async with _pool(server) as pool:
+    async with one_member_pool(server) as pool:
         result = await llm_mine(pool, digests, project="/work/proj")
 
     assert result.miner == "llm"
@@ -136,7 +126,7 @@ async def test_no_usable_llm_task_falls_back_to_heuristic(server: FakeModelServe
         _digest("e1", "SESSION-EMPTY document the API"),
         _digest("e2", "SESSION-EMPTY x y z"),
     ]
-    async with _pool(server) as pool:
+    async with one_member_pool(server) as pool:
         result = await llm_mine(pool, digests)
     assert result.miner == "heuristic"
     assert {t.source_sessions for t in result.tasks} == {("e1",), ("e2",)}
@@ -147,7 +137,7 @@ async def test_no_usable_llm_task_falls_back_to_heuristic(server: FakeModelServe
 async def test_failed_calls_fall_back_with_the_cause(server: FakeModelServer) -> None:
     server.script("opt", Reply(status=400), Reply(status=400))
     digests = [_digest("a", "SESSION-GOOD one"), _digest("b", "SESSION-GOOD two")]
-    async with _pool(server) as pool:
+    async with one_member_pool(server) as pool:
         result = await llm_mine(pool, digests, max_tasks=10)
     causes = [f["cause"] for f in result.diagnostics["fallbacks"]]
     assert len(causes) == 2 and all(c.startswith("call failed") for c in causes)
@@ -156,7 +146,7 @@ async def test_failed_calls_fall_back_with_the_cause(server: FakeModelServer) ->
 
 async def test_max_sessions_and_max_tasks(server: FakeModelServer) -> None:
     digests = [_digest(f"g{i}", f"SESSION-GOOD number {i}") for i in range(4)]
-    async with _pool(server) as pool:
+    async with one_member_pool(server) as pool:
         result = await llm_mine(pool, digests, max_sessions=2, max_tasks=1)
     assert len(server.requests) == 2
     assert len(result.tasks) == 1

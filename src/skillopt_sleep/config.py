@@ -38,14 +38,20 @@ class SourcesSettings(StrictModel):
     kinds: list[SourceKindName] = Field(default_factory=_all_sources, min_length=1)
     claude_home: Path = Path("~/.claude")
     codex_home: Path = Path("~/.codex")
-    lookback_hours: float = Field(default=72.0, ge=0)  # first night only; 0 = all history
-    max_sessions: int = Field(default=0, ge=0)  # 0 = 3 x night.max_tasks
+    # Until the first harvest; then the window's start stays fixed. 0 = all history.
+    lookback_hours: float = Field(default=72.0, ge=0)
+    max_sessions: int = Field(default=0, ge=0)  # per night (the rest wait); 0 = 3 x max_tasks
 
 
 class NightSettings(StrictModel):
     """What one night does."""
 
     max_tasks: int = Field(default=40, ge=1, le=5000)
+    # Share of max_tasks kept for tasks recalled from the archive when there are new ones
+    # too; capacity one kind cannot fill goes to the other.
+    recall_share: float = Field(default=0.5, ge=0, le=1)
+    retire_after_passes: int = Field(default=3, ge=0)  # consecutive passing nights; 0 = never
+    retire_after_days: float = Field(default=30.0, ge=0)  # unseen that long; 0 = never
     dream_rollouts: int = Field(default=2, ge=1, le=16)  # K samples per train task
     rounds: int = Field(default=1, ge=1, le=10)  # rollout -> reflect -> trial iterations
     edit_budget: int = Field(default=4, ge=0, le=32)

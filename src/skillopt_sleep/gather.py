@@ -3,11 +3,19 @@
 Synchronous local-disk work (the night runs it in a worker thread). A reviewed tasks file
 replaces harvest and mining. Splits are the core's deterministic hash split, so a task
 keeps its split across nights.
+
+:func:`gather_night` is the compounding night's version: a per-file harvest cursor kept in
+the project's task archive (nothing is skipped for ever), mining through the archive's
+cache (no session mined twice), and a task set of new plus recalled archive tasks. It
+only reads the archive (and fills the mining cache): the night calls
+:func:`commit_gathered` once it has completed, so a failed or aborted night consumes
+no session.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,21 +24,127 @@ from typing import Any
 import anyio
 
 from skillopt.backends.base import Completer
+from skillopt.errors import ConfigError
 from skillopt.splits import assign_splits
-from skillopt.types import Split, TaskRecord
+from skillopt.types import Origin, Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.harvest import HarvestResult, SourceKind, SourceSpec, harvest
+from skillopt_sleep.harvest import HarvestResult, SessionFile, SourceKind, SourceSpec, harvest
 from skillopt_sleep.llm_miner import llm_mine
 from skillopt_sleep.mine import MineResult, heuristic_mine
+from skillopt_sleep.tasks.archive import TaskArchive
+from skillopt_sleep.tasks.explain import explain_empty, harvest_notes
+from skillopt_sleep.tasks.mining import MinedBatch, mine_heuristic, mine_llm_cached
+from skillopt_sleep.tasks.recall import share_capacity
+from skillopt_sleep.tasks.records import ArchivePolicy, HarvestWindow
 from skillopt_sleep.tasks_file import load_tasks_file
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gathered:
+    """What a night works on, and (from :func:`gather_night`) what it will commit.
+
+    ``tasks`` is tonight's set: new tasks first, then ``n_recalled`` recalled ones
+    (``origin=recall``). ``mined`` is every task mined tonight (more than ``tasks`` when
+    over capacity: the archive keeps them all). ``sessions`` are the session files read,
+    recorded as harvested by :func:`commit_gathered`. ``why_nothing`` says why a night
+    has no task; ``notes`` say what the harvest left for later (backlog).
+    """
+
     tasks: tuple[TaskRecord, ...]
     n_sessions: int
     source: str  # "transcripts" | "tasks_file"
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    mined: tuple[TaskRecord, ...] = ()
+    n_recalled: int = 0
+    sessions: tuple[SessionFile, ...] = ()
+    digest_keys: dict[str, str] = field(default_factory=dict)
+    seen_at: dict[str, datetime] = field(default_factory=dict)
+    window: HarvestWindow | None = None
+    backlog: int = 0
+    outside_window: int = 0
+    why_nothing: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def new_tasks(self) -> tuple[TaskRecord, ...]:
+        return tuple(t for t in self.tasks if t.origin is not Origin.RECALL)
+
+    @property
+    def recalled(self) -> tuple[TaskRecord, ...]:
+        return tuple(t for t in self.tasks if t.origin is Origin.RECALL)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """JSON data for the run journal: with ``tasks.jsonl``, enough to commit a
+        resumed night exactly as the original would have (:meth:`restore`)."""
+        window = self.window
+        return {
+            "n_sessions": self.n_sessions,
+            "source": self.source,
+            "diagnostics": self.diagnostics,
+            "mined": [t.to_dict() for t in self.mined],
+            "n_recalled": self.n_recalled,
+            "sessions": [_file_to_dict(f) for f in self.sessions],
+            "digest_keys": dict(self.digest_keys),
+            "seen_at": {k: v.isoformat() for k, v in self.seen_at.items()},
+            "window": None if window is None else {
+                "start": window.start.isoformat() if window.start else None,
+                "fixed": window.fixed,
+                "lookback_hours": window.lookback_hours,
+            },
+            "backlog": self.backlog,
+            "outside_window": self.outside_window,
+            "why_nothing": self.why_nothing,
+            "notes": list(self.notes),
+        }  # fmt: skip
+
+    @classmethod
+    def restore(cls, tasks: list[TaskRecord], info: dict[str, Any]) -> Gathered:
+        """The inverse of :meth:`checkpoint` (older journals lack the new keys)."""
+        raw_window = info.get("window")
+        window = None
+        if isinstance(raw_window, dict):
+            start = raw_window.get("start")
+            window = HarvestWindow(
+                start=datetime.fromisoformat(start) if start else None,
+                fixed=bool(raw_window.get("fixed")),
+                lookback_hours=float(raw_window.get("lookback_hours", 0)),
+            )
+        return cls(
+            tasks=tuple(tasks),
+            n_sessions=int(info.get("n_sessions", 0)),
+            source=str(info.get("source", "transcripts")),
+            diagnostics=dict(info.get("diagnostics", {})),
+            mined=tuple(TaskRecord.from_dict(t) for t in info.get("mined", ())),
+            n_recalled=int(info.get("n_recalled", 0)),
+            sessions=tuple(_file_from_dict(f) for f in info.get("sessions", ())),
+            digest_keys={str(k): str(v) for k, v in info.get("digest_keys", {}).items()},
+            seen_at={str(k): datetime.fromisoformat(v) for k, v in info.get("seen_at", {}).items()},
+            window=window,
+            backlog=int(info.get("backlog", 0)),
+            outside_window=int(info.get("outside_window", 0)),
+            why_nothing=str(info.get("why_nothing", "")),
+            notes=tuple(str(n) for n in info.get("notes", ())),
+        )
+
+
+def _file_to_dict(file: SessionFile) -> dict[str, Any]:
+    return {
+        "source": file.source.value,
+        "path": file.path,
+        "size": file.size,
+        "mtime_ns": file.mtime_ns,
+        "session_id": file.session_id,
+    }
+
+
+def _file_from_dict(data: dict[str, Any]) -> SessionFile:
+    return SessionFile(
+        source=SourceKind(data["source"]),
+        path=str(data["path"]),
+        size=int(data["size"]),
+        mtime_ns=int(data["mtime_ns"]),
+        session_id=str(data.get("session_id", "")),
+    )
 
 
 def harvest_window_start(
@@ -88,9 +202,25 @@ def from_tasks_file(cfg: SleepConfig, *, project: Path, tasks_file: Path) -> Gat
     )
 
 
-def collect(cfg: SleepConfig, *, project: Path, since: datetime | None) -> HarvestResult:
-    limit = cfg.sources.max_sessions or cfg.night.max_tasks * 3
-    return harvest(sources_for(cfg), since=since, project=project, limit=limit)
+def session_limit(cfg: SleepConfig) -> int:
+    """Sessions read per night (the rest wait for the next nights)."""
+    return cfg.sources.max_sessions or cfg.night.max_tasks * 3
+
+
+def collect(
+    cfg: SleepConfig,
+    *,
+    project: Path,
+    since: datetime | None,
+    harvested: frozenset[SessionFile] | None = None,
+) -> HarvestResult:
+    return harvest(
+        sources_for(cfg),
+        since=since,
+        project=project,
+        limit=session_limit(cfg),
+        harvested=harvested,
+    )
 
 
 def finish(cfg: SleepConfig, harvested: HarvestResult, mined: MineResult) -> Gathered:
@@ -132,3 +262,122 @@ async def gather_async(
         pool, harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks
     )
     return finish(cfg, harvested, mined)
+
+
+# --------------------------------------------------------------------------- compounding
+
+
+async def gather_night(
+    cfg: SleepConfig,
+    *,
+    project: Path,
+    archive: TaskArchive,
+    pool: Completer | None,
+    use_llm: bool,
+    now: datetime,
+    tasks_file: Path | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> Gathered:
+    """Tonight's tasks: pending sessions mined (through the cache) plus recalled tasks.
+
+    A tasks file replaces all of it (no harvest, no recall: ``sessions`` stays empty, so
+    committing the night leaves the harvest cursor alone). Reads the archive and fills
+    its mining cache; records nothing else (see :func:`commit_gathered`).
+    """
+    if tasks_file is not None:
+        return await anyio.to_thread.run_sync(
+            functools.partial(from_tasks_file, cfg, project=project, tasks_file=tasks_file)
+        )
+    window = archive.harvest_window(lookback_hours=cfg.sources.lookback_hours, now=now)
+    harvested = archive.harvested_files()
+    result = await anyio.to_thread.run_sync(
+        functools.partial(collect, cfg, project=project, since=window.start, harvested=harvested)
+    )
+    digests = result.digests
+    if use_llm and digests:
+        if pool is None:
+            raise ConfigError("the LLM miner needs a model pool", key="night.llm_mine")
+        batch = await mine_llm_cached(
+            pool, digests, archive=archive, project=str(project), clock=clock or (lambda: now)
+        )
+    else:
+        batch = mine_heuristic(digests, project=str(project))
+    return _compose(cfg, archive=archive, now=now, result=result, batch=batch, window=window)
+
+
+def _compose(
+    cfg: SleepConfig,
+    *,
+    archive: TaskArchive,
+    now: datetime,
+    result: HarvestResult,
+    batch: MinedBatch,
+    window: HarvestWindow,
+) -> Gathered:
+    night = cfg.night
+    mined = split(cfg, list(batch.tasks))
+    fresh = [t for t in mined if t.split is not Split.TEST]
+    recallable = archive.recall(
+        now=now,
+        limit=night.max_tasks,
+        exclude={t.id for t in mined},
+        related_to=fresh,
+        policy=ArchivePolicy.from_settings(night),
+    )
+    n_new, n_recalled = share_capacity(
+        night.max_tasks,
+        available_new=len(mined),
+        available_recalled=len(recallable),
+        recall_share=night.recall_share,
+    )
+    tasks = (*mined[:n_new], *recallable[:n_recalled])
+    why = "" if tasks else explain_empty(result, window, sources=cfg.sources.kinds)
+    notes = harvest_notes(
+        result,
+        limit=session_limit(cfg),
+        n_mined=len(mined),
+        n_taken=n_new,
+        n_recalled=n_recalled,
+    )
+    return Gathered(
+        tasks=tasks,
+        n_sessions=len(result.digests),
+        source="transcripts",
+        diagnostics={
+            "harvest": result.diagnostics.to_dict(),
+            "mine": {"miner": batch.miner, **batch.diagnostics},
+            "recall": {"available": len(recallable), "taken": n_recalled, "new_taken": n_new},
+        },
+        mined=tuple(mined),
+        n_recalled=n_recalled,
+        sessions=result.visited,
+        digest_keys=batch.keys,
+        seen_at=batch.seen_at,
+        window=window,
+        backlog=result.backlog,
+        outside_window=result.outside_window,
+        why_nothing=why,
+        notes=notes,
+    )
+
+
+def commit_gathered(archive: TaskArchive, gathered: Gathered, *, night: int, now: datetime) -> None:
+    """Record tonight's mined tasks and mark its sessions harvested, in one transaction.
+
+    Call it only when the night completed (not for a dry run, a failed or aborted night),
+    before recording outcomes. Idempotent: a resumed night may commit again safely. A
+    tasks-file night has nothing to commit here.
+    """
+    if gathered.source != "transcripts":
+        return
+    with archive.transaction():
+        archive.record_mined(gathered.mined, night=night, now=now, seen_at=gathered.seen_at)
+        archive.mark_harvested(
+            gathered.sessions,
+            night=night,
+            now=now,
+            window=gathered.window,
+            digest_keys=gathered.digest_keys,
+            backlog=gathered.backlog,
+            outside_window=gathered.outside_window,
+        )

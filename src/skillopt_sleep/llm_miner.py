@@ -52,6 +52,8 @@ PROMPT_INTENT_CHARS = 240
 PROMPT_FINAL_CHARS = 400
 EXCHANGE_CHARS = 2000
 
+_CALL_FAILED = "call failed"
+
 _log = get_logger("skillopt_sleep.llm_miner")
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -218,7 +220,7 @@ async def _mine_one(
         try:
             completion = await pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
-            cause = f"call failed: {sanitize(str(exc))[:300]}"
+            cause = f"{_CALL_FAILED}: {sanitize(str(exc))[:300]}"
             exchanges.append({"attempt": attempt, "error": cause})
             break
         exchanges.append({"attempt": attempt, "reply": sanitize(completion.text)[:EXCHANGE_CHARS]})
@@ -240,6 +242,46 @@ async def _mine_one(
         fallback_cause=cause,
         calls=len(exchanges),
         exchanges=tuple(exchanges),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionMined:
+    """What mining one session produced: the unit the night's mining cache keeps.
+    ``fallback_cause`` is set when the session fell back to the heuristic task."""
+
+    tasks: tuple[TaskRecord, ...]
+    calls: int
+    fallback_cause: str = ""
+    call_failed: bool = False  # the model could not be reached: worth trying again later
+    prompt: str = ""
+    exchanges: tuple[dict[str, Any], ...] = ()
+
+
+async def mine_session(
+    pool: Completer,
+    digest: SessionDigest,
+    *,
+    project: str = "",
+    call_timeout: float | None = None,
+    max_output_tokens: int = 1200,
+) -> SessionMined:
+    """Mine one session with the optimizer role (see the module docstring)."""
+    outcome = await _mine_one(
+        pool,
+        digest,
+        project=project,
+        tally=_Tally(),
+        call_timeout=call_timeout,
+        max_output_tokens=max_output_tokens,
+    )
+    return SessionMined(
+        tasks=tuple(outcome.tasks),
+        calls=outcome.calls,
+        fallback_cause=outcome.fallback_cause,
+        call_failed=outcome.fallback_cause.startswith(_CALL_FAILED),
+        prompt=outcome.prompt,
+        exchanges=outcome.exchanges,
     )
 
 

@@ -152,6 +152,17 @@ class StateStore:
         return path
 
 
+def read_state_file(path: Path) -> ProjectState | None:
+    """The state file at ``path`` (``None`` when there is none), for one-time migrations."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptStateError(str(path), f"unreadable: {exc.strerror or exc}") from exc
+    return _parse(path, raw)
+
+
 def _parse(path: Path, raw: bytes) -> ProjectState:
     try:
         data = json.loads(raw)

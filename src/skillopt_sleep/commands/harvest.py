@@ -1,10 +1,21 @@
-"""`skillopt-sleep harvest --output tasks.json`: mine tasks for review, as the next night would.
+"""`skillopt-sleep harvest`: preview what the next night would learn from, widen the harvest
+window, or make sessions pending again.
 
-Reads the same window the next night would (the harvest cursor, else the first-night
-lookback) and mines it with the same miner: the LLM miner (one optimizer call per session)
-when the night would use it, unless ``--no-llm``. Writes a draft tasks file
-(``reviewed: false``). Review it, edit it, set ``"reviewed": true``, then
-``skillopt-sleep once --tasks-file tasks.json``.
+Without flags it reads the sessions the next night would (pending ones, in the harvest
+window, at most ``sources.max_sessions``) and mines them with the same miner: the LLM
+miner (one optimizer call per session) when the night would use it, unless ``--no-llm``.
+LLM mining results go to the project's mining cache, so the next night does not pay for
+them again. Nothing is marked harvested. ``--output`` writes the night's task set (new and
+recalled tasks) as a draft tasks file (``reviewed: false``): review it, set
+``"reviewed": true``, then ``skillopt-sleep once --tasks-file tasks.json``.
+
+- ``--since DATE`` sets the start of the harvest window to DATE (an ISO date or instant,
+  UTC unless it names an offset): pending sessions since DATE are harvested by the next
+  nights, older ones are left alone.
+- ``--reset`` forgets that sessions were harvested, so the next nights read them again:
+  with ``--since DATE`` those whose file changed after DATE, else all of them (and the
+  window starts over from ``sources.lookback_hours``). Tasks already mined stay in the
+  archive; mining results are reused from the cache.
 """
 
 from __future__ import annotations
@@ -12,10 +23,11 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from skillopt.errors import ConfigError
 from skillopt_sleep.commands._common import (
     EXIT_OK,
     add_config_args,
@@ -30,9 +42,10 @@ from skillopt_sleep.commands._common import (
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
     from skillopt_sleep.gather import Gathered
+    from skillopt_sleep.tasks.archive import TaskArchive
 
 NAME = "harvest"
-HELP = "Mine recent sessions into a reviewable tasks file, as the next night would."
+HELP = "Preview the next night's tasks; widen (--since) or redo (--reset) the harvest."
 ORDER = 40
 
 
@@ -44,58 +57,128 @@ def register(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="heuristic miner only (no model calls), even where the night uses the LLM miner",
     )
+    parser.add_argument(
+        "--since",
+        metavar="DATE",
+        help="start the harvest window at DATE (e.g. 2026-11-01): older pending sessions "
+        "were left out, these are harvested by the next nights",
+    )
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="make harvested sessions pending again (those changed after --since DATE, or all)",
+    )
+
+
+def parse_date(text: str) -> datetime:
+    """An ISO date or instant; naive means UTC."""
+    from skillopt_sleep.harvest import parse_instant
+
+    moment = parse_instant(text) if not text.strip().lstrip("-").isdigit() else None
+    if moment is None:
+        raise ConfigError(
+            f"{text!r} is not a date: use an ISO date such as 2026-11-01 or an instant such "
+            "as 2026-11-01T08:00:00+01:00",
+            key="--since",
+        )
+    return moment
 
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt_sleep.gather import gather, harvest_window_start, uses_llm_miner
-    from skillopt_sleep.state import StateStore
-    from skillopt_sleep.tasks_file import write_tasks_file
+    from skillopt_sleep.state import project_dir
+    from skillopt_sleep.tasks.archive import archive_path, open_archive
 
     try:
+        since = parse_date(args.since) if args.since else None
         cfg, project = load_config(args)
-        state = StateStore(cfg.state_path()).load(project)
         now = datetime.now(UTC)
-        since = harvest_window_start(cfg, state.harvest_cursor, now)
-        if uses_llm_miner(cfg) and not args.no_llm:
-            got = anyio.run(_llm_gather, cfg, project, since)
-        else:
-            got = gather(cfg, project=project, since=since)
+        path = archive_path(project_dir(cfg.state_path(), project))
+        with open_archive(path, now=now) as archive:
+            changes = _apply_flags(archive, args, since)
+            got = anyio.run(_preview, cfg, project, archive, not args.no_llm, now)
         if args.output:
-            write_tasks_file(
-                args.output,
-                got.tasks,
-                generated_at=now,
-                metadata={"project": str(project), "source": got.source,
-                          "n_sessions": got.n_sessions},
-            )  # fmt: skip
+            _write_draft(args.output, got, project, now)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     if args.json:
         emit_json(
             {
                 "ok": True,
+                "changes": changes,
                 "n_sessions": got.n_sessions,
+                "n_recalled": got.n_recalled,
+                "backlog": got.backlog,
+                "outside_window": got.outside_window,
+                "why_nothing": got.why_nothing,
+                "notes": list(got.notes),
                 "output": str(args.output) if args.output else None,
                 "tasks": [t.to_dict() for t in got.tasks],
                 "diagnostics": got.diagnostics,
             }
         )
         return EXIT_OK
-    miner = got.diagnostics.get("mine", {}).get("miner", "?")
-    say(f"{got.n_sessions} session(s) -> {len(got.tasks)} task(s) (miner: {miner})")
-    for t in got.tasks:
-        say(f"  [{t.split.value}/{t.outcome.value}] {' '.join(t.intent.split())[:90]}")
-    if args.output:
-        say(f"draft written to {args.output}: review it, set \"reviewed\": true, then run "
-            f"`skillopt-sleep once --tasks-file {args.output}`")  # fmt: skip
+    for change in changes:
+        say(change)
+    _say_preview(got, args.output)
     return EXIT_OK
 
 
-async def _llm_gather(cfg: SleepConfig, project: Path, since: datetime | None) -> Gathered:
-    from skillopt.backends.open import open_completer
-    from skillopt_sleep.gather import gather_async
+def _apply_flags(
+    archive: TaskArchive, args: argparse.Namespace, since: datetime | None
+) -> list[str]:
+    changes = []
+    if args.reset:
+        forgotten = archive.forget_harvested(since=since)
+        scope = f"changed after {since.isoformat()}" if since else "(all)"
+        changes.append(f"{forgotten} harvested session(s) {scope} are pending again")
+    if since is not None:
+        archive.set_window_start(since)
+        changes.append(f"the harvest window now starts at {since.isoformat()}")
+    return changes
 
+
+async def _preview(
+    cfg: SleepConfig, project: Path, archive: TaskArchive, llm_allowed: bool, now: datetime
+) -> Gathered:
+    from skillopt.backends.open import open_completer
+    from skillopt_sleep.gather import gather_night, uses_llm_miner
+
+    if not (llm_allowed and uses_llm_miner(cfg)):
+        return await gather_night(
+            cfg, project=project, archive=archive, pool=None, use_llm=False, now=now
+        )
     assert cfg.pool is not None  # uses_llm_miner checked it
     async with open_completer(cfg.pool) as pool:
-        return await gather_async(cfg, project=project, since=since, pool=pool, use_llm=True)
+        return await gather_night(
+            cfg, project=project, archive=archive, pool=pool, use_llm=True, now=now
+        )
+
+
+def _write_draft(output: Path, got: Gathered, project: Path, now: datetime) -> None:
+    from skillopt_sleep.tasks_file import write_tasks_file
+
+    metadata: dict[str, Any] = {
+        "project": str(project),
+        "source": got.source,
+        "n_sessions": got.n_sessions,
+    }
+    write_tasks_file(output, got.tasks, generated_at=now, metadata=metadata)
+
+
+def _say_preview(got: Gathered, output: Path | None) -> None:
+    miner = got.diagnostics.get("mine", {}).get("miner", "?")
+    new = len(got.tasks) - got.n_recalled
+    say(
+        f"{got.n_sessions} session(s) -> {new} new task(s) (miner: {miner}), "
+        f"{got.n_recalled} recalled from the archive"
+    )
+    if got.why_nothing:
+        say(f"  nothing to learn from: {got.why_nothing}")
+    for note in got.notes:
+        say(f"  {note}")
+    for t in got.tasks:
+        say(f"  [{t.split.value}/{t.origin.value}] {' '.join(t.intent.split())[:90]}")
+    if output:
+        say(f"draft written to {output}: review it, set \"reviewed\": true, then run "
+            f"`skillopt-sleep once --tasks-file {output}`")  # fmt: skip

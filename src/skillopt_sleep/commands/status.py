@@ -33,6 +33,36 @@ def _schedule_health(cfg: Any, project: Any) -> dict[str, Any]:
     return project_health(cfg.daemon, cfg.state_path(), project)
 
 
+def _archive_stats(cfg: Any, project: Any) -> dict[str, Any] | None:
+    """The task archive's sizes and the harvest backlog (``None`` before the first night)."""
+    from skillopt_sleep.state import project_dir
+    from skillopt_sleep.tasks.archive import archive_path, open_archive
+
+    path = archive_path(project_dir(cfg.state_path(), project))
+    if not path.is_file():
+        return None
+    with open_archive(path) as archive:
+        return archive.stats().to_dict()
+
+
+def _say_archive(stats: dict[str, Any] | None) -> None:
+    if stats is None:
+        say("  task archive: none yet (the first night creates it)")
+        return
+    say(
+        f"  task archive: {stats['tasks']} task(s): {stats['active']} active "
+        f"({stats['failing']} not passing yet), {stats['retired']} retired; "
+        f"{stats['pending_edits']} edit(s) carried to later nights"
+    )
+    when = f" after night {stats['last_harvest_night']}" if stats["last_harvest_night"] else ""
+    start = stats["window_start"] or ("all history" if stats["window_fixed"] else "not set yet")
+    say(
+        f"  harvest: {stats['harvested_sessions']} session(s) harvested; backlog "
+        f"{stats['backlog']} pending{when}; {stats['outside_window']} older than the window"
+        f" (window start: {start})"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import pending, run_summary, runs_root
@@ -46,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         nights = [run_summary(p) for p in runs[-SHOWN:]]
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)
+        archive = _archive_stats(cfg, project)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     data = {
@@ -55,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "harvest_cursor": state.harvest_cursor.isoformat() if state.harvest_cursor else None,
         "recent": nights,
         "pending_proposals": proposals,
+        "archive": archive,
         **health,
     }
     next_wake = health["next_wake"]
@@ -63,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     say(f"project {project}: {state.night} night(s) run")
     say(f"  harvest cursor: {data['harvest_cursor'] or 'not set (first night)'}")
+    _say_archive(archive)
     say(f"  next scheduled night: {next_wake or 'not scheduled'}")
     daemon = health["daemon"]
     if daemon:

@@ -4,14 +4,18 @@
 code call it through ``anyio.to_thread.run_sync(functools.partial(harvest, ...))``.
 It never raises for bad transcript content: malformed lines, unreadable or undecodable
 files and overlong lines are skipped and counted in :class:`HarvestDiagnostics`.
+
+Two cursors: given ``harvested`` (the set of :class:`SessionFile` s already harvested),
+a session is pending until its exact file version is recorded, so nothing is skipped
+for ever (the night's way). Without it, ``since`` is a time cursor (the older way).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from skillopt_sleep.harvest import claude_code, codex
 from skillopt_sleep.harvest.common import SELF_MARKER, DropReason, SessionBuilder, in_scope
 from skillopt_sleep.harvest.common import resolve_dir as _resolve_dir
 from skillopt_sleep.harvest.digest import FeedbackSignal, Sentiment, SessionDigest, SourceKind
+from skillopt_sleep.harvest.files import SessionFile, peek_cwd
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally
 from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
 
@@ -32,6 +37,7 @@ __all__ = [
     "HarvestResult",
     "Sentiment",
     "SessionDigest",
+    "SessionFile",
     "SourceKind",
     "SourceSpec",
     "harvest",
@@ -62,6 +68,9 @@ class HarvestDiagnostics:
     files_read: int = 0
     files_older_than_cursor: int = 0
     files_failed: int = 0
+    files_harvested_before: int = 0
+    files_outside_window: int = 0
+    backlog: int = 0
     lines: int = 0
     malformed_lines: int = 0
     overlong_lines: int = 0
@@ -74,6 +83,9 @@ class HarvestDiagnostics:
             "files_read": self.files_read,
             "files_older_than_cursor": self.files_older_than_cursor,
             "files_failed": self.files_failed,
+            "files_harvested_before": self.files_harvested_before,
+            "files_outside_window": self.files_outside_window,
+            "backlog": self.backlog,
             "lines": self.lines,
             "malformed_lines": self.malformed_lines,
             "overlong_lines": self.overlong_lines,
@@ -84,15 +96,39 @@ class HarvestDiagnostics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HarvestResult:
+    """``visited``: the files read this time (per-file cursor only), to be recorded as
+    harvested when the night commits. ``backlog``: pending files left for later nights;
+    ``outside_window``: pending files older than the window start, neither read nor consumed.
+    """
+
     digests: tuple[SessionDigest, ...]  # newest first
     diagnostics: HarvestDiagnostics
+    visited: tuple[SessionFile, ...] = ()
+    backlog: int = 0
+    outside_window: int = 0
 
 
-def _mtime(path: Path) -> datetime | None:
+def _stat(kind: SourceKind, path: Path) -> SessionFile | None:
     try:
-        return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+        return SessionFile.stat(kind, path)
     except OSError:
         return None
+
+
+def _older_and_ours(
+    outcome: SessionDigest | DropReason, cursor: datetime | None, scope: Path | None
+) -> bool:
+    if not isinstance(outcome, SessionDigest) or cursor is None:
+        return False
+    return outcome.ended_at <= cursor and in_scope(outcome.cwd, scope)
+
+
+def _maybe_ours(path: Path, scope: Path | None) -> bool:
+    """Whether an unread pending file may belong to the project (for counts only)."""
+    if scope is None:
+        return True
+    cwd = peek_cwd(path)
+    return cwd is None or in_scope(_resolve_dir(cwd), scope)
 
 
 def harvest(
@@ -103,16 +139,23 @@ def harvest(
     limit: int,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     extra_self_markers: Sequence[str] = (),
+    harvested: Set[SessionFile] | None = None,
 ) -> HarvestResult:
-    """Digests of sessions that ended strictly after ``since``, newest first, at most ``limit``.
+    """Digests of pending sessions, newest first, at most ``limit``.
 
-    ``since`` is an instant (naive = UTC; ``None`` = no cutoff). ``project`` limits the
-    result to sessions whose working directory is the project or below it (``None`` = all
-    projects). Sessions opening with :data:`SELF_MARKER` (or an extra marker) are ours and
-    dropped. Files are visited newest-modified first; a file last modified at or before
-    ``since`` cannot hold newer lines and is not opened.
+    ``since`` is an instant (naive = UTC; ``None`` = no cutoff): sessions that ended at or
+    before it are left alone, and a file last modified at or before it is not opened.
+    With ``harvested`` (the per-file cursor) ``since`` is the harvest window's start and
+    every file not in ``harvested`` is pending: the result lists the files read
+    (``visited``, whatever became of their session), the pending files left over once
+    ``limit`` digests were found (``backlog``) and those older than the window
+    (``outside_window``); both counts skip files whose head names another project.
+    ``project`` limits the result to sessions whose working directory is the project or
+    below it (``None`` = all projects). Sessions opening with :data:`SELF_MARKER` (or an
+    extra marker) are ours and dropped.
     """
     cursor = as_utc(since) if since is not None else None
+    per_file = harvested is not None
     scope = _resolve_dir(project) if project is not None else None
     markers = (SELF_MARKER, *extra_self_markers)
     dropped: Counter[str] = Counter()
@@ -120,26 +163,36 @@ def harvest(
     tally = LineTally()
     counts = Counter[str]()
 
-    candidates: list[tuple[datetime, SourceKind, Path]] = []
+    candidates: list[tuple[datetime, SessionFile]] = []
     for spec in sources:
         list_files, _ = _READERS[spec.kind]
         for path in list_files(Path(spec.home).expanduser()):
             counts["seen"] += 1
-            mtime = _mtime(path)
-            if mtime is None:
+            file = _stat(spec.kind, path)
+            if file is None:
                 counts["failed"] += 1
                 continue
-            if cursor is not None and mtime <= cursor:
-                counts["old"] += 1
+            if harvested is not None and file in harvested:
+                counts["harvested"] += 1
                 continue
-            candidates.append((mtime, spec.kind, path))
-    candidates.sort(key=lambda c: c[0], reverse=True)
+            if cursor is not None and file.mtime <= cursor:
+                if not per_file:
+                    counts["old"] += 1
+                elif _maybe_ours(path, scope):
+                    counts["outside"] += 1
+                continue
+            candidates.append((file.mtime, file))
+    candidates.sort(key=lambda c: (c[0], c[1].path), reverse=True)
 
     digests: dict[tuple[SourceKind, str], SessionDigest] = {}
-    for mtime, kind, path in candidates:
+    visited: list[SessionFile] = []
+    for index, (mtime, file) in enumerate(candidates):
         if len(digests) >= limit:
+            left = candidates[index:] if per_file else ()
+            counts["backlog"] = sum(_maybe_ours(Path(f.path), scope) for _, f in left)
             break
-        _, read = _READERS[kind]
+        _, read = _READERS[file.source]
+        path = Path(file.path)
         try:
             builder = read(path, tally, max_line_bytes=max_line_bytes, self_markers=markers)
         except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
@@ -149,16 +202,20 @@ def harvest(
             continue
         counts["read"] += 1
         outcome = builder.build(fallback_time=mtime)
+        if _older_and_ours(outcome, cursor, scope):
+            # Ours, but older than the window: left pending, not consumed.
+            dropped[DropReason.BEFORE_CURSOR.value] += 1
+            counts["outside"] += int(per_file)
+            continue
+        visited.append(file.with_session(sanitize(builder.session_id or path.stem)))
         if isinstance(outcome, DropReason):
             dropped[outcome.value] += 1
         elif not in_scope(outcome.cwd, scope):
             dropped[DropReason.OUT_OF_SCOPE.value] += 1
-        elif cursor is not None and outcome.ended_at <= cursor:
-            dropped[DropReason.BEFORE_CURSOR.value] += 1
-        elif (kind, outcome.session_id) in digests:
+        elif (file.source, outcome.session_id) in digests:
             dropped[DropReason.DUPLICATE.value] += 1
         else:
-            digests[(kind, outcome.session_id)] = outcome
+            digests[(file.source, outcome.session_id)] = outcome
 
     ordered = sorted(digests.values(), key=lambda d: d.ended_at, reverse=True)[: max(0, limit)]
     diagnostics = HarvestDiagnostics(
@@ -166,6 +223,9 @@ def harvest(
         files_read=counts["read"],
         files_older_than_cursor=counts["old"],
         files_failed=counts["failed"],
+        files_harvested_before=counts["harvested"],
+        files_outside_window=counts["outside"],
+        backlog=counts["backlog"],
         lines=tally.lines,
         malformed_lines=tally.malformed,
         overlong_lines=tally.overlong,
@@ -174,4 +234,10 @@ def harvest(
     )
     summary = {k: v for k, v in diagnostics.to_dict().items() if isinstance(v, int)}
     _log.info("harvest.done", sessions=len(ordered), **summary)
-    return HarvestResult(digests=tuple(ordered), diagnostics=diagnostics)
+    return HarvestResult(
+        digests=tuple(ordered),
+        diagnostics=diagnostics,
+        visited=tuple(visited) if per_file else (),
+        backlog=counts["backlog"],
+        outside_window=counts["outside"],
+    )

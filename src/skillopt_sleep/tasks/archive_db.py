@@ -1,0 +1,176 @@
+"""The task archive's SQLite file: connection settings, schema, versions, error mapping.
+
+WAL journal with ``synchronous=FULL``: a killed process (or a crash mid-night) leaves the
+last committed transaction intact and never a half-written one. A file that is not a
+database, fails SQLite's integrity check or carries a schema this code does not know is a
+:class:`CorruptStateError` naming the file; it is never reset silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from skillopt.errors import CorruptStateError, LockHeldError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tasks (
+    id          TEXT PRIMARY KEY,
+    record      TEXT NOT NULL,     -- TaskRecord JSON, redacted
+    first_seen  TEXT NOT NULL,     -- ISO 8601 UTC
+    last_seen   TEXT NOT NULL,
+    first_night INTEGER NOT NULL,
+    last_night  INTEGER NOT NULL,
+    recurrences INTEGER NOT NULL,  -- distinct source sessions
+    sessions    TEXT NOT NULL,     -- JSON list of session ids
+    retired_at  TEXT,              -- NULL while active
+    retired_why TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS outcomes (
+    task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    night       INTEGER NOT NULL,
+    run_id      TEXT NOT NULL,
+    docs_hash   TEXT NOT NULL,     -- the documents measured (hash or version label)
+    score       REAL NOT NULL,
+    samples     INTEGER NOT NULL,
+    passed      INTEGER NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (task_id, night, run_id)
+);
+CREATE INDEX IF NOT EXISTS outcomes_by_task ON outcomes (task_id, night DESC);
+CREATE TABLE IF NOT EXISTS harvested (
+    source       TEXT NOT NULL,
+    path         TEXT NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    session_id   TEXT NOT NULL DEFAULT '',
+    digest_key   TEXT NOT NULL DEFAULT '',
+    harvested_at TEXT NOT NULL,
+    night        INTEGER NOT NULL,
+    PRIMARY KEY (source, path)
+);
+CREATE TABLE IF NOT EXISTS mining_cache (
+    digest_key     TEXT PRIMARY KEY,
+    miner          TEXT NOT NULL,
+    tasks          TEXT NOT NULL,  -- JSON list of TaskRecord, redacted
+    calls          INTEGER NOT NULL,
+    fallback_cause TEXT NOT NULL DEFAULT '',
+    created_at     TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS carried_edits (
+    id             INTEGER PRIMARY KEY,
+    edit_key       TEXT NOT NULL UNIQUE,
+    edit           TEXT NOT NULL,  -- EditRecord JSON, redacted
+    seen_tasks     TEXT NOT NULL,  -- JSON list of task ids its reflection saw
+    first_night    INTEGER NOT NULL,
+    last_night     INTEGER NOT NULL,
+    nights_carried INTEGER NOT NULL,
+    status         TEXT NOT NULL,
+    why            TEXT NOT NULL DEFAULT '',
+    updated_at     TEXT NOT NULL
+);
+"""
+
+
+@contextlib.contextmanager
+def sqlite_errors(path: Path) -> Iterator[None]:
+    """Map SQLite's exceptions to ours: busy -> :class:`LockHeldError`, else corrupt."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            raise LockHeldError(
+                f"{path}: the task archive is busy (another skillopt-sleep process is writing "
+                "it); try again when it has finished"
+            ) from exc
+        raise CorruptStateError(str(path), f"task archive unusable: {text}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise CorruptStateError(
+            str(path), f"not a usable task archive ({exc}); move it aside to start a new one"
+        ) from exc
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if absent) and check the archive."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CorruptStateError(str(path), f"cannot create its directory: {exc}") from exc
+    with sqlite_errors(path):
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise CorruptStateError(str(path), f"cannot open the task archive: {exc}") from exc
+        try:
+            _prepare(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    check = conn.execute("PRAGMA quick_check").fetchone()
+    if check is None or check[0] != "ok":
+        detail = check[0] if check else "no answer"
+        raise CorruptStateError(
+            str(path), f"task archive failed its integrity check ({detail}); move it aside"
+        )
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        raise CorruptStateError(str(path), f"cannot use a write-ahead log here (mode {mode})")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _schema_version(conn, path)
+        if version == 0:
+            for statement in _statements(_SCHEMA):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        elif version > SCHEMA_VERSION:
+            raise CorruptStateError(
+                str(path),
+                f"task archive schema {version} is newer than this skillopt understands "
+                f"({SCHEMA_VERSION}); upgrade skillopt",
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """The schema's statements (``executescript`` would commit our open transaction)."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if has_meta is None:
+        others = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if others and others[0]:
+            raise CorruptStateError(str(path), "an SQLite file that is not a task archive")
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    try:
+        return int(row[0]) if row else 0
+    except ValueError as exc:
+        raise CorruptStateError(str(path), f"bad schema_version {row[0]!r}") from exc

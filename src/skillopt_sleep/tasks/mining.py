@@ -1,0 +1,163 @@
+"""Mining through the archive's cache: a session digest is mined (and paid for) once.
+
+Each session's LLM mining result is written to the cache the moment it lands, so a night
+killed half-way through mining and run again pays only for the sessions it never got
+an answer for. The key is a hash of the digest's content (not its path: Codex keeps the
+same session in two places), the miner and the project, so a session that grew since is
+mined again. A session whose call failed (endpoint down) is not cached: its heuristic
+fallback is used tonight and the LLM is asked again next time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from skillopt.errors import BudgetExceededError
+from skillopt.logging import get_logger
+from skillopt.types import TaskRecord
+from skillopt_sleep.harvest import SessionDigest
+from skillopt_sleep.llm_miner import Completer, mine_session
+from skillopt_sleep.mine import heuristic_mine, merge_tasks
+from skillopt_sleep.tasks.archive import TaskArchive
+from skillopt_sleep.tasks.records import MinedSession
+
+MINER_VERSION = "1"
+_MAX_LISTED = 50
+
+_log = get_logger("skillopt_sleep.tasks.mining")
+
+
+def digest_key(digest: SessionDigest, *, miner: str, project: str) -> str:
+    """The mining cache key of one session digest."""
+    data = digest.to_dict()
+    data.pop("path", None)
+    body = json.dumps([MINER_VERSION, miner, project, data], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MinedBatch:
+    """Tasks mined from a batch of sessions (all of them, merged: the archive keeps them
+    all; the night picks up to ``max_tasks``). ``keys`` maps a session file path to its
+    digest key; ``seen_at`` maps a task id to when its newest session ended."""
+
+    tasks: tuple[TaskRecord, ...]
+    miner: str
+    keys: dict[str, str] = field(default_factory=dict)
+    seen_at: dict[str, datetime] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+
+def _seen_at(tasks: Sequence[TaskRecord], digests: Sequence[SessionDigest]) -> dict[str, datetime]:
+    ended = {d.session_id: d.ended_at for d in digests}
+    out: dict[str, datetime] = {}
+    for task in tasks:
+        times = [ended[s] for s in task.source_sessions if s in ended]
+        if times:
+            out[task.id] = max(times)
+    return out
+
+
+def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBatch:
+    """The offline miner (free, deterministic: nothing to cache)."""
+    mined = heuristic_mine(digests, project=project, max_tasks=len(digests) * 3 + 1)
+    keys = {str(d.path): digest_key(d, miner="heuristic", project=project) for d in digests}
+    return MinedBatch(
+        tasks=mined.tasks,
+        miner="heuristic",
+        keys=keys,
+        seen_at=_seen_at(mined.tasks, digests),
+        diagnostics={"miner": "heuristic", **mined.diagnostics},
+    )
+
+
+async def mine_llm_cached(
+    pool: Completer,
+    digests: Sequence[SessionDigest],
+    *,
+    archive: TaskArchive,
+    project: str,
+    clock: Callable[[], datetime],
+    call_timeout: float | None = None,
+) -> MinedBatch:
+    """Mine each session with the LLM unless the cache already holds it."""
+    chosen = [d for d in digests if d.user_intents]
+    keys = {str(d.path): digest_key(d, miner="llm", project=project) for d in chosen}
+    results: dict[str, MinedSession] = {}
+    missing: list[SessionDigest] = []
+    for digest in chosen:
+        hit = archive.cached_mining(keys[str(digest.path)])
+        if hit is None:
+            missing.append(digest)
+        else:
+            results[str(digest.path)] = hit
+    calls = 0
+
+    async def mine(digest: SessionDigest) -> None:
+        nonlocal calls
+        got = await mine_session(pool, digest, project=project, call_timeout=call_timeout)
+        calls += got.calls
+        entry = MinedSession(
+            digest_key=keys[str(digest.path)],
+            miner="llm" if not got.fallback_cause else "heuristic",
+            tasks=got.tasks,
+            calls=got.calls,
+            fallback_cause=got.fallback_cause,
+        )
+        if not got.call_failed:
+            archive.cache_mining(entry, now=clock())
+        results[str(digest.path)] = entry
+
+    try:
+        async with anyio.create_task_group() as group:
+            for digest in missing:
+                group.start_soon(mine, digest)
+    except* BudgetExceededError as caught:
+        raise caught.exceptions[0] from None
+
+    done = [(d, results[str(d.path)]) for d in chosen if str(d.path) in results]
+    entries = [e for _, e in done]
+    llm_tasks = [t for e in entries if not e.fallback_cause for t in e.tasks]
+    fallbacks = [
+        {"session_id": d.session_id, "cause": e.fallback_cause} for d, e in done if e.fallback_cause
+    ]
+    diagnostics: dict[str, Any] = {
+        "miner": "llm",
+        "sessions": len(chosen),
+        "cached": len(chosen) - len(missing),
+        "mined_now": len(missing),
+        "calls": calls,
+        "fallbacks": fallbacks[:_MAX_LISTED],
+    }
+    if chosen and not llm_tasks:
+        fallback = mine_heuristic(digests, project=project)
+        _log.warning("mine.llm_empty", sessions=len(chosen), fallbacks=len(fallbacks))
+        return MinedBatch(
+            tasks=fallback.tasks,
+            miner="heuristic",
+            keys=keys,
+            seen_at=fallback.seen_at,
+            diagnostics={
+                **diagnostics,
+                "miner": "heuristic",
+                "fallback_all": "the LLM miner produced no usable task",
+                "heuristic": fallback.diagnostics,
+            },
+        )
+    merged = merge_tasks(t for e in entries for t in e.tasks)
+    diagnostics["tasks"] = len(merged)
+    _log.info("mine.cached_done", **{k: v for k, v in diagnostics.items() if isinstance(v, int)})
+    return MinedBatch(
+        tasks=tuple(merged),
+        miner="llm",
+        keys=keys,
+        seen_at=_seen_at(merged, chosen),
+        diagnostics=diagnostics,
+    )

@@ -1,0 +1,146 @@
+"""Frozen records the task archive hands out, and the policy that bounds a night's recall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from skillopt.types import EditRecord, TaskRecord
+
+if TYPE_CHECKING:
+    from skillopt_sleep.config import NightSettings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchivePolicy:
+    """When a task stops being replayed. 0 turns a rule off.
+
+    ``retire_after_passes``: passed on that many consecutive nights (its latest outcomes).
+    ``retire_after_days``: not seen in any harvested session for that many days.
+    """
+
+    retire_after_passes: int = 3
+    retire_after_days: float = 30.0
+
+    @classmethod
+    def from_settings(cls, night: NightSettings) -> ArchivePolicy:
+        return cls(
+            retire_after_passes=night.retire_after_passes,
+            retire_after_days=night.retire_after_days,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchivedTask:
+    """One task of the archive with its provenance and outcome summary.
+
+    ``pass_streak`` counts the consecutive latest nights it passed on; ``last_passed`` is
+    ``None`` while it has never been measured. ``recurrences`` is the number of distinct
+    sessions it was mined from.
+    """
+
+    task: TaskRecord
+    first_seen: datetime
+    last_seen: datetime
+    first_night: int
+    last_night: int
+    recurrences: int
+    sessions: tuple[str, ...]
+    retired_at: datetime | None = None
+    retired_why: str = ""
+    last_passed: bool | None = None
+    pass_streak: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    @property
+    def retired(self) -> bool:
+        return self.retired_at is not None
+
+    @property
+    def failing(self) -> bool:
+        """Not passing on its latest outcome (or never measured): worth replaying first."""
+        return self.last_passed is not True
+
+
+class EditStatus(StrEnum):
+    PENDING = "pending"  # carried: waiting for a night whose held-out tasks exercise it
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    DROPPED = "dropped"  # carried too long, or superseded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CarriedEdit:
+    """An edit carried across nights, with the task ids its reflection saw (never valid as
+    held-out evidence for it)."""
+
+    id: int
+    edit: EditRecord
+    seen_task_ids: frozenset[str]
+    first_night: int
+    last_night: int
+    nights_carried: int
+    status: EditStatus
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MinedSession:
+    """The mining cache's entry for one session digest: what mining it produced."""
+
+    digest_key: str
+    miner: str
+    tasks: tuple[TaskRecord, ...]
+    calls: int = 0
+    fallback_cause: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HarvestWindow:
+    """Where a harvest starts. ``fixed`` once something was harvested (or the user set it
+    with ``harvest --since``): a moving ``now - lookback`` window applies only before."""
+
+    start: datetime | None
+    fixed: bool
+    lookback_hours: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveStats:
+    tasks: int
+    active: int
+    retired: int
+    failing: int
+    outcomes: int
+    harvested_sessions: int
+    cached_sessions: int
+    pending_edits: int
+    backlog: int  # pending sessions the last harvest left for later nights
+    outside_window: int  # pending sessions older than the window at the last harvest
+    last_harvest_night: int  # 0 = never
+    window_start: datetime | None  # None: all history (when fixed), else not set yet
+    window_fixed: bool = False
+    migrated: str = ""  # what was brought over from state.json, if anything
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tasks": self.tasks,
+            "active": self.active,
+            "retired": self.retired,
+            "failing": self.failing,
+            "outcomes": self.outcomes,
+            "harvested_sessions": self.harvested_sessions,
+            "cached_sessions": self.cached_sessions,
+            "pending_edits": self.pending_edits,
+            "backlog": self.backlog,
+            "outside_window": self.outside_window,
+            "last_harvest_night": self.last_harvest_night,
+            "window_start": self.window_start.isoformat() if self.window_start else None,
+            "window_fixed": self.window_fixed,
+            "migrated": self.migrated,
+        }

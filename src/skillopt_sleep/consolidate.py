@@ -246,6 +246,7 @@ class Decision:
     untested: list[Candidate] = field(default_factory=list)
     folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
     nothing_to_learn: bool = False
+    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
 
 
 def _all_pass(measured: Measured) -> bool:
@@ -280,6 +281,7 @@ async def consolidate(
     rejected_all = Decision(
         accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
         final=None, docs=start, applied=[], rejected=[], folds=fold_of,
+        start_scores=base.task_means(),
     )  # fmt: skip
     why = ""
     if _all_pass(base):
@@ -320,7 +322,7 @@ async def consolidate(
                                            tasks, best)  # fmt: skip
             step = await learn_target(
                 night, round_no=round_no, target=target, tasks=tasks, best=best,
-                base=measured, folds=folds, carried=[c for c in carried if c.edit not in untested],
+                base=measured, folds=folds, carried=carried if round_no == 1 else (),
             )  # fmt: skip
             best, measured = step.best, step.measured
             applied.extend(step.accepted)

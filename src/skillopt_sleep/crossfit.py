@@ -140,6 +140,10 @@ class Measured:
     scores: Mapping[str, tuple[float, ...]]
     results: tuple[RolloutResult, ...] = ()
 
+    def task_means(self) -> dict[str, float]:
+        """Per task, the mean over its samples (NaN when every sample failed)."""
+        return {t: _mean(v) for t, v in self.scores.items()}
+
     def mean(self, task_ids: Sequence[str] | None = None) -> float:
         ids = list(task_ids) if task_ids is not None else list(self.scores)
         per = [_mean(self.scores.get(t, ())) for t in ids]

@@ -19,10 +19,11 @@ from typing import Any
 
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
-from skillopt.types import ReferenceKind, Split, TaskRecord
+from skillopt.types import EditRecord, ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
 from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
-from skillopt_sleep.gather import Gathered, gather_async, harvest_window_start, uses_llm_miner
+from skillopt_sleep.crossfit import Candidate
+from skillopt_sleep.gather import Gathered, commit_gathered, gather_night, uses_llm_miner
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
@@ -35,6 +36,8 @@ from skillopt_sleep.staging import (
     write_proposal,
 )
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
+from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
+from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
 
 
 def _log() -> Any:
@@ -58,40 +61,101 @@ def _live(night: Night) -> Live:
 
 
 async def _gather(
-    night: Night, state: ProjectState, started: datetime, tasks_file: Path | None
+    night: Night, archive: TaskArchive, started: datetime, tasks_file: Path | None
 ) -> Gathered:
+    """Pending sessions mined (cached per session) plus recalled archive tasks; a resumed
+    night reads back exactly what it gathered, so it commits what the original would."""
     run = night.run
     if night.resumed and run.stage_done("harvest"):
         rows = run.read_tasks()
         info = run.journal["checkpoint"].get("gather", {})
-        return Gathered(
-            tasks=tuple(TaskRecord.from_dict(r) for r in rows),
-            n_sessions=int(info.get("n_sessions", 0)),
-            source=str(info.get("source", "transcripts")),
-            diagnostics=dict(info.get("diagnostics", {})),
-        )
+        return Gathered.restore([TaskRecord.from_dict(r) for r in rows], info)
     night.begin("harvest")
-    since = harvest_window_start(night.cfg, state.harvest_cursor, started)
-    gathered = await gather_async(
+    gathered = await gather_night(
         night.cfg,
         project=night.project,
-        since=since,
+        archive=archive,
         pool=night.spend,
         use_llm=uses_llm_miner(night.cfg),
+        now=started,
         tasks_file=tasks_file,
+        clock=night.clock,
     )
     run.write_tasks(t.to_dict() for t in gathered.tasks)
-    run.checkpoint(
-        "gather",
-        {
-            "n_sessions": gathered.n_sessions,
-            "source": gathered.source,
-            "diagnostics": gathered.diagnostics,
-            "since": iso(since) if since else None,
-        },
+    run.checkpoint("gather", gathered.checkpoint())
+    for note in gathered.notes:
+        night.progress.note(note)
+    night.end(
+        "harvest",
+        tasks=len(gathered.tasks),
+        sessions=gathered.n_sessions,
+        recalled=gathered.n_recalled,
+        backlog=gathered.backlog,
     )
-    night.end("harvest", tasks=len(gathered.tasks), sessions=gathered.n_sessions)
     return gathered
+
+
+def _carried(archive: TaskArchive) -> tuple[list[Candidate], dict[EditRecord, int]]:
+    """Edits earlier nights could not test, with what their reflections saw."""
+    pending = archive.carried_edits()
+    candidates = [
+        Candidate(
+            edit=c.edit,
+            fold=-1,
+            seen=c.seen_task_ids,
+            held_out=(),
+            carried_nights=c.nights_carried,
+        )
+        for c in pending
+    ]
+    return candidates, {c.edit: c.id for c in pending}
+
+
+MAX_CARRIED_NIGHTS = 5
+
+
+def _commit_archive(
+    night: Night,
+    archive: TaskArchive,
+    gathered: Gathered,
+    decision: Decision | None,
+    carried_ids: dict[EditRecord, int],
+    *,
+    night_no: int,
+    now: datetime,
+    docs_hash: str,
+) -> dict[str, Any]:
+    """Tonight's harvest, outcomes and carried edits into the archive (idempotent)."""
+    commit_gathered(archive, gathered, night=night_no, now=now)
+    if decision is None:
+        return {}
+    scores = decision.start_scores
+    archive.record_outcomes(
+        night=night_no,
+        run_id=night.run.run_id,
+        docs_hash=docs_hash,
+        scores={t: s for t, s in scores.items() if math.isfinite(s)},
+        passed={t: s >= 1.0 for t, s in scores.items()},
+        now=now,
+    )
+    settled = {c.edit: c for c in decision.untested}
+    for edit, edit_id in carried_ids.items():
+        if edit in decision.applied:
+            archive.resolve_edit(edit_id, status=EditStatus.ACCEPTED, night=night_no, now=now,
+                                 why="kept by the gate")  # fmt: skip
+        elif edit in decision.rejected:
+            archive.resolve_edit(edit_id, status=EditStatus.REJECTED, night=night_no, now=now,
+                                 why="rejected by the gate")  # fmt: skip
+    for cand in decision.untested:
+        archive.carry_edits([cand.edit], seen_task_ids=cand.seen, night=night_no, now=now)
+    for carried in archive.carried_edits():
+        if carried.nights_carried > MAX_CARRIED_NIGHTS and carried.edit not in settled:
+            archive.resolve_edit(
+                carried.id, status=EditStatus.DROPPED, night=night_no, now=now,
+                why=f"no night exercised it in {carried.nights_carried} nights",
+            )  # fmt: skip
+    retired = archive.retire(now=now, policy=ArchivePolicy.from_settings(night.cfg.night))
+    return {"retired": [{"task_id": t, "why": w} for t, w in retired]}
 
 
 async def _score_test(
@@ -137,6 +201,21 @@ def _finite(value: float | None) -> float | None:
 
 
 async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOutcome:
+    started = datetime.fromisoformat(str(night.run.journal["started_at"]).replace("Z", "+00:00"))
+    path = archive_path(project_dir(night.cfg.state_path(), night.project))
+    try:
+        archive = open_archive(path, now=started)
+    except SkillOptError as exc:
+        night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
+                         failed_stage="harvest")  # fmt: skip
+        raise
+    with archive:
+        return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
+
+
+async def _drive(
+    night: Night, archive: TaskArchive, *, tasks_file: Path | None, demo: bool
+) -> NightOutcome:
     cfg, run = night.cfg, night.run
     store = StateStore(cfg.state_path())
     state = store.load(night.project)
@@ -168,9 +247,10 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
     reason = failed_stage = ""
     decision: Decision | None = None
     gathered: Gathered | None = None
+    carried_ids: dict[EditRecord, int] = {}
     leaked = False
     try:
-        gathered = await _gather(night, state, started, tasks_file)
+        gathered = await _gather(night, archive, started, tasks_file)
         tasks = list(gathered.tasks)
         learn = [t for t in tasks if t.split is not Split.TEST]
         test = [t for t in tasks if t.split is Split.TEST]
@@ -180,6 +260,14 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             "test": len(test),
             "folds": min(cfg.night.folds, len(learn)),
             "source": gathered.source,
+            "new": len(gathered.new_tasks),
+            "recalled": gathered.n_recalled,
+        }
+        report["harvest"] = {
+            "backlog": gathered.backlog,
+            "outside_window": gathered.outside_window,
+            "why_nothing": gathered.why_nothing,
+            "notes": list(gathered.notes),
         }
         report["task_intents"] = {t.id: t.intent for t in tasks}
         report["n_sessions"] = gathered.n_sessions
@@ -201,7 +289,10 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
                 night.progress.note(night.notes[-1])
             _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
             start = Docs(skill=live.skill, memory=live.memory)
-            decision = await consolidate(night, tasks=learn, start=start, rotation=night_no)
+            carried, carried_ids = _carried(archive)
+            decision = await consolidate(
+                night, tasks=learn, start=start, rotation=night_no, carried=carried
+            )
             leaked = bool(decision.final and decision.final.leaked)
             report["test"] = await _score_test(night, test, decision, start)
             if decision.accepted:
@@ -285,6 +376,12 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         ),
         auto_adopted=adopted,
     )
+    if status is RunStatus.COMPLETE and not night.dry_run and gathered is not None:
+        report["archive_changes"] = _commit_archive(
+            night, archive, gathered, decision, carried_ids,
+            night_no=night_no, now=ended, docs_hash=Docs(skill=live.skill, memory=live.memory).key,
+        )  # fmt: skip
+    report["archive"] = archive.stats().to_dict()
     _write_outputs(night, report, gathered)
     if status is RunStatus.COMPLETE and not night.dry_run:
         entry = NightEntry(
@@ -301,10 +398,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             rejected_edits=len(report["rejected_edits"]),
             untested_edits=len(report["untested_edits"]),
         )
-        state = state.with_cursor(started).record_night(entry)
-        if gathered:
-            state = state.archive_tasks(gathered.tasks)
-        store.save(state)
+        store.save(state.record_night(entry))
     run.finish(status, ended, outcome=result.value, reason=reason, failed_stage=failed_stage)
     if result is NightResult.NO_TASKS:
         _prune_empty_nights(night)

@@ -66,6 +66,11 @@ class Docs:
     def memory_hash(self) -> str:
         return _short_hash(self.memory)
 
+    @property
+    def key(self) -> str:
+        """One id for the pair (what the archive records outcomes under)."""
+        return f"{self.skill_hash}.{self.memory_hash}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:

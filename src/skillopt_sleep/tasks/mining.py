@@ -19,11 +19,12 @@ from typing import Any
 
 import anyio
 
+from skillopt.backends.base import Completer
 from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SessionDigest
-from skillopt_sleep.llm_miner import Completer, mine_session
+from skillopt_sleep.llm_miner import mine_session
 from skillopt_sleep.mine import heuristic_mine, merge_tasks
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import MinedSession

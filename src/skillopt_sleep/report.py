@@ -86,9 +86,12 @@ def _summary(r: Mapping[str, Any]) -> str:
             "has the per-endpoint errors."
         )
     if r.get("result") == "no_tasks":
+        why = (r.get("harvest") or {}).get("why_nothing") or (
+            "none of them held a task it could replay and judge"
+        )
         return (
-            f"skillopt read {r.get('n_sessions', 0)} new session(s) and found no task it "
-            "could replay and judge, so there was nothing to learn tonight."
+            f"skillopt read {r.get('n_sessions', 0)} new session(s) and had no task to learn "
+            f"from tonight: {cell(why, 600)}"
         )
     recalled = tasks.get("recalled", 0)
     origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
@@ -262,6 +265,31 @@ def _task_changes(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _archive(r: Mapping[str, Any]) -> list[str]:
+    a = r.get("archive") or {}
+    h = r.get("harvest") or {}
+    if not a:
+        return []
+    out = [
+        "## Task archive",
+        "",
+        f"- {a.get('tasks', 0)} task(s) archived: {a.get('active', 0)} active "
+        f"({a.get('failing', 0)} still failing), {a.get('retired', 0)} retired (solved for "
+        "long enough, or no longer asked for; kept, not replayed)",
+        f"- tonight: {(r.get('tasks') or {}).get('new', 0)} new, "
+        f"{(r.get('tasks') or {}).get('recalled', 0)} recalled from earlier nights",
+        f"- sessions harvested so far: {a.get('harvested_sessions', 0)}; waiting for later "
+        f"nights (backlog): {h.get('backlog', a.get('backlog', 0))}",
+    ]
+    if a.get("pending_edits"):
+        out.append(f"- edits carried to a later night (untested so far): {a['pending_edits']}")
+    retired = (r.get("archive_changes") or {}).get("retired") or []
+    if retired:
+        out.append(f"- retired tonight: {len(retired)}")
+    out += [f"- {cell(n, 300)}" for n in h.get("notes", [])]
+    return [*out, ""]
+
+
 def _spend(r: Mapping[str, Any]) -> list[str]:
     s = r.get("spend") or {}
     if not s:
@@ -338,6 +366,7 @@ def render_markdown(r: Mapping[str, Any]) -> str:
             + ".",
             "",
         ]
+    lines += _archive(r)
     lines += _spend(r)
     notes = r.get("notes", [])
     if notes:

@@ -8,9 +8,13 @@ both the target and the optimizer model. Then, black-box through the CLI only
 (``python -m skillopt_sleep once|adopt|status --json``, the default config file under the
 fresh HOME, the state dir):
 
-- **clean**: ``--nights`` chained nights from the seed documents, ``adopt`` after each;
-- **noisy**: ``--noisy-nights`` independent nights, each from the seed (state dir wiped,
-  documents restored), with 20% of target answers flipped (seeded per night), ``adopt``.
+- **clean**: ``--nights`` chained nights from the seed documents, ``adopt`` after each, in
+  ``--chains`` worlds (seeds ``--seed``, ``--seed``+1, ...; each its own history and HOME).
+  A world seed changes the history and the wording the miner gives each task, hence the
+  task ids and every hash split a night makes: one chain alone measures one draw of luck.
+- **noisy**: ``--noisy-nights`` independent nights in the first world, each from the seed
+  (state dir wiped, documents restored), with 20% of target answers flipped (seeded per
+  night), ``adopt``.
 
 Per night it prints the *true* score (share of the 24 tasks whose conventions are all in
 the live skill + CLAUDE.md after adopt and the harmful rule absent: read from the files,
@@ -27,12 +31,15 @@ a user onboarding a project with history sets it); ``--lookback-hours 72`` is th
 window. Every other setting is the default; ``SKILLOPT_SLEEP__*`` variables in the
 environment reach the nights (e.g. ``SKILLOPT_SLEEP__NIGHT__ROUNDS=2``).
 
-Targets (issue 10): clean >= 92% within 3 nights and 100% within 5, harmful never
-adopted; noisy: 0 harmful accepts in 20 nights and mean true score >= 80%; calls per
-night <= 1.5x today's for the same number of tasks (``TODAY_CALLS_PER_TASK``).
+Targets (issue 10), in every chain: clean >= 92% within 3 nights and 100% within 5,
+harmful never adopted; noisy: 0 harmful accepts in 20 nights and mean true score >= 80%;
+calls per night <= 1.5x today's for the same number of tasks (``TODAY_CALLS_PER_TASK``).
+The verdicts are printed; the exit status is 0 unless the benchmark itself breaks.
+A full run is 35 nights (~5 min on a loaded 2-core machine); ``--quick`` ~30 s.
 
-    .venv/bin/python bench/lift.py [--nights 5 --noisy-nights 20 --latency 0.02 --seed 7]
-                                   [--quick] [--json] [--miner llm|heuristic]
+    .venv/bin/python bench/lift.py [--nights 5 --chains 3 --noisy-nights 20 --latency 0.02]
+                                   [--seed 7] [--quick] [--json] [--miner llm|heuristic]
+                                   [--lookback-hours 0] [--keep]
 """
 
 from __future__ import annotations
@@ -60,9 +67,10 @@ from lift_world.model import WorldModel  # noqa: E402
 from lift_world.world import CONVENTIONS, HARMFUL_TEXT, TASKS, true_score  # noqa: E402
 from support.fake_model_server import FakeModelServer  # noqa: E402
 
-# calls per task of night 1 today (commit 0c7cf29, default settings, LLM miner): the
-# reference for "calls per night <= 1.5x today's for the same number of tasks"
-TODAY_CALLS_PER_TASK = 0.0
+# Model calls per task on the nights that had tasks, measured by this benchmark at commit
+# 0c7cf29 (defaults, LLM miner: ~103 mining calls + ~190 learning calls for 24 tasks): the
+# reference for "calls per night <= 1.5x today's for the same number of tasks".
+TODAY_CALLS_PER_TASK = 11.6
 NOISE = 0.2
 KEY_ENV = "SKILLOPT_LIFT_KEY"
 SEED_SKILL = """---
@@ -421,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
             chain: list[Night] = []
             for n in range(1, args.nights + 1):
                 night = run_night(lab, f"clean{c + 1}", n, noise=0.0, seed=0)
-                _, night.status = lab.cli("status", log=f"clean-{n:02d}-status")
+                if args.json:  # `status` as the user sees it (backlog, archive, ...)
+                    _, night.status = lab.cli("status", log=f"clean-{n:02d}-status")
                 chain.append(night)
                 say(row(night))
             chains.append(chain)

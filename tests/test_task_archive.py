@@ -282,3 +282,13 @@ def test_corrupt_state_json_stops_the_migration(tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text("{not json")
     with pytest.raises(CorruptStateError, match=r"state\.json"):
         open_archive(tmp_path / "tasks.sqlite", now=NOW)
+
+
+def test_a_row_that_no_longer_decodes_is_corruption(archive: TaskArchive) -> None:
+    archive.record_mined([_task("a", "alpha task")], night=1, now=NOW)
+    conn = sqlite3.connect(archive.path)
+    conn.execute("""UPDATE tasks SET record = '{"id": "a"}'""")
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptStateError, match="task a: TaskRecord: intent"):
+        archive.tasks()

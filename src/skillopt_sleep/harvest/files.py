@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skillopt_sleep.harvest.digest import SourceKind
 
-PEEK_BYTES = 32 * 1024
+PEEK_BYTES = 8 * 1024  # the first lines; enough for both sources to name their cwd
 _CWD = re.compile(rb'"cwd"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 
 

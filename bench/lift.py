@@ -329,19 +329,26 @@ def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
             f"noisy: mean true score {mean:.1%} (target >= 80%): {verdict(mean >= 0.8)} "
             f"(min {min(n.score for n in noisy):.0%}, max {max(n.score for n in noisy):.0%})",
         ]
-    every = [n for c in chains for n in c] + noisy
-    worked = [n for n in every if n.n_tasks]
-    if worked:
-        calls = [n.calls for n in every]
+    # Clean and noisy nights are priced apart: adaptive sampling is meant to spend where
+    # answers disagree, so a clean model pays little and a noisy one pays for its noise.
+    for label, group in (("clean", [n for c in chains for n in c]), ("noisy", noisy)):
+        worked = [n for n in group if n.n_tasks]
+        if not worked:
+            continue
+        calls = [n.calls for n in group]
         per_task = sum(n.calls for n in worked) / sum(n.n_tasks for n in worked)
         ref = (
-            f"today {TODAY_CALLS_PER_TASK:.1f} -> ratio {per_task / TODAY_CALLS_PER_TASK:.2f} "
-            f"(target <= 1.5): {verdict(per_task <= 1.5 * TODAY_CALLS_PER_TASK)}"
+            f"today {TODAY_CALLS_PER_TASK:.1f} -> ratio {per_task / TODAY_CALLS_PER_TASK:.2f}"
+            + (
+                f" (target <= 1.5): {verdict(per_task <= 1.5 * TODAY_CALLS_PER_TASK)}"
+                if label == "clean"
+                else " (adaptive sampling where answers disagree)"
+            )
             if TODAY_CALLS_PER_TASK
             else "no reference recorded"
         )
         lines.append(
-            f"calls per night: mean {sum(calls) / len(calls):.0f}, max {max(calls)}; "
+            f"{label} calls per night: mean {sum(calls) / len(calls):.0f}, max {max(calls)}; "
             f"calls per task on nights with tasks {per_task:.1f} ({ref})"
         )
     return lines

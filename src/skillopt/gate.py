@@ -113,7 +113,7 @@ class GateConfig:
     samples_per_task: int = 1
     enabled: bool = True
     confidence: float = 0.9  # paired gate: one-sided confidence of the improvement
-    max_samples_per_task: int = 4  # paired gate: adaptive sampling stops here
+    max_samples_per_task: int = 8  # paired gate: adaptive sampling stops here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", _metric(self.metric))

@@ -17,7 +17,8 @@ normal approximation of the same distribution): under "the candidate does nothin
 paired delta is as likely to be positive as negative. ``min_delta`` shifts the deltas, so
 "improves by more than min_delta" is what is tested. A task is *regressed* when its own
 paired deltas are significantly negative at the same confidence; *untested* means no pair
-differs at all (nothing on these tasks exercises the edit).
+differs at all (nothing on these tasks exercises the edit). The per-task regression tests
+are corrected for their number (Bonferroni over the tasks that went down).
 
 A candidate sample that is missing or not finite counts 0 (a crash never helps); a pair
 whose baseline sample is missing is left out (it cannot be compared).
@@ -228,7 +229,10 @@ def paired_test(
             )
         )
     n = len(tasks) or 1
-    regressed = tuple(t.task_id for t in tasks if t.mean_delta < 0 and t.p_regress <= alpha)
+    # Each task that went down is its own test: Bonferroni over them, so twenty-four
+    # noisy tasks do not produce a "significant" regression by chance alone.
+    lower = [t for t in tasks if t.mean_delta < 0]
+    regressed = tuple(t.task_id for t in lower if t.p_regress <= alpha / len(lower))
     return PairedTest(
         confidence=confidence,
         min_delta=min_delta,

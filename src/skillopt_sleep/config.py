@@ -57,7 +57,7 @@ class NightSettings(StrictModel):
     edit_budget: int = Field(default=4, ge=0, le=32)
     evolve_skill: bool = True
     evolve_memory: bool = True
-    folds: int = Field(default=3, ge=2, le=10)  # cross-fitting: every task is held out once
+    folds: int = Field(default=2, ge=2, le=10)  # cross-fitting: every task is held out once
     llm_mine: bool = True
     test_fraction: float = Field(default=0.0, ge=0, lt=1)  # report-only tasks, never learned on
     seed: int = 42
@@ -87,7 +87,7 @@ class GateSettings(StrictModel):
     no_regression: bool = False
     min_delta: float = Field(default=0.0, ge=0)
     samples_per_task: int = Field(default=1, ge=1, le=16)  # first paired samples per task
-    max_samples_per_task: int = Field(default=4, ge=1, le=32)  # adaptive: where samples disagree
+    max_samples_per_task: int = Field(default=8, ge=1, le=32)  # adaptive: where samples disagree
     confidence: float = Field(default=0.9, ge=0.5, lt=1)  # one-sided, of the paired gain
 
     @model_validator(mode="after")

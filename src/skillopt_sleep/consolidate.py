@@ -29,6 +29,7 @@ from skillopt.types import (
 )
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.crossfit import (
+    FRESH,
     Candidate,
     Measured,
     Trial,
@@ -351,7 +352,9 @@ async def _final(
     """The best documents against the live ones on every task, paired (no extra calls for
     samples both arms already have); every accepted edit must have been leak-free."""
     night.begin("final")
-    b, c = await compare(night, tasks, start, best, phase="final", enough=clear_pass(night))
+    b, c = await compare(
+        night, tasks, start, best, phase="final", enough=clear_pass(night), offset=FRESH
+    )
     night.check_degenerate("final", c.results, candidate=True)
     final = decide_paired(b.scores, c.scores, config=night.gate.config,
                           task_ids=[t.id for t in tasks])  # fmt: skip

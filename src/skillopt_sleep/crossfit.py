@@ -26,6 +26,8 @@ a task its reflection saw: the leak check is part of every single decision.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from skillopt_sleep.consolidate import Night
 
 __all__ = [
+    "FRESH",
     "Candidate",
     "Measured",
     "StepResult",
@@ -221,6 +224,18 @@ def _no_loss(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[fl
     return all(c >= b for t in base for b, c in zip(base[t], cand.get(t, ()), strict=False))
 
 
+FRESH = 1000
+"""First sample id of a confirmatory measurement: samples nobody has looked at yet."""
+
+
+def sample_stages(first: int, most: int) -> list[int]:
+    """How many samples per task after each wave: first, then doubling up to ``most``."""
+    stages = [first]
+    while stages[-1] < most:
+        stages.append(min(most, max(stages[-1] * 2, 4)))
+    return stages
+
+
 async def compare(
     night: Night,
     tasks: Sequence[Task],
@@ -229,20 +244,28 @@ async def compare(
     *,
     phase: str,
     enough: Settled | None = None,
+    offset: int = 0,
 ) -> tuple[Measured, Measured]:
     """Both arms on ``tasks``, paired by sample id, sampled adaptively.
 
     First ``samples_per_task`` samples of each arm (samples the baseline already has come
-    from the replayer's memory, not a new call). Then, unless ``enough`` says the first
-    wave already decides, both arms up to ``max_samples_per_task`` on the tasks whose
-    samples disagree. A clean model pays one pair per task.
+    from the replayer's memory, not a new call). Then, wave by wave (4, 8, ... up to
+    ``max_samples_per_task``), more samples of both arms only on the tasks whose samples
+    disagree, until ``enough`` says the evidence decides. A clean model pays one pair per
+    unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
+    measurement on samples no earlier decision saw).
     """
     cfg = night.gate.config
-    first = range(cfg.samples_per_task)
+    stages = sample_stages(cfg.samples_per_task, cfg.max_samples_per_task)
+    first = range(offset, offset + stages[0])
     (b, b_res), (c, c_res) = await _both(night, tasks, base, cand, first, phase)
-    unsettled = [t for t in tasks if not task_settled(b[t.id], c[t.id])]
-    more = range(cfg.samples_per_task, cfg.max_samples_per_task)
-    if unsettled and more and not (enough is not None and enough(b, c)):
+    for done, upto in itertools.pairwise(stages):
+        if enough is not None and enough(b, c):
+            break
+        unsettled = [t for t in tasks if not task_settled(b[t.id], c[t.id])]
+        if not unsettled:
+            break
+        more = range(offset + done, offset + upto)
         (b2, b2_res), (c2, c2_res) = await _both(night, unsettled, base, cand, more, phase)
         for t in unsettled:
             b[t.id].extend(b2[t.id])
@@ -433,12 +456,20 @@ async def _singles(
 
 
 def clear_pass(night: Night) -> Settled:
-    """A first wave that already passes with no sample lost needs no more samples."""
+    """Enough evidence: a pass with no sample lost, nothing moved, or a candidate still no
+    better than chance after several samples of every task where samples disagree (it is
+    rejected either way; more samples would only price the rejection)."""
     cfg = night.gate.config
 
     def enough(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
         test = paired_test(base, cand, confidence=cfg.confidence, min_delta=cfg.min_delta)
-        return test.passed and _no_loss(base, cand)
+        if test.passed:
+            return _no_loss(base, cand)  # a clear pass; a lost sample may be a regression
+        if test.untested:
+            return True
+        # no better than chance even with several samples of every disagreeing task
+        sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
+        return sampled >= 4 and test.p_improve > 0.5
 
     return enough
 
@@ -468,16 +499,16 @@ async def _union(
     night.check_budget(name)
 
 
-def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> dict[str, float]:
-    """Per task, the best score a single accepted edit reached on it (its improved tasks)."""
-    promised: dict[str, float] = {}
+def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> set[str]:
+    """The tasks a single accepted edit improved on its fold."""
+    promised: set[str] = set()
     for _, trial, _ in ranked:
-        decision = trial.decision
-        if decision is None:
-            continue
-        for d in decision.task_deltas:
-            if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline:
-                promised[d.task_id] = max(promised.get(d.task_id, 0.0), d.candidate)
+        if trial.decision is not None:
+            promised.update(
+                d.task_id
+                for d in trial.decision.task_deltas
+                if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline
+            )
     return promised
 
 
@@ -488,9 +519,11 @@ async def _settle(
     tasks: Sequence[Task],
     base: Measured,
     edits: list[EditRecord],
-    promised: Mapping[str, float],
+    promised: set[str],
 ) -> tuple[list[EditRecord], Measured, str]:
-    """The union, else the union without the conflicting edits, else the strongest single."""
+    """The union, else the union without the edits that undo the others, else the
+    strongest single. Each is measured on fresh samples of every task, paired with fresh
+    baseline samples (no earlier decision saw them), and must pass the paired gate."""
     attempts: list[tuple[str, list[EditRecord]]] = [("union", edits)]
     tried: list[list[EditRecord]] = []
     while attempts:
@@ -499,10 +532,13 @@ async def _settle(
             continue
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
-        b, c = await compare(night, tasks, base.docs, docs, phase="union", enough=_no_loss)
-        conflicts = _conflicts(b, c, promised)
-        decision = decide_paired(b.scores, c.scores, config=night.gate.config,
-                                 task_ids=[t.id for t in tasks])  # fmt: skip
+        b, c = await compare(
+            night, tasks, base.docs, docs, phase="union", enough=clear_pass(night), offset=FRESH
+        )
+        decision = decide_paired(
+            b.scores, c.scores, config=night.gate.config, task_ids=[t.id for t in tasks]
+        )
+        conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
         trial = Trial(
             name=f"round{round_no}.{kind}_{target.value}",
             kind="union" if kind == "union" else kind,
@@ -512,55 +548,60 @@ async def _settle(
             applied=list(app.applied),
             unmatched=[*app.unmatched, *app.skipped],
             decision=decision,
-            note=f"conflicts on {len(conflicts)} task(s): {conflicts[:6]}" if conflicts else
-            "every task an accepted edit improved stays improved; no task regressed",
-        )  # fmt: skip
+            note=f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
+            if conflicts
+            else "",
+        )
         night.trials.append(trial)
-        if not conflicts and not decision.blocked_by_regression:
+        if conflicts and kind == "union":
+            drop = await _leave_one_out(night, tasks, docs, chosen, base.docs, target, conflicts)
+            if drop:
+                attempts.insert(0, ("without_conflicting", [e for e in chosen if e not in drop]))
+                continue
+        if decision.accepted:
             return list(app.applied), c, kind
-        if kind == "union" and len(chosen) > 1:
-            keep = await _leave_one_out(night, tasks, base, chosen, target, conflicts, c)
-            attempts.append(("without_conflicting", keep))
         attempts.append(("strongest_single", chosen[:1]))
-    return [], base, "every combination regressed a task"
+    return [], base, "no combination passed the paired gate on every task"
 
 
-def _conflicts(b: Measured, c: Measured, promised: Mapping[str, float]) -> list[str]:
-    """Tasks a single accepted edit improved that the union does not (the union's
-    significant regressions are the paired decision's ``blocked_by_regression``)."""
-    out: list[str] = []
-    for tid in promised:
-        cm, bm = _mean(c.scores.get(tid, ())), _mean(b.scores.get(tid, ()))
-        if math.isfinite(bm) and (not math.isfinite(cm) or cm <= bm):
-            out.append(tid)
-    return out
+def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
+    """Tasks a single accepted edit improved on which no sample of the union is better than
+    the baseline: the union undid them (the paired test decides which edit did it)."""
+    return sorted(
+        tid
+        for tid in promised
+        if c.scores.get(tid)
+        and all(not cv > bv for bv, cv in zip(b.scores.get(tid, ()), c.scores[tid], strict=False))
+    )
 
 
 async def _leave_one_out(
     night: Night,
     tasks: Sequence[Task],
-    base: Measured,
+    union: Docs,
     chosen: list[EditRecord],
+    start: Docs,
     target: EditTarget,
     conflicts: Sequence[str],
-    union: Measured,
-) -> list[EditRecord]:
-    """Drop every edit whose removal alone raises the union's score on the conflicting tasks."""
+) -> set[EditRecord]:
+    """The edits whose removal makes the conflicting tasks significantly better."""
     on = [t for t in tasks if t.id in set(conflicts)]
-    union_score = union.mean([t.id for t in on])
-    samples = night.gate.config.max_samples_per_task
+    # one test per edit: Bonferroni, so noise alone rarely drops a good edit
+    alpha = (1.0 - night.gate.config.confidence) / len(chosen)
+    cfg = dataclasses.replace(night.gate.config, confidence=1.0 - alpha)
     out: list[Any] = [None] * len(chosen)
 
     async def one(i: int) -> None:
         rest = [e for j, e in enumerate(chosen) if j != i]
-        docs, _ = apply_to(base.docs, rest, target)
-        out[i] = await measure(night, on, docs, samples=samples, phase="attribution")
+        docs, _ = apply_to(start, rest, target)
+        u, without = await compare(night, on, union, docs, phase="attribution", offset=FRESH)
+        out[i] = decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
 
     async with anyio.create_task_group() as tg:
         for i in range(len(chosen)):
             tg.start_soon(one, i)
-    drop = {e for e, m in zip(chosen, out, strict=True) if m.mean() > union_score}
-    for e, m in zip(chosen, out, strict=True):
+    drop = {e for e, d in zip(chosen, out, strict=True) if d.accepted}
+    for e, d in zip(chosen, out, strict=True):
         night.trials.append(
             Trial(
                 name=f"leave_one_out.{target.value}",
@@ -570,8 +611,10 @@ async def _leave_one_out(
                 edits=[e],
                 applied=[e],
                 unmatched=[],
-                note=f"without it the conflicting tasks score {m.mean():.3f} vs {union_score:.3f}"
-                + (" -> dropped" if e in drop else " -> kept"),
+                decision=d,
+                note="without it the conflicting tasks are significantly better: dropped"
+                if e in drop
+                else "kept: removing it does not restore the conflicting tasks",
             )
         )
-    return [e for e in chosen if e not in drop]
+    return drop

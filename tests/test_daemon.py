@@ -19,7 +19,6 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.daemon import (
     EXIT_INTERRUPTED,
     EXIT_OK,
-    STATE_FILE,
     Daemon,
     DaemonConfig,
     NightRequest,
@@ -27,13 +26,12 @@ from skillopt_sleep.daemon import (
     NightSummary,
     WakeReason,
     build_trigger,
-    daemon_holder,
     next_wake_times,
-    project_health,
-    read_daemon_state,
     utc_now,
 )
+from skillopt_sleep.daemon_health import daemon_holder, project_health
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.daemon_state import STATE_FILE, read_daemon_state
 from skillopt_sleep.lock import project_key, project_lock
 
 

@@ -16,17 +16,21 @@ Lifecycle:
 
 A night counts as "done" for catch-up when it completed or failed; an aborted night is
 caught up (resumed) at the next start.
+
+Besides the daemon, this module holds the trigger maths (``build_trigger``,
+``next_wake_times``), the only other use of APScheduler. Around it: the settings
+(:mod:`.daemon_settings`), the catch-up record (:mod:`.daemon_state`), what ``status``
+shows (:mod:`.daemon_health`) and the stop (:mod:`.shutdown`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -45,19 +49,12 @@ from apscheduler.events import (
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from skillopt.atomicio import atomic_write_json
-from skillopt.errors import ConfigError, CorruptStateError, LockHeldError, SkillOptError
+from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
-from skillopt_sleep.lock import (
-    LockHolder,
-    daemon_lock,
-    daemon_lock_path,
-    lock_is_held,
-    project_lock,
-    project_lock_path,
-)
+from skillopt_sleep.daemon_state import DaemonState, ProjectRecord
+from skillopt_sleep.lock import daemon_lock, project_lock
 from skillopt_sleep.lock import project_key as _project_key
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
@@ -67,8 +64,6 @@ def _log() -> Any:
     return get_logger(__name__)
 
 
-STATE_FILE = "daemon-state.json"
-STATE_VERSION = 1
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
 
@@ -188,105 +183,8 @@ def next_wake_times(
     return out
 
 
-def daemon_holder(state_dir: Path) -> LockHolder | None:
-    """The running daemon for this state dir, if any (for ``status``)."""
-    return lock_is_held(daemon_lock_path(state_dir))
-
-
-# --------------------------------------------------------------------------- state
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProjectRecord:
-    path: str
-    first_seen: str
-    last_fire: str | None = None
-    last_night_started: str | None = None
-    last_night_finished: str | None = None
-    last_outcome: str | None = None
-
-
-@dataclass(kw_only=True)
-class DaemonState:
-    """``<state_dir>/daemon-state.json``: what catch-up needs to survive restarts."""
-
-    path: Path
-    projects: dict[str, ProjectRecord] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, state_dir: Path) -> DaemonState:
-        path = Path(state_dir) / STATE_FILE
-        if not path.exists():
-            return cls(path=path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") != STATE_VERSION:
-                raise ValueError(f"unknown version {data.get('version')!r}")
-            projects = {k: ProjectRecord(**v) for k, v in data["projects"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptStateError(str(path), f"cannot read daemon state: {exc}") from exc
-        return cls(path=path, projects=projects)
-
-    @classmethod
-    def load_or_reset(cls, state_dir: Path) -> DaemonState:
-        """Like :meth:`load`, but a corrupt file is moved aside (loudly) so the daemon runs."""
-        try:
-            return cls.load(state_dir)
-        except CorruptStateError as exc:
-            path = Path(state_dir) / STATE_FILE
-            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
-            path.replace(aside)
-            _log().error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
-            return cls(path=path)
-
-    def save(self) -> None:
-        atomic_write_json(
-            self.path,
-            {
-                "version": STATE_VERSION,
-                "projects": {k: vars(v) for k, v in sorted(self.projects.items())},
-            },
-        )
-
-    def update(self, key: str, **changes: str | None) -> None:
-        self.projects[key] = replace(self.projects[key], **changes)  # type: ignore[arg-type]
-        self.save()
-
-
-def read_daemon_state(state_dir: Path) -> dict[str, ProjectRecord]:
-    """Per-project last fire / night / outcome as the daemon recorded them."""
-    return DaemonState.load(state_dir).projects
-
-
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None
-
-
-def project_health(
-    settings: DaemonSettings, state_dir: Path, project: Path, *, now: datetime | None = None
-) -> dict[str, Any]:
-    """What ``status`` shows about scheduling for one project (JSON-ready).
-
-    ``next_wake`` is computed as if ``project`` were scheduled (its own entry or the
-    default time); ``daemon`` is the live daemon's holder record, ``night_in_progress``
-    the holder of the project lock (a daemon night, ``once`` or ``dry-run``).
-    """
-    resolved = Path(project).expanduser().resolve()
-    wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
-    holder = daemon_holder(state_dir)
-    night = lock_is_held(project_lock_path(state_dir, _project_key(resolved)))
-    try:
-        record = read_daemon_state(state_dir).get(_project_key(resolved))
-    except CorruptStateError:
-        record = None
-    return {
-        "next_wake": _iso(wake),
-        "daemon_running": holder is not None,
-        "daemon": holder.to_dict() if holder else None,
-        "night_in_progress": night.to_dict() if night else None,
-        "daemon_last_outcome": record.last_outcome if record else None,
-        "daemon_last_night_finished": record.last_night_finished if record else None,
-    }
 
 
 # --------------------------------------------------------------------------- daemon

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,21 @@ def world(tmp_path: Path) -> dict[str, Path]:
 
 def _live(world: dict[str, Path], name: str) -> Path:
     return world["roots"] / name / "SKILL.md"
+
+
+def failing_replace(
+    at: int, calls: list[str] | None = None, error: OSError | None = None
+) -> Callable[[str, str], None]:
+    """An ``os.replace`` that fails on call number ``at`` (recording each target)."""
+    seen = [] if calls is None else calls
+
+    def replace(src: str, dst: str) -> None:
+        seen.append(dst)
+        if len(seen) == at:
+            raise error or OSError("boom")
+        os.replace(src, dst)
+
+    return replace
 
 
 def test_adopt_everything(world: dict[str, Path]) -> None:
@@ -158,13 +174,7 @@ def test_hard_linked_live_file_is_refused(world: dict[str, Path]) -> None:
 def test_failure_on_second_replace_rolls_everything_back(world: dict[str, Path]) -> None:
     before = {n: _live(world, n).read_bytes() for n in ("alpha", "beta")}
     calls: list[str] = []
-
-    def flaky_replace(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device")
-        os.replace(src, dst)
-
+    flaky_replace = failing_replace(2, calls, OSError(28, "No space left on device"))
     with pytest.raises(AdoptionError, match="rolled back"):
         adopt(world["run"], skill_roots=[world["roots"]], replace_fn=flaky_replace)
     assert len(calls) == 2
@@ -180,20 +190,12 @@ def test_failure_on_second_replace_rolls_everything_back(world: dict[str, Path])
 
 
 def test_rollback_removes_a_file_that_did_not_exist(world: dict[str, Path]) -> None:
-    calls: list[str] = []
-
-    def fail_second(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError("boom")
-        os.replace(src, dst)
-
     with pytest.raises(AdoptionError):
         adopt(
             world["run"],
             skill_roots=[world["roots"]],
             select=["gamma", "alpha"],
-            replace_fn=fail_second,
+            replace_fn=failing_replace(2),
         )
     assert not _live(world, "gamma").exists()
 
@@ -279,3 +281,80 @@ def test_memory_file_confined_to_project_root(tmp_path: Path) -> None:
     )
     result = adopt(run, skill_roots=[project])
     assert memory.read_text() == "mem2\n" and result.adopted[0].kind == "memory"
+
+
+def _stage_new(tmp_path: Path, live: Path, name: str = "learned") -> Path:
+    run = tmp_path / f"run-{name}"
+    write_proposal(run, [Proposal(name=name, live_path=live, text="---\nname: x\n---\nnew\n")])
+    return run
+
+
+@pytest.mark.parametrize("root_exists", [True, False])
+def test_adopt_creates_a_missing_skill_folder_inside_the_roots(
+    tmp_path: Path, root_exists: bool
+) -> None:
+    roots = tmp_path / "skills"
+    if root_exists:
+        roots.mkdir()
+    project = tmp_path / "proj"
+    project.mkdir()
+    live = roots / "learned" / "SKILL.md"
+    run = tmp_path / "run"
+    write_proposal(
+        run,
+        [
+            Proposal(name="learned", live_path=live, text="---\nname: learned\n---\nnew\n"),
+            Proposal(
+                name="memory",
+                live_path=project / "CLAUDE.md",
+                text="mem\n",
+                kind=ProposalKind.MEMORY,
+            ),
+        ],
+    )
+    result = adopt(run, skill_roots=[roots, project])
+    assert [a.name for a in result.adopted] == ["learned", "memory"]
+    assert live.read_text() == "---\nname: learned\n---\nnew\n"
+    assert (project / "CLAUDE.md").read_text() == "mem\n"
+    assert live.parent.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_missing_folder_outside_the_roots_is_not_created(tmp_path: Path) -> None:
+    roots = tmp_path / "home" / ".claude" / "skills"  # ~/.claude itself is missing
+    run = _stage_new(tmp_path, roots / "learned" / "SKILL.md")
+    with pytest.raises(RefusedError, match=r"does not exist and is outside.*skill_roots"):
+        adopt(run, skill_roots=[roots])
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_missing_folder_is_never_created_through_a_symlink(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    roots.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (roots / "linked").symlink_to(outside, target_is_directory=True)
+    run = _stage_new(tmp_path, roots / "linked" / "learned" / "SKILL.md")
+    with pytest.raises(RefusedError, match="outside the configured skill roots"):
+        adopt(run, skill_roots=[roots])
+    # A symlink planted after staging where the folder will be created is refused too.
+    run = _stage_new(tmp_path, roots / "late" / "SKILL.md", name="late")
+    (roots / "late").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RefusedError, match=r"resolves to|outside"):
+        adopt(run, skill_roots=[roots])
+    assert list(outside.iterdir()) == []
+
+
+def test_rollback_removes_a_folder_it_created(world: dict[str, Path]) -> None:
+    live = world["roots"] / "delta" / "SKILL.md"
+    run = world["tmp"] / "run-delta"
+    write_proposal(
+        run,
+        [
+            Proposal(name="delta", live_path=live, text="new\n"),
+            Proposal(name="alpha", live_path=_live(world, "alpha"), text="changed\n"),
+        ],
+    )
+    with pytest.raises(AdoptionError, match="rolled back"):
+        adopt(run, skill_roots=[world["roots"]], replace_fn=failing_replace(2))
+    assert not live.parent.exists()
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"

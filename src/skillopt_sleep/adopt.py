@@ -13,6 +13,10 @@ Order of operations for ``adopt(run_dir, skill_roots=..., select=...)``:
 7. On any failure: restore every file already replaced, remove the journal, raise.
 8. Append the receipts (one write), then remove the journal: the commit point.
 
+A live file whose folder does not exist yet (the managed skill's own folder on a first
+night) gets it created in step 6, one level at a time, only at or below a skill root and
+never through a symlink; a rollback removes it again.
+
 Memory files (``CLAUDE.md`` / ``AGENTS.md``) are confined like skills: pass the project
 directory among ``skill_roots`` to allow them.
 """
@@ -20,6 +24,7 @@ directory among ``skill_roots`` to allow them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -161,11 +166,60 @@ def pending(run_dir: str | os.PathLike[str]) -> list[ManifestEntry]:
     return [e for e in load_manifest(run_dir).entries if e.name not in done]
 
 
-def _within(real: str, roots: Sequence[str]) -> bool:
-    return any(real != root and os.path.commonpath([real, root]) == root for root in roots)
+def _within(real: str, roots: Sequence[str], *, or_at: bool = False) -> bool:
+    return any(
+        (real != root or or_at) and os.path.commonpath([real, root]) == root for root in roots
+    )
 
 
-def _confine(entry: ManifestEntry, roots: Sequence[str]) -> Path:
+def _missing_dirs(entry: ManifestEntry, real: Path, roots: Sequence[str]) -> tuple[Path, ...]:
+    """Directories to create for ``real`` (top first): each must lie at or below a root.
+
+    ``real`` is fully resolved, so its existing ancestors are real directories and nothing
+    created here goes through a symlink.
+    """
+    missing: list[Path] = []
+    folder = real.parent
+    while not folder.is_dir():
+        if os.path.lexists(folder):
+            raise RefusedError(f"{entry.name}: {folder} exists and is not a directory")
+        if not _within(str(folder), roots, or_at=True):
+            raise RefusedError(
+                f"{entry.name}: {folder} does not exist and is outside the configured skill "
+                "roots; create it yourself or add its parent to `skill_roots`"
+            )
+        missing.append(folder)
+        folder = folder.parent
+    return tuple(reversed(missing))
+
+
+def _make_dirs(folders: Sequence[Path]) -> list[Path]:
+    """Create ``folders`` (top first) one level at a time; returns those created here.
+
+    ``mkdir`` never follows a symlink at the new name, and each new level is checked to be
+    a real directory before the next is made inside it.
+    """
+    created: list[Path] = []
+    for folder in folders:
+        try:
+            os.mkdir(folder, 0o755)
+            created.append(folder)
+        except FileExistsError:
+            pass
+        if os.path.islink(folder) or os.path.realpath(folder) != str(folder):
+            raise RefusedError(f"{folder} turned into a symlink while adopting; refusing")
+    return created
+
+
+def _remove_dirs(folders: Sequence[Path]) -> None:
+    """Undo :func:`_make_dirs`: remove the folders (deepest first) that are still empty."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _confine(entry: ManifestEntry, roots: Sequence[str]) -> tuple[Path, tuple[Path, ...]]:
+    """The real live path and the directories adopting it has to create (top first)."""
     live = Path(entry.live_path)
     if not live.is_absolute():
         raise RefusedError(f"{entry.name}: live path {live} is not absolute")
@@ -183,9 +237,7 @@ def _confine(entry: ManifestEntry, roots: Sequence[str]) -> Path:
             raise RefusedError(f"{entry.name}: {live} is a symlink; refusing to write through it")
         if info.st_nlink > 1:
             raise RefusedError(f"{entry.name}: {live} has other hard links; refusing")
-    if not Path(real).parent.is_dir():
-        raise RefusedError(f"{entry.name}: the directory of {live} does not exist")
-    return Path(real)
+    return Path(real), _missing_dirs(entry, Path(real), roots)
 
 
 def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
@@ -235,6 +287,7 @@ def _recover_locked(root: Path) -> tuple[str, ...]:
             if sha256_file(path) == item["sha256_after"]:
                 _restore(path, None if original is None else base64.b64decode(original))
                 restored.append(str(path))
+            _remove_dirs([Path(d) for d in item.get("new_dirs", [])])
     journal_path.unlink(missing_ok=True)
     if restored:
         _log.warning("adopt.recovered", run_dir=str(root), restored=restored)
@@ -272,6 +325,7 @@ class _Step:
     live: Path
     proposed: bytes
     original: bytes | None  # None = the live file did not exist
+    new_dirs: tuple[Path, ...] = ()  # folders to create first (a new managed skill's own)
 
 
 def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) -> list[_Step]:
@@ -285,7 +339,7 @@ def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) 
             raise CorruptStateError(str(staged_path), f"unreadable ({exc})") from exc
         if sha256_bytes(proposed) != entry.sha256:
             raise CorruptStateError(str(staged_path), "does not match its manifest sha256")
-        live = _confine(entry, roots)
+        live, new_dirs = _confine(entry, roots)
         try:
             original: bytes | None = live.read_bytes()
         except FileNotFoundError:
@@ -296,7 +350,9 @@ def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) 
                 f"{entry.name}: {entry.live_path} changed since staging; "
                 "discard this proposal and rerun the night"
             )
-        plan.append(_Step(entry=entry, live=live, proposed=proposed, original=original))
+        plan.append(
+            _Step(entry=entry, live=live, proposed=proposed, original=original, new_dirs=new_dirs)
+        )
     return plan
 
 
@@ -308,6 +364,7 @@ def _write_journal(root: Path, transaction: str, plan: Sequence[_Step]) -> None:
             "original_b64": None
             if step.original is None
             else base64.b64encode(step.original).decode("ascii"),
+            "new_dirs": [str(d) for d in step.new_dirs],
         }
         for step in plan
     ]
@@ -317,9 +374,11 @@ def _write_journal(root: Path, transaction: str, plan: Sequence[_Step]) -> None:
 def _apply(root: Path, plan: Sequence[_Step], replace_fn: ReplaceFn) -> None:
     """Replace every live file, or restore every one already replaced and raise."""
     replaced: list[_Step] = []
+    created: list[Path] = []
     try:
         for step in plan:
             replaced.append(step)
+            created += _make_dirs(step.new_dirs)
             _write_file(step.live, step.proposed, replace_fn)
     except BaseException as exc:
         problems = []
@@ -330,6 +389,7 @@ def _apply(root: Path, plan: Sequence[_Step], replace_fn: ReplaceFn) -> None:
                     _restore(step.live, step.original)
             except OSError as undo_exc:
                 problems.append(f"{step.live}: {undo_exc}")
+        _remove_dirs(created)
         if problems:
             raise CorruptStateError(
                 str(root / JOURNAL_NAME), f"rollback incomplete: {problems}; journal kept"

@@ -37,6 +37,7 @@ from skillopt_sleep.staging import (
     Proposal,
     ProposalKind,
     SkillStore,
+    scaffold_skill,
     sha256_file,
     write_proposal,
 )
@@ -367,13 +368,14 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
     proposals = []
     if decision.docs.skill != live.skill:
         name = live.skill_path.parent.name or "skill"
-        version = store.add_version(name, decision.docs.skill, run_id=run.run_id, night=night_no)
+        text = scaffold_skill(decision.docs.skill, name=name, project=night.project)
+        version = store.add_version(name, text, run_id=run.run_id, night=night_no)
         run.journal["versions"][name] = version.number
         proposals.append(
             Proposal(
                 name=name,
                 live_path=live.skill_path,
-                text=decision.docs.skill,
+                text=text,
                 kind=ProposalKind.SKILL,
                 live_sha256=live.skill_sha,
                 store_version=version.number,

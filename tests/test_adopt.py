@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +22,9 @@ from skillopt_sleep.adopt import (
     pending,
     recover,
 )
+from skillopt_sleep.adopt_journal import RecoveryAction
 from skillopt_sleep.staging import Proposal, ProposalKind, sha256_file, write_proposal
+from support.adoption import killed_adoption
 
 
 @pytest.fixture
@@ -201,42 +203,97 @@ def test_rollback_removes_a_file_that_did_not_exist(world: dict[str, Path]) -> N
 
 
 def _kill_mid_adoption(world: dict[str, Path]) -> None:
-    """A real process dies (os._exit) between the first and second replace."""
-    script = textwrap.dedent(
-        f"""
-        import os
-        from skillopt_sleep.adopt import adopt
-        calls = []
-        def die_on_second(src, dst):
-            calls.append(dst)
-            if len(calls) == 2:
-                os._exit(9)
-            os.replace(src, dst)
-        roots = [{str(world["roots"])!r}]
-        adopt({str(world["run"])!r}, skill_roots=roots, replace_fn=die_on_second)
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
-    assert proc.returncode == 9, proc.stderr.decode()
+    """A real process dies between the first and second replace."""
+    killed_adoption(world["run"], [world["roots"]], die_at=2)
     assert _live(world, "alpha").read_text() == "# alpha\nimproved\n"  # half-adopted on disk
     assert (world["run"] / JOURNAL_NAME).exists()
+    assert _temps(world["roots"])  # the second file's temp was never cleaned up
 
 
-def test_killed_adoption_is_recovered_by_the_next_adopt(world: dict[str, Path]) -> None:
+def _temps(root: Path) -> list[Path]:
+    return sorted(root.rglob(".tmp-*"))
+
+
+def test_killed_adoption_is_rolled_back_by_the_next_adopt(world: dict[str, Path]) -> None:
     _kill_mid_adoption(world)
     result = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
-    assert result.recovered == (str(_live(world, "alpha")),)
+    assert result.recovered is not None
+    assert result.recovered.action is RecoveryAction.ROLLED_BACK
+    assert result.recovered.files == (str(_live(world, "alpha")),)
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert _live(world, "beta").read_text() == "# beta\nimproved\n"
-    assert recover(world["run"]) == ()
+    assert recover(world["run"]) is None
+    assert _temps(world["roots"]) == []
 
 
-def test_killed_adoption_is_recovered_on_its_own(world: dict[str, Path]) -> None:
+def test_killed_adoption_is_rolled_back_on_its_own(world: dict[str, Path]) -> None:
     _kill_mid_adoption(world)
-    assert recover(world["run"]) == (str(_live(world, "alpha")),)
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.ROLLED_BACK
+    assert recovery.files == (str(_live(world, "alpha")),)
+    assert "rolled back" in recovery.describe() and "alpha" in recovery.describe()
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert not (world["run"] / JOURNAL_NAME).exists()
+    assert _temps(world["roots"]) == []
     assert adopted_names(world["run"]) == set()
+
+
+def test_a_kill_after_the_last_replacement_is_completed(world: dict[str, Path]) -> None:
+    killed_adoption(world["run"], [world["roots"]], die_at=3, replaced=True)
+    assert (world["run"] / JOURNAL_NAME).exists() and adopted_names(world["run"]) == set()
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.COMPLETED
+    assert "completed" in recovery.describe()
+    assert adopted_names(world["run"]) == {"alpha", "beta", "gamma"}
+    assert pending(world["run"]) == []
+    for name in ("alpha", "beta", "gamma"):
+        assert _live(world, name).read_text() == f"# {name}\nimproved\n"
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    receipts = (world["run"] / "adoptions.jsonl").read_text().splitlines()
+    assert [json.loads(r)["sha256_after"] for r in receipts] == [
+        sha256_file(_live(world, n)) for n in ("alpha", "beta", "gamma")
+    ]
+
+
+def test_a_finished_journal_left_behind_is_removed(world: dict[str, Path]) -> None:
+    copy = world["tmp"] / "journal-copy.json"
+
+    def keep_journal(src: str, dst: str) -> None:
+        shutil.copyfile(world["run"] / JOURNAL_NAME, copy)
+        os.replace(src, dst)
+
+    adopt(world["run"], skill_roots=[world["roots"]], replace_fn=keep_journal)
+    shutil.copyfile(copy, world["run"] / JOURNAL_NAME)  # as if killed before its removal
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.COMPLETED
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    assert len((world["run"] / "adoptions.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_killed_adoption_that_created_a_folder_removes_it(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("mem\n")
+    run = tmp_path / "run"
+    write_proposal(
+        run,
+        [
+            Proposal(name="learned", live_path=roots / "learned" / "SKILL.md", text="new\n"),
+            Proposal(
+                name="CLAUDE",
+                live_path=project / "CLAUDE.md",
+                text="mem2\n",
+                kind=ProposalKind.MEMORY,
+            ),
+        ],
+    )
+    killed_adoption(run, [roots, project], die_at=2)
+    assert (roots / "learned" / "SKILL.md").read_text() == "new\n"
+    recovery = recover(run)
+    assert recovery is not None and recovery.action is RecoveryAction.ROLLED_BACK
+    assert not (roots / "learned").exists() and (project / "CLAUDE.md").read_text() == "mem\n"
+    assert _temps(project) == []
 
 
 def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:

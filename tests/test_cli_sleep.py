@@ -92,6 +92,26 @@ def test_adopt_refuses_a_live_path_outside_the_skill_roots(
     assert live.read_bytes() == before
 
 
+def test_adopt_writes_only_under_the_configured_roots(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proj = str(setup.project)
+    skills = setup.claude_home / "skills"
+    only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
+    code, night = cli(capsys, "once", "--config", only_skills, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    live = {
+        p: p.read_bytes() for p in (setup.config.live_skill_path(), setup.project / "CLAUDE.md")
+    }
+    code, out = cli(capsys, "adopt", "--config", only_skills, "--project", proj, "--json")
+    assert code == 2 and not out["ok"]
+    assert "CLAUDE.md" in out["message"] and "`skill_roots`" in out["message"]
+    assert {p: p.read_bytes() for p in live} == live  # all or nothing: the skill neither
+    with_project = str(write_config(setup, extra=f'skill_roots = ["{skills}", "."]'))
+    code, out = cli(capsys, "adopt", "--config", with_project, "--project", proj, "--json")
+    assert code == 0 and {a["kind"] for a in out["adopted"]} == {"skill", "memory"}
+
+
 def test_a_held_lock_refuses_with_exit_2(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -230,6 +230,18 @@ async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSe
     assert len(report["auto_adopted"]) == len(manifest["entries"])
 
 
+async def test_auto_adopt_writes_only_under_the_configured_roots(demo: DemoSetup) -> None:
+    skills = str(demo.claude_home / "skills")
+    cfg = _with(demo.config, auto_adopt=True, skill_roots=[skills])  # the project is not one
+    before = _files(demo.project)
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.accepted and outcome.proposal_dir is not None
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["auto_adopted"] == [] and _files(demo.project) == before
+    (note,) = [n for n in report["notes"] if n.startswith("auto-adopt refused")]
+    assert "CLAUDE.md" in note and "`skill_roots`" in note
+
+
 async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     from datetime import UTC, datetime
 

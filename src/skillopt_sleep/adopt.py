@@ -19,8 +19,9 @@ night) gets it created in step 6, one level at a time, only at or below a skill 
 never through a symlink; a rollback removes it again.
 
 Memory files (``CLAUDE.md`` / ``AGENTS.md``) are confined like skills: their folder must
-be among ``skill_roots``. Every other command finishes interrupted adoptions first too
-(:func:`recover_interrupted`), so a reader never keeps seeing half of one.
+be under one of ``skill_roots`` (the CLI passes ``SleepConfig.adopt_roots``, nothing more).
+Every other command finishes interrupted adoptions first too (:func:`recover_interrupted`),
+so a reader never keeps seeing half of one.
 """
 
 from __future__ import annotations
@@ -145,7 +146,11 @@ def _confine(entry: ManifestEntry, roots: Sequence[str]) -> tuple[Path, tuple[Pa
         raise RefusedError(f"{entry.name}: live path {live} is not absolute")
     real = os.path.realpath(live)
     if not _within(real, roots):
-        raise RefusedError(f"{entry.name}: {live} is outside the configured skill roots")
+        raise RefusedError(
+            f"{entry.name}: {live} is outside the configured skill roots "
+            f"({', '.join(roots)}); to allow it, add {Path(real).parent} to `skill_roots` "
+            "in the sleep config"
+        )
     if real != entry.live_realpath:
         raise RefusedError(f"{entry.name}: {live} now resolves to {real}, not the staged target")
     try:

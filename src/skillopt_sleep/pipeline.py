@@ -232,7 +232,7 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
             accepted = False
     adopted: list[str] = []
     if proposal_dir is not None and cfg.auto_adopt:
-        adopted = _auto_adopt(night, live)
+        adopted = _auto_adopt(night)
     ended = night.clock()
     score = None
     if decision is not None:
@@ -333,13 +333,13 @@ def _prune_empty_nights(night: Night) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _auto_adopt(night: Night, live: Live) -> list[str]:
+def _auto_adopt(night: Night) -> list[str]:
     """Adopt the proposal when configured; a refusal is a note, never a lost night."""
     from skillopt_sleep.adopt import adopt
 
-    roots = [*night.cfg.resolved_skill_roots(), live.memory_path.parent]
+    roots = [str(r) for r in night.cfg.adopt_roots(night.project)]
     try:
-        result = adopt(night.run.path, skill_roots=[str(r) for r in roots])
+        result = adopt(night.run.path, skill_roots=roots)
     except SkillOptError as exc:
         night.notes.append(f"auto-adopt refused: {exc}")
         return []

@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         run_dir = args.run or latest_with_proposal(cfg, project)
         if run_dir is None:
             return refuse(args, "no_proposal", "no night has a proposal waiting to be adopted")
-        roots = [*cfg.resolved_skill_roots(), cfg.live_memory_path(project).parent]
-        result = adopt(run_dir, skill_roots=[str(r) for r in roots], select=args.only)
+        roots = [str(r) for r in cfg.adopt_roots(project)]
+        result = adopt(run_dir, skill_roots=roots, select=args.only)
         if result.recovered is not None:
             recovered.append(result.recovered)
             say_recovered([] if args.json else [result.recovered])

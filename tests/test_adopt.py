@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ from skillopt_sleep.adopt import (
     pending,
     recover,
 )
+from skillopt_sleep.adopt_journal import RecoveryAction
 from skillopt_sleep.staging import Proposal, ProposalKind, sha256_file, write_proposal
+from support.adoption import killed_adoption
 
 
 @pytest.fixture
@@ -45,6 +48,21 @@ def world(tmp_path: Path) -> dict[str, Path]:
 
 def _live(world: dict[str, Path], name: str) -> Path:
     return world["roots"] / name / "SKILL.md"
+
+
+def failing_replace(
+    at: int, calls: list[str] | None = None, error: OSError | None = None
+) -> Callable[[str, str], None]:
+    """An ``os.replace`` that fails on call number ``at`` (recording each target)."""
+    seen = [] if calls is None else calls
+
+    def replace(src: str, dst: str) -> None:
+        seen.append(dst)
+        if len(seen) == at:
+            raise error or OSError("boom")
+        os.replace(src, dst)
+
+    return replace
 
 
 def test_adopt_everything(world: dict[str, Path]) -> None:
@@ -158,13 +176,7 @@ def test_hard_linked_live_file_is_refused(world: dict[str, Path]) -> None:
 def test_failure_on_second_replace_rolls_everything_back(world: dict[str, Path]) -> None:
     before = {n: _live(world, n).read_bytes() for n in ("alpha", "beta")}
     calls: list[str] = []
-
-    def flaky_replace(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device")
-        os.replace(src, dst)
-
+    flaky_replace = failing_replace(2, calls, OSError(28, "No space left on device"))
     with pytest.raises(AdoptionError, match="rolled back"):
         adopt(world["run"], skill_roots=[world["roots"]], replace_fn=flaky_replace)
     assert len(calls) == 2
@@ -180,61 +192,108 @@ def test_failure_on_second_replace_rolls_everything_back(world: dict[str, Path])
 
 
 def test_rollback_removes_a_file_that_did_not_exist(world: dict[str, Path]) -> None:
-    calls: list[str] = []
-
-    def fail_second(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError("boom")
-        os.replace(src, dst)
-
     with pytest.raises(AdoptionError):
         adopt(
             world["run"],
             skill_roots=[world["roots"]],
             select=["gamma", "alpha"],
-            replace_fn=fail_second,
+            replace_fn=failing_replace(2),
         )
     assert not _live(world, "gamma").exists()
 
 
 def _kill_mid_adoption(world: dict[str, Path]) -> None:
-    """A real process dies (os._exit) between the first and second replace."""
-    script = textwrap.dedent(
-        f"""
-        import os
-        from skillopt_sleep.adopt import adopt
-        calls = []
-        def die_on_second(src, dst):
-            calls.append(dst)
-            if len(calls) == 2:
-                os._exit(9)
-            os.replace(src, dst)
-        roots = [{str(world["roots"])!r}]
-        adopt({str(world["run"])!r}, skill_roots=roots, replace_fn=die_on_second)
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
-    assert proc.returncode == 9, proc.stderr.decode()
+    """A real process dies between the first and second replace."""
+    killed_adoption(world["run"], [world["roots"]], die_at=2)
     assert _live(world, "alpha").read_text() == "# alpha\nimproved\n"  # half-adopted on disk
     assert (world["run"] / JOURNAL_NAME).exists()
+    assert _temps(world["roots"])  # the second file's temp was never cleaned up
 
 
-def test_killed_adoption_is_recovered_by_the_next_adopt(world: dict[str, Path]) -> None:
+def _temps(root: Path) -> list[Path]:
+    return sorted(root.rglob(".tmp-*"))
+
+
+def test_killed_adoption_is_rolled_back_by_the_next_adopt(world: dict[str, Path]) -> None:
     _kill_mid_adoption(world)
     result = adopt(world["run"], skill_roots=[world["roots"]], select=["beta"])
-    assert result.recovered == (str(_live(world, "alpha")),)
+    assert result.recovered is not None
+    assert result.recovered.action is RecoveryAction.ROLLED_BACK
+    assert result.recovered.files == (str(_live(world, "alpha")),)
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert _live(world, "beta").read_text() == "# beta\nimproved\n"
-    assert recover(world["run"]) == ()
+    assert recover(world["run"]) is None
+    assert _temps(world["roots"]) == []
 
 
-def test_killed_adoption_is_recovered_on_its_own(world: dict[str, Path]) -> None:
+def test_killed_adoption_is_rolled_back_on_its_own(world: dict[str, Path]) -> None:
     _kill_mid_adoption(world)
-    assert recover(world["run"]) == (str(_live(world, "alpha")),)
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.ROLLED_BACK
+    assert recovery.files == (str(_live(world, "alpha")),)
+    assert "rolled back" in recovery.describe() and "alpha" in recovery.describe()
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
     assert not (world["run"] / JOURNAL_NAME).exists()
+    assert _temps(world["roots"]) == []
     assert adopted_names(world["run"]) == set()
+
+
+def test_a_kill_after_the_last_replacement_is_completed(world: dict[str, Path]) -> None:
+    killed_adoption(world["run"], [world["roots"]], die_at=3, replaced=True)
+    assert (world["run"] / JOURNAL_NAME).exists() and adopted_names(world["run"]) == set()
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.COMPLETED
+    assert "completed" in recovery.describe()
+    assert adopted_names(world["run"]) == {"alpha", "beta", "gamma"}
+    assert pending(world["run"]) == []
+    for name in ("alpha", "beta", "gamma"):
+        assert _live(world, name).read_text() == f"# {name}\nimproved\n"
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    receipts = (world["run"] / "adoptions.jsonl").read_text().splitlines()
+    assert [json.loads(r)["sha256_after"] for r in receipts] == [
+        sha256_file(_live(world, n)) for n in ("alpha", "beta", "gamma")
+    ]
+
+
+def test_a_finished_journal_left_behind_is_removed(world: dict[str, Path]) -> None:
+    copy = world["tmp"] / "journal-copy.json"
+
+    def keep_journal(src: str, dst: str) -> None:
+        shutil.copyfile(world["run"] / JOURNAL_NAME, copy)
+        os.replace(src, dst)
+
+    adopt(world["run"], skill_roots=[world["roots"]], replace_fn=keep_journal)
+    shutil.copyfile(copy, world["run"] / JOURNAL_NAME)  # as if killed before its removal
+    recovery = recover(world["run"])
+    assert recovery is not None and recovery.action is RecoveryAction.COMPLETED
+    assert not (world["run"] / JOURNAL_NAME).exists()
+    assert len((world["run"] / "adoptions.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_killed_adoption_that_created_a_folder_removes_it(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("mem\n")
+    run = tmp_path / "run"
+    write_proposal(
+        run,
+        [
+            Proposal(name="learned", live_path=roots / "learned" / "SKILL.md", text="new\n"),
+            Proposal(
+                name="CLAUDE",
+                live_path=project / "CLAUDE.md",
+                text="mem2\n",
+                kind=ProposalKind.MEMORY,
+            ),
+        ],
+    )
+    killed_adoption(run, [roots, project], die_at=2)
+    assert (roots / "learned" / "SKILL.md").read_text() == "new\n"
+    recovery = recover(run)
+    assert recovery is not None and recovery.action is RecoveryAction.ROLLED_BACK
+    assert not (roots / "learned").exists() and (project / "CLAUDE.md").read_text() == "mem\n"
+    assert _temps(project) == []
 
 
 def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:
@@ -279,3 +338,80 @@ def test_memory_file_confined_to_project_root(tmp_path: Path) -> None:
     )
     result = adopt(run, skill_roots=[project])
     assert memory.read_text() == "mem2\n" and result.adopted[0].kind == "memory"
+
+
+def _stage_new(tmp_path: Path, live: Path, name: str = "learned") -> Path:
+    run = tmp_path / f"run-{name}"
+    write_proposal(run, [Proposal(name=name, live_path=live, text="---\nname: x\n---\nnew\n")])
+    return run
+
+
+@pytest.mark.parametrize("root_exists", [True, False])
+def test_adopt_creates_a_missing_skill_folder_inside_the_roots(
+    tmp_path: Path, root_exists: bool
+) -> None:
+    roots = tmp_path / "skills"
+    if root_exists:
+        roots.mkdir()
+    project = tmp_path / "proj"
+    project.mkdir()
+    live = roots / "learned" / "SKILL.md"
+    run = tmp_path / "run"
+    write_proposal(
+        run,
+        [
+            Proposal(name="learned", live_path=live, text="---\nname: learned\n---\nnew\n"),
+            Proposal(
+                name="memory",
+                live_path=project / "CLAUDE.md",
+                text="mem\n",
+                kind=ProposalKind.MEMORY,
+            ),
+        ],
+    )
+    result = adopt(run, skill_roots=[roots, project])
+    assert [a.name for a in result.adopted] == ["learned", "memory"]
+    assert live.read_text() == "---\nname: learned\n---\nnew\n"
+    assert (project / "CLAUDE.md").read_text() == "mem\n"
+    assert live.parent.stat().st_mode & 0o777 == 0o755
+
+
+def test_a_missing_folder_outside_the_roots_is_not_created(tmp_path: Path) -> None:
+    roots = tmp_path / "home" / ".claude" / "skills"  # ~/.claude itself is missing
+    run = _stage_new(tmp_path, roots / "learned" / "SKILL.md")
+    with pytest.raises(RefusedError, match=r"does not exist and is outside.*skill_roots"):
+        adopt(run, skill_roots=[roots])
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_missing_folder_is_never_created_through_a_symlink(tmp_path: Path) -> None:
+    roots = tmp_path / "skills"
+    roots.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (roots / "linked").symlink_to(outside, target_is_directory=True)
+    run = _stage_new(tmp_path, roots / "linked" / "learned" / "SKILL.md")
+    with pytest.raises(RefusedError, match="outside the configured skill roots"):
+        adopt(run, skill_roots=[roots])
+    # A symlink planted after staging where the folder will be created is refused too.
+    run = _stage_new(tmp_path, roots / "late" / "SKILL.md", name="late")
+    (roots / "late").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RefusedError, match=r"resolves to|outside"):
+        adopt(run, skill_roots=[roots])
+    assert list(outside.iterdir()) == []
+
+
+def test_rollback_removes_a_folder_it_created(world: dict[str, Path]) -> None:
+    live = world["roots"] / "delta" / "SKILL.md"
+    run = world["tmp"] / "run-delta"
+    write_proposal(
+        run,
+        [
+            Proposal(name="delta", live_path=live, text="new\n"),
+            Proposal(name="alpha", live_path=_live(world, "alpha"), text="changed\n"),
+        ],
+    )
+    with pytest.raises(AdoptionError, match="rolled back"):
+        adopt(run, skill_roots=[world["roots"]], replace_fn=failing_replace(2))
+    assert not live.parent.exists()
+    assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"

@@ -26,18 +26,11 @@ from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from support.fake_agent_server import FakeAgentServer, dead_port
 from support.netns import private_network
+from support.real_cli import TOOLS_BIN, find_cli
 
 pytestmark = pytest.mark.realcli
 
-TOOLS_BIN = Path(__file__).resolve().parents[1] / ".tools" / "bin"
 KINDS = [CliKind.CODEX, CliKind.CLAUDE, CliKind.COPILOT]
-
-
-def find_cli(kind: CliKind) -> str | None:
-    local = TOOLS_BIN / kind.value
-    if local.exists():
-        return str(local)
-    return shutil.which(kind.value)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +45,7 @@ def server() -> Iterator[FakeAgentServer]:
 @pytest.fixture(params=KINDS, ids=[k.value for k in KINDS])
 def kind(request: pytest.FixtureRequest) -> CliKind:
     value: CliKind = request.param
-    if find_cli(value) is None:
+    if find_cli(value.value) is None:
         pytest.skip(f"{value} CLI not installed (run `make tools`; needs npm)")
     if shutil.which("node") is None and value is not CliKind.CLAUDE:
         pytest.skip(f"{value} CLI needs node on PATH")
@@ -74,7 +67,7 @@ def make_member(
     timeout: float = 60,
     mark: str = "",
 ) -> CliBackend:
-    executable = find_cli(kind)
+    executable = find_cli(kind.value)
     assert executable is not None
     home = homes / kind.value
     environ = {

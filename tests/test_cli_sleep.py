@@ -11,6 +11,7 @@ import pytest
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.lock import project_lock
+from support.adoption import killed_adoption
 from support.sleep_setup import write_config
 
 
@@ -91,6 +92,26 @@ def test_adopt_refuses_a_live_path_outside_the_skill_roots(
     assert live.read_bytes() == before
 
 
+def test_adopt_writes_only_under_the_configured_roots(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proj = str(setup.project)
+    skills = setup.claude_home / "skills"
+    only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
+    code, night = cli(capsys, "once", "--config", only_skills, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    live = {
+        p: p.read_bytes() for p in (setup.config.live_skill_path(), setup.project / "CLAUDE.md")
+    }
+    code, out = cli(capsys, "adopt", "--config", only_skills, "--project", proj, "--json")
+    assert code == 2 and not out["ok"]
+    assert "CLAUDE.md" in out["message"] and "`skill_roots`" in out["message"]
+    assert {p: p.read_bytes() for p in live} == live  # all or nothing: the skill neither
+    with_project = str(write_config(setup, extra=f'skill_roots = ["{skills}", "."]'))
+    code, out = cli(capsys, "adopt", "--config", with_project, "--project", proj, "--json")
+    assert code == 0 and {a["kind"] for a in out["adopted"]} == {"skill", "memory"}
+
+
 def test_a_held_lock_refuses_with_exit_2(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -159,3 +180,54 @@ def test_status_shows_who_holds_the_project_lock(
         code_text, text = cli(capsys, "status", "--config", cfg, "--project", proj)
     assert code == 0 and busy["night_in_progress"]["command"] == "once"
     assert code_text == 0 and "night in progress: once" in text
+
+
+def _half_adopted(setup: DemoSetup, capsys: pytest.CaptureFixture[str], **kill: Any) -> Path:
+    """A night, then an adoption killed part-way through its two files; the run dir."""
+    cfg, proj = str(write_config(setup)), str(setup.project)
+    code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
+    assert code == 0 and night["accepted"]
+    skill = setup.config.live_skill_path()
+    killed_adoption(Path(night["run_dir"]), [skill.parent.parent, setup.project], **kill)
+    return Path(night["run_dir"])
+
+
+def _leftovers(setup: DemoSetup, run: Path) -> list[Path]:
+    skill_dir = setup.config.live_skill_path().parent
+    temps = [*skill_dir.glob(".tmp-*"), *setup.project.glob(".tmp-*")]
+    return [*temps, *run.glob(".adopt-journal.json")]
+
+
+@pytest.mark.parametrize("command", ["status", "once", "adopt"])
+def test_the_next_command_rolls_back_an_interrupted_adoption_and_says_so(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    skill, memory = setup.config.live_skill_path(), setup.project / "CLAUDE.md"
+    before = {p: p.read_bytes() for p in (skill, memory)}
+    run = _half_adopted(setup, capsys, die_at=2)
+    assert skill.read_bytes() != before[skill] and memory.read_bytes() == before[memory]
+    assert _leftovers(setup, run)
+    cfg, proj = str(write_config(setup)), str(setup.project)
+    code, out = cli(capsys, command, "--config", cfg, "--project", proj, "--json")
+    assert code == 0, out
+    (recovery,) = out["recovered_adoptions"]
+    assert recovery["action"] == "rolled_back" and recovery["files"] == [str(skill)]
+    assert "rolled back" in recovery["message"]
+    assert _leftovers(setup, run) == []
+    if command == "adopt":  # then adopted again, whole
+        assert skill.read_bytes() != before[skill] and memory.read_bytes() != before[memory]
+    else:
+        assert skill.read_bytes() == before[skill] and memory.read_bytes() == before[memory]
+
+
+def test_status_completes_an_adoption_killed_after_its_last_file(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _half_adopted(setup, capsys, die_at=2, replaced=True)
+    cfg, proj = str(write_config(setup)), str(setup.project)
+    code, text = cli(capsys, "status", "--config", cfg, "--project", proj)
+    assert code == 0 and f"interrupted adoption of night {run.name} was completed" in text
+    assert "no pending proposals" in text
+    assert _leftovers(setup, run) == []
+    code, text = cli(capsys, "status", "--config", cfg, "--project", proj)
+    assert "interrupted" not in text  # said once, when it was done

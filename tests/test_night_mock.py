@@ -90,7 +90,12 @@ async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: Dem
     md = (outcome.run_dir / "report.md").read_text()
     assert "## In short" in md and "night    1" in md and "█" in md
     state = StateStore(demo.config.state_path()).load(demo.project)
-    assert state.night == 1 and state.harvest_cursor is not None and state.history[0].accepted
+    assert state.night == 1 and state.history[0].accepted
+    from skillopt_sleep.state import project_dir
+    from skillopt_sleep.tasks.archive import archive_path, open_archive
+
+    with open_archive(archive_path(project_dir(demo.config.state_path(), demo.project))) as a:
+        assert a.stats().harvested_sessions == 16  # every session is now harvested
 
 
 async def test_rollouts_have_distinct_samples_and_fresh_final(demo: DemoSetup) -> None:
@@ -132,7 +137,7 @@ async def test_every_call_failing_is_a_failed_night(demo: DemoSetup) -> None:
     assert diag["failed_stage"] == "rollouts" and diag["rollout_errors"]
     assert "every model call failed" in (outcome.run_dir / "report.md").read_text()
     state = StateStore(demo.config.state_path()).load(demo.project)
-    assert state.harvest_cursor is None  # a failed night retries the same sessions
+    assert not state.history  # a failed night commits nothing: the same sessions next time
 
 
 async def test_budget_cap_stops_cleanly(demo: DemoSetup) -> None:
@@ -230,6 +235,18 @@ async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSe
         assert _read(entry["live_path"]) == staged
     report = json.loads((outcome.run_dir / "report.json").read_text())
     assert len(report["auto_adopted"]) == len(manifest["entries"])
+
+
+async def test_auto_adopt_writes_only_under_the_configured_roots(demo: DemoSetup) -> None:
+    skills = str(demo.claude_home / "skills")
+    cfg = _with(demo.config, auto_adopt=True, skill_roots=[skills])  # the project is not one
+    before = _files(demo.project)
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.accepted and outcome.proposal_dir is not None
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["auto_adopted"] == [] and _files(demo.project) == before
+    (note,) = [n for n in report["notes"] if n.startswith("auto-adopt refused")]
+    assert "CLAUDE.md" in note and "`skill_roots`" in note
 
 
 async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:

@@ -156,6 +156,19 @@ def test_sleep_config_precedence_and_key_paths(tmp_path: Any) -> None:
         load_sleep_config(path, environ={})
 
 
+def test_adopt_roots_are_the_configured_ones_or_what_the_defaults_need(tmp_path: Path) -> None:
+    from skillopt_sleep.config import SleepConfig
+
+    project = tmp_path / "proj"
+    default = SleepConfig.model_validate({"sources": {"claude_home": str(tmp_path / "c")}})
+    assert default.adopt_roots(project) == [tmp_path / "c" / "skills", project]
+    # Configured roots are the only ones: a memory file elsewhere does not add its folder.
+    elsewhere = SleepConfig.model_validate(
+        {"memory_path": str(tmp_path / "notes" / "AGENTS.md"), "skill_roots": ["~/s", "docs"]}
+    )
+    assert elsewhere.adopt_roots(project) == [Path("~/s").expanduser(), project / "docs"]
+
+
 def test_runs_list_in_creation_order_even_within_one_second(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 

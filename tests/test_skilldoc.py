@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -431,6 +432,18 @@ def test_content_hash_is_sha256_hex() -> None:
 )
 def test_ensure_skill_scaffold(doc: str, expected: str) -> None:
     assert ensure_skill_scaffold(doc, "n", "d") == expected
+
+
+@pytest.mark.parametrize(
+    "description",
+    ["Use it in app: the API # notes", "- starts like a list", "it's 'quoted' \"too\"", "é"],
+)
+def test_scaffold_description_that_yaml_would_misread_is_quoted(description: str) -> None:
+    text = ensure_skill_scaffold("", "n", description)
+    line = text.splitlines()[2]
+    assert line.startswith('description: "') and json.loads(line.split(": ", 1)[1]) == description
+    plain = ensure_skill_scaffold("", "n", "Use it in my-app (/home/me/my-app).")
+    assert "description: Use it in my-app (/home/me/my-app).\n" in plain
 
 
 # ------------------------------------------------------------------ properties

@@ -42,7 +42,7 @@ def _assert_failed(outcome: NightOutcome, demo: DemoSetup, stage: str, cause: st
     assert outcome.run_dir is not None
     diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
     assert diag["failed_stage"] == stage
-    assert StateStore(demo.config.state_path()).load(demo.project).harvest_cursor is None
+    assert not StateStore(demo.config.state_path()).load(demo.project).history
 
 
 async def test_optimizer_outage_at_reflection_fails_the_night(demo: DemoSetup) -> None:

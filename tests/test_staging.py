@@ -16,7 +16,9 @@ from skillopt_sleep.staging import (
     ProposalKind,
     SkillStore,
     load_manifest,
+    scaffold_skill,
     sha256_file,
+    skill_description,
     write_proposal,
 )
 
@@ -181,3 +183,17 @@ def test_load_manifest_errors(tmp_path: Path) -> None:
     (tmp_path / "proposal" / MANIFEST_NAME).write_text('{"schema": "other"}')
     with pytest.raises(CorruptStateError, match="invalid manifest"):
         load_manifest(tmp_path)
+
+
+def test_a_staged_skill_carries_front_matter_naming_the_project(tmp_path: Path) -> None:
+    project = tmp_path / "billing-service"
+    learned = "<!-- SKILLOPT:LEARNED START -->\n- a rule\n<!-- SKILLOPT:LEARNED END -->\n"
+    text = scaffold_skill(learned, name="skillopt-sleep-learned", project=project)
+    head, body = text.split("---\n\n", 1)
+    assert head.splitlines()[1:] == [
+        "name: skillopt-sleep-learned",
+        f"description: {skill_description(project)}",
+    ]
+    assert body == learned and "billing-service" in skill_description(project)
+    own = "---\nname: mine\ndescription: my words\n---\n" + learned
+    assert scaffold_skill(own, name="skillopt-sleep-learned", project=project) == own

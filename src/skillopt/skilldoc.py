@@ -37,6 +37,7 @@ the end of the document when missing.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -568,13 +569,28 @@ def _front_matter(text: str) -> tuple[int, int] | None:
     return 4, close + 1
 
 
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ,.()/_'+-]*")
+
+
+def _yaml_scalar(value: str) -> str:
+    """One line of YAML for ``value``: plain when that is unambiguous, else double-quoted
+    (a JSON string is a valid YAML double-quoted scalar), so ``: `` or ``#`` in a project
+    name cannot break the front matter an agent parses."""
+    one_line = _WS.sub(" ", value).strip()
+    if _PLAIN_SCALAR.fullmatch(one_line) and not one_line.endswith(" "):
+        return one_line
+    return json.dumps(one_line, ensure_ascii=False)
+
+
 def ensure_skill_scaffold(text: str, name: str, description: str) -> str:
     """Give a skill document front matter with ``name`` and ``description`` if missing.
 
-    Existing keys and the body are left as they are; only missing keys are added.
+    Agents list a skill by these two keys (Claude Code shows ``name: description`` to the
+    model), so a skill without them is never chosen. Existing keys and the body are left
+    as they are; only missing keys are added.
     """
-    name_line = f"name: {_WS.sub(' ', name).strip()}\n"
-    desc_line = f"description: {_WS.sub(' ', description).strip()}\n"
+    name_line = f"name: {_yaml_scalar(name)}\n"
+    desc_line = f"description: {_yaml_scalar(description)}\n"
     fm = _front_matter(text)
     if fm is None:
         body = text if text.strip() else f"# {name.strip()}\n"

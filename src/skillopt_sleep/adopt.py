@@ -3,7 +3,8 @@
 Order of operations for ``adopt(run_dir, skill_roots=..., select=...)``:
 
 1. Take ``<run_dir>/.adopt.lock`` (``flock``: released by the kernel if we die).
-2. Recover a journal a killed adoption left behind (roll its targets back).
+2. Finish an adoption a killed process left behind (complete or roll back, see
+   :mod:`skillopt_sleep.adopt_journal`).
 3. Load the manifest; verify each selected proposed file against its sha256 pin.
 4. Refuse: unknown or duplicate selections, re-adoption (receipts are append-only), a
    live path outside every skill root (by realpath), a symlinked or hard-linked live
@@ -13,24 +14,26 @@ Order of operations for ``adopt(run_dir, skill_roots=..., select=...)``:
 7. On any failure: restore every file already replaced, remove the journal, raise.
 8. Append the receipts (one write), then remove the journal: the commit point.
 
-Memory files (``CLAUDE.md`` / ``AGENTS.md``) are confined like skills: pass the project
-directory among ``skill_roots`` to allow them.
+A live file whose folder does not exist yet (the managed skill's own folder on a first
+night) gets it created in step 6, one level at a time, only at or below a skill root and
+never through a symlink; a rollback removes it again.
+
+Memory files (``CLAUDE.md`` / ``AGENTS.md``) are confined like skills: their folder must
+be under one of ``skill_roots`` (the CLI passes ``SleepConfig.adopt_roots``, nothing more).
+Every other command finishes interrupted adoptions first too (:func:`recover_interrupted`),
+so a reader never keeps seeing half of one.
 """
 
 from __future__ import annotations
 
-import base64
-import fcntl
-import json
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
 from skillopt.errors import (
     AdoptionError,
     CorruptStateError,
@@ -39,30 +42,47 @@ from skillopt.errors import (
     RefusedError,
 )
 from skillopt.logging import get_logger
+from skillopt_sleep.adopt_journal import (
+    JOURNAL_NAME,
+    LOCK_NAME,
+    AdoptedFile,
+    JournalTarget,
+    Recovery,
+    ReplaceFn,
+    RunLock,
+    commit,
+    make_dirs,
+    receipts,
+    recover_locked,
+    remove_dirs,
+    restore,
+    write_file,
+    write_journal,
+)
 from skillopt_sleep.staging import (
-    RECEIPTS_NAME,
     ManifestEntry,
     load_manifest,
     sha256_bytes,
     sha256_file,
 )
 
-JOURNAL_NAME = ".adopt-journal.json"
-LOCK_NAME = ".adopt.lock"
+__all__ = [
+    "JOURNAL_NAME",
+    "LOCK_NAME",
+    "AdoptResult",
+    "AdoptedFile",
+    "AdoptionError",
+    "Recovery",
+    "adopt",
+    "adopted_names",
+    "pending",
+    "recover",
+    "recover_interrupted",
+]
+
 BACKUP_DIR = "adopt-backups"
 
-ReplaceFn = Callable[[str, str], None]
 _log = get_logger("skillopt_sleep.adopt")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdoptedFile:
-    name: str
-    kind: str
-    live_path: str
-    sha256_before: str  # "" = the live file did not exist
-    sha256_after: str
-    backup_path: str  # "" when there was nothing to back up
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,89 +90,20 @@ class AdoptResult:
     run_dir: Path
     transaction: str
     adopted: tuple[AdoptedFile, ...]
-    recovered: tuple[str, ...] = ()  # live paths rolled back from an interrupted adoption
+    recovered: Recovery | None = None  # an interrupted adoption finished first
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_dir": str(self.run_dir),
             "transaction": self.transaction,
-            "adopted": [_as_dict(a) for a in self.adopted],
-            "recovered": list(self.recovered),
+            "adopted": [a.to_dict() for a in self.adopted],
+            "recovered": self.recovered.to_dict() if self.recovered else None,
         }
-
-
-# --------------------------------------------------------------------------- lock
-
-
-class _RunLock:
-    """``flock`` on ``<run_dir>/.adopt.lock``: the kernel drops it when the holder dies,
-    so a killed adoption never leaves a lock that needs clearing by hand."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def __enter__(self) -> _RunLock:
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise LockHeldError(
-                f"{self.path}: another adoption of this night is running",
-                holder={"pid": holder},
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _write_file(path: Path, data: bytes, replace_fn: ReplaceFn) -> None:
-    """Temp file beside ``path``, fsync, then ``replace_fn(temp, path)``."""
-    tmp = path.parent / f"{TEMP_PREFIX}adopt-{uuid.uuid4().hex[:8]}-{path.name}"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            os.chmod(tmp, 0o644)
-        replace_fn(str(tmp), str(path))
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _restore(path: Path, original: bytes | None) -> None:
-    if original is None:
-        path.unlink(missing_ok=True)
-    else:
-        _write_file(path, original, os.replace)
-
-
-def _receipts(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        return [r for r in read_jsonl(run_dir / RECEIPTS_NAME) if isinstance(r, dict)]
-    except ValueError as exc:
-        raise CorruptStateError(str(run_dir / RECEIPTS_NAME), f"unreadable ({exc})") from exc
 
 
 def adopted_names(run_dir: str | os.PathLike[str]) -> set[str]:
     """Names already adopted from this run (from the append-only receipts)."""
-    return {str(r.get("name")) for r in _receipts(Path(run_dir))}
+    return {str(r.get("name")) for r in receipts(Path(run_dir))}
 
 
 def pending(run_dir: str | os.PathLike[str]) -> list[ManifestEntry]:
@@ -161,17 +112,45 @@ def pending(run_dir: str | os.PathLike[str]) -> list[ManifestEntry]:
     return [e for e in load_manifest(run_dir).entries if e.name not in done]
 
 
-def _within(real: str, roots: Sequence[str]) -> bool:
-    return any(real != root and os.path.commonpath([real, root]) == root for root in roots)
+def _within(real: str, roots: Sequence[str], *, or_at: bool = False) -> bool:
+    return any(
+        (real != root or or_at) and os.path.commonpath([real, root]) == root for root in roots
+    )
 
 
-def _confine(entry: ManifestEntry, roots: Sequence[str]) -> Path:
+def _missing_dirs(entry: ManifestEntry, real: Path, roots: Sequence[str]) -> tuple[Path, ...]:
+    """Directories to create for ``real`` (top first): each must lie at or below a root.
+
+    ``real`` is fully resolved, so its existing ancestors are real directories and nothing
+    created here goes through a symlink.
+    """
+    missing: list[Path] = []
+    folder = real.parent
+    while not folder.is_dir():
+        if os.path.lexists(folder):
+            raise RefusedError(f"{entry.name}: {folder} exists and is not a directory")
+        if not _within(str(folder), roots, or_at=True):
+            raise RefusedError(
+                f"{entry.name}: {folder} does not exist and is outside the configured skill "
+                "roots; create it yourself or add its parent to `skill_roots`"
+            )
+        missing.append(folder)
+        folder = folder.parent
+    return tuple(reversed(missing))
+
+
+def _confine(entry: ManifestEntry, roots: Sequence[str]) -> tuple[Path, tuple[Path, ...]]:
+    """The real live path and the directories adopting it has to create (top first)."""
     live = Path(entry.live_path)
     if not live.is_absolute():
         raise RefusedError(f"{entry.name}: live path {live} is not absolute")
     real = os.path.realpath(live)
     if not _within(real, roots):
-        raise RefusedError(f"{entry.name}: {live} is outside the configured skill roots")
+        raise RefusedError(
+            f"{entry.name}: {live} is outside the configured skill roots "
+            f"({', '.join(roots)}); to allow it, add {Path(real).parent} to `skill_roots` "
+            "in the sleep config"
+        )
     if real != entry.live_realpath:
         raise RefusedError(f"{entry.name}: {live} now resolves to {real}, not the staged target")
     try:
@@ -183,9 +162,7 @@ def _confine(entry: ManifestEntry, roots: Sequence[str]) -> Path:
             raise RefusedError(f"{entry.name}: {live} is a symlink; refusing to write through it")
         if info.st_nlink > 1:
             raise RefusedError(f"{entry.name}: {live} has other hard links; refusing")
-    if not Path(real).parent.is_dir():
-        raise RefusedError(f"{entry.name}: the directory of {live} does not exist")
-    return Path(real)
+    return Path(real), _missing_dirs(entry, Path(real), roots)
 
 
 def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
@@ -208,37 +185,32 @@ def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
 # --------------------------------------------------------------------------- recovery
 
 
-def recover(run_dir: str | os.PathLike[str]) -> tuple[str, ...]:
-    """Roll back an adoption a killed process left half-done; returns the paths restored.
+def recover(run_dir: str | os.PathLike[str]) -> Recovery | None:
+    """Finish an adoption of this night that a killed process left behind, if any.
 
-    :func:`adopt` does this itself; call it directly only to clean up without adopting.
+    :func:`adopt` does this itself; :func:`recover_interrupted` does it for many nights.
     """
     root = Path(run_dir)
-    with _RunLock(root / LOCK_NAME):
-        return _recover_locked(root)
+    with RunLock(root):
+        return recover_locked(root)
 
 
-def _recover_locked(root: Path) -> tuple[str, ...]:
-    journal_path = root / JOURNAL_NAME
-    try:
-        journal = json.loads(journal_path.read_text())
-    except FileNotFoundError:
-        return ()
-    except (OSError, ValueError) as exc:
-        raise CorruptStateError(str(journal_path), f"unreadable journal ({exc})") from exc
-    committed = {r.get("transaction") for r in _receipts(root)}
-    restored: list[str] = []
-    if journal.get("transaction") not in committed:
-        for item in journal.get("targets", []):
-            path = Path(item["live_path"])
-            original = item.get("original_b64")
-            if sha256_file(path) == item["sha256_after"]:
-                _restore(path, None if original is None else base64.b64decode(original))
-                restored.append(str(path))
-    journal_path.unlink(missing_ok=True)
-    if restored:
-        _log.warning("adopt.recovered", run_dir=str(root), restored=restored)
-    return tuple(restored)
+def recover_interrupted(run_dirs: Iterable[Path]) -> list[Recovery]:
+    """Finish every interrupted adoption among ``run_dirs`` (commands call this first).
+
+    A night whose adoption is running right now (its lock is held) is left to it.
+    """
+    done: list[Recovery] = []
+    for run_dir in run_dirs:
+        if not (run_dir / JOURNAL_NAME).exists():
+            continue
+        try:
+            found = recover(run_dir)
+        except LockHeldError:
+            continue
+        if found is not None:
+            done.append(found)
+    return done
 
 
 # --------------------------------------------------------------------------- adopt
@@ -272,6 +244,7 @@ class _Step:
     live: Path
     proposed: bytes
     original: bytes | None  # None = the live file did not exist
+    new_dirs: tuple[Path, ...] = ()  # folders to create first (a new managed skill's own)
 
 
 def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) -> list[_Step]:
@@ -285,7 +258,7 @@ def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) 
             raise CorruptStateError(str(staged_path), f"unreadable ({exc})") from exc
         if sha256_bytes(proposed) != entry.sha256:
             raise CorruptStateError(str(staged_path), "does not match its manifest sha256")
-        live = _confine(entry, roots)
+        live, new_dirs = _confine(entry, roots)
         try:
             original: bytes | None = live.read_bytes()
         except FileNotFoundError:
@@ -296,40 +269,49 @@ def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) 
                 f"{entry.name}: {entry.live_path} changed since staging; "
                 "discard this proposal and rerun the night"
             )
-        plan.append(_Step(entry=entry, live=live, proposed=proposed, original=original))
+        plan.append(
+            _Step(entry=entry, live=live, proposed=proposed, original=original, new_dirs=new_dirs)
+        )
     return plan
 
 
-def _write_journal(root: Path, transaction: str, plan: Sequence[_Step]) -> None:
-    targets = [
-        {
-            "live_path": str(step.live),
-            "sha256_after": step.entry.sha256,
-            "original_b64": None
-            if step.original is None
-            else base64.b64encode(step.original).decode("ascii"),
-        }
+def _targets(plan: Sequence[_Step], backups: dict[str, str]) -> list[JournalTarget]:
+    return [
+        JournalTarget(
+            adopted=AdoptedFile(
+                name=step.entry.name,
+                kind=step.entry.kind.value,
+                live_path=str(step.live),
+                sha256_before=step.entry.live_sha256,
+                sha256_after=step.entry.sha256,
+                backup_path=backups[step.entry.name],
+            ),
+            original=step.original,
+            new_dirs=step.new_dirs,
+        )
         for step in plan
     ]
-    atomic_write_json(root / JOURNAL_NAME, {"transaction": transaction, "targets": targets})
 
 
-def _apply(root: Path, plan: Sequence[_Step], replace_fn: ReplaceFn) -> None:
+def _apply(root: Path, transaction: str, plan: Sequence[_Step], replace_fn: ReplaceFn) -> None:
     """Replace every live file, or restore every one already replaced and raise."""
     replaced: list[_Step] = []
+    created: list[Path] = []
     try:
         for step in plan:
             replaced.append(step)
-            _write_file(step.live, step.proposed, replace_fn)
+            created += make_dirs(step.new_dirs)
+            write_file(step.live, step.proposed, replace_fn, transaction)
     except BaseException as exc:
         problems = []
         for step in reversed(replaced):
             before = "" if step.original is None else sha256_bytes(step.original)
             try:
                 if sha256_file(step.live) != before:
-                    _restore(step.live, step.original)
+                    restore(step.live, step.original, transaction)
             except OSError as undo_exc:
                 problems.append(f"{step.live}: {undo_exc}")
+        remove_dirs(created)
         if problems:
             raise CorruptStateError(
                 str(root / JOURNAL_NAME), f"rollback incomplete: {problems}; journal kept"
@@ -361,8 +343,8 @@ def adopt(
     roots = [os.path.realpath(r) for r in skill_roots]
     if not roots:
         raise RefusedError("no skill roots configured; adoption is confined to them")
-    with _RunLock(root / LOCK_NAME):
-        recovered = _recover_locked(root)
+    with RunLock(root):
+        recovered = recover_locked(root, now)
         manifest = load_manifest(root)
         plan = _prepare(root, _select(manifest.entries, select, adopted_names(root)), roots)
         backups = {
@@ -372,35 +354,10 @@ def adopt(
             for step in plan
         }
         transaction = uuid.uuid4().hex
-        _write_journal(root, transaction, plan)
-        _apply(root, plan, replace_fn)
-        stamp = (now or datetime.now(UTC)).astimezone(UTC).isoformat()
-        adopted = tuple(
-            AdoptedFile(
-                name=step.entry.name,
-                kind=step.entry.kind.value,
-                live_path=str(step.live),
-                sha256_before=step.entry.live_sha256,
-                sha256_after=step.entry.sha256,
-                backup_path=backups[step.entry.name],
-            )
-            for step in plan
-        )
-        receipts = [
-            {"transaction": transaction, "adopted_at": stamp, **_as_dict(a)} for a in adopted
-        ]
-        append_jsonl(root / RECEIPTS_NAME, receipts)
-        (root / JOURNAL_NAME).unlink(missing_ok=True)  # the commit point
+        targets = _targets(plan, backups)
+        write_journal(root, transaction, targets)
+        _apply(root, transaction, plan, replace_fn)
+        adopted = tuple(t.adopted for t in targets)
+        commit(root, transaction, adopted, now)
     _log.info("adopt.done", run_dir=str(root), adopted=[a.name for a in adopted])
     return AdoptResult(run_dir=root, transaction=transaction, adopted=adopted, recovered=recovered)
-
-
-def _as_dict(item: AdoptedFile) -> dict[str, str]:
-    return {
-        "name": item.name,
-        "kind": item.kind,
-        "live_path": item.live_path,
-        "sha256_before": item.sha256_before,
-        "sha256_after": item.sha256_after,
-        "backup_path": item.backup_path,
-    }

@@ -108,7 +108,7 @@ class SleepConfig(StrictModel):
     state_dir: Path = Path("~/.local/state/skillopt-sleep")
     skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
     memory_path: Path | None = None  # live memory; default <project>/CLAUDE.md
-    skill_roots: list[Path] = Field(default_factory=list)
+    skill_roots: list[Path] = Field(default_factory=list)  # [] = see adopt_roots()
     auto_adopt: bool = False
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     night: NightSettings = Field(default_factory=NightSettings)
@@ -128,13 +128,16 @@ class SleepConfig(StrictModel):
 
     def live_memory_path(self, project: Path) -> Path:
         if self.memory_path is not None:
-            path = self.memory_path.expanduser()
-            return path if path.is_absolute() else project / path
+            return _under(project, self.memory_path)
         return project / "CLAUDE.md"
 
-    def resolved_skill_roots(self) -> list[Path]:
-        roots = [p.expanduser() for p in self.skill_roots]
-        return roots or [self.live_skill_path().parent.parent]
+    def adopt_roots(self, project: Path) -> list[Path]:
+        """The only folders ``adopt`` may write under: ``skill_roots`` as configured
+        (relative = under the project), else what the default paths need: the live skill's
+        skills folder and the project (where the default memory file lives)."""
+        if self.skill_roots:
+            return [_under(project, root) for root in self.skill_roots]
+        return [self.live_skill_path().parent.parent, project]
 
     def snapshot(self) -> dict[str, Any]:
         """The redacted config as JSON data (for run.json)."""
@@ -144,6 +147,12 @@ class SleepConfig(StrictModel):
         """A hash of what decides a night's result (a resumed night must match it)."""
         data = self.model_dump(mode="json", include={"night", "gate", "skill_path", "memory_path"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _under(project: Path, path: Path) -> Path:
+    """``path`` with ``~`` expanded; a relative one is taken under the project."""
+    path = path.expanduser()
+    return path if path.is_absolute() else project / path
 
 
 def load_sleep_config(

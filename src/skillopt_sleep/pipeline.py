@@ -32,6 +32,7 @@ from skillopt_sleep.staging import (
     Proposal,
     ProposalKind,
     SkillStore,
+    scaffold_skill,
     sha256_file,
     write_proposal,
 )
@@ -330,7 +331,7 @@ async def _drive(
             accepted = False
     adopted: list[str] = []
     if proposal_dir is not None and cfg.auto_adopt:
-        adopted = _auto_adopt(night, live)
+        adopted = _auto_adopt(night)
     ended = night.clock()
     score = None
     if decision is not None:
@@ -451,13 +452,13 @@ def _prune_empty_nights(night: Night) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _auto_adopt(night: Night, live: Live) -> list[str]:
+def _auto_adopt(night: Night) -> list[str]:
     """Adopt the proposal when configured; a refusal is a note, never a lost night."""
     from skillopt_sleep.adopt import adopt
 
-    roots = [*night.cfg.resolved_skill_roots(), live.memory_path.parent]
+    roots = [str(r) for r in night.cfg.adopt_roots(night.project)]
     try:
-        result = adopt(night.run.path, skill_roots=[str(r) for r in roots])
+        result = adopt(night.run.path, skill_roots=roots)
     except SkillOptError as exc:
         night.notes.append(f"auto-adopt refused: {exc}")
         return []
@@ -486,13 +487,14 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
     proposals = []
     if decision.docs.skill != live.skill:
         name = live.skill_path.parent.name or "skill"
-        version = store.add_version(name, decision.docs.skill, run_id=run.run_id, night=night_no)
+        text = scaffold_skill(decision.docs.skill, name=name, project=night.project)
+        version = store.add_version(name, text, run_id=run.run_id, night=night_no)
         run.journal["versions"][name] = version.number
         proposals.append(
             Proposal(
                 name=name,
                 live_path=live.skill_path,
-                text=decision.docs.skill,
+                text=text,
                 kind=ProposalKind.SKILL,
                 live_sha256=live.skill_sha,
                 store_version=version.number,

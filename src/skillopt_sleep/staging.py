@@ -33,6 +33,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from skillopt.atomicio import TEMP_PREFIX, atomic_write_json, atomic_write_text
 from skillopt.errors import CorruptStateError, DataError, RefusedError
 from skillopt.redact import redact_text
+from skillopt.skilldoc import ensure_skill_scaffold
 
 MANIFEST_SCHEMA = "skillopt.proposal"
 PROPOSAL_DIR = "proposal"
@@ -201,6 +202,24 @@ class SkillStore:
 
 
 # --------------------------------------------------------------------------- proposals
+
+
+def skill_description(project: Path) -> str:
+    """When an agent should use a night's skill: for work in this project (named)."""
+    return (
+        f"Conventions and procedures skillopt-sleep learned from your sessions in the "
+        f"{project.name} project ({project}). Use it when working in {project.name}."
+    )
+
+
+def scaffold_skill(text: str, *, name: str, project: Path) -> str:
+    """A skill document an agent can list and load: ``name``/``description`` front matter
+    added where missing (present keys and the body are kept as they are).
+
+    Applied to the text a night stages, so the proposal (and its sha pin) is exactly what
+    ``adopt`` writes, a new managed skill included.
+    """
+    return ensure_skill_scaffold(text, name, skill_description(project))
 
 
 class ProposalKind(StrEnum):

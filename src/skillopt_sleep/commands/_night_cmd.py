@@ -24,6 +24,7 @@ from skillopt_sleep.commands._common import (
     run_async,
     say,
 )
+from skillopt_sleep.commands._runs import recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night import NightOutcome, run_night
@@ -83,6 +84,8 @@ def run_command(
         _check_tasks_file(cfg, args.tasks_file, demo=demo)
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:
+            recovered = recover_adoptions(cfg, project)  # the night reads the live files
+            say_recovered([] if args.json else recovered)
             outcome: NightOutcome = run_async(
                 _night, cfg, project, dry_run, demo, args.tasks_file, observer
             )
@@ -94,7 +97,7 @@ def run_command(
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc), EXIT_REFUSED)
     if args.json:
-        emit_json(outcome.to_dict())
+        emit_json({**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]})
     else:
         _print(outcome, demo=demo)
         if demo and outcome.report_path:

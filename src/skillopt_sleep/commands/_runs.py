@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import SkillOptError
-from skillopt_sleep.adopt import adopted_names
+from skillopt_sleep.adopt import Recovery, adopted_names, recover_interrupted
+from skillopt_sleep.commands._common import say
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import load_manifest
@@ -56,3 +57,14 @@ def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
         if pending(path):
             return path
     return None
+
+
+def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
+    """Finish the adoptions of this project's nights that a killed process left half-done
+    (completed or rolled back), so no command reads or reports a half-adopted state."""
+    return recover_interrupted(RunDir.list_runs(runs_root(cfg, project)))
+
+
+def say_recovered(recoveries: list[Recovery]) -> None:
+    for recovery in recoveries:
+        say(f"note: {recovery.describe()}")

@@ -40,15 +40,24 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt.errors import AdoptionError
     from skillopt_sleep.adopt import adopt
-    from skillopt_sleep.commands._runs import latest_with_proposal
+    from skillopt_sleep.commands._runs import (
+        latest_with_proposal,
+        recover_adoptions,
+        say_recovered,
+    )
 
     try:
         cfg, project = load_config(args)
+        recovered = recover_adoptions(cfg, project)
+        say_recovered([] if args.json else recovered)
         run_dir = args.run or latest_with_proposal(cfg, project)
         if run_dir is None:
             return refuse(args, "no_proposal", "no night has a proposal waiting to be adopted")
-        roots = [*cfg.resolved_skill_roots(), cfg.live_memory_path(project).parent]
-        result = adopt(run_dir, skill_roots=[str(r) for r in roots], select=args.only)
+        roots = [str(r) for r in cfg.adopt_roots(project)]
+        result = adopt(run_dir, skill_roots=roots, select=args.only)
+        if result.recovered is not None:
+            recovered.append(result.recovered)
+            say_recovered([] if args.json else [result.recovered])
     except AdoptionError as exc:
         return refuse(args, "adoption_failed", str(exc), EXIT_FAILED)
     except known_errors() as exc:
@@ -58,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
         for a in result.adopted
     ]
     if args.json:
-        emit_json({"ok": True, "run_dir": str(result.run_dir), "adopted": files})
+        emit_json(
+            {
+                "ok": True,
+                "run_dir": str(result.run_dir),
+                "adopted": files,
+                "recovered_adoptions": [r.to_dict() for r in recovered],
+            }
+        )
         return EXIT_OK
     for f in files:
         backup = f" (backup: {f['backup']})" if f["backup"] else ""

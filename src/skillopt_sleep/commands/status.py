@@ -65,12 +65,19 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt_sleep.commands._runs import pending, run_summary, runs_root
+    from skillopt_sleep.commands._runs import (
+        pending,
+        recover_adoptions,
+        run_summary,
+        runs_root,
+        say_recovered,
+    )
     from skillopt_sleep.rundir import RunDir
     from skillopt_sleep.state import StateStore
 
     try:
         cfg, project = load_config(args)
+        recovered = recover_adoptions(cfg, project)
         state = StateStore(cfg.state_path()).load(project)
         runs = RunDir.list_runs(runs_root(cfg, project))
         nights = [run_summary(p) for p in runs[-SHOWN:]]
@@ -83,18 +90,18 @@ def run(args: argparse.Namespace) -> int:
         "ok": True,
         "project": str(project),
         "nights_run": state.night,
-        "harvest_cursor": state.harvest_cursor.isoformat() if state.harvest_cursor else None,
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
+        "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
     }
     next_wake = health["next_wake"]
     if args.json:
         emit_json(data)
         return EXIT_OK
+    say_recovered(recovered)
     say(f"project {project}: {state.night} night(s) run")
-    say(f"  harvest cursor: {data['harvest_cursor'] or 'not set (first night)'}")
     _say_archive(archive)
     say(f"  next scheduled night: {next_wake or 'not scheduled'}")
     daemon = health["daemon"]

@@ -1,0 +1,320 @@
+"""An adoption's write-ahead journal, its file operations, and finishing an interrupted one.
+
+:func:`skillopt_sleep.adopt.adopt` writes ``<run_dir>/.adopt-journal.json`` before it
+touches any live file: per target, the receipt it will get, the original bytes and the
+folders it will create. Appending the receipts and then deleting the journal is the
+commit point. A journal found later means a process died in between;
+:func:`recover_locked` finishes that adoption one way or the other:
+
+* **completed** when every target already holds its new bytes (only the receipts were
+  missing) or the receipts were written (only the journal was left behind): missing
+  receipts are appended;
+* **rolled back** otherwise: every target still holding its new bytes gets its original
+  back (one changed since is left alone, and named), and the folders created are removed.
+
+Either way the transaction's temp files (``.tmp-adopt-<transaction>-*`` beside each
+target) are removed, and so is the journal, which holds copies of the user's files.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
+from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
+from skillopt.logging import get_logger
+from skillopt_sleep.staging import RECEIPTS_NAME, sha256_bytes, sha256_file
+
+JOURNAL_NAME = ".adopt-journal.json"
+LOCK_NAME = ".adopt.lock"
+
+ReplaceFn = Callable[[str, str], None]
+_log = get_logger("skillopt_sleep.adopt")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptedFile:
+    name: str
+    kind: str
+    live_path: str
+    sha256_before: str  # "" = the live file did not exist
+    sha256_after: str
+    backup_path: str  # "" when there was nothing to back up
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "live_path": self.live_path,
+            "sha256_before": self.sha256_before,
+            "sha256_after": self.sha256_after,
+            "backup_path": self.backup_path,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalTarget:
+    """One live file an adoption replaces, with what it takes to undo it."""
+
+    adopted: AdoptedFile
+    original: bytes | None  # None = the live file did not exist
+    new_dirs: tuple[Path, ...] = ()  # folders created for it, top first
+
+
+class RecoveryAction(StrEnum):
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolled_back"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    """What finishing an interrupted adoption did, in words a user can act on."""
+
+    run_dir: Path
+    transaction: str
+    action: RecoveryAction
+    files: tuple[str, ...]  # completed: the files adopted; rolled back: the files restored
+    left_alone: tuple[str, ...] = ()  # changed since the interruption: not touched
+
+    def describe(self) -> str:
+        where = f"an interrupted adoption of night {self.run_dir.name}"
+        if self.action is RecoveryAction.COMPLETED:
+            return f"{where} was completed: {', '.join(self.files)} (receipts recorded)"
+        restored = f"restored {', '.join(self.files)}" if self.files else "nothing was replaced"
+        text = f"{where} was rolled back ({restored}); run `skillopt-sleep adopt` to retry"
+        if self.left_alone:
+            text += f"; changed since, left as they are: {', '.join(self.left_alone)}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "transaction": self.transaction,
+            "action": self.action.value,
+            "files": list(self.files),
+            "left_alone": list(self.left_alone),
+            "message": self.describe(),
+        }
+
+
+# --------------------------------------------------------------------------- lock
+
+
+class RunLock:
+    """``flock`` on ``<run_dir>/.adopt.lock``: the kernel drops it when the holder dies,
+    so a killed adoption never leaves a lock that needs clearing by hand."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise LockHeldError(
+                f"{self.path}: another adoption of this night is running",
+                holder={"pid": holder},
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _temp_prefix(transaction: str) -> str:
+    return f"{TEMP_PREFIX}adopt-{transaction[:12]}-"
+
+
+def write_file(path: Path, data: bytes, replace_fn: ReplaceFn, transaction: str) -> None:
+    """Temp file beside ``path`` (named after the transaction, so a recovery can find it
+    if we are killed), fsync, then ``replace_fn(temp, path)``."""
+    tmp = path.parent / f"{_temp_prefix(transaction)}{uuid.uuid4().hex[:8]}-{path.name}"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+        replace_fn(str(tmp), str(path))
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def restore(path: Path, original: bytes | None, transaction: str) -> None:
+    if original is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_file(path, original, os.replace, transaction)
+
+
+def make_dirs(folders: Sequence[Path]) -> list[Path]:
+    """Create ``folders`` (top first) one level at a time; returns those created here.
+
+    ``mkdir`` never follows a symlink at the new name, and each new level is checked to be
+    a real directory before the next is made inside it.
+    """
+    created: list[Path] = []
+    for folder in folders:
+        try:
+            os.mkdir(folder, 0o755)
+            created.append(folder)
+        except FileExistsError:
+            pass
+        if os.path.islink(folder) or os.path.realpath(folder) != str(folder):
+            raise RefusedError(f"{folder} turned into a symlink while adopting; refusing")
+    return created
+
+
+def remove_dirs(folders: Sequence[Path]) -> None:
+    """Undo :func:`make_dirs`: remove the folders (deepest first) that are still empty."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _remove_temps(targets: Sequence[JournalTarget], transaction: str) -> None:
+    folders = {Path(t.adopted.live_path).parent for t in targets}
+    for folder in folders:
+        for stray in folder.glob(f"{_temp_prefix(transaction)}*"):
+            stray.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- journal
+
+
+def receipts(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return [r for r in read_jsonl(run_dir / RECEIPTS_NAME) if isinstance(r, dict)]
+    except ValueError as exc:
+        raise CorruptStateError(str(run_dir / RECEIPTS_NAME), f"unreadable ({exc})") from exc
+
+
+def write_journal(root: Path, transaction: str, targets: Sequence[JournalTarget]) -> None:
+    items = [
+        {
+            **t.adopted.to_dict(),
+            "original_b64": None
+            if t.original is None
+            else base64.b64encode(t.original).decode("ascii"),
+            "new_dirs": [str(d) for d in t.new_dirs],
+        }
+        for t in targets
+    ]
+    atomic_write_json(root / JOURNAL_NAME, {"transaction": transaction, "targets": items})
+
+
+def commit(
+    root: Path, transaction: str, adopted: Sequence[AdoptedFile], now: datetime | None = None
+) -> None:
+    """Append the receipts (one write), then delete the journal: the commit point."""
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).isoformat()
+    append_jsonl(
+        root / RECEIPTS_NAME,
+        [{"transaction": transaction, "adopted_at": stamp, **a.to_dict()} for a in adopted],
+    )
+    (root / JOURNAL_NAME).unlink(missing_ok=True)
+
+
+def _read_journal(path: Path) -> tuple[str, list[JournalTarget]] | None:
+    try:
+        journal = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CorruptStateError(str(path), f"unreadable journal ({exc})") from exc
+    try:
+        targets = []
+        for item in journal["targets"]:
+            original = item.get("original_b64")
+            targets.append(
+                JournalTarget(
+                    adopted=AdoptedFile(
+                        name=str(item.get("name", "")),
+                        kind=str(item.get("kind", "")),
+                        live_path=str(item["live_path"]),
+                        sha256_before=str(item.get("sha256_before", "")),
+                        sha256_after=str(item["sha256_after"]),
+                        backup_path=str(item.get("backup_path", "")),
+                    ),
+                    original=None if original is None else base64.b64decode(original),
+                    new_dirs=tuple(Path(d) for d in item.get("new_dirs", [])),
+                )
+            )
+        return str(journal["transaction"]), targets
+    except (KeyError, TypeError, AttributeError, binascii.Error) as exc:
+        raise CorruptStateError(str(path), f"invalid journal ({exc!r})") from exc
+
+
+def recover_locked(root: Path, now: datetime | None = None) -> Recovery | None:
+    """Finish an interrupted adoption of ``root`` (the caller holds its :class:`RunLock`)."""
+    journal_path = root / JOURNAL_NAME
+    read = _read_journal(journal_path)
+    if read is None:
+        return None
+    transaction, targets = read
+    _remove_temps(targets, transaction)
+    committed = transaction in {r.get("transaction") for r in receipts(root)}
+    replaced = all(sha256_file(t.adopted.live_path) == t.adopted.sha256_after for t in targets)
+    complete = all(t.adopted.name and t.adopted.kind for t in targets)  # an older journal: no
+    if committed or (replaced and complete):
+        if not committed:
+            commit(root, transaction, [t.adopted for t in targets], now)
+        journal_path.unlink(missing_ok=True)
+        recovery = Recovery(
+            run_dir=root,
+            transaction=transaction,
+            action=RecoveryAction.COMPLETED,
+            files=tuple(t.adopted.live_path for t in targets),
+        )
+    else:
+        restored: list[str] = []
+        left_alone: list[str] = []
+        for target in targets:
+            path = Path(target.adopted.live_path)
+            current = sha256_file(path)
+            before = "" if target.original is None else sha256_bytes(target.original)
+            if current == target.adopted.sha256_after:
+                restore(path, target.original, transaction)
+                restored.append(str(path))
+            elif current != before:
+                left_alone.append(str(path))
+            remove_dirs(target.new_dirs)
+        journal_path.unlink(missing_ok=True)
+        recovery = Recovery(
+            run_dir=root,
+            transaction=transaction,
+            action=RecoveryAction.ROLLED_BACK,
+            files=tuple(restored),
+            left_alone=tuple(left_alone),
+        )
+    _log.warning("adopt.recovered", **recovery.to_dict())
+    return recovery

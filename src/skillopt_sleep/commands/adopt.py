@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from skillopt_sleep.commands._common import (
     EXIT_FAILED,
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         say_recovered([] if args.json else recovered)
         run_dir = args.run or latest_with_proposal(cfg, project)
         if run_dir is None:
-            return refuse(args, "no_proposal", "no night has a proposal waiting to be adopted")
+            return _nothing_to_adopt(args, recovered)
         roots = [str(r) for r in cfg.adopt_roots(project)]
         result = adopt(run_dir, skill_roots=roots, select=args.only)
         if result.recovered is not None:
@@ -79,4 +80,22 @@ def run(args: argparse.Namespace) -> int:
     for f in files:
         backup = f" (backup: {f['backup']})" if f["backup"] else ""
         say(f"adopted {f['name']} -> {f['live_path']}{backup}")
+    return EXIT_OK
+
+
+def _nothing_to_adopt(args: argparse.Namespace, recovered: list[Any]) -> int:
+    """Not an error: `once && adopt` in a crontab must not fail on a night that kept nothing."""
+    message = "nothing to adopt: no night has a proposal waiting"
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "adopted": [],
+                "nothing_to_adopt": True,
+                "message": message,
+                "recovered_adoptions": [r.to_dict() for r in recovered],
+            }
+        )
+    else:
+        say(message)
     return EXIT_OK

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -214,21 +215,178 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
 
 
+@dataclass(kw_only=True)
+class Course:
+    """How the night has gone so far: filled in stage by stage, read by the report."""
+
+    status: RunStatus = RunStatus.COMPLETE
+    result: NightResult = NightResult.REJECTED
+    reason: str = ""
+    failed_stage: str = ""
+    gathered: Gathered | None = None
+    decision: Decision | None = None
+    carried_ids: dict[EditRecord, int] = field(default_factory=dict)
+    test: dict[str, Any] | None = None
+    estimate: str = ""
+    proposal_dir: Path | None = None
+    adopted: list[str] = field(default_factory=list)
+    staging_failed: bool = False
+
+    def fail(self, stage: str, reason: str) -> None:
+        self.status, self.result = RunStatus.FAILED, NightResult.FAILED
+        self.failed_stage, self.reason = stage, reason
+
+    @property
+    def accepted(self) -> bool:
+        return bool(self.decision and self.decision.accepted) and not self.staging_failed
+
+    @property
+    def committed(self) -> bool:
+        """Whether this night's harvest, outcomes and history are kept (complete, not dry)."""
+        return self.status is RunStatus.COMPLETE
+
+
 async def _drive(
     night: Night, archive: TaskArchive, *, tasks_file: Path | None, demo: bool
 ) -> NightOutcome:
-    cfg, run = night.cfg, night.run
-    store = StateStore(cfg.state_path())
-    state = store.load(night.project)
-    started = datetime.fromisoformat(str(run.journal["started_at"]).replace("Z", "+00:00"))
-    night_no = int(run.journal.get("night") or 0)
+    """The night as a list of stages; every way it can end becomes a NightOutcome."""
+    store = StateStore(night.cfg.state_path())
+    state, night_no = _number(night, store.load(night.project))
+    if night.resumed:
+        night.replayer.preload(night.run.read_rollouts())
+    live = _live(night)
+    course = Course()
+    await _learn(night, archive, course, live, night_no, tasks_file)
+    _conclude(night, course, live, night_no)
+    ended = night.clock()
+    report = _report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
+    keep = course.committed and not night.dry_run
+    if keep and course.gathered is not None:
+        report["archive_changes"] = _commit_archive(
+            night, archive, course.gathered, course.decision, course.carried_ids,
+            night_no=night_no, now=ended, docs_hash=Docs(skill=live.skill, memory=live.memory).key,
+        )  # fmt: skip
+    report["archive"] = archive.stats().to_dict()
+    _write_outputs(night, report, course.gathered)
+    if keep:
+        store.save(state.record_night(_history_entry(night, course, report, night_no)))
+    night.run.finish(
+        course.status, ended, outcome=course.result.value, reason=course.reason,
+        failed_stage=course.failed_stage,
+    )  # fmt: skip
+    if course.result is NightResult.NO_TASKS:
+        _prune_empty_nights(night)
+    night.progress.close()  # the last stage's line comes before the night's
+    _log().info(
+        "night.done", run_id=night.run.run_id, status=course.status.value,
+        result=course.result.value, accepted=course.accepted, baseline=report["baseline"],
+        candidate=report["candidate"], calls=night.spend.calls,
+    )  # fmt: skip
+    return _outcome(night, course, report)
+
+
+def _number(night: Night, state: ProjectState) -> tuple[ProjectState, int]:
+    """Tonight's number: reserved in the run journal once, kept by a resumed night."""
+    night_no = int(night.run.journal.get("night") or 0)
     if not night_no:
         state, night_no = state.begin_night()
-        run.journal["night"] = night_no
-        run.save()
-    if night.resumed:
-        night.replayer.preload(run.read_rollouts())
-    live = _live(night)
+        night.run.journal["night"] = night_no
+        night.run.save()
+    return state, night_no
+
+
+async def _learn(
+    night: Night,
+    archive: TaskArchive,
+    course: Course,
+    live: Live,
+    night_no: int,
+    tasks_file: Path | None,
+) -> None:
+    """Gather, learn, score the test split; how a stage failed goes into ``course``."""
+    started = datetime.fromisoformat(str(night.run.journal["started_at"]).replace("Z", "+00:00"))
+    try:
+        course.gathered = await _gather(night, archive, started, tasks_file)
+        tasks = list(course.gathered.tasks)
+        learn = [t for t in tasks if t.split is not Split.TEST]
+        test = [t for t in tasks if t.split is Split.TEST]
+        if not learn:
+            course.result = NightResult.NO_TASKS
+            return
+        course.estimate = _announce_estimate(night, tasks, learn, test)
+        start = Docs(skill=live.skill, memory=live.memory)
+        carried, course.carried_ids = _carried(archive)
+        course.decision = await consolidate(
+            night, tasks=learn, start=start, rotation=night_no, carried=carried
+        )
+        course.test = await _score_test(night, test, course.decision, start)
+        if course.decision.accepted:
+            course.result = NightResult.ACCEPTED
+        elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
+            course.result = NightResult.NO_EDITS
+    except NightFailed as exc:
+        course.fail(exc.stage, exc.cause)
+    except BudgetExceededError as exc:
+        course.result = NightResult.BUDGET_REACHED
+        course.reason = f"night budget reached during {exc}"
+        night.notes.append(course.reason)
+    except RefusedError as exc:
+        course.fail("stage", str(exc))
+    except BaseException as exc:
+        # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
+        night.run.journal["resumable"] = True
+        why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
+        night.run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
+        raise
+
+
+def _announce_estimate(
+    night: Night, tasks: list[TaskRecord], learn: list[TaskRecord], test: list[TaskRecord]
+) -> str:
+    """The up-front spend estimate, said before any model call of the learning stages."""
+    cfg = night.cfg
+    rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
+    estimate = estimate_spend(n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric)
+    night.progress.note(f"estimated spend: {estimate.describe()}")
+    cap = cfg.budget.max_calls
+    if cap and estimate.calls > cap:
+        night.notes.append(
+            f"the estimate ({estimate.calls} calls) is above the cap ({cap}); "
+            "the night may stop early"
+        )
+        night.progress.note(night.notes[-1])
+    _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
+    return estimate.describe()
+
+
+def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
+    """Stage an accepted night's documents (not a dry run), then auto-adopt if configured."""
+    decision = course.decision
+    if not (course.committed and course.accepted and not night.dry_run and decision):
+        return
+    try:
+        course.proposal_dir = _stage(night, live, decision, night_no)
+    except (RefusedError, SkillOptError, OSError) as exc:
+        course.fail("stage", str(exc))
+        course.staging_failed = True
+        return
+    if night.cfg.auto_adopt:
+        course.adopted = _auto_adopt(night)
+
+
+def _report(
+    night: Night,
+    course: Course,
+    state: ProjectState,
+    live: Live,
+    *,
+    night_no: int,
+    ended: datetime,
+    demo: bool,
+) -> dict[str, Any]:
+    """``report.json``: what the report renders and what ``status`` and tools read."""
+    run, decision, gathered = night.run, course.decision, course.gathered
+    accepted = course.accepted
     report: dict[str, Any] = {
         "schema": "skillopt-sleep-report/1",
         "run_id": run.run_id,
@@ -239,197 +397,134 @@ async def _drive(
         "started_at": run.journal["started_at"],
         "dry_run": night.dry_run,
         "demo": demo,
-        "metric": cfg.gate.metric,
+        "metric": night.cfg.gate.metric,
         "live_skill": str(live.skill_path),
         "live_memory": str(live.memory_path),
         "resumed": night.resumed,
+        "status": course.status.value,
+        "result": course.result.value,
+        "reason": course.reason,
+        "failed_stage": course.failed_stage,
+        "ended_at": iso(ended),
+        "accepted": accepted,
+        "gate_action": decision.action if decision else "",
+        "baseline": _finite(decision.baseline) if decision else None,
+        "candidate": _finite(decision.candidate) if decision else None,
+        "leaked": bool(decision and decision.final and decision.final.leaked),
+        "proposal_dir": str(course.proposal_dir) if course.proposal_dir else None,
+        "test": course.test,
+        "notes": night.notes,
+        "spend": night.spend.summary(),
+        "reused_rollouts": night.replayer.reused,
+        "auto_adopted": course.adopted,
+        **_edits_report(night, course),
+        **_tasks_report(night, gathered),
     }
-    status, result = RunStatus.COMPLETE, NightResult.REJECTED
-    reason = failed_stage = ""
-    decision: Decision | None = None
-    gathered: Gathered | None = None
-    carried_ids: dict[EditRecord, int] = {}
-    leaked = False
-    try:
-        gathered = await _gather(night, archive, started, tasks_file)
-        tasks = list(gathered.tasks)
-        learn = [t for t in tasks if t.split is not Split.TEST]
-        test = [t for t in tasks if t.split is Split.TEST]
-        report["tasks"] = {
+    if course.estimate:
+        report["estimate"] = course.estimate
+    report["chart"] = _chart(state, _tonight_point(course, night_no))
+    return report
+
+
+def _edits_report(night: Night, course: Course) -> dict[str, Any]:
+    decision, accepted = course.decision, course.accepted
+    singles = [t for t in night.trials if t.kind == "single"]
+    return {
+        "accepted_edits": [e.to_dict() for e in decision.applied] if decision and accepted else [],
+        "rejected_edits": [e.to_dict() for e in decision.rejected] if decision else [],
+        "untested_edits": [c.to_dict() for c in decision.untested] if decision else [],
+        "folds": decision.folds if decision else {},
+        "unmatched_edits": [e.to_dict() for t in singles for e in t.unmatched],
+        "proposed_edits": [e.to_dict() for t in singles for e in t.edits],
+        "no_edit_reasons": night.no_edit_reasons,
+        "trials": [t.to_dict() for t in night.trials],
+        "task_deltas": _final_deltas(night),
+    }
+
+
+def _tasks_report(night: Night, gathered: Gathered | None) -> dict[str, Any]:
+    if gathered is None:
+        return {}
+    tasks = gathered.tasks
+    learn = [t for t in tasks if t.split is not Split.TEST]
+    return {
+        "tasks": {
             "total": len(tasks),
             "learnable": len(learn),
-            "test": len(test),
-            "folds": min(cfg.night.folds, len(learn)),
+            "test": len(tasks) - len(learn),
+            "folds": min(night.cfg.night.folds, len(learn)),
             "source": gathered.source,
             "new": len(gathered.new_tasks),
             "recalled": gathered.n_recalled,
-        }
-        report["harvest"] = {
+        },
+        "harvest": {
             "backlog": gathered.backlog,
             "outside_window": gathered.outside_window,
             "why_nothing": gathered.why_nothing,
             "notes": list(gathered.notes),
-        }
-        report["task_intents"] = {t.id: t.intent for t in tasks}
-        report["n_sessions"] = gathered.n_sessions
-        if not learn:
-            result = NightResult.NO_TASKS
-        else:
-            rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
-            estimate = estimate_spend(
-                n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric
-            )
-            report["estimate"] = estimate.describe()
-            night.progress.note(f"estimated spend: {estimate.describe()}")
-            cap = cfg.budget.max_calls
-            if cap and estimate.calls > cap:
-                night.notes.append(
-                    f"the estimate ({estimate.calls} calls) is above the cap ({cap}); "
-                    "the night may stop early"
-                )
-                night.progress.note(night.notes[-1])
-            _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
-            start = Docs(skill=live.skill, memory=live.memory)
-            carried, carried_ids = _carried(archive)
-            decision = await consolidate(
-                night, tasks=learn, start=start, rotation=night_no, carried=carried
-            )
-            leaked = bool(decision.final and decision.final.leaked)
-            report["test"] = await _score_test(night, test, decision, start)
-            if decision.accepted:
-                result = NightResult.ACCEPTED
-            elif decision.nothing_to_learn or not any(t.applied for t in night.trials):
-                result = NightResult.NO_EDITS
-    except NightFailed as exc:
-        status, result, reason, failed_stage = (
-            RunStatus.FAILED, NightResult.FAILED, exc.cause, exc.stage,
-        )  # fmt: skip
-    except BudgetExceededError as exc:
-        result = NightResult.BUDGET_REACHED
-        reason = f"night budget reached during {exc}"
-        night.notes.append(reason)
-    except RefusedError as exc:
-        status, result, reason, failed_stage = (
-            RunStatus.FAILED, NightResult.FAILED, str(exc), "stage",
-        )  # fmt: skip
-    except BaseException as exc:
-        # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
-        run.journal["resumable"] = True
-        why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
-        run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
-        raise
+        },
+        "task_intents": {t.id: t.intent for t in tasks},
+        "n_sessions": gathered.n_sessions,
+    }
 
-    proposal_dir: Path | None = None
-    accepted = bool(decision and decision.accepted)
-    if status is RunStatus.COMPLETE and accepted and not night.dry_run and decision is not None:
-        try:
-            proposal_dir = _stage(night, live, decision, night_no)
-        except (RefusedError, SkillOptError, OSError) as exc:
-            status, result, reason, failed_stage = (
-                RunStatus.FAILED, NightResult.FAILED, str(exc), "stage",
-            )  # fmt: skip
-            accepted = False
-    adopted: list[str] = []
-    if proposal_dir is not None and cfg.auto_adopt:
-        adopted = _auto_adopt(night)
-    ended = night.clock()
+
+def _tonight_point(course: Course, night_no: int) -> dict[str, Any]:
+    decision, accepted = course.decision, course.accepted
     score = None
     if decision is not None:
         score = decision.candidate if accepted else decision.baseline
-    report.update(
-        status=status.value,
-        result=result.value,
-        reason=reason,
-        failed_stage=failed_stage,
-        ended_at=iso(ended),
-        accepted=accepted,
-        gate_action=decision.action if decision else "",
-        baseline=_finite(decision.baseline) if decision else None,
-        candidate=_finite(decision.candidate) if decision else None,
-        leaked=leaked,
-        proposal_dir=str(proposal_dir) if proposal_dir else None,
-        accepted_edits=[e.to_dict() for e in decision.applied] if decision and accepted else [],
-        rejected_edits=[e.to_dict() for e in decision.rejected] if decision else [],
-        untested_edits=[c.to_dict() for c in decision.untested] if decision else [],
-        folds=decision.folds if decision else {},
-        unmatched_edits=[
-            e.to_dict() for t in night.trials if t.kind == "single" for e in t.unmatched
-        ],
-        proposed_edits=[e.to_dict() for t in night.trials if t.kind == "single" for e in t.edits],
-        no_edit_reasons=night.no_edit_reasons,
-        trials=[t.to_dict() for t in night.trials],
-        task_deltas=_final_deltas(night),
-        notes=night.notes,
-        spend=night.spend.summary(),
-        reused_rollouts=night.replayer.reused,
-        chart=_chart(
-            state,
-            {
-                "night": night_no,
-                "score": score,
-                "baseline": _finite(decision.baseline) if decision else None,
-                "candidate": _finite(decision.candidate) if decision else None,
-                "accepted": len(decision.applied) if decision and accepted else 0,
-                "rejected": len(decision.rejected) if decision else 0,
-                "untested": len(decision.untested) if decision else 0,
-                "tasks": len(gathered.tasks) if gathered else 0,
-            },
-        ),
-        auto_adopted=adopted,
-    )
-    if status is RunStatus.COMPLETE and not night.dry_run and gathered is not None:
-        report["archive_changes"] = _commit_archive(
-            night, archive, gathered, decision, carried_ids,
-            night_no=night_no, now=ended, docs_hash=Docs(skill=live.skill, memory=live.memory).key,
-        )  # fmt: skip
-    report["archive"] = archive.stats().to_dict()
-    _write_outputs(night, report, gathered)
-    if status is RunStatus.COMPLETE and not night.dry_run:
-        entry = NightEntry(
-            night=night_no,
-            run_id=run.run_id,
-            started_at=started,
-            status=NightStatus.NO_TASKS if result is NightResult.NO_TASKS else NightStatus.COMPLETE,
-            accepted=accepted,
-            baseline=report["baseline"],
-            candidate=report["candidate"],
-            n_tasks=len(gathered.tasks) if gathered else 0,
-            run_dir=str(run.path),
-            kept_edits=len(report["accepted_edits"]),
-            rejected_edits=len(report["rejected_edits"]),
-            untested_edits=len(report["untested_edits"]),
-        )
-        store.save(state.record_night(entry))
-    run.finish(status, ended, outcome=result.value, reason=reason, failed_stage=failed_stage)
-    if result is NightResult.NO_TASKS:
-        _prune_empty_nights(night)
-    night.progress.close()  # the last stage's line comes before the night's
-    _log().info(
-        "night.done",
-        run_id=run.run_id,
-        status=status.value,
-        result=result.value,
-        accepted=accepted,
+    return {
+        "night": night_no,
+        "score": _finite(score),
+        "baseline": _finite(decision.baseline) if decision else None,
+        "candidate": _finite(decision.candidate) if decision else None,
+        "accepted": len(decision.applied) if decision and accepted else 0,
+        "rejected": len(decision.rejected) if decision else 0,
+        "untested": len(decision.untested) if decision else 0,
+        "tasks": len(course.gathered.tasks) if course.gathered else 0,
+    }
+
+
+def _history_entry(
+    night: Night, course: Course, report: dict[str, Any], night_no: int
+) -> NightEntry:
+    started = datetime.fromisoformat(str(night.run.journal["started_at"]).replace("Z", "+00:00"))
+    return NightEntry(
+        night=night_no,
+        run_id=night.run.run_id,
+        started_at=started,
+        status=NightStatus.NO_TASKS
+        if course.result is NightResult.NO_TASKS
+        else NightStatus.COMPLETE,
+        accepted=course.accepted,
         baseline=report["baseline"],
         candidate=report["candidate"],
-        calls=night.spend.calls,
+        n_tasks=len(course.gathered.tasks) if course.gathered else 0,
+        run_dir=str(night.run.path),
+        kept_edits=len(report["accepted_edits"]),
+        rejected_edits=len(report["rejected_edits"]),
+        untested_edits=len(report["untested_edits"]),
     )
+
+
+def _outcome(night: Night, course: Course, report: dict[str, Any]) -> NightOutcome:
+    run = night.run
     return NightOutcome(
-        status=status,
-        result=result,
+        status=course.status,
+        result=course.result,
         run_id=run.run_id,
         run_dir=run.path,
         report_path=run.path / rundir.REPORT_MD,
-        proposal_dir=proposal_dir,
-        accepted=accepted,
+        proposal_dir=course.proposal_dir,
+        accepted=course.accepted,
         gate_action=report["gate_action"],
         baseline=report["baseline"],
         candidate=report["candidate"],
         test_score=(report.get("test") or {}).get("score"),
         n_sessions=report.get("n_sessions", 0),
         n_tasks=(report.get("tasks") or {}).get("total", 0),
-        reason=reason,
-        failed_stage=failed_stage,
+        reason=course.reason,
+        failed_stage=course.failed_stage,
         resumed=night.resumed,
         dry_run=night.dry_run,
         spend=night.spend.summary(),

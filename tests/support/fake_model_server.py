@@ -16,7 +16,7 @@ Behaviour per request comes from, in order: the member's scripted queue
 (echo of the last user message after ``latency`` seconds, usage numbers included).
 A :class:`Reply` can add latency, return any status with ``Retry-After`` /
 ``retry-after-ms`` headers, hang past a client timeout, drop the connection, send
-malformed JSON or empty content, and set usage numbers.
+malformed JSON, empty content or any raw body (an HTML page), and set usage numbers.
 
 Every request is recorded (:attr:`FakeModelServer.requests`) with its parsed body and
 headers so tests can assert what was (not) sent. In-flight requests are counted per
@@ -71,6 +71,8 @@ class Reply:
     malformed: bool = False  # 200 with a body that is not JSON
     error_code: str | None = None  # error.code in a non-2xx body ("content_filter", ...)
     body: dict[str, Any] | None = None  # send exactly this JSON body
+    raw: bytes | None = None  # send exactly these bytes, as ``content_type``
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -417,6 +419,10 @@ class FakeModelServer:
             raise _Dropped
         if reply.malformed:
             await conn.send(reply.status, b'{"id": "broken", "choices": [', reply.headers)
+            return
+        if reply.raw is not None:
+            headers = {"content-type": reply.content_type, **reply.headers}
+            await conn.send(reply.status, reply.raw, headers)
             return
         if reply.body is not None:
             await conn.send_json(reply.status, reply.body, reply.headers)

@@ -32,7 +32,12 @@ from skillopt.config import (
     OpenAIResponsesMember,
     read_secret_env,
 )
-from skillopt.errors import BackendAuthError, BackendError, ContentFilterError
+from skillopt.errors import (
+    BackendAuthError,
+    BackendError,
+    ContentFilterError,
+    RetryableBackendError,
+)
 from skillopt.redact import redact_text
 
 Api = Literal["chat", "responses"]
@@ -186,6 +191,7 @@ class OpenAIHttpBackend:
             timeout=self._timeout(request),
             extra_body=extra,
         )
+        _require_json(resp, self._name)
         if not resp.choices:
             return "", None, {"finish_reason": None}
         choice = resp.choices[0]
@@ -214,6 +220,7 @@ class OpenAIHttpBackend:
             timeout=self._timeout(request),
             extra_body=extra or None,
         )
+        _require_json(resp, self._name)
         usage = None
         if resp.usage is not None:
             usage = Usage(
@@ -231,6 +238,26 @@ class OpenAIHttpBackend:
             await anyio.to_thread.run_sync(self._token_provider.close)
         if self._owned_http_client is not None:
             await self._owned_http_client.aclose()
+
+
+def _require_json(resp: object, member: str) -> None:
+    """The SDK hands back the body as text when it is not JSON (an HTML login page from a
+    proxy, an empty body): a failed call that says what came back."""
+    if not isinstance(resp, str):
+        return
+    head = resp.lstrip()[:512].lower()
+    if not head:
+        what = "an empty body"
+    elif head.startswith(("<!doctype html", "<html")) or "<html" in head:
+        what = "an HTML page"
+    else:
+        what = "a body that is not JSON"
+    raise RetryableBackendError(
+        f"the endpoint answered with {what}",
+        kind="not_json",
+        member=member,
+        cause=short_cause(f"HTTP 200 with {what}, not JSON: {resp[:200]}"),
+    )
 
 
 def build_http_member(

@@ -386,7 +386,7 @@ async def test_huge_output_is_bounded(tmp_path: Path) -> None:
     fake = write_fake_cli(tmp_path / "bin", "codex", huge_bytes=8 * 1024 * 1024)
     with pytest.raises(RetryableBackendError) as info:
         await member(fake, CliKind.CODEX, tmp_path, max_output_bytes=256 * 1024).complete(req())
-    assert info.value.error_class == "output_overflow"
+    assert info.value.error_class == "too_large"
     assert len(info.value.cause) < 5000
 
 

@@ -83,6 +83,9 @@ class _MemberBase(StrictModel):
     max_concurrency: int = Field(default=8, ge=1, le=4096)
     requests_per_minute: float | None = Field(default=None, gt=0)
     timeout: float = Field(default=120.0, gt=0, le=3600)
+    # Bytes read of one reply (per captured stream for a CLI) before the call fails;
+    # None: sized per call from the request's output budget (docs/endpoints.md).
+    max_reply_bytes: int | None = Field(default=None, ge=1024)
 
     @field_validator("name")
     @classmethod

@@ -44,11 +44,12 @@ import contextlib
 import json
 import random
 import re
+import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -73,6 +74,8 @@ class Reply:
     body: dict[str, Any] | None = None  # send exactly this JSON body
     raw: bytes | None = None  # send exactly these bytes, as ``content_type``
     content_type: str = "application/json"
+    chunked: bool = False  # no content-length: the body comes in 64 KiB chunks
+    content_encoding: str | None = None  # a content-encoding header (the body is not encoded)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,12 +141,29 @@ class Connection:
         host, port = writer.get_extra_info("peername")[:2]
         self.peer = f"{host}:{port}"
 
-    async def send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    async def send(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        *,
+        chunked: bool = False,
+    ) -> None:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Status")
-        head = [f"HTTP/1.1 {status} {reason}", f"content-length: {len(body)}"]
+        length = "transfer-encoding: chunked" if chunked else f"content-length: {len(body)}"
+        head = [f"HTTP/1.1 {status} {reason}", length]
         hdrs = {"content-type": "application/json", **(headers or {})}
         head += [f"{k}: {v}" for k, v in hdrs.items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        if not chunked:
+            self.writer.write(body)
+            await self.writer.drain()
+            return
+        for start in range(0, len(body), 65536):
+            part = body[start : start + 65536]
+            self.writer.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            await self.writer.drain()
+        self.writer.write(b"0\r\n\r\n")
         await self.writer.drain()
 
     async def send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
@@ -437,7 +457,11 @@ class FakeModelServer:
             payload = _chat_body(model, text, reply)
         else:
             payload = _responses_body(model, text, reply)
-        await conn.send_json(reply.status, payload, reply.headers)
+        headers = dict(reply.headers)
+        if reply.content_encoding:
+            headers["content-encoding"] = reply.content_encoding
+        body = json.dumps(payload).encode()
+        await conn.send(reply.status, body, headers, chunked=reply.chunked)
 
 
 class _Dropped(Exception):
@@ -522,6 +546,22 @@ def error_rate_rule(
     return rule
 
 
+@contextlib.contextmanager
+def child_server(*args: str) -> Iterator[str]:
+    """The server in a child process (its memory and CPU are not the test's); yields the
+    OpenAI-style base URL. ``args`` are the process-mode flags (``--reply-bytes``, ...)."""
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"fake model server did not start: {line!r}")
+        yield f"http://{HOST}:{int(line.split()[1])}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Process mode: serve until killed; prints ``PORT <n>`` once listening."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -532,13 +572,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--error-latency", type=float, default=None, help="seconds before an error reply"
     )
+    parser.add_argument("--reply-bytes", type=int, default=0, help="answer with this much text")
+    parser.add_argument("--chunked", action="store_true", help="send no content-length")
     args = parser.parse_args(argv)
+    errors = (
+        error_rate_rule(args.error_rate, seed=args.seed, latency=args.error_latency)
+        if args.error_rate
+        else None
+    )
+    chunked = Reply(chunked=True)
+
+    def rule(request: Request) -> Reply | None:
+        scripted = errors(request) if errors is not None else None
+        return scripted or (chunked if args.chunked else None)
+
+    size = args.reply_bytes
     server = FakeModelServer(
         latency=args.latency,
         port=args.port,
-        rule=error_rate_rule(args.error_rate, seed=args.seed, latency=args.error_latency)
-        if args.error_rate
-        else None,
+        rule=rule,
+        reply_fn=(lambda _: "x" * size) if size else echo,
         record_bodies=False,
     )
 

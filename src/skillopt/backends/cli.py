@@ -22,9 +22,17 @@ import anyio
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.cli_claude import ClaudeFlavor
 from skillopt.backends.cli_codex import CodexFlavor
-from skillopt.backends.cli_common import CallPlan, CliFlavor, CliKind, CliSpec, ParsedReply
+from skillopt.backends.cli_common import (
+    CallPlan,
+    CliFlavor,
+    CliKind,
+    CliSpec,
+    ParsedReply,
+    output_cap,
+)
 from skillopt.backends.cli_copilot import CopilotFlavor
 from skillopt.backends.cli_process import ProcessResult, run_process, tail
+from skillopt.backends.reply_cap import cli_reply_cap
 from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
@@ -135,6 +143,9 @@ class CliBackend:
                 scratch=scratch,
                 tools=tools,
                 schema=schema if isinstance(schema, dict) else None,
+                max_output_bytes=cli_reply_cap(
+                    request.max_output_tokens, self.spec.max_output_bytes
+                ),
             )
             run = await self.run(plan, time_limit=request.timeout)
         reply = run.reply
@@ -184,7 +195,7 @@ class CliBackend:
                     env=env,
                     time_limit=limit,
                     stdin_text=plan.prompt if self.flavor.prompt_on_stdin else None,
-                    max_output_bytes=spec.max_output_bytes,
+                    max_output_bytes=output_cap(spec, plan),
                     stdout_watcher=self.flavor.watcher(spec),
                     member=spec.name,
                 )
@@ -287,6 +298,7 @@ def spec_from_config(cfg: Any) -> CliSpec:
         extra_env=tuple(sorted(dict(extra_env).items())),
         timeout=float(getattr(cfg, "timeout", None) or 240.0),
         max_concurrency=int(getattr(cfg, "max_concurrency", None) or 2),
+        max_output_bytes=getattr(cfg, "max_reply_bytes", None),
     )
 
 

@@ -20,6 +20,8 @@ import httpx2
 import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
     AzureChatMember,
@@ -48,11 +50,14 @@ _REFRESH_MARGIN = 300.0  # refresh an Entra token this many seconds before it ex
 
 
 def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.AsyncClient:
-    """The one shared HTTP client for all HTTP members of a pool."""
+    """The one shared HTTP client for all HTTP members of a pool (replies read up to the
+    calling member's cap, :mod:`skillopt.backends.http_cap`)."""
     size = max(1, max_connections)
     return openai.DefaultAsyncHttpxClient(
         limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
         timeout=httpx2.Timeout(timeout, connect=min(timeout, 30.0)),
+        headers=REQUEST_HEADERS,
+        event_hooks={"request": [], "response": [cap_response]},
     )
 
 
@@ -125,7 +130,9 @@ class OpenAIHttpBackend:
         token_limit_param: str = "max_completion_tokens",
         token_provider: EntraTokenProvider | None = None,
         owned_http_client: httpx2.AsyncClient | None = None,
+        max_reply_bytes: int | None = None,
     ) -> None:
+        self._max_reply_bytes = max_reply_bytes
         self._owned_http_client = owned_http_client
         self._name = name
         self._model = model
@@ -144,11 +151,13 @@ class OpenAIHttpBackend:
 
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
+        cap = http_reply_cap(request.max_output_tokens, self._max_reply_bytes)
         try:
-            if self._api == "chat":
-                text, usage, raw = await self._chat(request)
-            else:
-                text, usage, raw = await self._responses(request)
+            with reply_cap(cap):
+                if self._api == "chat":
+                    text, usage, raw = await self._chat(request)
+                else:
+                    text, usage, raw = await self._responses(request)
         except BackendError:
             raise
         except Exception as exc:
@@ -289,6 +298,7 @@ def build_http_member(
             if isinstance(cfg, OpenAIChatMember)
             else "max_output_tokens",
             owned_http_client=owned,
+            max_reply_bytes=cfg.max_reply_bytes,
         )
     provider: EntraTokenProvider | None = None
     auth_kw: dict[str, Any]
@@ -315,4 +325,5 @@ def build_http_member(
         else "max_output_tokens",
         token_provider=provider,
         owned_http_client=owned,
+        max_reply_bytes=cfg.max_reply_bytes,
     )

@@ -2,19 +2,20 @@
 
 Each subcommand lives in its own module under :mod:`skillopt_sleep.commands` and exposes
 ``NAME``, ``HELP``, ``ORDER`` (position in ``--help``), ``register(parser)`` and
-``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted.
+``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted
+(Ctrl-C, or SIGTERM at any point: the handler is installed before the slow imports).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import pkgutil
 import sys
-from types import ModuleType
+from typing import TYPE_CHECKING
 
-from skillopt.cli_support import quiet_broken_pipe
-from skillopt_sleep import commands
+from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
+
+if TYPE_CHECKING:
+    import argparse
+    from types import ModuleType
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -23,6 +24,11 @@ EXIT_INTERRUPTED = 130
 
 
 def _command_modules() -> list[ModuleType]:
+    import importlib
+    import pkgutil
+
+    from skillopt_sleep import commands
+
     found = [
         importlib.import_module(f"{commands.__name__}.{info.name}")
         for info in pkgutil.iter_modules(commands.__path__)
@@ -32,6 +38,8 @@ def _command_modules() -> list[ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="skillopt-sleep",
         description="Nightly, validation-gated improvement of your coding agent's skill documents.",
@@ -45,17 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    treat_sigterm_as_interrupt()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exc.code or 0)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return EXIT_REFUSED
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+            return int(exc.code or 0)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return EXIT_REFUSED
         return int(args._run(args))
     except BrokenPipeError:
+        from skillopt.cli_support import quiet_broken_pipe
+
         return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ import anyio
 from skillopt.atomicio import atomic_write_json
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
+from skillopt_sleep.commands._common import run_async
 from skillopt_sleep.daemon import (
     ConfigLoader,
     Daemon,
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
             loader = make_loader(args.config, projects, args.shutdown_grace)
-        return anyio.run(Daemon(loader, handle_signals=True).run)
+        return int(run_async(Daemon(loader, handle_signals=True).run))
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
         return EXIT_REFUSED

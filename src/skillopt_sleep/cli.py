@@ -11,7 +11,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
+from skillopt_sleep.interrupts import (
+    exit_130_on_sigterm,
+    forget_interrupt_in_exec,
+    treat_sigterm_as_interrupt,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -53,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    treat_sigterm_as_interrupt()
     try:
+        treat_sigterm_as_interrupt()
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
@@ -71,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        forget_interrupt_in_exec()  # an interruption handled anywhere below stays 130
+        exit_130_on_sigterm()  # what is left is interpreter shutdown
 
 
 if __name__ == "__main__":

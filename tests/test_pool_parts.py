@@ -152,16 +152,17 @@ def test_accounting_reservoir_stays_bounded() -> None:
     assert 12 < snap["by_member"]["m"]["latency_p50"] < 18
 
 
-async def test_foreign_exception_from_a_member_is_retryable_and_named() -> None:
-    bad = ScriptedMember("bad", [KeyError("oops")])
+async def test_foreign_exception_from_a_member_is_a_bug_raised_at_once() -> None:
+    bad = ScriptedMember("bad", [TypeError("unsupported operand")])
     good = ScriptedMember("good", [])
     async with BackendPool(
         {Role.TARGET: [MemberSpec(backend=bad), MemberSpec(backend=good)]}, retry=FAST
     ) as pool:
-        result = await pool.complete(req())
+        with pytest.raises(TypeError):
+            await pool.complete(req())
         stats = pool.accounting()
-    assert result.member == "good" and result.attempts == 2
-    assert stats["by_member"]["bad"]["failures"] == {"unexpected": 1}
+    assert bad.calls == 1 and good.calls == 0  # not retried on another member
+    assert stats["total"]["failures"] == {} and stats["members"]["bad"]["breaker"] == "closed"
     assert bad.closed and good.closed
 
 

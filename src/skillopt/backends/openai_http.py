@@ -161,7 +161,10 @@ class OpenAIHttpBackend:
         except BackendError:
             raise
         except Exception as exc:
-            raise self._map(exc) from exc
+            mapped = self._map(exc)
+            if mapped is None:
+                raise  # a bug, not an outage: never retried, its traceback kept
+            raise mapped from exc
         prompt_text = request.text_for_key()
         return Completion(
             text=text,
@@ -171,7 +174,7 @@ class OpenAIHttpBackend:
             raw=raw,
         )
 
-    def _map(self, exc: Exception) -> BackendError:
+    def _map(self, exc: Exception) -> BackendError | None:
         try:
             from azure.core.exceptions import ClientAuthenticationError
         except ImportError:  # pragma: no cover - azure-identity is a dependency

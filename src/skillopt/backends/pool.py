@@ -13,6 +13,8 @@ How one :meth:`BackendPool.complete` call proceeds:
    gate) does the caller wait on the next member's limiter.
 4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
 5. A reply the request's ``check_reply`` rejects is a failed call (kind ``bad_reply``).
+   An exception that is not a :class:`BackendError` is a bug: logged with its traceback
+   and raised at once, never retried.
 6. On a retryable failure: release the slots, sleep the policy delay (``Retry-After``
    honoured), and try again, which naturally fails over to the next member. The first
    retry skips the backoff when another healthy member has a free slot: backoff exists
@@ -671,16 +673,14 @@ class BackendPool:
             if breaker.on_abandon():
                 self._notify_health()
             raise
-        except Exception as exc:
-            # A member broke its contract (raised a foreign error): treat as retryable.
-            error = RetryableBackendError(
-                "member raised an unexpected error",
-                kind="unexpected",
-                member=member.name,
-                cause=short_cause(f"{type(exc).__name__}: {exc}"),
-            )
-            self._record_failure(member, role, stage, error)
-            raise error from exc
+        except Exception:
+            # Members turn every transport and protocol failure into a BackendError, so
+            # anything else is a bug (ours or the member's): not an outage, never retried,
+            # not held against the member's health; it fails fast with its traceback.
+            if breaker.on_abandon():
+                self._notify_health()
+            _log.exception("pool.member_bug", member=member.name, role=role, stage=stage)
+            raise
         latency = anyio.current_time() - started
         if breaker.on_success():
             self._notify_health()

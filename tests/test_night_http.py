@@ -69,5 +69,7 @@ async def test_endpoint_that_always_fails_is_exit_1(setup: DemoSetup) -> None:
     assert outcome.status is RunStatus.FAILED and outcome.exit_code == 1
     assert outcome.failed_stage == "rollouts"
     diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
-    assert any("500" in cause or "server" in cause for cause in diag["rollout_errors"])
+    groups = diag["rollout_errors"]  # one group per (member, stage, class), not per message
+    assert {(g["member"], g["error_class"]) for g in groups} <= {("m1", "server"), ("m2", "server")}
+    assert all("500" in g["example"] for g in groups)
     assert "500" in json.dumps(diag["pool"]) or diag["spend"]["failures"] > 0

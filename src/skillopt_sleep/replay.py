@@ -35,6 +35,7 @@ from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
+from skillopt_sleep.error_groups import ErrorGroups, error_class
 from skillopt_sleep.spend import ModelPool
 
 RUBRIC_PASS = 0.8
@@ -175,6 +176,7 @@ class Replayer:
     done: dict[str, RolloutResult] = field(default_factory=dict)
     reused: int = 0
     judging: JudgeTally = field(default_factory=JudgeTally)
+    errors: ErrorGroups = field(default_factory=ErrorGroups)
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _evidence: list[dict[str, Any]] = field(default_factory=list)
 
@@ -188,6 +190,13 @@ class Replayer:
             self.done[str(key)] = RolloutResult.from_dict(
                 {k: v for k, v in row.items() if k in allowed}
             )
+            if row.get("error") and row.get("error_class"):
+                self.errors.add(
+                    member=str(row.get("error_member", "")),
+                    stage=str(row.get("error_stage", "")),
+                    error_class=str(row["error_class"]),
+                    message=str(row["error"]),
+                )
         return len(self.done)
 
     async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
@@ -265,7 +274,8 @@ class Replayer:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
-            return self._finish(job, RolloutResult(**base, error=_cause(exc)), evidence)
+            failed = RolloutResult(**base, error=_cause(exc))
+            return self._finish(job, failed, evidence, failure=(job.phase, exc))
         self._tick(True)
         response = sanitize(done.text)
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
@@ -281,7 +291,7 @@ class Replayer:
                 tokens=tokens,
                 error=f"{JUDGE_ERROR}{_cause(exc)}",
             )
-            return self._finish(job, result, evidence)
+            return self._finish(job, result, evidence, failure=(f"{job.phase}.judge", exc))
         result = RolloutResult(
             **base,
             response=response,
@@ -340,12 +350,33 @@ class Replayer:
         return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
 
     def _finish(
-        self, job: Job, result: RolloutResult, evidence: list[dict[str, Any]]
+        self,
+        job: Job,
+        result: RolloutResult,
+        evidence: list[dict[str, Any]],
+        *,
+        failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
+        """Remember ``result``; ``failure`` is (stage, error) when a call failed."""
         self.done[job.key] = result
+        grouped: dict[str, str] = {}
+        if failure is not None:
+            stage, exc = failure
+            grouped = {
+                "error_member": str(getattr(exc, "member", "") or ""),
+                "error_stage": stage,
+                "error_class": error_class(exc),
+            }
+            self.errors.add(
+                member=grouped["error_member"],
+                stage=stage,
+                error_class=grouped["error_class"],
+                message=result.error,
+            )
         if self.record is not None:
             row = result.to_dict()
             row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value)
+            row.update(grouped)
             self._rows.append(row)
         if self.evidence is not None:
             self._evidence.extend(

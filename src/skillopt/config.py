@@ -173,6 +173,8 @@ class _AzureBase(_MemberBase):
     api_version: str = Field(default="2024-10-21", min_length=1)
     auth: AzureAuth = Field(default_factory=AzureKeyAuth)
     token_scope: str = AZURE_SCOPE
+    # Seconds one call waits for an Entra ID token (the fetch itself goes on, shared).
+    token_timeout: float = Field(default=30.0, gt=0, le=600)
 
     @field_validator("endpoint")
     @classmethod

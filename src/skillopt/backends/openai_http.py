@@ -14,21 +14,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-import anyio
-import anyio.to_thread
 import httpx2
 import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.entra import EntraTokenProvider, make_credential
 from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
     AzureChatMember,
-    AzureCliAuth,
-    AzureDefaultAuth,
     AzureKeyAuth,
-    AzureManagedIdentityAuth,
     AzureResponsesMember,
     OpenAIChatMember,
     OpenAIResponsesMember,
@@ -46,7 +42,6 @@ Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
 
 _NO_KEY = "no-key-configured"  # OpenAI-compatible servers that want no key still need a value
-_REFRESH_MARGIN = 300.0  # refresh an Entra token this many seconds before it expires
 
 
 def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.AsyncClient:
@@ -59,62 +54,6 @@ def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.
         headers=REQUEST_HEADERS,
         event_hooks={"request": [], "response": [cap_response]},
     )
-
-
-class EntraTokenProvider:
-    """Async bearer-token provider over a *synchronous* azure-identity credential.
-
-    ``azure.identity.aio`` would need ``aiohttp`` as another HTTP stack. Tokens live for
-    about an hour and are refreshed rarely, so the blocking ``get_token`` runs in a worker
-    thread via ``anyio.to_thread.run_sync`` and the result is cached until five minutes
-    before expiry; concurrent callers share one refresh, which gives up after ``timeout``
-    seconds (a retryable timeout for the pool).
-    """
-
-    def __init__(self, credential: Any, scope: str, *, timeout: float = 60.0) -> None:
-        self._credential = credential
-        self._scope = scope
-        self._timeout = timeout
-        self._token: str | None = None
-        self._expires_on = 0.0
-        self._lock: anyio.Lock | None = None
-        self.refreshes = 0
-
-    async def __call__(self) -> str:
-        if self._token is not None and time.time() < self._expires_on - _REFRESH_MARGIN:
-            return self._token
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            if self._token is None or time.time() >= self._expires_on - _REFRESH_MARGIN:
-                # The thread cannot be killed; on timeout the caller stops waiting for it.
-                with anyio.fail_after(self._timeout):
-                    access = await anyio.to_thread.run_sync(
-                        self._credential.get_token, self._scope, abandon_on_cancel=True
-                    )
-                self._token, self._expires_on = str(access.token), float(access.expires_on)
-                self.refreshes += 1
-        return self._token
-
-    def close(self) -> None:
-        closer = getattr(self._credential, "close", None)
-        if callable(closer):
-            closer()
-
-
-def make_credential(
-    auth: AzureDefaultAuth | AzureCliAuth | AzureManagedIdentityAuth,
-) -> Any:
-    """The synchronous azure-identity credential for an Entra auth config."""
-    import azure.identity as identity
-
-    if isinstance(auth, AzureCliAuth):
-        return identity.AzureCliCredential()
-    if isinstance(auth, AzureManagedIdentityAuth):
-        if auth.client_id:
-            return identity.ManagedIdentityCredential(client_id=auth.client_id)
-        return identity.ManagedIdentityCredential()
-    return identity.DefaultAzureCredential()
 
 
 class OpenAIHttpBackend:
@@ -247,7 +186,7 @@ class OpenAIHttpBackend:
     async def aclose(self) -> None:
         """Close what this member owns; a shared HTTP client is closed by its owner (the pool)."""
         if self._token_provider is not None:
-            await anyio.to_thread.run_sync(self._token_provider.close)
+            await self._token_provider.aclose()
         if self._owned_http_client is not None:
             await self._owned_http_client.aclose()
 
@@ -312,7 +251,8 @@ def build_http_member(
             )
         }
     else:
-        provider = EntraTokenProvider(make_credential(cfg.auth), cfg.token_scope)
+        credential = make_credential(cfg.auth, key=f"{key_path}.auth")
+        provider = EntraTokenProvider(credential, cfg.token_scope, timeout=cfg.token_timeout)
         token_fn: Callable[[], Awaitable[str]] = provider
         auth_kw = {"azure_ad_token_provider": token_fn}
     azure = openai.AsyncAzureOpenAI(

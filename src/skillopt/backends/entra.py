@@ -28,7 +28,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from skillopt.config import AzureCliAuth, AzureDefaultAuth, AzureManagedIdentityAuth
-from skillopt.errors import BackendTimeoutError
+from skillopt.errors import BackendTimeoutError, ConfigError
 from skillopt.logging import get_logger
 
 T = TypeVar("T")
@@ -135,13 +135,24 @@ class EntraTokenProvider:
 def make_credential(
     auth: AzureDefaultAuth | AzureCliAuth | AzureManagedIdentityAuth, *, key: str = "auth"
 ) -> Any:
-    """The synchronous azure-identity credential for an Entra auth config."""
-    import azure.identity as identity
+    """The synchronous azure-identity credential for an Entra auth config.
 
-    if isinstance(auth, AzureCliAuth):
-        return identity.AzureCliCredential()
-    if isinstance(auth, AzureManagedIdentityAuth):
-        if auth.client_id:
-            return identity.ManagedIdentityCredential(client_id=auth.client_id)
-        return identity.ManagedIdentityCredential()
-    return identity.DefaultAzureCredential()
+    A credential that cannot be built (``AZURE_AUTHORITY_HOST`` not https, workload identity
+    without a client id, ...) is a :class:`ConfigError` naming ``key`` and the cause.
+    """
+    import azure.identity as identity
+    from azure.core.exceptions import AzureError
+
+    try:
+        if isinstance(auth, AzureCliAuth):
+            return identity.AzureCliCredential()
+        if isinstance(auth, AzureManagedIdentityAuth):
+            if auth.client_id:
+                return identity.ManagedIdentityCredential(client_id=auth.client_id)
+            return identity.ManagedIdentityCredential()
+        return identity.DefaultAzureCredential()
+    except (ValueError, OSError, AzureError) as exc:
+        raise ConfigError(
+            f"cannot build the {auth.method!r} Entra ID credential; azure-identity says: {exc}",
+            key=key,
+        ) from exc

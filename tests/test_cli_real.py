@@ -205,6 +205,32 @@ async def test_cancellation_kills_the_cli(
     assert marked_pids(mark) == [], f"left running: {marked_pids(mark)} (pid {os.getpid()})"
 
 
+async def test_no_prompt_persists_in_the_cli_homes(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    """Issue 11 item 17: copilot kept every session (prompt included), codex its sqlite."""
+    mark = f"NO-RESIDUE-{uuid.uuid4().hex}"
+    member = make_member(kind, server.base_url, homes, mark=mark)
+    for i in range(2):
+        await member.complete(req(f"{mark} {i} FAKE_REPLY[ok]"))
+    before = len(server.requests)
+    async with anyio.create_task_group() as tg:  # and one cancelled while it hangs
+        tg.start_soon(member.complete, req(f"FAKE_HANG {mark}"))
+        with anyio.fail_after(60):
+            while not any(mark in str(r.body) for r in server.requests[before:]):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    with anyio.fail_after(60):  # the process group is killed before complete() returns
+        while marked_pids(mark):  # noqa: ASYNC110 - /proc has no event
+            await anyio.sleep(0.05)
+    for root in (homes / kind.value, homes / "scratch"):
+        kept = [p for p in root.rglob("*") if p.is_file() and mark.encode() in p.read_bytes()]
+        assert kept == [], kept
+    leftovers = {p.name for p in (homes / kind.value / "cli").iterdir()}
+    assert not leftovers & {"session-state", "session-store.db", "sessions", "logs_2.sqlite",
+                            "state_5.sqlite"}  # fmt: skip
+
+
 async def test_harness_rollout_through_the_real_cli(
     kind: CliKind, server: FakeAgentServer, homes: Path, tmp_path: Path
 ) -> None:

@@ -31,6 +31,7 @@ from skillopt.backends.cli_common import (
     output_cap,
 )
 from skillopt.backends.cli_copilot import CopilotFlavor
+from skillopt.backends.cli_home import call_home
 from skillopt.backends.cli_process import ProcessResult, run_process, tail
 from skillopt.backends.reply_cap import cli_reply_cap
 from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
@@ -181,25 +182,27 @@ class CliBackend:
         spec = self.spec
         limit = time_limit if time_limit is not None else spec.timeout
         started = time.monotonic()
+        keep = self.flavor.keep(self.home(), self._environ)
         try:
-            argv = self.flavor.argv(spec, plan)
-            env = self.flavor.env(spec, self._environ, self.home())
-            tools_bin = plan.cwd / "tools"
-            if plan.tools and tools_bin.is_dir():
-                env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
-            async with self._limiter:
-                started = time.monotonic()
-                result = await run_process(
-                    argv,
-                    cwd=plan.cwd,
-                    env=env,
-                    time_limit=limit,
-                    stdin_text=plan.prompt if self.flavor.prompt_on_stdin else None,
-                    max_output_bytes=output_cap(spec, plan),
-                    stdout_watcher=self.flavor.watcher(spec),
-                    member=spec.name,
-                )
-                reply = self.flavor.parse(spec, plan, result)
+            with call_home(keep, root=self._scratch_root) as home:
+                argv = self.flavor.argv(spec, plan)
+                env = self.flavor.env(spec, self._environ, home)
+                tools_bin = plan.cwd / "tools"
+                if plan.tools and tools_bin.is_dir():
+                    env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
+                async with self._limiter:
+                    started = time.monotonic()
+                    result = await run_process(
+                        argv,
+                        cwd=plan.cwd,
+                        env=env,
+                        time_limit=limit,
+                        stdin_text=plan.prompt if self.flavor.prompt_on_stdin else None,
+                        max_output_bytes=output_cap(spec, plan),
+                        stdout_watcher=self.flavor.watcher(spec),
+                        member=spec.name,
+                    )
+                    reply = self.flavor.parse(spec, plan, result)
         except BackendError as exc:
             self.last_error = exc
             log.warning(

@@ -24,11 +24,13 @@ from skillopt.backends.cli_common import (
     parse_json_lines,
     provider_key,
 )
+from skillopt.backends.cli_home import default_home
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import BackendError, RetryableBackendError
 
 PROVIDER_ID = "skillopt"
+CODEX_KEEP = ("auth.json", "config.toml", "installation_id", "skills")  # not AGENTS.md
 LAST_MESSAGE = "last_message.txt"
 SCHEMA_FILE = "output_schema.json"
 
@@ -100,6 +102,10 @@ class CodexFlavor:
             env[self.home_env] = str(home)
         env.update(dict(spec.extra_env))
         return env
+
+    def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
+        source = home or default_home(environ, self.home_env, ".codex")
+        return {name: source / name for name in CODEX_KEEP}
 
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None:
         return None

@@ -155,4 +155,4 @@ async def test_a_hanging_token_fetch_times_out(
     started = time.monotonic()
     with pytest.raises(BackendTimeoutError):
         await provider()
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0  # the 0.3 s deadline, not the 5 s hang

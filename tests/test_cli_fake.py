@@ -352,7 +352,7 @@ async def test_copilot_first_model_failure_stops_its_own_retries(tmp_path: Path)
     started = time.monotonic()
     with pytest.raises(RetryableBackendError) as info:
         await member(fake, CliKind.COPILOT, tmp_path, timeout=20).complete(req())
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # stopped at the first failure, not the 20 s timeout
     assert info.value.status == 500
     child = int(fake.child_pid_path.read_text())
     assert wait_dead(child)
@@ -381,7 +381,7 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(BackendTimeoutError) as info:
         await member(fake, CliKind.CODEX, tmp_path, timeout=1.0).complete(req())
-    assert 0.9 < time.monotonic() - started < 4
+    assert 0.9 < time.monotonic() - started < 10  # the 1 s timeout, generously
     assert "partial output" in info.value.cause
     assert wait_dead(int(fake.child_pid_path.read_text()))
     assert wait_dead(fake.calls()[0]["pid"])

@@ -194,14 +194,14 @@ async def test_cancellation_kills_the_cli(
     before = len(server.requests)
     async with anyio.create_task_group() as tg:
         tg.start_soon(member.complete, req(f"FAKE_HANG {mark}"))
-        with anyio.fail_after(20):  # wait until the CLI's request is hanging in the server
+        with anyio.fail_after(60):  # wait until the CLI's request is hanging in the server
             while not any(mark in str(r.body) for r in server.requests[before:]):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         assert marked_pids(mark), "the CLI should be running while its request hangs"
         tg.cancel_scope.cancel()
-    deadline = time.monotonic() + 3
-    while marked_pids(mark) and time.monotonic() < deadline:  # noqa: ASYNC110 - /proc has no event
-        await anyio.sleep(0.05)
+    with anyio.move_on_after(60):  # the group was killed before complete() returned
+        while marked_pids(mark):  # noqa: ASYNC110 - /proc has no event
+            await anyio.sleep(0.05)
     assert marked_pids(mark) == [], f"left running: {marked_pids(mark)} (pid {os.getpid()})"
 
 

@@ -180,7 +180,7 @@ def pid_alive(pid: int) -> bool:
     return status != "Z"
 
 
-def wait_dead(pid: int, within: float = 3.0) -> bool:
+def wait_dead(pid: int, within: float = 60.0) -> bool:
     """True once ``pid`` is gone; SIGKILL of a group is delivered asynchronously."""
     deadline = time.monotonic() + within
     while pid_alive(pid):

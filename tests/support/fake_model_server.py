@@ -91,6 +91,7 @@ class Request:
     raw_body: bytes
     arrived: float  # time.monotonic() at arrival
     peer: str = ""  # client "host:port": one keep-alive connection keeps one peer
+    received: float = 0.0  # time.time() at arrival, to compare with another process's logs
 
     @property
     def user_text(self) -> str:
@@ -389,6 +390,7 @@ class FakeModelServer:
                 raw_body=raw if self.record_bodies else b"",
                 arrived=time.monotonic(),
                 peer=conn.peer,
+                received=time.time(),
             )
             key = (request.member, name)
             with self._lock:

@@ -182,7 +182,8 @@ async def test_concurrent_calls_respect_the_member_limit(
         for i in range(4):
             tg.start_soon(one, i)
     assert sorted(replies) == ["r0", "r1", "r2", "r3"]
-    assert server.max_in_flight == 2
+    # never above the limit; whether two overlap at the server depends on CLI start-up times
+    assert 1 <= server.max_in_flight <= 2
 
 
 async def test_cancellation_kills_the_cli(

@@ -175,7 +175,8 @@ async def test_concurrent_calls_respect_the_member_limit(
         for i in range(4):
             tg.start_soon(one, i)
     assert sorted(replies) == ["r0", "r1", "r2", "r3"]
-    assert server.max_in_flight == 2
+    # never above the limit; whether two overlap at the server depends on CLI start-up times
+    assert 1 <= server.max_in_flight <= 2
 
 
 async def test_cancellation_kills_the_cli(
@@ -187,15 +188,41 @@ async def test_cancellation_kills_the_cli(
     before = len(server.requests)
     async with anyio.create_task_group() as tg:
         tg.start_soon(member.complete, req(f"FAKE_HANG {mark}"))
-        with anyio.fail_after(20):  # wait until the CLI's request is hanging in the server
+        with anyio.fail_after(60):  # wait until the CLI's request is hanging in the server
             while not any(mark in str(r.body) for r in server.requests[before:]):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         assert marked_pids(mark), "the CLI should be running while its request hangs"
         tg.cancel_scope.cancel()
-    deadline = time.monotonic() + 3
-    while marked_pids(mark) and time.monotonic() < deadline:  # noqa: ASYNC110 - /proc has no event
-        await anyio.sleep(0.05)
+    with anyio.move_on_after(60):  # the group was killed before complete() returned
+        while marked_pids(mark):  # noqa: ASYNC110 - /proc has no event
+            await anyio.sleep(0.05)
     assert marked_pids(mark) == [], f"left running: {marked_pids(mark)} (pid {os.getpid()})"
+
+
+async def test_no_prompt_persists_in_the_cli_homes(
+    kind: CliKind, server: FakeAgentServer, homes: Path
+) -> None:
+    """Issue 11 item 17: copilot kept every session (prompt included), codex its sqlite."""
+    mark = f"NO-RESIDUE-{uuid.uuid4().hex}"
+    member = make_member(kind, server.base_url, homes, mark=mark)
+    for i in range(2):
+        await member.complete(req(f"{mark} {i} FAKE_REPLY[ok]"))
+    before = len(server.requests)
+    async with anyio.create_task_group() as tg:  # and one cancelled while it hangs
+        tg.start_soon(member.complete, req(f"FAKE_HANG {mark}"))
+        with anyio.fail_after(60):
+            while not any(mark in str(r.body) for r in server.requests[before:]):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    with anyio.fail_after(60):  # the process group is killed before complete() returns
+        while marked_pids(mark):  # noqa: ASYNC110 - /proc has no event
+            await anyio.sleep(0.05)
+    for root in (homes / kind.value, homes / "scratch"):
+        kept = [p for p in root.rglob("*") if p.is_file() and mark.encode() in p.read_bytes()]
+        assert kept == [], kept
+    leftovers = {p.name for p in (homes / kind.value / "cli").iterdir()}
+    assert not leftovers & {"session-state", "session-store.db", "sessions", "logs_2.sqlite",
+                            "state_5.sqlite"}  # fmt: skip
 
 
 async def test_harness_rollout_through_the_real_cli(

@@ -58,7 +58,7 @@ class Daemonproc:
         return [e for e in self.events if e.get("event") == name]
 
     async def wait_for(
-        self, predicate: Callable[[], bool], limit: float = 10, what: str = ""
+        self, predicate: Callable[[], bool], limit: float = 60, what: str = ""
     ) -> None:
         try:
             with anyio.fail_after(limit):
@@ -92,7 +92,7 @@ async def running_daemon(argv: list[str], env: dict[str, str]) -> AsyncIterator[
         async with anyio.create_task_group() as tg:
             tg.start_soon(proc.pump)
             yield proc
-            with anyio.fail_after(15):
+            with anyio.fail_after(60):
                 await process.wait()
     finally:
         if process.returncode is None:
@@ -116,10 +116,10 @@ async def test_sigterm_aborts_a_long_night_within_grace_and_leaves_it_resumable(
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         t0 = anyio.current_time()
         proc.send(signal.SIGTERM)
-        with anyio.fail_after(0.5 + 5):
+        with anyio.fail_after(60):
             await proc.process.wait()
         elapsed = anyio.current_time() - t0
-    assert 0.5 <= elapsed < 5.5, elapsed
+    assert 0.5 <= elapsed < 10, elapsed  # the 0.5 s grace, not the 60 s night
     assert proc.process.returncode == 130
     [night] = proc.named("daemon.night")
     assert night["outcome"] == "aborted"
@@ -135,7 +135,7 @@ async def test_sigterm_lets_a_short_night_finish(tmp_path: Path) -> None:
     async with daemon_process(cfg, 0.8) as proc:
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         proc.send(signal.SIGTERM)
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):  # the 0.8 s night finishes within the 10 s grace
             await proc.process.wait()
     assert proc.process.returncode == 0
     nights = proc.named("daemon.night")
@@ -153,9 +153,9 @@ async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
         await proc.wait_for(lambda: bool(proc.named("daemon.stopping")), what="stopping")
         t0 = anyio.current_time()
         proc.send(signal.SIGINT)
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             await proc.process.wait()
-        assert anyio.current_time() - t0 < 3
+        assert anyio.current_time() - t0 < 10  # at once, not after the 60 s grace
     assert proc.process.returncode == 130
     assert [r["status"] for r in run_records(state, project)] == ["aborted"]
 
@@ -204,7 +204,7 @@ def _demo_root(proc: Daemonproc) -> Path:
 @pytest.mark.slow
 async def test_demo_daemon_runs_real_nights_and_stops_cleanly(tmp_path: Path) -> None:
     async with demo_daemon("--every", "2") as proc:
-        await proc.wait_for(lambda: bool(proc.named("daemon.night")), limit=30, what="a night")
+        await proc.wait_for(lambda: bool(proc.named("daemon.night")), limit=120, what="a night")
         proc.send(signal.SIGTERM)
     first = proc.named("daemon.night")[0]
     assert first["outcome"] == "complete" and first["calls"] > 0 and first["tokens"] > 0
@@ -221,11 +221,11 @@ async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> Non
     ) as proc:
         await proc.wait_for(
             lambda: any(e.get("stage") == "harvest" for e in proc.named("night.stage_done")),
-            limit=30,
+            limit=120,
             what="harvest done",
         )
         proc.send(signal.SIGTERM)
-        with anyio.fail_after(0.5 + 5):
+        with anyio.fail_after(60):
             await proc.process.wait()
     assert proc.process.returncode == 130
     [night] = proc.named("daemon.night")

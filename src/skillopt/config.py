@@ -83,6 +83,9 @@ class _MemberBase(StrictModel):
     max_concurrency: int = Field(default=8, ge=1, le=4096)
     requests_per_minute: float | None = Field(default=None, gt=0)
     timeout: float = Field(default=120.0, gt=0, le=3600)
+    # Bytes read of one reply (per captured stream for a CLI) before the call fails;
+    # None: sized per call from the request's output budget (docs/endpoints.md).
+    max_reply_bytes: int | None = Field(default=None, ge=1024)
 
     @field_validator("name")
     @classmethod
@@ -170,6 +173,8 @@ class _AzureBase(_MemberBase):
     api_version: str = Field(default="2024-10-21", min_length=1)
     auth: AzureAuth = Field(default_factory=AzureKeyAuth)
     token_scope: str = AZURE_SCOPE
+    # Seconds one call waits for an Entra ID token (the fetch itself goes on, shared).
+    token_timeout: float = Field(default=30.0, gt=0, le=600)
 
     @field_validator("endpoint")
     @classmethod

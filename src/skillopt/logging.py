@@ -31,10 +31,31 @@ def _redact_event(
     return event_dict
 
 
+class _ForeignRecords(logging.Handler):
+    """Standard-library log records of other libraries (azure-identity warns through
+    ``logging``) become our events: redacted, and JSON when the stream is JSON, instead of
+    plain text from ``logging``'s last-resort handler in the middle of the JSON lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a record whose arguments do not fit its format
+            message = str(record.msg)
+        structlog.get_logger().bind(logger=record.name).log(record.levelno, message)
+
+
+def _route_foreign_logs() -> None:
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _ForeignRecords)]:
+        root.removeHandler(handler)
+    root.addHandler(_ForeignRecords())
+
+
 def configure_logging(
     *, level: str = "INFO", json: bool | None = None, stream: TextIO | None = None
 ) -> None:
-    """Configure structlog once per process. ``json=None`` picks by TTY."""
+    """Configure structlog once per process. ``json=None`` picks by TTY. Warnings of other
+    libraries logged through ``logging`` come out as our events too."""
     global _configured
     out = stream or sys.stderr
     use_json = (not out.isatty()) if json is None else json
@@ -58,6 +79,7 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+    _route_foreign_logs()
     _configured = True
 
 

@@ -2,19 +2,24 @@
 
 Each subcommand lives in its own module under :mod:`skillopt_sleep.commands` and exposes
 ``NAME``, ``HELP``, ``ORDER`` (position in ``--help``), ``register(parser)`` and
-``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted.
+``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted
+(Ctrl-C, or SIGTERM at any point: the handler is installed before the slow imports).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import pkgutil
 import sys
-from types import ModuleType
+from typing import TYPE_CHECKING
 
-from skillopt.cli_support import quiet_broken_pipe
-from skillopt_sleep import commands
+from skillopt_sleep.interrupts import (
+    exit_130_on_sigterm,
+    forget_interrupt_in_exec,
+    treat_sigterm_as_interrupt,
+)
+
+if TYPE_CHECKING:
+    import argparse
+    from types import ModuleType
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -23,6 +28,11 @@ EXIT_INTERRUPTED = 130
 
 
 def _command_modules() -> list[ModuleType]:
+    import importlib
+    import pkgutil
+
+    from skillopt_sleep import commands
+
     found = [
         importlib.import_module(f"{commands.__name__}.{info.name}")
         for info in pkgutil.iter_modules(commands.__path__)
@@ -32,6 +42,8 @@ def _command_modules() -> list[ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="skillopt-sleep",
         description="Nightly, validation-gated improvement of your coding agent's skill documents.",
@@ -45,21 +57,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exc.code or 0)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return EXIT_REFUSED
-    try:
+        treat_sigterm_as_interrupt()
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+            return int(exc.code or 0)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return EXIT_REFUSED
         return int(args._run(args))
     except BrokenPipeError:
+        from skillopt.cli_support import quiet_broken_pipe
+
         return quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        forget_interrupt_in_exec()  # an interruption handled anywhere below stays 130
+        exit_130_on_sigterm()  # what is left is interpreter shutdown
 
 
 if __name__ == "__main__":

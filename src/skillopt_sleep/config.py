@@ -64,6 +64,8 @@ class NightSettings(StrictModel):
     preferences: str = ""
     evidence: bool = True
     evidence_max_chars: int = Field(default=4000, ge=200)
+    # Share of a stage's model-judge calls that may fail before the night fails there.
+    max_judge_failures: float = Field(default=0.25, ge=0, le=1)
 
     @model_validator(mode="before")
     @classmethod

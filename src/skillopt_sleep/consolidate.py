@@ -41,6 +41,7 @@ from skillopt_sleep.crossfit import (
 )
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
+from skillopt_sleep.judging import check_judging
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.outcome import NightFailed
 from skillopt_sleep.progress import NightProgress
@@ -192,6 +193,7 @@ class Night:
             raise NightFailed(
                 stage, f"all scores are zero alongside {len(errors)} call errors: {cause}"
             )
+        check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
 
     async def reflect(
         self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]

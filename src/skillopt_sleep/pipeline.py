@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -613,10 +612,6 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
 def _write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | None) -> None:
     run = night.run
     run.write_json(rundir.TRIALS, {"trials": report.get("trials", [])})
-    errors: Counter[str] = Counter()
-    for r in night.replayer.done.values():
-        if r.error:
-            errors[r.error] += 1
     diagnostics = {
         "run_id": run.run_id,
         "status": report.get("status"),
@@ -624,7 +619,7 @@ def _write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | No
         "reason": report.get("reason"),
         "pool": _safe_accounting(night),
         "spend": night.spend.summary(),
-        "rollout_errors": dict(errors.most_common(20)),
+        "rollout_errors": night.replayer.errors.to_list(),
         "reflect": {k: v.to_dict() for k, v in night.reflections.items()},
         "no_edit_reasons": night.no_edit_reasons,
         "gather": gathered.diagnostics if gathered else {},

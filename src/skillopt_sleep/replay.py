@@ -12,10 +12,10 @@ calling the model again.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +35,7 @@ from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
+from skillopt_sleep.error_groups import ErrorGroups, error_class
 
 RUBRIC_PASS = 0.8
 
@@ -120,11 +121,40 @@ def first_json_value(text: str, opener: str) -> Any:
 
 
 def parse_judge_reply(text: str) -> JudgeResult:
+    """The verdict in a judge reply; :class:`ReplyFormatError` (quoting the reply) if none."""
     try:
         reply = _JudgeReply.model_validate(first_json_value(text, "{"))
     except ValidationError as exc:
-        raise ReplyFormatError(f"judge reply invalid: {exc.errors()[0]['msg']}", raw=text) from exc
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "reply"
+        raise _unusable(f"{where}: {error['msg']}", text) from exc
+    except ReplyFormatError as exc:
+        raise _unusable(str(exc), text) from exc
     return rubric_result(reply.score, sanitize(reply.reason)[:300], pass_threshold=RUBRIC_PASS)
+
+
+def _unusable(problem: str, text: str) -> ReplyFormatError:
+    quoted = " ".join(text.split())[:120]
+    return ReplyFormatError(f"judge reply unusable ({problem}): {quoted!r}", raw=text)
+
+
+JUDGE_ERROR = "judge: "
+"""Prefix of a rollout's ``error`` when its answer came back but judging it failed."""
+
+
+@dataclass(slots=True)
+class JudgeTally:
+    """Model-judge calls and failures since the last :meth:`take` (one stage's worth)."""
+
+    calls: int = 0
+    failed: int = 0
+    causes: Counter[str] = field(default_factory=Counter)
+
+    def take(self) -> JudgeTally:
+        """The counts so far; the tally starts over."""
+        taken = JudgeTally(calls=self.calls, failed=self.failed, causes=self.causes)
+        self.calls, self.failed, self.causes = 0, 0, Counter()
+        return taken
 
 
 def task_hint(task: TaskRecord) -> dict[str, Any]:
@@ -149,6 +179,8 @@ class Replayer:
     flush_every: int = 64  # rows buffered before an fsync'd append (a kill loses fewer)
     done: dict[str, RolloutResult] = field(default_factory=dict)
     reused: int = 0
+    judging: JudgeTally = field(default_factory=JudgeTally)
+    errors: ErrorGroups = field(default_factory=ErrorGroups)
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _evidence: list[dict[str, Any]] = field(default_factory=list)
 
@@ -162,6 +194,13 @@ class Replayer:
             self.done[str(key)] = RolloutResult.from_dict(
                 {k: v for k, v in row.items() if k in allowed}
             )
+            if row.get("error") and row.get("error_class"):
+                self.errors.add(
+                    member=str(row.get("error_member", "")),
+                    stage=str(row.get("error_stage", "")),
+                    error_class=str(row["error_class"]),
+                    message=str(row["error"]),
+                )
         return len(self.done)
 
     async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
@@ -239,7 +278,8 @@ class Replayer:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
-            return self._finish(job, RolloutResult(**base, error=_cause(exc)), evidence)
+            failed = RolloutResult(**base, error=_cause(exc))
+            return self._finish(job, failed, evidence, failure=(job.phase, exc))
         self._tick(True)
         response = sanitize(done.text)
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
@@ -253,9 +293,9 @@ class Replayer:
                 member=done.member,
                 latency=done.latency,
                 tokens=tokens,
-                error=f"judge: {_cause(exc)}",
+                error=f"{JUDGE_ERROR}{_cause(exc)}",
             )
-            return self._finish(job, result, evidence)
+            return self._finish(job, result, evidence, failure=(f"{job.phase}.judge", exc))
         result = RolloutResult(
             **base,
             response=response,
@@ -296,31 +336,51 @@ class Replayer:
             max_output_tokens=300,
             json_mode=True,
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
+            check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )
-        last: ReplyFormatError | None = None
-        for _ in range(2):  # one retry on an unparsable verdict
-            try:
-                done = await self.pool.complete(request)
-            except (BackendError, NoHealthyMemberError, BudgetExceededError):
-                self._tick(False)
-                raise
-            self._tick(True)
-            evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
-            try:
-                return parse_judge_reply(done.text)
-            except ReplyFormatError as exc:
-                last = exc
-                request = dataclasses.replace(request, use_cache=False, sample_id=1)
-        assert last is not None
-        return JudgeResult(hard=0.0, soft=0.0, reason=f"judge reply unusable: {last}")
+        self.judging.calls += 1
+        try:
+            done = await self.pool.complete(request)
+        except (BackendError, NoHealthyMemberError) as exc:
+            self._tick(False)
+            self.judging.failed += 1
+            self.judging.causes[_cause(exc)] += 1
+            raise
+        except BudgetExceededError:
+            self._tick(False)
+            raise
+        self._tick(True)
+        evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
+        return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
 
     def _finish(
-        self, job: Job, result: RolloutResult, evidence: list[dict[str, Any]]
+        self,
+        job: Job,
+        result: RolloutResult,
+        evidence: list[dict[str, Any]],
+        *,
+        failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
+        """Remember ``result``; ``failure`` is (stage, error) when a call failed."""
         self.done[job.key] = result
+        grouped: dict[str, str] = {}
+        if failure is not None:
+            stage, exc = failure
+            grouped = {
+                "error_member": str(getattr(exc, "member", "") or ""),
+                "error_stage": stage,
+                "error_class": error_class(exc),
+            }
+            self.errors.add(
+                member=grouped["error_member"],
+                stage=stage,
+                error_class=grouped["error_class"],
+                message=result.error,
+            )
         if self.record is not None:
             row = result.to_dict()
             row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value)
+            row.update(grouped)
             self._rows.append(row)
         if self.evidence is not None:
             self._evidence.extend(

@@ -11,7 +11,13 @@ env vars, pid) to ``<name>.calls.jsonl`` and then behaves as scripted:
 * ``sleep`` seconds before answering; ``hang`` forever (after spawning a grandchild that also
   hangs and recording its pid, to prove the whole process group dies);
 * ``huge_bytes``: write that many bytes to stdout;
-* ``echo_stdin``: print the stdin it received (after ``stdout``).
+* ``echo_stdin``: print the stdin it received (after ``stdout``);
+* ``login_file``: refuse ("Not logged in", exit 1) unless this file is in its home (the
+  directory its home variable names, else ``$HOME/.<name>``);
+* ``write_state``: before anything else, keep the prompt in its home the way the real CLIs
+  keep sessions (a session folder, a database file), like copilot and codex do.
+
+Each call record also lists the home's entries (``home``: name -> link target or "").
 """
 
 from __future__ import annotations
@@ -39,8 +45,24 @@ record = {{
     "pgid": os.getpgid(0),
     "env": {{k: os.environ.get(k) for k in cfg["env_keys"]}},
 }}
+homes = {{"codex": "CODEX_HOME", "claude": "CLAUDE_CONFIG_DIR", "copilot": "COPILOT_HOME"}}
+home = os.environ.get(homes.get(name, "")) or os.path.join(os.environ.get("HOME", here), "." + name)
+def target(entry):
+    path = os.path.join(home, entry)
+    return os.readlink(path) if os.path.islink(path) else ""
+record["home"] = {{e: target(e) for e in (os.listdir(home) if os.path.isdir(home) else [])}}
 with open(os.path.join(here, name + ".calls.jsonl"), "a") as fh:
     fh.write(json.dumps(record) + "\n")
+if cfg["login_file"] and not os.path.exists(os.path.join(home, cfg["login_file"])):
+    sys.stderr.write("Error: Not logged in. Please run /login\n")
+    sys.exit(1)
+if cfg["write_state"]:
+    session = os.path.join(home, "session-state", str(os.getpid()))
+    os.makedirs(session, exist_ok=True)
+    with open(os.path.join(session, "events.jsonl"), "w") as fh:
+        fh.write(json.dumps({{"type": "user.message", "content": stdin_text}}) + "\n")
+    with open(os.path.join(home, "state_5.sqlite"), "ab") as fh:
+        fh.write(stdin_text.encode())
 for cmd in cfg["run_tools"]:
     subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
 if cfg["hang"]:
@@ -86,6 +108,8 @@ class FakeCli:
     hang: bool = False
     huge_bytes: int = 0
     echo_stdin: bool = False
+    login_file: str = ""
+    write_state: bool = False
     env_keys: list[str] = field(default_factory=list)
 
     @property
@@ -156,7 +180,7 @@ def pid_alive(pid: int) -> bool:
     return status != "Z"
 
 
-def wait_dead(pid: int, within: float = 3.0) -> bool:
+def wait_dead(pid: int, within: float = 60.0) -> bool:
     """True once ``pid`` is gone; SIGKILL of a group is delivered asynchronously."""
     deadline = time.monotonic() + within
     while pid_alive(pid):

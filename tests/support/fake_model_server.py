@@ -16,7 +16,7 @@ Behaviour per request comes from, in order: the member's scripted queue
 (echo of the last user message after ``latency`` seconds, usage numbers included).
 A :class:`Reply` can add latency, return any status with ``Retry-After`` /
 ``retry-after-ms`` headers, hang past a client timeout, drop the connection, send
-malformed JSON or empty content, and set usage numbers.
+malformed JSON, empty content or any raw body (an HTML page), and set usage numbers.
 
 Every request is recorded (:attr:`FakeModelServer.requests`) with its parsed body and
 headers so tests can assert what was (not) sent. In-flight requests are counted per
@@ -44,11 +44,12 @@ import contextlib
 import json
 import random
 import re
+import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -71,6 +72,10 @@ class Reply:
     malformed: bool = False  # 200 with a body that is not JSON
     error_code: str | None = None  # error.code in a non-2xx body ("content_filter", ...)
     body: dict[str, Any] | None = None  # send exactly this JSON body
+    raw: bytes | None = None  # send exactly these bytes, as ``content_type``
+    content_type: str = "application/json"
+    chunked: bool = False  # no content-length: the body comes in 64 KiB chunks
+    content_encoding: str | None = None  # a content-encoding header (the body is not encoded)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +91,7 @@ class Request:
     raw_body: bytes
     arrived: float  # time.monotonic() at arrival
     peer: str = ""  # client "host:port": one keep-alive connection keeps one peer
+    received: float = 0.0  # time.time() at arrival, to compare with another process's logs
 
     @property
     def user_text(self) -> str:
@@ -136,12 +142,29 @@ class Connection:
         host, port = writer.get_extra_info("peername")[:2]
         self.peer = f"{host}:{port}"
 
-    async def send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    async def send(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        *,
+        chunked: bool = False,
+    ) -> None:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Status")
-        head = [f"HTTP/1.1 {status} {reason}", f"content-length: {len(body)}"]
+        length = "transfer-encoding: chunked" if chunked else f"content-length: {len(body)}"
+        head = [f"HTTP/1.1 {status} {reason}", length]
         hdrs = {"content-type": "application/json", **(headers or {})}
         head += [f"{k}: {v}" for k, v in hdrs.items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        if not chunked:
+            self.writer.write(body)
+            await self.writer.drain()
+            return
+        for start in range(0, len(body), 65536):
+            part = body[start : start + 65536]
+            self.writer.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            await self.writer.drain()
+        self.writer.write(b"0\r\n\r\n")
         await self.writer.drain()
 
     async def send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
@@ -367,6 +390,7 @@ class FakeModelServer:
                 raw_body=raw if self.record_bodies else b"",
                 arrived=time.monotonic(),
                 peer=conn.peer,
+                received=time.time(),
             )
             key = (request.member, name)
             with self._lock:
@@ -418,6 +442,10 @@ class FakeModelServer:
         if reply.malformed:
             await conn.send(reply.status, b'{"id": "broken", "choices": [', reply.headers)
             return
+        if reply.raw is not None:
+            headers = {"content-type": reply.content_type, **reply.headers}
+            await conn.send(reply.status, reply.raw, headers)
+            return
         if reply.body is not None:
             await conn.send_json(reply.status, reply.body, reply.headers)
             return
@@ -431,7 +459,11 @@ class FakeModelServer:
             payload = _chat_body(model, text, reply)
         else:
             payload = _responses_body(model, text, reply)
-        await conn.send_json(reply.status, payload, reply.headers)
+        headers = dict(reply.headers)
+        if reply.content_encoding:
+            headers["content-encoding"] = reply.content_encoding
+        body = json.dumps(payload).encode()
+        await conn.send(reply.status, body, headers, chunked=reply.chunked)
 
 
 class _Dropped(Exception):
@@ -516,6 +548,22 @@ def error_rate_rule(
     return rule
 
 
+@contextlib.contextmanager
+def child_server(*args: str) -> Iterator[str]:
+    """The server in a child process (its memory and CPU are not the test's); yields the
+    OpenAI-style base URL. ``args`` are the process-mode flags (``--reply-bytes``, ...)."""
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"fake model server did not start: {line!r}")
+        yield f"http://{HOST}:{int(line.split()[1])}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Process mode: serve until killed; prints ``PORT <n>`` once listening."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -526,13 +574,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--error-latency", type=float, default=None, help="seconds before an error reply"
     )
+    parser.add_argument("--reply-bytes", type=int, default=0, help="answer with this much text")
+    parser.add_argument("--chunked", action="store_true", help="send no content-length")
     args = parser.parse_args(argv)
+    errors = (
+        error_rate_rule(args.error_rate, seed=args.seed, latency=args.error_latency)
+        if args.error_rate
+        else None
+    )
+    chunked = Reply(chunked=True)
+
+    def rule(request: Request) -> Reply | None:
+        scripted = errors(request) if errors is not None else None
+        return scripted or (chunked if args.chunked else None)
+
+    size = args.reply_bytes
     server = FakeModelServer(
         latency=args.latency,
         port=args.port,
-        rule=error_rate_rule(args.error_rate, seed=args.seed, latency=args.error_latency)
-        if args.error_rate
-        else None,
+        rule=rule,
+        reply_fn=(lambda _: "x" * size) if size else echo,
         record_bodies=False,
     )
 

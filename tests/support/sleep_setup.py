@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup
+from support.fake_model_server import FakeModelServer
 
 MOCK_POOL = """
 [[pool.members]]
@@ -37,3 +40,27 @@ edit_budget = 4
         encoding="utf-8",
     )
     return path
+
+
+def http_config(setup: DemoSetup, server: FakeModelServer, **night: Any) -> SleepConfig:
+    """The demo config on two HTTP members (m1, m2) of ``server``; key in SKILLOPT_TEST_FAKE_KEY."""
+    data = setup.config.model_dump(mode="json")
+    data["night"].update(night)
+    data["pool"] = {
+        "members": [
+            {
+                "kind": "openai",
+                "name": name,
+                "base_url": server.url(name),
+                "model": "fake",
+                "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
+                "max_concurrency": 8,
+                "timeout": 10,
+            }
+            for name in ("m1", "m2")
+        ],
+        "roles": {"target": ["m1", "m2"], "optimizer": ["m1", "m2"]},
+        "retry": {"max_attempts": 2, "base_delay": 0.0, "max_delay": 0.0},
+        "breaker": {"failure_threshold": 1000, "cooldown": 0.1},
+    }
+    return SleepConfig.model_validate(data)

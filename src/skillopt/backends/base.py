@@ -10,6 +10,7 @@ Members never retry; the pool is the only retry layer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -34,7 +35,9 @@ class CompletionRequest:
     distinguishes deliberately repeated samples of the same prompt (K dream rollouts)
     so the cache keeps them apart. ``stage`` tags accounting ("rollout", "reflect", ...).
     ``metadata`` carries structured hints some members use (the mock's world model,
-    the exec harness's workspace); HTTP members ignore it.
+    the exec harness's workspace); HTTP members ignore it. ``check_reply`` validates the
+    reply text (raising :class:`skillopt.errors.ReplyFormatError` when it is unusable):
+    the pool then treats the reply as a failed call, retried like one and never cached.
     """
 
     role: Role
@@ -48,6 +51,7 @@ class CompletionRequest:
     use_cache: bool = True
     json_mode: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    check_reply: Callable[[str], object] | None = field(default=None, compare=False)
 
     def as_messages(self) -> tuple[Message, ...]:
         """The conversation to send: system (if any), then messages or the prompt."""

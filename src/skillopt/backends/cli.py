@@ -22,9 +22,18 @@ import anyio
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.cli_claude import ClaudeFlavor
 from skillopt.backends.cli_codex import CodexFlavor
-from skillopt.backends.cli_common import CallPlan, CliFlavor, CliKind, CliSpec, ParsedReply
+from skillopt.backends.cli_common import (
+    CallPlan,
+    CliFlavor,
+    CliKind,
+    CliSpec,
+    ParsedReply,
+    output_cap,
+)
 from skillopt.backends.cli_copilot import CopilotFlavor
+from skillopt.backends.cli_home import call_home
 from skillopt.backends.cli_process import ProcessResult, run_process, tail
+from skillopt.backends.reply_cap import cli_reply_cap
 from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
@@ -135,6 +144,9 @@ class CliBackend:
                 scratch=scratch,
                 tools=tools,
                 schema=schema if isinstance(schema, dict) else None,
+                max_output_bytes=cli_reply_cap(
+                    request.max_output_tokens, self.spec.max_output_bytes
+                ),
             )
             run = await self.run(plan, time_limit=request.timeout)
         reply = run.reply
@@ -170,25 +182,27 @@ class CliBackend:
         spec = self.spec
         limit = time_limit if time_limit is not None else spec.timeout
         started = time.monotonic()
+        keep = self.flavor.keep(self.home(), self._environ)
         try:
-            argv = self.flavor.argv(spec, plan)
-            env = self.flavor.env(spec, self._environ, self.home())
-            tools_bin = plan.cwd / "tools"
-            if plan.tools and tools_bin.is_dir():
-                env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
-            async with self._limiter:
-                started = time.monotonic()
-                result = await run_process(
-                    argv,
-                    cwd=plan.cwd,
-                    env=env,
-                    time_limit=limit,
-                    stdin_text=plan.prompt if self.flavor.prompt_on_stdin else None,
-                    max_output_bytes=spec.max_output_bytes,
-                    stdout_watcher=self.flavor.watcher(spec),
-                    member=spec.name,
-                )
-                reply = self.flavor.parse(spec, plan, result)
+            with call_home(keep, root=self._scratch_root) as home:
+                argv = self.flavor.argv(spec, plan)
+                env = self.flavor.env(spec, self._environ, home)
+                tools_bin = plan.cwd / "tools"
+                if plan.tools and tools_bin.is_dir():
+                    env["PATH"] = f"{tools_bin}:{env.get('PATH', '')}"
+                async with self._limiter:
+                    started = time.monotonic()
+                    result = await run_process(
+                        argv,
+                        cwd=plan.cwd,
+                        env=env,
+                        time_limit=limit,
+                        stdin_text=plan.prompt if self.flavor.prompt_on_stdin else None,
+                        max_output_bytes=output_cap(spec, plan),
+                        stdout_watcher=self.flavor.watcher(spec),
+                        member=spec.name,
+                    )
+                    reply = self.flavor.parse(spec, plan, result)
         except BackendError as exc:
             self.last_error = exc
             log.warning(
@@ -287,6 +301,7 @@ def spec_from_config(cfg: Any) -> CliSpec:
         extra_env=tuple(sorted(dict(extra_env).items())),
         timeout=float(getattr(cfg, "timeout", None) or 240.0),
         max_concurrency=int(getattr(cfg, "max_concurrency", None) or 2),
+        max_output_bytes=getattr(cfg, "max_reply_bytes", None),
     )
 
 

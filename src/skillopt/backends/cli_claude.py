@@ -24,6 +24,7 @@ from skillopt.backends.cli_common import (
     parse_json_lines,
     provider_key,
 )
+from skillopt.backends.cli_home import default_home, user_home
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
@@ -80,6 +81,20 @@ class ClaudeFlavor:
                 env.pop("ANTHROPIC_API_KEY", None)
         env.update(dict(spec.extra_env))
         return env
+
+    def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
+        if home is None and not environ.get(self.home_env):
+            # the default layout keeps .claude.json beside ~/.claude, not inside it
+            source = user_home(environ) / ".claude"
+            state = user_home(environ) / ".claude.json"
+        else:
+            source = home or default_home(environ, self.home_env, ".claude")
+            state = source / ".claude.json"
+        return {
+            ".credentials.json": source / ".credentials.json",
+            "settings.json": source / "settings.json",
+            ".claude.json": state,
+        }
 
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None:
         return None

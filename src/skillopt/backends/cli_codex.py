@@ -20,13 +20,17 @@ from skillopt.backends.cli_common import (
     CliSpec,
     ParsedReply,
     classify,
+    output_cap,
     parse_json_lines,
     provider_key,
 )
+from skillopt.backends.cli_home import default_home
 from skillopt.backends.cli_process import ProcessResult, tail
+from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import BackendError, RetryableBackendError
 
 PROVIDER_ID = "skillopt"
+CODEX_KEEP = ("auth.json", "config.toml", "installation_id", "skills")  # not AGENTS.md
 LAST_MESSAGE = "last_message.txt"
 SCHEMA_FILE = "output_schema.json"
 
@@ -99,6 +103,10 @@ class CodexFlavor:
         env.update(dict(spec.extra_env))
         return env
 
+    def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
+        source = home or default_home(environ, self.home_env, ".codex")
+        return {name: source / name for name in CODEX_KEEP}
+
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None:
         return None
 
@@ -132,8 +140,7 @@ class CodexFlavor:
         if result.returncode != 0 or turn_failed or (errors and not turn_completed):
             text = "\n".join(errors) or _stderr_errors(result.stderr) or result.stdout
             raise classify(text, spec=spec, exit_code=result.returncode)
-        last_file = plan.scratch / LAST_MESSAGE
-        text = last_file.read_text(encoding="utf-8") if last_file.is_file() else ""
+        text = _read_last_message(plan.scratch / LAST_MESSAGE, plan, spec)
         if not text.strip() and messages:
             text = messages[-1]
         if not events and not text:
@@ -150,6 +157,18 @@ class CodexFlavor:
             completion_tokens=usage.get("output_tokens"),
             structured=structured,
         )
+
+
+def _read_last_message(path: Path, plan: CallPlan, spec: CliSpec) -> str:
+    """The file codex writes its last message to, read no further than the call's cap."""
+    if not path.is_file():
+        return ""
+    cap = output_cap(spec, plan)
+    with path.open("rb") as handle:
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise ReplyTooLargeError(cap, member=spec.name)
+    return data.decode("utf-8", "replace")
 
 
 def _stderr_errors(stderr: str) -> str:

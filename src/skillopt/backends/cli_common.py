@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillopt.backends.cli_process import ProcessResult
+from skillopt.backends.reply_cap import CLI_UNSIZED_BYTES
 from skillopt.config import read_secret_env
 from skillopt.errors import (
     BackendAuthError,
@@ -64,7 +65,7 @@ class CliSpec:
     extra_env: tuple[tuple[str, str], ...] = ()
     timeout: float = 240.0
     max_concurrency: int = 2
-    max_output_bytes: int = 4 * 1024 * 1024
+    max_output_bytes: int | None = None  # the member's max_reply_bytes; None: sized per call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +79,7 @@ class CallPlan:
     tools: tuple[str, ...] = ()  # shell tools the agent may run (tool-aware attempts)
     writable: bool = False  # the agent may modify files in cwd
     schema: dict[str, Any] | None = None  # JSON schema for a structured answer
+    max_output_bytes: int | None = None  # cap per captured stream; None: the member's default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +89,12 @@ class ParsedReply:
     completion_tokens: int | None = None
     structured: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+def output_cap(spec: CliSpec, plan: CallPlan) -> int:
+    """Bytes read per captured stream (and result file) of this call: the plan's (sized
+    from the request), else the member's ``max_reply_bytes``, else the harness default."""
+    return plan.max_output_bytes or spec.max_output_bytes or CLI_UNSIZED_BYTES
 
 
 _STATUS_IN_TEXT = re.compile(
@@ -267,6 +275,11 @@ class CliFlavor(Protocol):
     def env(
         self, spec: CliSpec, environ: Mapping[str, str], home: Path | None
     ) -> dict[str, str]: ...
+
+    def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
+        """Login and settings a call's fresh home links to, from ``home`` (the member's
+        isolated home) or, when None, the user's own CLI home (see ``cli_home``)."""
+        ...
 
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None: ...
 

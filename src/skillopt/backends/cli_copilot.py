@@ -27,6 +27,7 @@ from skillopt.backends.cli_common import (
     parse_json_lines,
     provider_key,
 )
+from skillopt.backends.cli_home import default_home
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
@@ -81,6 +82,10 @@ class CopilotFlavor:
                 env["COPILOT_MODEL"] = spec.model
         env.update(dict(spec.extra_env))
         return env
+
+    def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
+        source = home or default_home(environ, self.home_env, ".copilot")
+        return {"config.json": source / "config.json"}  # the login; no MCP config
 
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None:
         def watch(line: str) -> BackendError | None:

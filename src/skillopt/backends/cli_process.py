@@ -20,11 +20,11 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import (
     BackendError,
     BackendRequestError,
     BackendTimeoutError,
-    RetryableBackendError,
 )
 from skillopt.redact import sanitize
 
@@ -99,10 +99,10 @@ async def run_process(
     """Run ``argv`` to completion and return its exit code and (bounded) output.
 
     Raises :class:`BackendTimeoutError` after ``time_limit`` seconds,
-    :class:`RetryableBackendError` (kind ``output_overflow``) when a stream exceeds
-    ``max_output_bytes``, whatever ``stdout_watcher`` returns when it flags a line, and
-    :class:`BackendRequestError` when the executable cannot be started. In every case, and on
-    cancellation, the process group is killed before this returns.
+    :class:`ReplyTooLargeError` (class ``too_large``; the process is killed, reading stops)
+    when a stream exceeds ``max_output_bytes``, whatever ``stdout_watcher`` returns when it
+    flags a line, and :class:`BackendRequestError` when the executable cannot be started. In
+    every case, and on cancellation, the process group is killed before this returns.
     """
     started = time.monotonic()
     try:
@@ -171,12 +171,7 @@ async def run_process(
     if stop:
         raise stop[0]
     if out.overflow or err.overflow:
-        raise RetryableBackendError(
-            f"{argv[0]} produced more than {max_output_bytes} bytes of output",
-            kind="output_overflow",
-            member=member,
-            cause=tail(out.text() + "\n" + err.text()),
-        )
+        raise ReplyTooLargeError(max_output_bytes, seen=max(out.size, err.size), member=member)
     if timed_out:
         raise BackendTimeoutError(
             f"{Path(argv[0]).name} timed out after {time_limit:g}s",

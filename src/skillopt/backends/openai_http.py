@@ -14,97 +14,46 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-import anyio
-import anyio.to_thread
 import httpx2
 import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.entra import EntraTokenProvider, make_credential
+from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
     AzureChatMember,
-    AzureCliAuth,
-    AzureDefaultAuth,
     AzureKeyAuth,
-    AzureManagedIdentityAuth,
     AzureResponsesMember,
     OpenAIChatMember,
     OpenAIResponsesMember,
     read_secret_env,
 )
-from skillopt.errors import BackendAuthError, BackendError, ContentFilterError
+from skillopt.errors import (
+    BackendAuthError,
+    BackendError,
+    ContentFilterError,
+    RetryableBackendError,
+)
 from skillopt.redact import redact_text
 
 Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
 
 _NO_KEY = "no-key-configured"  # OpenAI-compatible servers that want no key still need a value
-_REFRESH_MARGIN = 300.0  # refresh an Entra token this many seconds before it expires
 
 
 def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.AsyncClient:
-    """The one shared HTTP client for all HTTP members of a pool."""
+    """The one shared HTTP client for all HTTP members of a pool (replies read up to the
+    calling member's cap, :mod:`skillopt.backends.http_cap`)."""
     size = max(1, max_connections)
     return openai.DefaultAsyncHttpxClient(
         limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
         timeout=httpx2.Timeout(timeout, connect=min(timeout, 30.0)),
+        headers=REQUEST_HEADERS,
+        event_hooks={"request": [], "response": [cap_response]},
     )
-
-
-class EntraTokenProvider:
-    """Async bearer-token provider over a *synchronous* azure-identity credential.
-
-    ``azure.identity.aio`` would need ``aiohttp`` as another HTTP stack. Tokens live for
-    about an hour and are refreshed rarely, so the blocking ``get_token`` runs in a worker
-    thread via ``anyio.to_thread.run_sync`` and the result is cached until five minutes
-    before expiry; concurrent callers share one refresh, which gives up after ``timeout``
-    seconds (a retryable timeout for the pool).
-    """
-
-    def __init__(self, credential: Any, scope: str, *, timeout: float = 60.0) -> None:
-        self._credential = credential
-        self._scope = scope
-        self._timeout = timeout
-        self._token: str | None = None
-        self._expires_on = 0.0
-        self._lock: anyio.Lock | None = None
-        self.refreshes = 0
-
-    async def __call__(self) -> str:
-        if self._token is not None and time.time() < self._expires_on - _REFRESH_MARGIN:
-            return self._token
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            if self._token is None or time.time() >= self._expires_on - _REFRESH_MARGIN:
-                # The thread cannot be killed; on timeout the caller stops waiting for it.
-                with anyio.fail_after(self._timeout):
-                    access = await anyio.to_thread.run_sync(
-                        self._credential.get_token, self._scope, abandon_on_cancel=True
-                    )
-                self._token, self._expires_on = str(access.token), float(access.expires_on)
-                self.refreshes += 1
-        return self._token
-
-    def close(self) -> None:
-        closer = getattr(self._credential, "close", None)
-        if callable(closer):
-            closer()
-
-
-def make_credential(
-    auth: AzureDefaultAuth | AzureCliAuth | AzureManagedIdentityAuth,
-) -> Any:
-    """The synchronous azure-identity credential for an Entra auth config."""
-    import azure.identity as identity
-
-    if isinstance(auth, AzureCliAuth):
-        return identity.AzureCliCredential()
-    if isinstance(auth, AzureManagedIdentityAuth):
-        if auth.client_id:
-            return identity.ManagedIdentityCredential(client_id=auth.client_id)
-        return identity.ManagedIdentityCredential()
-    return identity.DefaultAzureCredential()
 
 
 class OpenAIHttpBackend:
@@ -120,7 +69,9 @@ class OpenAIHttpBackend:
         token_limit_param: str = "max_completion_tokens",
         token_provider: EntraTokenProvider | None = None,
         owned_http_client: httpx2.AsyncClient | None = None,
+        max_reply_bytes: int | None = None,
     ) -> None:
+        self._max_reply_bytes = max_reply_bytes
         self._owned_http_client = owned_http_client
         self._name = name
         self._model = model
@@ -139,15 +90,20 @@ class OpenAIHttpBackend:
 
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
+        cap = http_reply_cap(request.max_output_tokens, self._max_reply_bytes)
         try:
-            if self._api == "chat":
-                text, usage, raw = await self._chat(request)
-            else:
-                text, usage, raw = await self._responses(request)
+            with reply_cap(cap):
+                if self._api == "chat":
+                    text, usage, raw = await self._chat(request)
+                else:
+                    text, usage, raw = await self._responses(request)
         except BackendError:
             raise
         except Exception as exc:
-            raise self._map(exc) from exc
+            mapped = self._map(exc)
+            if mapped is None:
+                raise  # a bug, not an outage: never retried, its traceback kept
+            raise mapped from exc
         prompt_text = request.text_for_key()
         return Completion(
             text=text,
@@ -157,7 +113,7 @@ class OpenAIHttpBackend:
             raw=raw,
         )
 
-    def _map(self, exc: Exception) -> BackendError:
+    def _map(self, exc: Exception) -> BackendError | None:
         try:
             from azure.core.exceptions import ClientAuthenticationError
         except ImportError:  # pragma: no cover - azure-identity is a dependency
@@ -186,6 +142,7 @@ class OpenAIHttpBackend:
             timeout=self._timeout(request),
             extra_body=extra,
         )
+        _require_json(resp, self._name)
         if not resp.choices:
             return "", None, {"finish_reason": None}
         choice = resp.choices[0]
@@ -214,6 +171,7 @@ class OpenAIHttpBackend:
             timeout=self._timeout(request),
             extra_body=extra or None,
         )
+        _require_json(resp, self._name)
         usage = None
         if resp.usage is not None:
             usage = Usage(
@@ -228,9 +186,29 @@ class OpenAIHttpBackend:
     async def aclose(self) -> None:
         """Close what this member owns; a shared HTTP client is closed by its owner (the pool)."""
         if self._token_provider is not None:
-            await anyio.to_thread.run_sync(self._token_provider.close)
+            await self._token_provider.aclose()
         if self._owned_http_client is not None:
             await self._owned_http_client.aclose()
+
+
+def _require_json(resp: object, member: str) -> None:
+    """The SDK hands back the body as text when it is not JSON (an HTML login page from a
+    proxy, an empty body): a failed call that says what came back."""
+    if not isinstance(resp, str):
+        return
+    head = resp.lstrip()[:512].lower()
+    if not head:
+        what = "an empty body"
+    elif head.startswith(("<!doctype html", "<html")) or "<html" in head:
+        what = "an HTML page"
+    else:
+        what = "a body that is not JSON"
+    raise RetryableBackendError(
+        f"the endpoint answered with {what}",
+        kind="not_json",
+        member=member,
+        cause=short_cause(f"HTTP 200 with {what}, not JSON: {resp[:200]}"),
+    )
 
 
 def build_http_member(
@@ -262,6 +240,7 @@ def build_http_member(
             if isinstance(cfg, OpenAIChatMember)
             else "max_output_tokens",
             owned_http_client=owned,
+            max_reply_bytes=cfg.max_reply_bytes,
         )
     provider: EntraTokenProvider | None = None
     auth_kw: dict[str, Any]
@@ -272,7 +251,8 @@ def build_http_member(
             )
         }
     else:
-        provider = EntraTokenProvider(make_credential(cfg.auth), cfg.token_scope)
+        credential = make_credential(cfg.auth, key=f"{key_path}.auth")
+        provider = EntraTokenProvider(credential, cfg.token_scope, timeout=cfg.token_timeout)
         token_fn: Callable[[], Awaitable[str]] = provider
         auth_kw = {"azure_ad_token_provider": token_fn}
     azure = openai.AsyncAzureOpenAI(
@@ -288,4 +268,5 @@ def build_http_member(
         else "max_output_tokens",
         token_provider=provider,
         owned_http_client=owned,
+        max_reply_bytes=cfg.max_reply_bytes,
     )

@@ -12,7 +12,10 @@ How one :meth:`BackendPool.complete` call proceeds:
    if none has room (a member shared by two roles, or an open member's share of the
    gate) does the caller wait on the next member's limiter.
 4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
-5. On a retryable failure: release the slots, sleep the policy delay (``Retry-After``
+5. A reply the request's ``check_reply`` rejects is a failed call (kind ``bad_reply``).
+   An exception that is not a :class:`BackendError` is a bug: logged with its traceback
+   and raised at once, never retried.
+6. On a retryable failure: release the slots, sleep the policy delay (``Retry-After``
    honoured), and try again, which naturally fails over to the next member. The first
    retry skips the backoff when another healthy member has a free slot: backoff exists
    to spare the member that failed, and the call is not going back to it. Fatal
@@ -48,6 +51,7 @@ from skillopt.errors import (
     ConfigError,
     NoHealthyMemberError,
     QuotaExhaustedError,
+    ReplyFormatError,
     RetryableBackendError,
 )
 from skillopt.logging import get_logger
@@ -429,7 +433,7 @@ class BackendPool:
         if self._cache is not None and request.use_cache:
             key = cache_key(role=role, model=group.model_signature, request=request)
             hit = self._cache.get(key)
-            if hit is not None:
+            if hit is not None and _usable(request, hit.text):
                 self._accounting.cache_hit(role=role, stage=stage)
                 return Completion(
                     text=hit.text,
@@ -652,6 +656,7 @@ class BackendPool:
                 raise RetryableBackendError(
                     "empty completion", kind="empty", member=member.name, cause="empty reply"
                 )
+            _check_reply(request, result.text, member.name)
         except TimeoutError as exc:
             error: BackendError = BackendTimeoutError(
                 f"no reply within {timeout:g}s", member=member.name, cause="pool timeout"
@@ -668,16 +673,14 @@ class BackendPool:
             if breaker.on_abandon():
                 self._notify_health()
             raise
-        except Exception as exc:
-            # A member broke its contract (raised a foreign error): treat as retryable.
-            error = RetryableBackendError(
-                "member raised an unexpected error",
-                kind="unexpected",
-                member=member.name,
-                cause=short_cause(f"{type(exc).__name__}: {exc}"),
-            )
-            self._record_failure(member, role, stage, error)
-            raise error from exc
+        except Exception:
+            # Members turn every transport and protocol failure into a BackendError, so
+            # anything else is a bug (ours or the member's): not an outage, never retried,
+            # not held against the member's health; it fails fast with its traceback.
+            if breaker.on_abandon():
+                self._notify_health()
+            _log.exception("pool.member_bug", member=member.name, role=role, stage=stage)
+            raise
         latency = anyio.current_time() - started
         if breaker.on_success():
             self._notify_health()
@@ -724,6 +727,27 @@ class BackendPool:
                 )
         elif member.breaker.on_abandon():
             self._notify_health()
+
+
+def _check_reply(request: CompletionRequest, text: str, member: str) -> None:
+    """An unusable reply (the request's own check says so) is a failed, retryable call."""
+    if request.check_reply is None:
+        return
+    try:
+        request.check_reply(text)
+    except ReplyFormatError as exc:
+        raise RetryableBackendError(
+            "unusable reply", kind="bad_reply", member=member, cause=short_cause(exc)
+        ) from exc
+
+
+def _usable(request: CompletionRequest, text: str) -> bool:
+    """A cached reply still passes the request's check (a cache may predate the check)."""
+    try:
+        _check_reply(request, text, "")
+    except RetryableBackendError:
+        return False
+    return True
 
 
 def _with_member(error: BackendError, member: str) -> BackendError:

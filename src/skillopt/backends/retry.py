@@ -8,8 +8,10 @@ about a failure: *what kind* it is (a :class:`skillopt.errors.BackendError` subc
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -176,10 +178,13 @@ def classify_status(
     return BackendRequestError("request rejected", member=member, status=status, cause=text)
 
 
-def classify_exception(exc: BaseException, *, member: str) -> BackendError:
-    """Map an exception raised by the openai SDK or httpx2 to a :class:`BackendError`.
+def classify_exception(exc: BaseException, *, member: str) -> BackendError | None:
+    """Map a transport or protocol failure raised by the openai SDK or httpx2 to a
+    :class:`BackendError`; ``None`` for anything else.
 
-    Imports of the foreign libraries are local so this module stays cheap to import.
+    Anything else (a ``TypeError`` in our code, a ``KeyError`` in a member) is a bug, not an
+    outage: the caller re-raises it as it is, so it is never retried nor blamed on the
+    endpoint. Imports of the foreign libraries are local so this module stays cheap to import.
     """
     if isinstance(exc, BackendError):
         return exc
@@ -202,7 +207,9 @@ def classify_exception(exc: BaseException, *, member: str) -> BackendError:
             code=exc.code,
             body=exc.body,
         )
-    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError):
+    if isinstance(
+        exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError | ssl.SSLError
+    ):
         reason = exc.__cause__ if exc.__cause__ is not None else exc
         return RetryableBackendError(
             "connection failed",
@@ -210,19 +217,14 @@ def classify_exception(exc: BaseException, *, member: str) -> BackendError:
             member=member,
             cause=short_cause(f"{type(reason).__name__}: {reason}"),
         )
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+    if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError | UnicodeError):
         # A 2xx reply whose body we could not parse: the server misbehaved; try again.
         return RetryableBackendError(
             "malformed reply", kind="malformed", member=member, cause=short_cause(exc)
         )
     if isinstance(exc, openai.OpenAIError):
         return BackendRequestError("client error", member=member, cause=short_cause(exc))
-    return RetryableBackendError(
-        "unexpected failure",
-        kind="unexpected",
-        member=member,
-        cause=short_cause(f"{type(exc).__name__}: {exc}"),
-    )
+    return None
 
 
 def _status_message(exc: Any) -> str:

@@ -22,6 +22,7 @@ from skillopt.errors import (
 from skillopt.logging import configure_logging
 from skillopt.redact import redact_obj, sanitize
 from skillopt_sleep.config import SleepConfig, load_sleep_config
+from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -123,4 +124,9 @@ def known_errors() -> tuple[type[BaseException], ...]:
 
 
 def run_async(fn: Any, *a: Any) -> Any:
-    return anyio.run(fn, *a)
+    """``anyio.run``; SIGTERM stays an interruption once the loop has closed (its signal
+    receivers put back the default action, which would kill the process silently)."""
+    try:
+        return anyio.run(fn, *a)
+    finally:
+        treat_sigterm_as_interrupt()

@@ -19,11 +19,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
+from skillopt_sleep.commands._common import run_async
 from skillopt_sleep.daemon import (
     ConfigLoader,
     Daemon,
@@ -91,7 +90,7 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
             loader = make_loader(args.config, projects, args.shutdown_grace, night)
-        return anyio.run(Daemon(loader, handle_signals=True).run)
+        return int(run_async(Daemon(loader, handle_signals=True).run))
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
         return EXIT_REFUSED

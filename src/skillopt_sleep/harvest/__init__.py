@@ -2,8 +2,9 @@
 
 :func:`harvest` is **synchronous** local-disk reading (no network, no writes). From async
 code call it through ``anyio.to_thread.run_sync(functools.partial(harvest, ...))``.
-It never raises for bad transcript content: malformed lines, unreadable or undecodable
-files and overlong lines are skipped and counted in :class:`HarvestDiagnostics`.
+It never raises for bad transcript content: malformed lines (of any shape or depth),
+unreadable files and overlong lines are skipped and counted in :class:`HarvestDiagnostics`;
+invalid UTF-8 is replaced and counted.
 
 Two cursors: given ``harvested`` (the set of :class:`SessionFile` s already harvested),
 a session is pending until its exact file version is recorded, so nothing is skipped
@@ -74,6 +75,7 @@ class HarvestDiagnostics:
     lines: int = 0
     malformed_lines: int = 0
     overlong_lines: int = 0
+    invalid_utf8_lines: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
 
@@ -89,6 +91,7 @@ class HarvestDiagnostics:
             "lines": self.lines,
             "malformed_lines": self.malformed_lines,
             "overlong_lines": self.overlong_lines,
+            "invalid_utf8_lines": self.invalid_utf8_lines,
             "dropped": dict(sorted(self.dropped.items())),
             "problems": list(self.problems),
         }
@@ -229,6 +232,7 @@ def harvest(
         lines=tally.lines,
         malformed_lines=tally.malformed,
         overlong_lines=tally.overlong,
+        invalid_utf8_lines=tally.invalid_utf8,
         dropped=dict(dropped),
         problems=tuple(problems),
     )

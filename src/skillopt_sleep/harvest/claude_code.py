@@ -10,12 +10,13 @@ Code writes when it compacts a conversation (``isCompactSummary``) are not the u
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, iter_json_objects
+from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
 
 
 def session_files(claude_home: Path) -> Iterator[Path]:
@@ -54,6 +55,30 @@ def _on_assistant(builder: SessionBuilder, blocks: list[dict[str, Any]]) -> None
         builder.add_assistant_text("\n".join(texts))
 
 
+def _visit(builder: SessionBuilder, record: dict[str, Any]) -> None:
+    if record.get("isSidechain") is True:
+        return
+    builder.saw_time(record.get("timestamp"))
+    if not builder.session_id and isinstance(record.get("sessionId"), str):
+        builder.session_id = record["sessionId"]
+    builder.saw_cwd(record.get("cwd"))
+    if not builder.git_branch and isinstance(record.get("gitBranch"), str):
+        builder.git_branch = record["gitBranch"]
+    message = record.get("message")
+    if record.get("isMeta") is True or record.get("isCompactSummary") is True:
+        return
+    if not isinstance(message, dict):
+        return
+    role = message.get("role") or record.get("type")
+    blocks = _blocks(message.get("content"))
+    if role == "user":
+        for block in blocks:
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                builder.add_user_text(block["text"])
+    elif role == "assistant":
+        _on_assistant(builder, blocks)
+
+
 def read_session(
     path: Path,
     tally: LineTally,
@@ -62,27 +87,5 @@ def read_session(
     self_markers: tuple[str, ...] = (SELF_MARKER,),
 ) -> SessionBuilder:
     builder = SessionBuilder(source=SourceKind.CLAUDE_CODE, path=path, self_markers=self_markers)
-    for record in iter_json_objects(path, tally, max_line_bytes=max_line_bytes):
-        if record.get("isSidechain") is True:
-            continue
-        builder.saw_time(record.get("timestamp"))
-        if not builder.session_id and isinstance(record.get("sessionId"), str):
-            builder.session_id = record["sessionId"]
-        if not builder.cwd and isinstance(record.get("cwd"), str):
-            builder.cwd = record["cwd"]
-        if not builder.git_branch and isinstance(record.get("gitBranch"), str):
-            builder.git_branch = record["gitBranch"]
-        message = record.get("message")
-        if record.get("isMeta") is True or record.get("isCompactSummary") is True:
-            continue
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role") or record.get("type")
-        blocks = _blocks(message.get("content"))
-        if role == "user":
-            for block in blocks:
-                if block.get("type") == "text" and isinstance(block.get("text"), str):
-                    builder.add_user_text(block["text"])
-        elif role == "assistant":
-            _on_assistant(builder, blocks)
+    visit_json_objects(path, tally, partial(_visit, builder), max_line_bytes=max_line_bytes)
     return builder

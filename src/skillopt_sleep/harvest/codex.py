@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from skillopt_sleep.harvest.common import MAX_FINALS, SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, iter_json_objects
+from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
 
 _MAX_RAW_MESSAGES = 200
 _MAX_RAW_CHARS = 16_000
@@ -87,11 +88,37 @@ def _on_item(builder: SessionBuilder, item: dict[str, Any], responses: _Stream) 
 def _on_meta(builder: SessionBuilder, payload: dict[str, Any]) -> None:
     if not builder.session_id and isinstance(payload.get("id"), str):
         builder.session_id = payload["id"]
-    if not builder.cwd and isinstance(payload.get("cwd"), str):
-        builder.cwd = payload["cwd"]
+    builder.saw_cwd(payload.get("cwd"))
     git = payload.get("git")
     if not builder.git_branch and isinstance(git, dict) and isinstance(git.get("branch"), str):
         builder.git_branch = git["branch"]
+
+
+def _visit(
+    builder: SessionBuilder, events: _Stream, responses: _Stream, record: dict[str, Any]
+) -> None:
+    builder.saw_time(record.get("timestamp"))
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        if "type" not in record and "id" in record:  # legacy first line (metadata)
+            _on_meta(builder, record)
+        else:
+            _on_item(builder, record, responses)
+        return
+    builder.saw_time(payload.get("timestamp"))
+    kind = record.get("type")
+    if kind == "session_meta":
+        _on_meta(builder, payload)
+    elif kind == "turn_context":
+        builder.saw_cwd(payload.get("cwd"))
+    elif kind == "event_msg":
+        message = payload.get("message")
+        if payload.get("type") == "user_message" and isinstance(message, str):
+            events.user(message)
+        elif payload.get("type") == "agent_message" and isinstance(message, str):
+            events.assistant(message)
+    elif kind == "response_item":
+        _on_item(builder, payload, responses)
 
 
 def read_session(
@@ -103,30 +130,8 @@ def read_session(
 ) -> SessionBuilder:
     builder = SessionBuilder(source=SourceKind.CODEX, path=path, self_markers=self_markers)
     events, responses = _Stream(), _Stream()
-    for record in iter_json_objects(path, tally, max_line_bytes=max_line_bytes):
-        builder.saw_time(record.get("timestamp"))
-        payload = record.get("payload")
-        if not isinstance(payload, dict):
-            if "type" not in record and "id" in record:  # legacy first line (metadata)
-                _on_meta(builder, record)
-            else:
-                _on_item(builder, record, responses)
-            continue
-        builder.saw_time(payload.get("timestamp"))
-        kind = record.get("type")
-        if kind == "session_meta":
-            _on_meta(builder, payload)
-        elif kind == "turn_context":
-            if not builder.cwd and isinstance(payload.get("cwd"), str):
-                builder.cwd = payload["cwd"]
-        elif kind == "event_msg":
-            message = payload.get("message")
-            if payload.get("type") == "user_message" and isinstance(message, str):
-                events.user(message)
-            elif payload.get("type") == "agent_message" and isinstance(message, str):
-                events.assistant(message)
-        elif kind == "response_item":
-            _on_item(builder, payload, responses)
+    visit = partial(_visit, builder, events, responses)
+    visit_json_objects(path, tally, visit, max_line_bytes=max_line_bytes)
     users = events.users or responses.users
     assistants = events if events.n_assistants else responses
     for text in users:

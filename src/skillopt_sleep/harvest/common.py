@@ -118,6 +118,11 @@ class SessionBuilder:
         if self.last_seen is None or moment > self.last_seen:
             self.last_seen = moment
 
+    def saw_cwd(self, value: object) -> None:
+        """The first usable working directory wins (a NUL byte makes a path unusable)."""
+        if not self.cwd and isinstance(value, str) and "\x00" not in value:
+            self.cwd = value
+
     def add_user_text(self, raw: str) -> None:
         if not self.intents and any(m in raw for m in self.self_markers):
             self.self_generated = True

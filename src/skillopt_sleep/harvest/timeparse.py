@@ -53,7 +53,6 @@ def parse_instant(value: object) -> datetime | None:
         text = text[:-1] + "+00:00"
     text = _FRACTION.sub(r"\1", text)
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
+        return as_utc(datetime.fromisoformat(text))
+    except (ValueError, OverflowError):  # OverflowError: an offset pushes it past year 1..9999
         return None
-    return as_utc(parsed)

@@ -155,10 +155,12 @@ class BudgetExceededError(SkillOptError):
 
 
 class ReplyFormatError(SkillOptError):
-    """A model reply did not match the schema we asked for. ``raw`` keeps the reply."""
+    """A model reply did not match the schema we asked for. ``raw`` keeps the reply;
+    ``problems`` the problem of each attempt when a retry was made."""
 
-    def __init__(self, message: str, *, raw: str = "") -> None:
+    def __init__(self, message: str, *, raw: str = "", problems: tuple[str, ...] = ()) -> None:
         self.raw = raw
+        self.problems = problems or (message,)
         super().__init__(message)
 
 

@@ -12,14 +12,21 @@ propagates: a spend cap stops the night, it is not a reason to fall back.
 
 from __future__ import annotations
 
-import json
-import re
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.errors import (
@@ -33,6 +40,7 @@ from skillopt.judges import KNOWN_OPS, validate_checks
 from skillopt.logging import get_logger
 from skillopt.prompts import render_prompt
 from skillopt.redact import redact_text, sanitize
+from skillopt.replies import ask_validated, parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome, TaskRecord
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest
 from skillopt_sleep.harvest.common import clip
@@ -52,8 +60,7 @@ PROMPT_INTENT_CHARS = 240
 PROMPT_FINAL_CHARS = 400
 EXCHANGE_CHARS = 2000
 
-_log = get_logger("skillopt_sleep.llm_miner")
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_log = get_logger(__name__)
 
 
 class Completer(Protocol):
@@ -75,35 +82,15 @@ class _MinedTask(BaseModel):
 
 
 class MineReply(BaseModel):
-    """The schema the miner prompt asks for."""
+    """The schema the miner prompt asks for; a bare task list stands for ``{"tasks": [...]}``."""
 
     model_config = ConfigDict(extra="forbid")
     tasks: list[_MinedTask]
 
-
-def parse_reply(text: str) -> MineReply:
-    """Validate a reply: a fenced JSON block, else the outermost ``{...}`` (or ``[...]``)."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    spans = [(text.find(o), text.rfind(c)) for o, c in (("{", "}"), ("[", "]"))]
-    spans = sorted((a, b) for a, b in spans if a != -1 and b > a)
-    if spans:  # the outermost structure: whichever opens first
-        candidates.append(text[spans[0][0] : spans[0][1] + 1])
-    problem = "no JSON object in the reply"
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            problem = f"invalid JSON: {exc.msg}"
-            continue
-        if isinstance(data, list):  # a bare task list is accepted as {"tasks": [...]}
-            data = {"tasks": data}
-        try:
-            return MineReply.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            problem = f"{where}: {first['msg']}"
-    raise ReplyFormatError(problem, raw=text)
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_list(cls, data: Any) -> Any:
+        return {"tasks": data} if isinstance(data, list) else data
 
 
 def build_prompt(digest: SessionDigest, *, project: str) -> str:
@@ -188,6 +175,17 @@ class _SessionOutcome:
     exchanges: tuple[dict[str, Any], ...] = ()
 
 
+def _retry_request(
+    request: CompletionRequest, _reply: Completion, problem: str
+) -> CompletionRequest:
+    """The prompt again, with the problem of the previous reply appended."""
+    note = (
+        f"\n\nYour previous reply could not be used (bad reply: {sanitize(problem)[:300]}). "
+        "Reply again with only the JSON object described above."
+    )
+    return dataclasses.replace(request, prompt=redact_text(request.prompt + note), sample_id=1)
+
+
 async def _mine_one(
     pool: Completer,
     digest: SessionDigest,
@@ -199,40 +197,39 @@ async def _mine_one(
 ) -> _SessionOutcome:
     prompt = build_prompt(digest, project=project)
     exchanges: list[dict[str, Any]] = []
-    cause = ""
-    for attempt in range(2):
-        text = prompt
-        if attempt:
-            text = redact_text(
-                f"{prompt}\n\nYour previous reply could not be used ({cause}). "
-                "Reply again with only the JSON object described above."
-            )
-        request = CompletionRequest(
-            role=Role.OPTIMIZER,
-            prompt=text,
-            stage="mine",
-            sample_id=attempt,
-            timeout=call_timeout,
-            max_output_tokens=max_output_tokens,
-            json_mode=True,
-            metadata={"kind": "mine", "session_id": digest.session_id},
-        )
+
+    async def complete(request: CompletionRequest) -> Completion:
+        attempt = len(exchanges)
         try:
             completion = await pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
-            cause = f"call failed: {sanitize(str(exc))[:300]}"
-            exchanges.append({"attempt": attempt, "error": cause})
-            break
+            exchanges.append({"attempt": attempt, "error": _call_failed(exc)})
+            raise
         exchanges.append({"attempt": attempt, "reply": sanitize(completion.text)[:EXCHANGE_CHARS]})
-        try:
-            reply = parse_reply(completion.text)
-        except ReplyFormatError as exc:
-            cause = f"bad reply: {sanitize(str(exc))[:300]}"
-            continue
+        return completion
+
+    request = CompletionRequest(
+        role=Role.OPTIMIZER,
+        prompt=prompt,
+        stage="mine",
+        timeout=call_timeout,
+        max_output_tokens=max_output_tokens,
+        json_mode=True,
+        metadata={"kind": "mine", "session_id": digest.session_id},
+    )
+    try:
+        reply = await ask_validated(
+            complete, request, lambda text: parse_reply(text, MineReply), retry=_retry_request
+        )
+    except (BackendError, NoHealthyMemberError) as exc:
+        cause = _call_failed(exc)
+    except ReplyFormatError as exc:
+        cause = f"bad reply: {sanitize(exc.problems[-1])[:300]}"
+    else:
         return _SessionOutcome(
-            tasks=_to_tasks(reply, digest, project=project, tally=tally),
+            tasks=_to_tasks(reply.value, digest, project=project, tally=tally),
             prompt=prompt,
-            calls=attempt + 1,
+            calls=reply.attempts,
             exchanges=tuple(exchanges),
         )
     fallback = task_from_digest(digest, project=project)
@@ -243,6 +240,10 @@ async def _mine_one(
         calls=len(exchanges),
         exchanges=tuple(exchanges),
     )
+
+
+def _call_failed(exc: BaseException) -> str:
+    return f"call failed: {sanitize(str(exc))[:300]}"
 
 
 async def llm_mine(

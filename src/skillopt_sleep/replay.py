@@ -15,15 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -33,6 +32,7 @@ from skillopt.errors import (
 from skillopt.judges import judge_local, rubric_result
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
+from skillopt.replies import ask_validated, conversation_retry, parse_reply
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.spend import ModelPool
@@ -102,25 +102,14 @@ class _JudgeReply(BaseModel):
     reason: str = ""
 
 
-def first_json_value(text: str, opener: str) -> Any:
-    """The first JSON value starting with ``opener`` ('[' or '{') that parses, else raise."""
-    decoder = json.JSONDecoder()
-    start = text.find(opener)
-    while start >= 0:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-            return value
-        except ValueError:
-            start = text.find(opener, start + 1)
-    raise ReplyFormatError(f"no JSON {'array' if opener == '[' else 'object'} in reply", raw=text)
-
-
 def parse_judge_reply(text: str) -> JudgeResult:
-    try:
-        reply = _JudgeReply.model_validate(first_json_value(text, "{"))
-    except ValidationError as exc:
-        raise ReplyFormatError(f"judge reply invalid: {exc.errors()[0]['msg']}", raw=text) from exc
+    reply = parse_reply(text, _JudgeReply)
     return rubric_result(reply.score, sanitize(reply.reason)[:300], pass_threshold=RUBRIC_PASS)
+
+
+def _judge_retry(request: CompletionRequest, reply: Completion, problem: str) -> CompletionRequest:
+    """The verdict asked again, past the cache, with the problem quoted."""
+    return dataclasses.replace(conversation_retry(request, reply, problem), use_cache=False)
 
 
 def task_hint(task: TaskRecord) -> dict[str, Any]:
@@ -293,8 +282,8 @@ class Replayer:
             json_mode=True,
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
         )
-        last: ReplyFormatError | None = None
-        for _ in range(2):  # one retry on an unparsable verdict
+
+        async def complete(request: CompletionRequest) -> Completion:
             try:
                 done = await self.pool.complete(request)
             except (BackendError, NoHealthyMemberError, BudgetExceededError):
@@ -302,13 +291,14 @@ class Replayer:
                 raise
             self._tick(True)
             evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
-            try:
-                return parse_judge_reply(done.text)
-            except ReplyFormatError as exc:
-                last = exc
-                request = dataclasses.replace(request, use_cache=False, sample_id=1)
-        assert last is not None
-        return JudgeResult(hard=0.0, soft=0.0, reason=f"judge reply unusable: {last}")
+            return done
+
+        try:
+            verdict = await ask_validated(complete, request, parse_judge_reply, retry=_judge_retry)
+        except ReplyFormatError as exc:
+            reason = f"judge reply unusable: {exc.problems[-1]}"
+            return JudgeResult(hard=0.0, soft=0.0, reason=reason)
+        return verdict.value
 
     def _finish(
         self, job: Job, result: RolloutResult, evidence: list[dict[str, Any]]

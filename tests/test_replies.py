@@ -37,9 +37,9 @@ class Tasks(BaseModel):
     [
         ('{"a": 1}', [{"a": 1}]),
         ('Sure!\n```json\n{"a": 1}\n```\nDone.', [{"a": 1}]),
-        ('```\n[1, 2]\n```', [[1, 2]]),
+        ("```\n[1, 2]\n```", [[1, 2]]),
         ('prose {"a": {"b": [1]}} more prose', [{"a": {"b": [1]}}]),
-        ('x [oops [1, 2] tail', [[1, 2]]),
+        ("x [oops [1, 2] tail", [[1, 2]]),
         ('{"a": 1} and then [2]', [{"a": 1}, [2]]),
         ("see {this} and [that]", []),
         ("no json at all", []),

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import anyio
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,6 +28,7 @@ from pydantic import (
 )
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -259,12 +259,11 @@ async def llm_mine(
     """Mine ``digests`` (newest first) with the optimizer role; see the module docstring."""
     chosen = [d for d in digests[: max_sessions or len(digests)] if d.user_intents]
     tally = _Tally()
-    outcomes: list[_SessionOutcome | None] = [None] * len(chosen)
 
-    async def run(index: int, digest: SessionDigest) -> None:
-        outcomes[index] = await _mine_one(
+    async def run(index: int) -> _SessionOutcome:
+        return await _mine_one(
             pool,
-            digest,
+            chosen[index],
             project=project,
             tally=tally,
             call_timeout=call_timeout,
@@ -272,13 +271,10 @@ async def llm_mine(
         )
 
     try:
-        async with anyio.create_task_group() as group:
-            for index, digest in enumerate(chosen):
-                group.start_soon(run, index, digest)
+        done = await gather_indexed(run, len(chosen))
     except* BudgetExceededError as caught:
         raise caught.exceptions[0] from None
 
-    done = [o for o in outcomes if o is not None]
     fallbacks = [
         {"session_id": d.session_id, "cause": o.fallback_cause}
         for d, o in zip(chosen, done, strict=True)

@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -160,15 +160,12 @@ class Replayer:
         if self.progress is not None:
             self.progress.calls_planned(sum(self._calls_for(jobs[i].task) for i in todo))
 
-        async def one(i: int) -> None:
-            results[i] = await self._one(jobs[i])
-
         try:
-            async with anyio.create_task_group() as tg:
-                for i in todo:
-                    tg.start_soon(one, i)
+            fresh = await gather_indexed(lambda k: self._one(jobs[todo[k]]), len(todo))
         finally:
             self.flush()
+        for i, result in zip(todo, fresh, strict=True):
+            results[i] = result
         return [r for r in results if r is not None]
 
     def flush(self) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from skillopt.concurrency import gather_indexed
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
@@ -112,15 +113,14 @@ class EpochEnd(TrainerCore):
     async def _roll_both(
         self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
     ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        got: dict[str, list[RolloutResult]] = {}
+        runs = (("prev", prev_skill), ("curr", curr_skill))
 
-        async def roll(key: str, skill: str) -> None:
-            got[key] = await rollout(self.ctx, items, skill, edir / f"rollout_{key}{suffix}")
+        async def roll(index: int) -> list[RolloutResult]:
+            key, skill = runs[index]
+            return await rollout(self.ctx, items, skill, edir / f"rollout_{key}{suffix}")
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(roll, "prev", prev_skill)
-            tg.start_soon(roll, "curr", curr_skill)
-        return got["prev"], got["curr"]
+        prev, curr = await gather_indexed(roll, len(runs))
+        return prev, curr
 
     def _epoch_end_skill(self, epoch: int) -> str:
         run = self.run_dir

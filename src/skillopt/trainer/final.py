@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
+from skillopt.concurrency import gather_indexed
 from skillopt.logging import get_logger
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
@@ -92,20 +91,19 @@ class FinalPhase(TrainerCore):
             ("best", best, "test_eval"),
             ("final", final, "test_eval_final"),
         )
-        first_dir: dict[str, str] = {}
+        distinct: dict[str, tuple[str, str]] = {}  # digest -> (skill, first dirname)
         for _, skill, dirname in plan:
-            first_dir.setdefault(skill_hash(skill), dirname)
-        scored: dict[str, list[RolloutResult]] = {}
+            distinct.setdefault(skill_hash(skill), (skill, dirname))
+        jobs = list(distinct.values())
 
-        async def evaluate(digest: str, skill: str, dirname: str) -> None:
-            scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
-            run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
+        async def evaluate(index: int) -> list[RolloutResult]:
+            skill, dirname = jobs[index]
+            results = await rollout(self.ctx, self._test, skill, run.root / dirname)
+            run.write_json(run.root / dirname / "summary.json", self._per_type(results))
+            return results
 
-        async with anyio.create_task_group() as tg:
-            for _, skill, dirname in plan:
-                digest = skill_hash(skill)
-                if first_dir[digest] == dirname:
-                    tg.start_soon(evaluate, digest, skill, dirname)
+        done = await gather_indexed(evaluate, len(jobs))
+        scored = dict(zip(distinct, done, strict=True))
         out: dict[str, Any] = {}
         for label, skill, _ in plan:
             hard, soft = mean_scores(scored[skill_hash(skill)])

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     ConfigError,
     CorruptStateError,
@@ -40,6 +39,7 @@ from skillopt.trainer.final import FinalPhase
 from skillopt.trainer.gating import decide, scheduled_budget
 from skillopt.trainer.persistence import RunState, StepBufferEntry
 from skillopt.trainer.steps import (
+    Patch,
     StageCounter,
     analyse,
     autonomous_budget,
@@ -220,15 +220,12 @@ class Trainer(EpochEnd, FinalPhase):
             return step_dir if len(micro) == 1 else step_dir / f"batch_{a}"
 
         # (1) rollout, all micro-batches at once
-        per_batch: list[list[RolloutResult]] = [[] for _ in micro]
 
-        async def roll(a: int) -> None:
+        async def roll(a: int) -> list[RolloutResult]:
             items = [self._items[i] for i in micro[a].item_ids]
-            per_batch[a] = await rollout(self.ctx, items, current, bdir(a) / "rollout")
+            return await rollout(self.ctx, items, current, bdir(a) / "rollout")
 
-        async with anyio.create_task_group() as tg:
-            for a in range(len(micro)):
-                tg.start_soon(roll, a)
+        per_batch = await gather_indexed(roll, len(micro))
         results = [r for batch in per_batch for r in batch]
         r_hard, r_soft = mean_scores(results)
         timing["rollout_s"] = time.monotonic() - t0
@@ -237,10 +234,9 @@ class Trainer(EpochEnd, FinalPhase):
         t1 = time.monotonic()
         buffer_text = format_step_buffer(state.step_buffer)
         meta_text = meta_context(state.meta_skill)
-        per_patches: list[list[Any]] = [[] for _ in micro]
 
-        async def reflect(a: int) -> None:
-            per_patches[a] = await analyse(
+        async def reflect(a: int) -> list[Patch]:
+            return await analyse(
                 self.ctx,
                 per_batch[a],
                 skill=current,
@@ -250,9 +246,7 @@ class Trainer(EpochEnd, FinalPhase):
                 meta_skill=meta_text,
             )
 
-        async with anyio.create_task_group() as tg:
-            for a in range(len(micro)):
-                tg.start_soon(reflect, a)
+        per_patches = await gather_indexed(reflect, len(micro))
         patches = [p for batch in per_patches for p in batch]
         timing["reflect_s"] = time.monotonic() - t1
         n_fail_p = sum(1 for p in patches if p.side.value == "failure" and p.edits)

@@ -20,6 +20,7 @@ import anyio
 
 from skillopt.atomicio import append_jsonl, read_jsonl
 from skillopt.backends.base import Completion, CompletionRequest
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     FatalBackendError,
@@ -166,9 +167,10 @@ async def rollout(
         if row.get("skill_hash") == digest and not row["result"].get("error")
     }
     results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
+    todo = [index for index, result in enumerate(results) if result is None]
     cfg = ctx.cfg.env
 
-    async def one(index: int, item: EnvItem) -> None:
+    async def one(index: int, item: EnvItem) -> RolloutResult:
         rctx = RolloutContext(
             completer=ctx.completer,
             timeout_s=cfg.rollout_timeout_s,
@@ -190,8 +192,8 @@ async def rollout(
                     fail_reason="error: the attempt failed",
                     error=str(exc) or type(exc).__name__,
                 )
-        results[index] = result
         rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
+        return result
 
     async def flush_rows() -> None:
         # One fsync'd append per burst of finished rows rather than one per row.
@@ -208,10 +210,10 @@ async def rollout(
     rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
     async with anyio.create_task_group() as outer:
         outer.start_soon(flush_rows)
-        async with rows_in, anyio.create_task_group() as tg:
-            for index, item in enumerate(items):
-                if results[index] is None:
-                    tg.start_soon(one, index, item)
+        async with rows_in:
+            fresh = await gather_indexed(lambda k: one(todo[k], items[todo[k]]), len(todo))
+    for index, result in zip(todo, fresh, strict=True):
+        results[index] = result
     final = [r for r in results if r is not None]
     errors = sum(1 for r in final if r.error)
     if final and errors * 2 > len(final):
@@ -352,16 +354,14 @@ async def analyse(
         minibatch=cfg.reflect.minibatch_size,
         failure_only=cfg.reflect.failure_only,
     )
-    patches: list[Patch | None] = [None] * len(batches)
     backend_failures: list[str] = []
 
-    async def one(pos: int, side: SourceType, idx: int, batch: list[RolloutResult]) -> None:
+    async def one(side: SourceType, idx: int, batch: list[RolloutResult]) -> Patch | None:
         tag = "fail" if side is SourceType.FAILURE else "succ"
         path = patches_dir / f"minibatch_{tag}_{idx:03d}.json"
         saved = ctx.run.read_json_opt(path)
         if saved is not None:
-            patches[pos] = Patch.from_json(saved)
-            return
+            return Patch.from_json(saved)
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
         values: dict[str, Any] = {
             "side_guidance": _SIDE_GUIDANCE[side],
@@ -382,7 +382,7 @@ async def analyse(
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
             if isinstance(exc, RetryableBackendError):
                 backend_failures.append(str(exc))
-            return
+            return None
         support = max(reply.value.batch_size, 1)
         if full:
             # one complete replacement per analyst
@@ -403,11 +403,9 @@ async def analyse(
             notes=tuple(notes) if cfg.reflect.skill_aware else (),
         )
         ctx.run.write_json(path, patch.to_json())
-        patches[pos] = patch
+        return patch
 
-    async with anyio.create_task_group() as tg:
-        for pos, (side, idx, batch) in enumerate(batches):
-            tg.start_soon(one, pos, side, idx, batch)
+    patches = await gather_indexed(lambda pos: one(*batches[pos]), len(batches))
     if batches and len(backend_failures) == len(batches):
         # Not a step with nothing to learn: the optimizer was unreachable. Stop before the
         # step is recorded, so a resumed run redoes it instead of skipping it for good.

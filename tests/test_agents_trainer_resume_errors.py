@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest
@@ -32,7 +31,6 @@ def context(tmp_path: Path, backend: ScriptedBackend) -> RunContext:
         env=QAEnvironment(),
         completer=StageCounter(backend),
         run=run,
-        limiter=anyio.CapacityLimiter(8),
     )
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
-
 from skillopt.atomicio import append_jsonl
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.trainer.config import load_trainer_config
@@ -40,7 +38,6 @@ def context(tmp_path: Path, backend: ScriptedBackend, *extra: str) -> RunContext
         env=QAEnvironment(),
         completer=StageCounter(backend),
         run=run,
-        limiter=anyio.CapacityLimiter(8),
     )
 
 

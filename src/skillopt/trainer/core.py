@@ -6,8 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from skillopt.errors import (
     ConfigError,
     ReplyFormatError,
@@ -53,7 +51,6 @@ class TrainerCore:
             env=env,
             completer=StageCounter(completer, on_call=progress.call_done if progress else None),
             run=self.run_dir,
-            limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
         )
         self._pool_accounting = pool_accounting
         self._items = {item.id: item for split in Split for item in env.items(split)}

@@ -118,7 +118,6 @@ class RunContext:
     env: Environment
     completer: StageCounter
     run: RunDir
-    limiter: anyio.CapacityLimiter
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
     def note(self, **event: Any) -> None:
@@ -177,21 +176,21 @@ async def rollout(
             max_output_tokens=cfg.max_output_tokens,
             workdir=out_dir / "work" / f"{index:05d}",
         )
-        async with ctx.limiter:
-            try:
-                with anyio.fail_after(cfg.rollout_timeout_s * 4):
-                    result = await ctx.env.rollout(item, skill, rctx)
-            except FatalBackendError:
-                raise
-            except (BackendError, TimeoutError) as exc:
-                result = RolloutResult(
-                    item_id=item.id,
-                    hard=0.0,
-                    soft=0.0,
-                    task_type=item.task_type,
-                    fail_reason="error: the attempt failed",
-                    error=str(exc) or type(exc).__name__,
-                )
+        # No limiter and no deadline here: the pool (or the environment's own member) bounds
+        # concurrency and times each call from the moment it runs, not while it waits its turn.
+        try:
+            result = await ctx.env.rollout(item, skill, rctx)
+        except FatalBackendError:
+            raise
+        except (BackendError, TimeoutError) as exc:
+            result = RolloutResult(
+                item_id=item.id,
+                hard=0.0,
+                soft=0.0,
+                task_type=item.task_type,
+                fail_reason="error: the attempt failed",
+                error=str(exc) or type(exc).__name__,
+            )
         rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
         return result
 

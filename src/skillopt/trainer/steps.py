@@ -142,6 +142,79 @@ def _load_final(path: Path, run: RunDir, digest: str, ids: list[str]) -> list[Ro
     return [RolloutResult.from_json(r) for r in raw["results"]]
 
 
+def _saved_rows(partial_path: Path, digest: str) -> dict[str, RolloutResult]:
+    """Rows a killed run finished under the same skill. Rows that failed are tried again:
+    after an outage aborted the batch, a resumed run must not reuse the very failures that
+    aborted it."""
+    return {
+        row["result"]["id"]: RolloutResult.from_json(row["result"])
+        for row in read_jsonl(partial_path)
+        if row.get("skill_hash") == digest and not row["result"].get("error")
+    }
+
+
+async def _attempt(ctx: RunContext, item: EnvItem, skill: str, workdir: Path) -> RolloutResult:
+    """One attempt; a failed call is an error row (a fatal one stops the run)."""
+    cfg = ctx.cfg.env
+    rctx = RolloutContext(
+        completer=ctx.completer,
+        timeout_s=cfg.rollout_timeout_s,
+        max_output_tokens=cfg.max_output_tokens,
+        workdir=workdir,
+    )
+    # No limiter and no deadline here: the pool (or the environment's own member) bounds
+    # concurrency and times each call from the moment it runs, not while it waits its turn.
+    try:
+        return await ctx.env.rollout(item, skill, rctx)
+    except FatalBackendError:
+        raise
+    except (BackendError, TimeoutError) as exc:
+        return RolloutResult(
+            item_id=item.id,
+            hard=0.0,
+            soft=0.0,
+            task_type=item.task_type,
+            fail_reason="error: the attempt failed",
+            error=str(exc) or type(exc).__name__,
+        )
+
+
+async def _attempt_all(
+    ctx: RunContext,
+    jobs: Sequence[tuple[int, EnvItem]],
+    skill: str,
+    out_dir: Path,
+    partial_path: Path,
+) -> list[RolloutResult]:
+    """``jobs`` (index, item) concurrently; each finished row is journaled as it lands, one
+    fsync'd append per burst of rows rather than one per row."""
+    digest = skill_hash(skill)
+
+    async def one(k: int) -> RolloutResult:
+        index, item = jobs[k]
+        result = await _attempt(ctx, item, skill, out_dir / "work" / f"{index:05d}")
+        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
+        return result
+
+    async def flush_rows() -> None:
+        async with rows_out:
+            async for row in rows_out:
+                batch = [row]
+                while True:
+                    try:
+                        batch.append(rows_out.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                append_jsonl(partial_path, batch)
+
+    rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(flush_rows)
+        async with rows_in:
+            results = await gather_indexed(one, len(jobs))
+    return results
+
+
 async def rollout(
     ctx: RunContext, items: Sequence[EnvItem], skill: str, out_dir: Path
 ) -> list[RolloutResult]:
@@ -158,60 +231,11 @@ async def rollout(
     if reused is not None:
         return reused
     partial_path = out_dir / "results.partial.jsonl"
-    # Rows that failed are tried again: after an outage aborted the batch, a resumed run must
-    # not reuse the very failures that aborted it.
-    done = {
-        row["result"]["id"]: RolloutResult.from_json(row["result"])
-        for row in read_jsonl(partial_path)
-        if row.get("skill_hash") == digest and not row["result"].get("error")
-    }
+    done = _saved_rows(partial_path, digest)
     results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
-    todo = [index for index, result in enumerate(results) if result is None]
-    cfg = ctx.cfg.env
-
-    async def one(index: int, item: EnvItem) -> RolloutResult:
-        rctx = RolloutContext(
-            completer=ctx.completer,
-            timeout_s=cfg.rollout_timeout_s,
-            max_output_tokens=cfg.max_output_tokens,
-            workdir=out_dir / "work" / f"{index:05d}",
-        )
-        # No limiter and no deadline here: the pool (or the environment's own member) bounds
-        # concurrency and times each call from the moment it runs, not while it waits its turn.
-        try:
-            result = await ctx.env.rollout(item, skill, rctx)
-        except FatalBackendError:
-            raise
-        except (BackendError, TimeoutError) as exc:
-            result = RolloutResult(
-                item_id=item.id,
-                hard=0.0,
-                soft=0.0,
-                task_type=item.task_type,
-                fail_reason="error: the attempt failed",
-                error=str(exc) or type(exc).__name__,
-            )
-        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
-        return result
-
-    async def flush_rows() -> None:
-        # One fsync'd append per burst of finished rows rather than one per row.
-        async with rows_out:
-            async for row in rows_out:
-                batch = [row]
-                while True:
-                    try:
-                        batch.append(rows_out.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                append_jsonl(partial_path, batch)
-
-    rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(flush_rows)
-        async with rows_in:
-            fresh = await gather_indexed(lambda k: one(todo[k], items[todo[k]]), len(todo))
-    for index, result in zip(todo, fresh, strict=True):
+    todo = [(index, item) for index, item in enumerate(items) if results[index] is None]
+    fresh = await _attempt_all(ctx, todo, skill, out_dir, partial_path)
+    for (index, _), result in zip(todo, fresh, strict=True):
         results[index] = result
     final = [r for r in results if r is not None]
     errors = sum(1 for r in final if r.error)
@@ -335,6 +359,59 @@ def partition(
     return out
 
 
+def _analyst_prompt(
+    cfg: TrainerConfig,
+    side: SourceType,
+    batch: Sequence[RolloutResult],
+    skill: str,
+    step_buffer: str,
+    meta_skill: str,
+) -> str:
+    full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
+    values: dict[str, Any] = {
+        "side_guidance": _SIDE_GUIDANCE[side],
+        "n_trajectories": len(batch),
+        "skill": skill.strip() or "(empty)",
+        "step_buffer": step_buffer,
+        "meta_skill": meta_skill or "(none)",
+        "trajectories": _format_trajectories(batch, cfg.reflect.max_trajectory_chars),
+    }
+    if not full:
+        values["lapse_guidance"] = _LAPSE_GUIDANCE if cfg.reflect.skill_aware else ""
+        values["edit_budget"] = cfg.optimizer.learning_rate
+    return render_prompt("analyst_full" if full else "analyst", **values)
+
+
+def _patch(
+    cfg: TrainerConfig,
+    side: SourceType,
+    idx: int,
+    batch: Sequence[RolloutResult],
+    reply: AnalystReply | AnalystFullReply,
+) -> Patch:
+    """An analyst's reply as a patch: at most ``learning_rate`` edits (one whole skill in
+    full-rewrite mode), each supported by the minibatch it came from."""
+    support = max(reply.batch_size, 1)
+    notes: list[str] = []
+    if isinstance(reply, AnalystFullReply):
+        proposed = [c.as_edit(side) for c in reply.patch.skill_candidates[:1]]
+    else:
+        proposed = reply.patch.edits[: cfg.optimizer.learning_rate]
+        notes = reply.appendix_notes
+    edits = tuple(
+        e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
+    )
+    return Patch(
+        side=side,
+        index=idx,
+        item_ids=tuple(r.item_id for r in batch),
+        batch_size=reply.batch_size,
+        patterns=tuple(p.model_dump(mode="json") for p in reply.patterns),
+        edits=edits,
+        notes=tuple(notes) if cfg.reflect.skill_aware else (),
+    )
+
+
 async def analyse(
     ctx: RunContext,
     results: Sequence[RolloutResult],
@@ -362,18 +439,7 @@ async def analyse(
         if saved is not None:
             return Patch.from_json(saved)
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
-        values: dict[str, Any] = {
-            "side_guidance": _SIDE_GUIDANCE[side],
-            "n_trajectories": len(batch),
-            "skill": skill.strip() or "(empty)",
-            "step_buffer": step_buffer,
-            "meta_skill": meta_skill or "(none)",
-            "trajectories": _format_trajectories(batch, cfg.reflect.max_trajectory_chars),
-        }
-        if not full:
-            values["lapse_guidance"] = _LAPSE_GUIDANCE if cfg.reflect.skill_aware else ""
-            values["edit_budget"] = cfg.optimizer.learning_rate
-        prompt = render_prompt("analyst_full" if full else "analyst", **values)
+        prompt = _analyst_prompt(cfg, side, batch, skill, step_buffer, meta_skill)
         schema = AnalystFullReply if full else AnalystReply
         try:
             reply = await _ask(ctx, prompt, schema, "analyst")
@@ -382,25 +448,7 @@ async def analyse(
             if isinstance(exc, RetryableBackendError):
                 backend_failures.append(str(exc))
             return None
-        support = max(reply.value.batch_size, 1)
-        if full:
-            # one complete replacement per analyst
-            proposed = [c.as_edit(side) for c in reply.value.patch.skill_candidates[:1]]
-        else:
-            proposed = reply.value.patch.edits[: cfg.optimizer.learning_rate]
-        edits = tuple(
-            e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
-        )
-        notes = getattr(reply.value, "appendix_notes", [])
-        patch = Patch(
-            side=side,
-            index=idx,
-            item_ids=tuple(r.item_id for r in batch),
-            batch_size=reply.value.batch_size,
-            patterns=tuple(p.model_dump(mode="json") for p in reply.value.patterns),
-            edits=edits,
-            notes=tuple(notes) if cfg.reflect.skill_aware else (),
-        )
+        patch = _patch(cfg, side, idx, batch, reply.value)
         ctx.run.write_json(path, patch.to_json())
         return patch
 

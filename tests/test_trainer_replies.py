@@ -12,9 +12,11 @@ from skillopt.replies import parse_reply
 from skillopt.trainer.replies import (
     AnalystFullReply,
     AnalystReply,
+    EditItem,
     MergeReply,
     RankReply,
     ask_json,
+    fit_summaries,
 )
 from support.trainer_fakes import ScriptedBackend, pool_of
 
@@ -65,3 +67,12 @@ async def test_unusable_analyst_replies_report_the_first_problem() -> None:
                 max_output_tokens=100,
             )
     assert str(info.value).startswith("patch.edits: Input should be a valid list")
+
+
+def test_summaries_are_whole_and_the_total_is_bounded() -> None:
+    long = "x" * 300
+    edits = [EditItem(op="append", content=c) for c in ("short rule", long, "another")]
+    assert edits[1].summary() == f"append: {long}"  # never cut
+    assert fit_summaries(edits, 10_000) == [e.summary() for e in edits]
+    fitted = fit_summaries(edits, 100)
+    assert fitted == ["append: short rule", "(2 more left out to stay within 100 characters)"]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from skillopt.concurrency import gather_indexed
+from skillopt.errors import RunFailedError
 from skillopt.logging import get_logger
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
@@ -28,7 +29,15 @@ class FinalPhase:
     def __init__(self, core: TrainerCore) -> None:
         self.core = core
 
-    async def finish(self, state: RunState, history: list[dict[str, Any]]) -> dict[str, Any]:
+    async def finish(
+        self,
+        state: RunState,
+        history: list[dict[str, Any]],
+        *,
+        failure: RunFailedError | None = None,
+    ) -> dict[str, Any]:
+        """Final validation (promotion) and test; writes and returns the summary, which
+        names the failed stage when the run failed."""
         core = self.core
         cfg, run = core.cfg, core.run_dir
         current = run.read_text(state.current_skill_path)
@@ -75,6 +84,8 @@ class FinalPhase:
         if cfg.evaluation.eval_test:
             summary.update(await self._test_phase(best, current))
         summary["token_summary"] = core.ctx.completer.snapshot()
+        if failure is not None:
+            summary.update(status="failed", failed_stage=failure.stage, reason=failure.cause)
         run.write_json(run.root / "summary.json", summary)
         _log.info(
             "run_done",

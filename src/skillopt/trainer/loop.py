@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from skillopt.errors import ConfigError, CorruptStateError, SkillOptError
+from skillopt.errors import ConfigError, CorruptStateError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 from skillopt.trainer.config import TrainerConfig
@@ -26,7 +26,7 @@ from skillopt.trainer.phases import run_step, step_input
 from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.steps import mean_scores, rollout, skill_hash
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "run_failure"]
 
 _log = get_logger(__name__)
 
@@ -79,9 +79,12 @@ class Trainer:
                 core.phase(f"end of epoch {epoch}")
                 state = await self.epoch_end.close(state, epoch, global_step)
         core.phase("final validation and test")
-        summary = await self.final.finish(state, history)
+        failure = run_failure(history)
+        summary = await self.final.finish(state, history, failure=failure)
         core.timing.finish(core.pool_accounting() if core.pool_accounting else None)
         core.run_dir.write_json(core.run_dir.root / "timing.json", core.timing.to_json())
+        if failure is not None:
+            raise failure
         return summary
 
     async def _epoch(
@@ -208,6 +211,22 @@ class Trainer:
         step_dir = run.step_dir(int(record["step"]))
         run.write_json(step_dir / "step_record.json", record)
         run.write_json(step_dir / "timing.json", core.timing.step(int(record["step"])))
+
+
+def run_failure(history: list[dict[str, Any]]) -> RunFailedError | None:
+    """The run failed when every step that had something to learn from failed to update
+    (its optimizer calls were unusable); steps with nothing to learn do not count."""
+    attempted = [h for h in history if h.get("action") != "skip_no_patches" or "update_failed" in h]
+    failed = [h for h in attempted if "update_failed" in h]
+    if not failed or len(failed) < len(attempted):
+        return None
+    first = failed[0]
+    cause = first["update_failed"]
+    return RunFailedError(
+        str(cause["stage"]),
+        f"no step could update the skill ({len(failed)} of {len(history)} steps failed); "
+        f"step {first['step']}: {cause['cause']}",
+    )
 
 
 def _first_leaf(error: BaseException) -> BaseException:

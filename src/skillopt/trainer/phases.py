@@ -32,8 +32,10 @@ from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.gating import GateOutcome, decide, scheduled_budget
 from skillopt.trainer.merge import MergeOutcome
 from skillopt.trainer.persistence import RunState, StepBufferEntry
-from skillopt.trainer.replies import EditItem
+from skillopt.trainer.replies import EditItem, fit_summaries
 from skillopt.trainer.steps import (
+    REJECTED_EDITS_BUDGET,
+    Analysis,
     Patch,
     StageCounter,
     analyse,
@@ -95,12 +97,33 @@ def _patch_counts(patches: Sequence[Patch]) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateFailure:
+    """Why a step learned nothing although it had something to learn from."""
+
+    stage: str
+    cause: str
+
+    def record(self) -> Record:
+        return {"update_failed": {"stage": self.stage, "cause": self.cause}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reflected:
-    per_batch: tuple[tuple[Patch, ...], ...]
+    per_batch: tuple[Analysis, ...]
 
     @property
     def patches(self) -> list[Patch]:
-        return [p for batch in self.per_batch for p in batch]
+        return [p for analysis in self.per_batch for p in analysis.patches]
+
+    @property
+    def failure(self) -> UpdateFailure | None:
+        """Every analyst call of the step failed (an unusable reply, or an outage)."""
+        if not self.per_batch or not all(a.all_failed for a in self.per_batch):
+            return None
+        causes = [f for a in self.per_batch for f in a.failures]
+        return UpdateFailure(
+            stage="analyst", cause=f"all {len(causes)} analyst calls failed; first: {causes[0]}"
+        )
 
     @property
     def notes(self) -> list[str]:
@@ -114,7 +137,7 @@ class Reflected:
         batches = []
         for a, spec in enumerate(inp.micro):
             hard, soft = mean_scores(rolled.per_batch[a])
-            fail, succ = _patch_counts(self.per_batch[a])
+            fail, succ = _patch_counts(self.per_batch[a].patches)
             batches.append(
                 {
                     "batch_idx": spec.index,
@@ -162,6 +185,7 @@ class Candidate:
 
     text: str = ""
     skip: str = ""
+    failure: UpdateFailure | None = None
     fields: Record = field(default_factory=dict)
 
 
@@ -192,7 +216,7 @@ async def roll_out(core: TrainerCore, inp: StepInput) -> RolledOut:
 async def reflect(core: TrainerCore, inp: StepInput, rolled: RolledOut) -> Reflected:
     """The analysts of every micro-batch at once."""
 
-    async def one(a: int) -> list[Patch]:
+    async def one(a: int) -> Analysis:
         return await analyse(
             core.ctx,
             rolled.per_batch[a],
@@ -203,8 +227,7 @@ async def reflect(core: TrainerCore, inp: StepInput, rolled: RolledOut) -> Refle
             meta_skill=inp.meta_skill,
         )
 
-    per_batch = await gather_indexed(one, len(inp.micro))
-    return Reflected(per_batch=tuple(tuple(b) for b in per_batch))
+    return Reflected(per_batch=tuple(await gather_indexed(one, len(inp.micro))))
 
 
 async def merge(core: TrainerCore, inp: StepInput, reflected: Reflected) -> MergeOutcome:
@@ -301,7 +324,8 @@ async def update(core: TrainerCore, inp: StepInput, selected: Selected) -> Candi
         )
     rewrite = await rewrite_skill(core.ctx, inp.skill, selected.edits, step_buffer=inp.step_buffer)
     if rewrite is None:
-        return Candidate(skip="skip_no_rewrite")
+        failure = UpdateFailure(stage="rewrite", cause=core.ctx.last_error("rewrite"))
+        return Candidate(skip="skip_no_rewrite", failure=failure)
     run.write_json(inp.dir / "rewrite_result.json", rewrite.model_dump(mode="json"))
     return Candidate(
         text=carry_protected(inp.skill, rewrite.new_skill),
@@ -377,7 +401,7 @@ def conclude(
         failure_patterns=failure_patterns(results),
         score_before=verdict.state.current_score if rejected else None,
         score_after=verdict.score if rejected else None,
-        rejected_edits=[e.summary() for e in selected.edits] if rejected else [],
+        rejected_edits=fit_summaries(selected.edits, REJECTED_EDITS_BUDGET) if rejected else [],
     )
     update.update(
         step_buffer=[*verdict.state.step_buffer, entry],
@@ -448,7 +472,7 @@ async def run_step(core: TrainerCore, inp: StepInput) -> tuple[RunState, Record]
     record.update(reflected.record(inp, rolled))
     state, skill = inp.state, inp.skill
     if not reflected.proposes_anything:
-        state, skill = _skipped(core, inp, record, "skip_no_patches")
+        state, skill = _skipped(core, inp, record, "skip_no_patches", reflected.failure)
     else:
         with timer.phase("aggregate_s"):
             merged = await merge(core, inp, reflected)
@@ -457,8 +481,8 @@ async def run_step(core: TrainerCore, inp: StepInput) -> tuple[RunState, Record]
         record.update(selected.record())
         with timer.phase("update_s"):
             candidate = await _candidate(core, inp, selected, reflected.notes, record)
-        if candidate is None:
-            state, skill = _skipped(core, inp, record, "skip_no_rewrite")
+        if isinstance(candidate, Candidate):
+            state, skill = _skipped(core, inp, record, candidate.skip, candidate.failure)
         else:
             with timer.phase("evaluate_s"):
                 verdict = await evaluate(core, inp, candidate)
@@ -481,11 +505,12 @@ async def run_step(core: TrainerCore, inp: StepInput) -> tuple[RunState, Record]
 
 async def _candidate(
     core: TrainerCore, inp: StepInput, selected: Selected, notes: Sequence[str], record: Record
-) -> str | None:
-    """The sanitized candidate on disk, or None when the update produced no skill."""
+) -> str | Candidate:
+    """The sanitized candidate on disk, or the skipped candidate when the update produced
+    no skill."""
     candidate = await update(core, inp, selected)
     if candidate.skip:
-        return None
+        return candidate
     candidate = await add_notes(core, candidate, notes)
     record.update(candidate.fields)
     # Files hold sanitized text; the in-memory skill must be the same bytes (hashes, resume).
@@ -496,9 +521,15 @@ async def _candidate(
 
 
 def _skipped(
-    core: TrainerCore, inp: StepInput, record: Record, action: str
+    core: TrainerCore,
+    inp: StepInput,
+    record: Record,
+    action: str,
+    failure: UpdateFailure | None,
 ) -> tuple[RunState, str]:
     """A step that proposes no candidate: the skill stays, the step counts as done."""
     record["action"] = action
+    if failure is not None:
+        record.update(failure.record())
     core.run_dir.write_text(core.run_dir.skill_path(inp.step), inp.skill)
     return inp.state.model_copy(update={"last_completed_step": inp.step}), inp.skill

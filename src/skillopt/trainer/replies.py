@@ -10,6 +10,7 @@ documented fallback (merge -> concatenation, rank -> first k, ...).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ __all__ = [
     "SourceType",
     "ask_json",
     "coerce_edit_count",
+    "fit_summaries",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -88,8 +90,27 @@ class EditItem(_Reply):
         return "append" if op == "add" else op
 
     def summary(self) -> str:
+        """One line, whole: a rule cut short is a different rule (prompts bound the total
+        with :func:`fit_summaries` instead)."""
         text = self.content or self.target
-        return f"{self.op}: {' '.join(text.split())[:160]}"
+        return f"{self.op}: {' '.join(text.split())}"
+
+
+def fit_summaries(edits: Sequence[EditItem], budget: int) -> list[str]:
+    """Whole one-line summaries of ``edits`` in order while they fit in ``budget``
+    characters; the ones that do not fit are left out whole (never cut mid-sentence) and
+    counted in a last line."""
+    out: list[str] = []
+    used = 0
+    for index, edit in enumerate(edits):
+        line = edit.summary()
+        if used + len(line) > budget:
+            left = len(edits) - index
+            out.append(f"({left} more left out to stay within {budget} characters)")
+            break
+        out.append(line)
+        used += len(line)
+    return out
 
 
 class Pattern(_Reply):

@@ -53,15 +53,25 @@ from skillopt.trainer.replies import (
     RewriteReply,
     SourceType,
     ask_json,
+    fit_summaries,
 )
 from skillopt.types import EditRecord
 
 __all__ = [
+    "REJECTED_EDITS_BUDGET",
+    "SUGGESTIONS_BUDGET",
+    "Analysis",
+    "Patch",
     "RunContext",
     "StageCounter",
     "analyse",
+    "autonomous_budget",
+    "consolidate_notes",
+    "failure_patterns",
     "format_step_buffer",
+    "mean_scores",
     "merge_patches",
+    "partition",
     "rank_edits",
     "rewrite_skill",
     "rollout",
@@ -70,6 +80,11 @@ __all__ = [
 ]
 
 _log = get_logger("skillopt.trainer")
+
+#: Characters of edit suggestions one rewrite prompt carries; whole suggestions only.
+SUGGESTIONS_BUDGET = 8000
+#: Characters of a rejected step's edits the step buffer keeps for later prompts.
+REJECTED_EDITS_BUDGET = 2000
 
 
 def skill_hash(text: str) -> str:
@@ -124,6 +139,11 @@ class RunContext:
         """Record a per-call problem (kept in the step record, never silently dropped)."""
         self.diagnostics.append(event)
         _log.warning("trainer_diagnostic", **event)
+
+    def last_error(self, stage: str) -> str:
+        """The error of the latest diagnostic noted for ``stage`` ("" when none)."""
+        errors = [str(d.get("error", "")) for d in self.diagnostics if d.get("stage") == stage]
+        return errors[-1] if errors else ""
 
     def sorted_diagnostics(self) -> list[dict[str, Any]]:
         """Diagnostics in a stable order (they arrive in completion order)."""
@@ -412,6 +432,19 @@ def _patch(
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    """The analysts' patches, and why the analysts that gave none failed (in order)."""
+
+    patches: tuple[Patch, ...]
+    minibatches: int
+    failures: tuple[str, ...] = ()
+
+    @property
+    def all_failed(self) -> bool:
+        return self.minibatches > 0 and len(self.failures) == self.minibatches
+
+
 async def analyse(
     ctx: RunContext,
     results: Sequence[RolloutResult],
@@ -421,7 +454,7 @@ async def analyse(
     seed: int,
     step_buffer: str,
     meta_skill: str,
-) -> list[Patch]:
+) -> Analysis:
     """Run the analysts over seeded minibatches; reuse patch files of an earlier attempt."""
     cfg = ctx.cfg
     batches = partition(
@@ -432,7 +465,7 @@ async def analyse(
     )
     backend_failures: list[str] = []
 
-    async def one(side: SourceType, idx: int, batch: list[RolloutResult]) -> Patch | None:
+    async def one(side: SourceType, idx: int, batch: list[RolloutResult]) -> Patch | str:
         tag = "fail" if side is SourceType.FAILURE else "succ"
         path = patches_dir / f"minibatch_{tag}_{idx:03d}.json"
         saved = ctx.run.read_json_opt(path)
@@ -447,12 +480,12 @@ async def analyse(
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
             if isinstance(exc, RetryableBackendError):
                 backend_failures.append(str(exc))
-            return None
+            return str(exc)
         patch = _patch(cfg, side, idx, batch, reply.value)
         ctx.run.write_json(path, patch.to_json())
         return patch
 
-    patches = await gather_indexed(lambda pos: one(*batches[pos]), len(batches))
+    outcomes = await gather_indexed(lambda pos: one(*batches[pos]), len(batches))
     if batches and len(backend_failures) == len(batches):
         # Not a step with nothing to learn: the optimizer was unreachable. Stop before the
         # step is recorded, so a resumed run redoes it instead of skipping it for good.
@@ -460,7 +493,11 @@ async def analyse(
             f"all {len(batches)} analyst calls failed in {ctx.run.rel(patches_dir)}; "
             f"last error: {backend_failures[-1]}"
         )
-    return [p for p in patches if p is not None]
+    return Analysis(
+        patches=tuple(p for p in outcomes if isinstance(p, Patch)),
+        minibatches=len(batches),
+        failures=tuple(p for p in outcomes if isinstance(p, str)),
+    )
 
 
 async def _ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:
@@ -654,7 +691,7 @@ async def rewrite_skill(
     ctx: RunContext, skill: str, edits: Sequence[EditItem], *, step_buffer: str
 ) -> RewriteReply | None:
     """Rewrite-from-suggestions mode: the ranked edits are the suggestions."""
-    suggestions = "\n".join(f"- {e.summary()}" for e in edits)
+    suggestions = "\n".join(f"- {line}" for line in fit_summaries(edits, SUGGESTIONS_BUDGET))
     prompt = render_prompt(
         "rewrite",
         skill=skill.strip() or "(empty)",

@@ -158,7 +158,6 @@ async def run(args: argparse.Namespace) -> int:
                 f"env.data_dir={json.dumps(str(data))}",
                 "train.num_epochs=2",
                 "train.batch_size=20",
-                f"backend.max_concurrency={args.members * args.concurrency}",
             ],
         )
         env = QAEnvironment(cfg.env.data_dir)

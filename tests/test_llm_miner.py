@@ -12,9 +12,10 @@ import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest
 from skillopt.errors import BudgetExceededError, ReplyFormatError
+from skillopt.replies import parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest, SourceKind
-from skillopt_sleep.llm_miner import MAX_TASKS_PER_SESSION, llm_mine, parse_reply
+from skillopt_sleep.llm_miner import MAX_TASKS_PER_SESSION, MineReply, llm_mine
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.pools import one_member_pool
 
@@ -175,7 +176,7 @@ async def test_budget_exhaustion_propagates() -> None:
     ],
 )
 def test_parse_reply_accepts(text: str, n_tasks: int) -> None:
-    assert len(parse_reply(text).tasks) == n_tasks
+    assert len(parse_reply(text, MineReply).tasks) == n_tasks
 
 
 @pytest.mark.parametrize(
@@ -191,5 +192,5 @@ def test_parse_reply_accepts(text: str, n_tasks: int) -> None:
 )
 def test_parse_reply_rejects(text: str, problem: str) -> None:
     with pytest.raises(ReplyFormatError, match=problem) as info:
-        parse_reply(text)
+        parse_reply(text, MineReply)
     assert info.value.raw == text

@@ -11,10 +11,11 @@ import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 from skillopt.errors import BudgetExceededError, ReplyFormatError
+from skillopt.replies import json_values
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.progress import TtyProgress
 from skillopt_sleep.reflect import Reflector, RolloutSet, parse_edits
-from skillopt_sleep.replay import Docs, first_json_value, parse_judge_reply
+from skillopt_sleep.replay import Docs, parse_judge_reply
 from skillopt_sleep.report import cell, render_markdown, score_chart
 from skillopt_sleep.spend import SpendingPool
 
@@ -35,7 +36,7 @@ def test_parse_edits_validates_and_caps_at_the_budget() -> None:
 
 
 def test_first_json_value_skips_broken_prefixes() -> None:
-    assert first_json_value("x [oops [1, 2] tail", "[") == [1, 2]
+    assert json_values("x [oops [1, 2] tail") == [[1, 2]]
     assert parse_judge_reply('{"score": 0.9, "reason": "ok"}').hard == 1.0
     assert parse_judge_reply('```json\n{"score": 0.5}\n```').soft == 0.5
     with pytest.raises(ReplyFormatError):

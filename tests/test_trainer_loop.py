@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from skillopt.backends.base import Backend, CompletionRequest, Role
-from skillopt.errors import BackendRequestError, ConfigError, CorruptStateError
+from skillopt.errors import BackendRequestError, ConfigError, CorruptStateError, RunFailedError
 from skillopt.skilldoc import extract_slow_update
 from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
@@ -224,19 +224,23 @@ async def test_rewrite_mode_and_skip_when_the_rewrite_is_unusable(tmp_path: Path
             return await demo.complete(request)
 
     out2 = tmp_path / "run2"
-    await train(
-        demo_cfg(
-            out2,
-            "optimizer.update_mode=rewrite_from_suggestions",
-            "train.num_epochs=1",
-            "evaluation.eval_test=false",
-            "optimizer.use_slow_update=false",
-        ),
-        RewriteBreaker(reply=broken_rewrite),
-    )
+    # every step had edits to apply and no rewrite was usable: the run learned nothing
+    with pytest.raises(RunFailedError, match="rewrite") as info:
+        await train(
+            demo_cfg(
+                out2,
+                "optimizer.update_mode=rewrite_from_suggestions",
+                "train.num_epochs=1",
+                "evaluation.eval_test=false",
+                "optimizer.use_slow_update=false",
+            ),
+            RewriteBreaker(reply=broken_rewrite),
+        )
+    assert "new_skill: Field required" in info.value.cause
     hist2 = history(out2)
     assert hist2[0]["action"] == "skip_no_rewrite"
     assert hist2[0]["diagnostics"][0]["stage"] == "rewrite"
+    assert hist2[0]["update_failed"]["stage"] == "rewrite"
 
 
 async def test_resume_refuses_a_changed_batch_plan_but_allows_more_epochs(

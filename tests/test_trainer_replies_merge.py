@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from skillopt.errors import ReplyFormatError
+from skillopt.replies import extract_json_object
 from skillopt.trainer.merge import hierarchical_merge, merge_sides
 from skillopt.trainer.replies import (
     AnalystReply,
@@ -17,7 +18,6 @@ from skillopt.trainer.replies import (
     RankReply,
     SourceType,
     ask_json,
-    extract_json_object,
 )
 from support.trainer_fakes import ScriptedBackend, pool_of
 

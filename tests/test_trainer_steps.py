@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
-
 from skillopt.atomicio import append_jsonl
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.trainer.config import load_trainer_config
@@ -19,6 +17,7 @@ from skillopt.trainer.steps import (
     StageCounter,
     analyse,
     rank_edits,
+    rewrite_skill,
     rollout,
     skill_hash,
 )
@@ -40,7 +39,6 @@ def context(tmp_path: Path, backend: ScriptedBackend, *extra: str) -> RunContext
         env=QAEnvironment(),
         completer=StageCounter(backend),
         run=run,
-        limiter=anyio.CapacityLimiter(8),
     )
 
 
@@ -66,7 +64,7 @@ async def test_analysts_keep_at_most_l_edits_and_are_reused(tmp_path: Path) -> N
         "step_buffer": "",
         "meta_skill": "",
     }
-    patches = await analyse(ctx, results(5, 3), **kwargs)  # type: ignore[arg-type]
+    patches = (await analyse(ctx, results(5, 3), **kwargs)).patches  # type: ignore[arg-type]
     names = sorted(p.name for p in (tmp_path / "patches").iterdir())
     assert names == [
         "minibatch_fail_000.json",
@@ -79,7 +77,7 @@ async def test_analysts_keep_at_most_l_edits_and_are_reused(tmp_path: Path) -> N
     assert all(e.support_count == 3 for p in patches for e in p.edits)  # from batch_size
     assert {e.source_type.value for e in patches[-1].edits} == {"success"}
     calls = len(backend.requests)
-    again = await analyse(ctx, results(5, 3), **kwargs)  # type: ignore[arg-type]
+    again = (await analyse(ctx, results(5, 3), **kwargs)).patches  # type: ignore[arg-type]
     assert len(backend.requests) == calls  # every minibatch was found on disk
     assert again == patches
 
@@ -130,3 +128,23 @@ async def test_rollout_redoes_only_missing_rows(tmp_path: Path) -> None:
     assert not (out / "results.partial.jsonl").exists()
     again = await rollout(ctx, items, "S", out)
     assert again == got and len(backend.requests) == 4
+
+
+async def test_rewrite_suggestions_arrive_whole(tmp_path: Path) -> None:
+    convention = (
+        "When a question names a quantity, answer with the bare number as digits, no words, "
+        "no units and no thousands separators, even when the context spells the number out "
+        "in words."
+    )
+    assert len(convention) > 160
+    seen: list[str] = []
+
+    def rewrite(request: CompletionRequest) -> str:
+        seen.append(request.prompt)
+        return json.dumps({"new_skill": "# Skill\n- " + convention})
+
+    ctx = context(tmp_path, ScriptedBackend(reply=rewrite))
+    edits = [EditItem(op="append", content=convention)]
+    got = await rewrite_skill(ctx, "# Skill\n", edits, step_buffer="")
+    assert got is not None
+    assert f"- append: {convention}\n" in seen[0]

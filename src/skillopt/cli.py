@@ -1,6 +1,7 @@
 """`skillopt` command line: ``train`` (the ReflACT loop) and ``eval`` (score one skill).
 
-Exit codes: 0 done, 1 a run error (the message names the cause), 2 bad usage or config,
+Exit codes: 0 done, 1 a run error (the message names the cause; a run in which no step
+could update the skill is one, naming the stage), 2 bad usage or config,
 130 interrupted (the run directory is consistent; the same command resumes it).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 import anyio
 
 from skillopt.cli_support import quiet_broken_pipe
-from skillopt.errors import ConfigError, SkillOptError
+from skillopt.errors import ConfigError, RunFailedError, SkillOptError
 from skillopt.logging import configure_logging
 from skillopt.trainer.progress import TrainProgress, default_progress
 
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"skillopt: config error: {exc}", file=sys.stderr)
         return 2
+    except RunFailedError as exc:
+        print(f"skillopt: the run failed during {exc.stage}: {exc.cause}", file=sys.stderr)
+        return 1
     except SkillOptError as exc:
         print(f"skillopt: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ boundary with ``raise ... from``, so callers only ever catch our types::
     ├── NoHealthyMemberError        every member of a role is open-circuited or unusable
     ├── BudgetExceededError         the night/run spend cap was reached
     ├── ReplyFormatError            a model reply did not match the expected schema
+    ├── RunFailedError              a run learned nothing it can trust; names the stage and cause
     ├── LockHeldError               another process holds the project lock
     ├── AdoptionError               writing the live files failed; every file touched was restored
     └── RefusedError                the user must act first (unreviewed tasks, changed live file)
@@ -155,11 +156,22 @@ class BudgetExceededError(SkillOptError):
 
 
 class ReplyFormatError(SkillOptError):
-    """A model reply did not match the schema we asked for. ``raw`` keeps the reply."""
+    """A model reply did not match the schema we asked for. ``raw`` keeps the reply;
+    ``problems`` the problem of each attempt when a retry was made."""
 
-    def __init__(self, message: str, *, raw: str = "") -> None:
+    def __init__(self, message: str, *, raw: str = "", problems: tuple[str, ...] = ()) -> None:
         self.raw = raw
+        self.problems = problems or (message,)
         super().__init__(message)
+
+
+class RunFailedError(SkillOptError):
+    """A run that cannot produce a trustworthy result; names the stage and the cause."""
+
+    def __init__(self, stage: str, cause: str) -> None:
+        self.stage = stage
+        self.cause = cause
+        super().__init__(f"{stage}: {cause}")
 
 
 class LockHeldError(SkillOptError):

@@ -9,15 +9,16 @@ truncated to the budget. Every raw reply is kept for diagnostics.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter
 
-from skillopt.backends.base import Completer, CompletionRequest, Role
+from skillopt.backends.base import Completer, Completion, CompletionRequest, Role
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -26,8 +27,9 @@ from skillopt.errors import (
 )
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
+from skillopt.replies import ask_validated, parse_reply
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
-from skillopt_sleep.replay import Docs, Progress, clean, first_json_value, task_hint
+from skillopt_sleep.replay import Docs, Progress, clean, task_hint
 
 MAX_GROUPS = 6
 MAX_FAILURES = 8
@@ -49,7 +51,18 @@ class _Edit(BaseModel):
     rationale: str = ""
 
 
-_EDITS = TypeAdapter(list[_Edit])
+def _edit_list(data: Any) -> Any:
+    """``{"edits": [...]}`` (or any object with a single list) stands for the list."""
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if isinstance(data.get("edits"), list):
+            return data["edits"]
+        if len(lists) == 1:
+            return lists[0]
+    return data
+
+
+_EDITS = TypeAdapter(Annotated[list[_Edit], BeforeValidator(_edit_list)])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,13 +106,7 @@ class ReflectOutcome:
 
 def parse_edits(text: str, *, target: EditTarget, budget: int) -> list[EditRecord]:
     """Validate a reply as a JSON array of edits; raise :class:`ReplyFormatError` if not."""
-    value = first_json_value(text, "[")
-    try:
-        items = _EDITS.validate_python(value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReplyFormatError(f"edit {where}: {first['msg']}", raw=text) from exc
+    items = parse_reply(text, _EDITS)
     edits = []
     for item in items:
         content = sanitize(item.content).strip()
@@ -217,28 +224,19 @@ class Reflector:
         }
         raws: list[str] = []
         errors: list[str] = []
-        retry_note = ""
-        for attempt in range(2):
-            prompt = render_prompt(template, retry_note=retry_note, **values)
-            request = CompletionRequest(
-                role=Role.OPTIMIZER,
-                prompt=prompt,
-                stage="reflect",
-                max_output_tokens=self.max_output_tokens,
-                json_mode=False,
-                use_cache=attempt == 0,
-                sample_id=attempt,
-                metadata=metadata,
-            )
+        calls = 0
+
+        async def complete(request: CompletionRequest) -> Completion:
+            nonlocal calls
+            attempt, calls = calls, calls + 1
             if self.progress is not None:
                 self.progress.calls_planned(1)
             try:
                 done = await self.pool.complete(request)
-            except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+            except (BackendError, NoHealthyMemberError, BudgetExceededError):
                 if self.progress is not None:
                     self.progress.call_done(ok=False)
-                errors.append(sanitize(f"{getattr(exc, 'error_class', type(exc).__name__)}: {exc}"))
-                return [], attempt + 1, raws, errors
+                raise
             if self.progress is not None:
                 self.progress.call_done(ok=True)
             raw = sanitize(done.text)
@@ -246,19 +244,40 @@ class Reflector:
             if self.evidence is not None:
                 self.evidence(
                     [{"phase": "reflect", "kind": template, "target": target.value,
-                      "attempt": attempt, "prompt": prompt, "reply": raw}]
+                      "attempt": attempt, "prompt": request.prompt, "reply": raw}]
                 )  # fmt: skip
-            try:
-                return (
-                    parse_edits(done.text, target=target, budget=budget),
-                    attempt + 1,
-                    raws,
-                    errors,
-                )
-            except ReplyFormatError as exc:
-                errors.append(sanitize(str(exc)))
-                retry_note = RETRY_NOTE.format(why=sanitize(str(exc)))
-        return [], 2, raws, errors
+            return done
+
+        def retry(
+            request: CompletionRequest, _reply: Completion, problem: str
+        ) -> CompletionRequest:
+            errors.append(sanitize(problem))
+            note = RETRY_NOTE.format(why=sanitize(problem))
+            prompt = render_prompt(template, retry_note=note, **values)
+            return dataclasses.replace(request, prompt=prompt, use_cache=False, sample_id=1)
+
+        first = CompletionRequest(
+            role=Role.OPTIMIZER,
+            prompt=render_prompt(template, retry_note="", **values),
+            stage="reflect",
+            max_output_tokens=self.max_output_tokens,
+            json_mode=False,
+            metadata=metadata,
+        )
+        try:
+            reply = await ask_validated(
+                complete,
+                first,
+                lambda text: parse_edits(text, target=target, budget=budget),
+                retry=retry,
+            )
+        except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+            errors.append(sanitize(f"{getattr(exc, 'error_class', type(exc).__name__)}: {exc}"))
+            return [], calls, raws, errors
+        except ReplyFormatError as exc:
+            errors.append(sanitize(exc.problems[-1]))
+            return [], calls, raws, errors
+        return reply.value, calls, raws, errors
 
     def _values(
         self,

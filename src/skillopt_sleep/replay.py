@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completer, CompletionRequest, Role
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -33,6 +32,7 @@ from skillopt.errors import (
 from skillopt.judges import judge_local, rubric_result
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
+from skillopt.replies import parse_reply
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
@@ -107,27 +107,10 @@ class _JudgeReply(BaseModel):
     reason: str = ""
 
 
-def first_json_value(text: str, opener: str) -> Any:
-    """The first JSON value starting with ``opener`` ('[' or '{') that parses, else raise."""
-    decoder = json.JSONDecoder()
-    start = text.find(opener)
-    while start >= 0:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-            return value
-        except ValueError:
-            start = text.find(opener, start + 1)
-    raise ReplyFormatError(f"no JSON {'array' if opener == '[' else 'object'} in reply", raw=text)
-
-
 def parse_judge_reply(text: str) -> JudgeResult:
     """The verdict in a judge reply; :class:`ReplyFormatError` (quoting the reply) if none."""
     try:
-        reply = _JudgeReply.model_validate(first_json_value(text, "{"))
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "reply"
-        raise _unusable(f"{where}: {error['msg']}", text) from exc
+        reply = parse_reply(text, _JudgeReply)
     except ReplyFormatError as exc:
         raise _unusable(str(exc), text) from exc
     return rubric_result(reply.score, sanitize(reply.reason)[:300], pass_threshold=RUBRIC_PASS)
@@ -214,15 +197,12 @@ class Replayer:
         if self.progress is not None:
             self.progress.calls_planned(sum(self._calls_for(jobs[i].task) for i in todo))
 
-        async def one(i: int) -> None:
-            results[i] = await self._one(jobs[i])
-
         try:
-            async with anyio.create_task_group() as tg:
-                for i in todo:
-                    tg.start_soon(one, i)
+            fresh = await gather_indexed(lambda k: self._one(jobs[todo[k]]), len(todo))
         finally:
             self.flush()
+        for i, result in zip(todo, fresh, strict=True):
+            results[i] = result
         return [r for r in results if r is not None]
 
     def flush(self) -> None:

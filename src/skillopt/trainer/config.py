@@ -130,7 +130,7 @@ class BackendSection(_Section):
     demo_latency_s: float = Field(default=0.0, ge=0.0)
     optimizer_timeout_s: float = Field(default=300.0, gt=0)
     optimizer_max_output_tokens: int = Field(default=8192, gt=0)
-    max_concurrency: int = Field(default=32, gt=0)  # trainer-side cap on in-flight calls
+    max_concurrency: int = Field(default=32, gt=0)  # kind = "demo": the demo member's limit
 
 
 class TrainerConfig(_Section):

@@ -1,18 +1,18 @@
-"""Shared state and helpers of a training run: the base of the trainer's phases."""
+"""What every part of a training run shares: configuration, environment, items, plan, run
+directory, the call context, and the few helpers the step, epoch end and final phase all use.
+
+The phases are collaborators that hold one :class:`TrainerCore`; none inherits from it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import anyio
+from pydantic import BaseModel
 
-from skillopt.errors import (
-    ConfigError,
-    ReplyFormatError,
-    RetryableBackendError,
-)
+from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
@@ -20,16 +20,13 @@ from skillopt.trainer.gating import gate_score
 from skillopt.trainer.persistence import RunDir, RunState
 from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.replies import ask_json
-from skillopt.trainer.steps import (
-    RunContext,
-    StageCounter,
-    mean_scores,
-    rollout,
-    skill_hash,
-)
+from skillopt.trainer.steps import RunContext, StageCounter, mean_scores, rollout, skill_hash
+from skillopt.trainer.timing import RunTiming
 from skillopt.types import Split
 
 __all__ = ["TrainerCore"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class TrainerCore:
@@ -53,37 +50,34 @@ class TrainerCore:
             env=env,
             completer=StageCounter(completer, on_call=progress.call_done if progress else None),
             run=self.run_dir,
-            limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
         )
-        self._pool_accounting = pool_accounting
-        self._items = {item.id: item for split in Split for item in env.items(split)}
-        self._train_ids = [i.id for i in env.items(Split.TRAIN)]
-        self._val = self._subset(Split.VAL, cfg.evaluation.sel_env_num)
-        self._test = self._subset(Split.TEST, cfg.evaluation.test_env_num)
+        self.pool_accounting = pool_accounting
+        self.items = {item.id: item for split in Split for item in env.items(split)}
+        self.train_ids = [i.id for i in env.items(Split.TRAIN)]
+        self.val = self._subset(Split.VAL, cfg.evaluation.sel_env_num)
+        self.test = self._subset(Split.TEST, cfg.evaluation.test_env_num)
         self.plan: StepPlan = plan_steps(
-            loaded_train_size=len(self._train_ids),
+            loaded_train_size=len(self.train_ids),
             configured_train_size=cfg.train.train_size,
             batch_size=cfg.train.batch_size,
             accumulation=cfg.train.accumulation,
             num_epochs=cfg.train.num_epochs,
         )
-        self._timing: dict[str, Any] = {"steps": {}}
+        self.timing = RunTiming()
 
     def _subset(self, split: Split, env_num: int) -> list[EnvItem]:
         ids = eval_batch([i.id for i in self.env.items(split)], env_num)
-        return [self._items[i] for i in ids]
+        return [self.items[i] for i in ids]
 
-    # ------------------------------------------------------------------ helpers
-
-    def _phase(self, label: str) -> None:
+    def phase(self, label: str) -> None:
         if self.progress is not None:
             self.progress.phase(label)
 
-    def _score(self, hard: float, soft: float) -> float:
+    def score(self, hard: float, soft: float) -> float:
         ev = self.cfg.evaluation
         return gate_score(hard, soft, ev.gate_metric, ev.mixed_weight)
 
-    async def _validate(
+    async def validate(
         self, state: RunState, skill: str, out_dir: Path
     ) -> tuple[RunState, float, float, bool]:
         """Val scores of ``skill`` from the selection cache, else a val rollout."""
@@ -91,11 +85,11 @@ class TrainerCore:
         cached = state.selection_cache.get(digest)
         if cached is not None:
             return state, cached[0], cached[1], True
-        hard, soft = mean_scores(await rollout(self.ctx, self._val, skill, out_dir))
+        hard, soft = mean_scores(await rollout(self.ctx, self.val, skill, out_dir))
         cache = {**state.selection_cache, digest: (hard, soft)}
         return state.model_copy(update={"selection_cache": cache}), hard, soft, False
 
-    def _read_skill_init(self) -> str:
+    def read_skill_init(self) -> str:
         path = self.cfg.env.skill_init
         if not path:
             return ""
@@ -104,12 +98,12 @@ class TrainerCore:
         except FileNotFoundError as exc:
             raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
 
-    def _config_dump(self) -> dict[str, Any]:
+    def config_dump(self) -> dict[str, Any]:
         dump = self.cfg.redacted_dump()
         dump.pop("out_root", None)  # where the file is; keeps runs comparable byte for byte
-        return {"config": dump, "plan": self._plan_dict()}
+        return {"config": dump, "plan": self.plan_dict()}
 
-    def _plan_dict(self) -> dict[str, int]:
+    def plan_dict(self) -> dict[str, int]:
         p = self.plan
         return {
             "train_size": p.train_size,
@@ -118,7 +112,8 @@ class TrainerCore:
             "total_steps": p.total_steps,
         }
 
-    async def _ask_optional(self, prompt: str, schema: Any, stage: str) -> Any:
+    async def ask_optional(self, prompt: str, schema: type[M], stage: str) -> M | None:
+        """An optimizer reply, or None when the call failed (the cause is a diagnostic)."""
         try:
             reply = await ask_json(
                 self.ctx.completer,

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from skillopt.concurrency import gather_indexed
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
@@ -35,12 +36,16 @@ from skillopt.trainer.steps import (
 __all__ = ["EpochEnd"]
 
 
-class EpochEnd(TrainerCore):
+class EpochEnd:
     """What happens after the last step of an epoch."""
 
-    async def _close_epoch(self, state: RunState, epoch: int, last_step: int) -> RunState:
-        cfg, run = self.cfg, self.run_dir
-        self.ctx.diagnostics = []
+    def __init__(self, core: TrainerCore) -> None:
+        self.core = core
+
+    async def close(self, state: RunState, epoch: int, last_step: int) -> RunState:
+        core = self.core
+        cfg, run = core.cfg, core.run_dir
+        core.ctx.diagnostics = []
         pairs_json: list[dict[str, Any]] | None = None
         comparison = ""
         epoch_last_skill = run.read_text(state.current_skill_path)
@@ -81,7 +86,7 @@ class EpochEnd(TrainerCore):
         state = state.model_copy(update={"epochs_closed": [*state.epochs_closed, epoch]})
         run.write_json(
             run.epoch_dir("epochs", epoch) / "epoch_end.json",
-            {"skill": end_path, "diagnostics": self.ctx.sorted_diagnostics()},
+            {"skill": end_path, "diagnostics": core.ctx.sorted_diagnostics()},
         )
         run.save_state(state)
         return state
@@ -91,16 +96,16 @@ class EpochEnd(TrainerCore):
     ) -> list[ComparisonPair]:
         """Both skills on the same seeded sample of train items; with the ``changed`` policy,
         further chunks of the shuffled train split until enough changed pairs are found."""
-        cfg = self.cfg.optimizer
-        edir = self.run_dir.epoch_dir("slow_update", epoch)
-        order = sample_train(
-            self._train_ids, len(self._train_ids), self.cfg.train.seed + epoch * 2000
-        )
+        core = self.core
+        cfg = core.cfg.optimizer
+        edir = core.run_dir.epoch_dir("slow_update", epoch)
+        seed = core.cfg.train.seed + epoch * 2000
+        order = sample_train(core.train_ids, len(core.train_ids), seed)
         want = cfg.slow_update_samples
         pairs: list[ComparisonPair] = []
         chunk = 0
         while chunk * want < len(order):
-            items = [self._items[i] for i in order[chunk * want : (chunk + 1) * want]]
+            items = [core.items[i] for i in order[chunk * want : (chunk + 1) * want]]
             suffix = "" if chunk == 0 else f"/topup_{chunk:02d}"
             prev, curr = await self._roll_both(items, prev_skill, curr_skill, edir, suffix)
             pairs.extend(filter_pairs(build_pairs(prev, curr), cfg.pair_policy))
@@ -112,18 +117,17 @@ class EpochEnd(TrainerCore):
     async def _roll_both(
         self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
     ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        got: dict[str, list[RolloutResult]] = {}
+        runs = (("prev", prev_skill), ("curr", curr_skill))
 
-        async def roll(key: str, skill: str) -> None:
-            got[key] = await rollout(self.ctx, items, skill, edir / f"rollout_{key}{suffix}")
+        async def roll(index: int) -> list[RolloutResult]:
+            key, skill = runs[index]
+            return await rollout(self.core.ctx, items, skill, edir / f"rollout_{key}{suffix}")
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(roll, "prev", prev_skill)
-            tg.start_soon(roll, "curr", curr_skill)
-        return got["prev"], got["curr"]
+        prev, curr = await gather_indexed(roll, len(runs))
+        return prev, curr
 
     def _epoch_end_skill(self, epoch: int) -> str:
-        run = self.run_dir
+        run = self.core.run_dir
         if epoch <= 0:
             return run.read_text(run.skill_path(0))
         raw = run.read_json(run.epoch_dir("epochs", epoch) / "epoch_end.json")
@@ -132,7 +136,8 @@ class EpochEnd(TrainerCore):
     async def _slow_update(
         self, state: RunState, epoch: int, last_step: int, prev_skill: str, comparison: str
     ) -> RunState:
-        run = self.run_dir
+        core = self.core
+        run = core.run_dir
         edir = run.epoch_dir("slow_update", epoch)
         marker = edir / "slow_result.json"
         saved = run.read_json_opt(marker)
@@ -157,59 +162,69 @@ class EpochEnd(TrainerCore):
                 previous_guidance=extract_slow_update(current) or "(first slow update)",
                 comparison=comparison or "(no comparison pairs)",
             )
-            content = await self._ask_optional(prompt, SlowUpdateReply, "slow_update")
+            content = await core.ask_optional(prompt, SlowUpdateReply, "slow_update")
             if content is None:  # the call failed; the reason is in the diagnostics
                 result["action"] = "failed"
             elif not content.slow_update_content.strip():
                 result["action"] = "no_content"
             else:
-                candidate = sanitize(set_slow_update(current, content.slow_update_content))
-                run.write_text(edir / "candidate_skill.md", candidate)
-                state, hard, soft, _ = await self._validate(
-                    state, candidate, edir / "selection_eval"
+                state, gated, update = await self._gate_guidance(
+                    state, epoch, last_step, current, content.slow_update_content
                 )
-                score = self._score(hard, soft)
-                gated = self.cfg.optimizer.slow_update_gated
-                outcome = decide(
-                    candidate=score,
-                    current=state.current_score,
-                    best=state.best_score,
-                    use_gate=gated,
-                )
-                result.update(
-                    guidance=content.slow_update_content,
-                    candidate_hash=skill_hash(candidate),
-                    selection_hard=hard,
-                    selection_soft=soft,
-                    candidate_gate_score=score,
-                )
-                if outcome.becomes_current:
-                    run.write_text(edir / "skill.md", candidate)
-                    update = {
-                        "current_skill_path": run.rel(edir / "skill.md"),
-                        "current_score": score,
-                        "current_origin": f"slow_update_epoch_{epoch:02d}",
-                    }
-                # Best never takes force-injected guidance; a gated acceptance may.
-                if gated and outcome.becomes_best:
-                    update.update(
-                        best_score=score,
-                        best_step=last_step,
-                        best_origin=f"slow_update_epoch_{epoch:02d}",
-                        best_skill_path=run.rel(edir / "candidate_skill.md"),
-                    )
-                result["action"] = outcome.action.value
+                result.update(gated)
         result["state_update"] = update
         run.write_json(marker, result)
         state = state.model_copy(update=update)
         run.save_state(state)
         return state
 
+    async def _gate_guidance(
+        self, state: RunState, epoch: int, last_step: int, current: str, guidance: str
+    ) -> tuple[RunState, dict[str, Any], dict[str, Any]]:
+        """Validate the skill carrying new guidance; returns the state with its val scores
+        cached, the result fields and the state update the gate allows."""
+        core = self.core
+        run = core.run_dir
+        edir = run.epoch_dir("slow_update", epoch)
+        candidate = sanitize(set_slow_update(current, guidance))
+        run.write_text(edir / "candidate_skill.md", candidate)
+        state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
+        score = core.score(hard, soft)
+        gated = core.cfg.optimizer.slow_update_gated
+        outcome = decide(
+            candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
+        )
+        result = {
+            "guidance": guidance,
+            "candidate_hash": skill_hash(candidate),
+            "selection_hard": hard,
+            "selection_soft": soft,
+            "candidate_gate_score": score,
+            "action": outcome.action.value,
+        }
+        update: dict[str, Any] = {}
+        if outcome.becomes_current:
+            run.write_text(edir / "skill.md", candidate)
+            update = {
+                "current_skill_path": run.rel(edir / "skill.md"),
+                "current_score": score,
+                "current_origin": f"slow_update_epoch_{epoch:02d}",
+            }
+        # Best never takes force-injected guidance; a gated acceptance may.
+        if gated and outcome.becomes_best:
+            update.update(
+                best_score=score,
+                best_step=last_step,
+                best_origin=f"slow_update_epoch_{epoch:02d}",
+                best_skill_path=run.rel(edir / "candidate_skill.md"),
+            )
+        return state, result, update
+
     async def _meta_skill(
         self, memory: str, epoch: int, prev_skill: str, curr_skill: str, comparison: str
     ) -> str:
         """The optimizer's memory for the next epoch (``memory`` when nothing new)."""
-        run = self.run_dir
+        run = self.core.run_dir
         marker = run.epoch_dir("meta_skill", epoch) / "meta_skill_result.json"
         saved = run.read_json_opt(marker)
         if saved is not None:
@@ -224,7 +239,7 @@ class EpochEnd(TrainerCore):
             previous_memory=memory or "(none)",
             comparison=comparison or "(no comparison pairs)",
         )
-        reply = await self._ask_optional(prompt, MetaSkillReply, "meta_skill")
+        reply = await self.core.ask_optional(prompt, MetaSkillReply, "meta_skill")
         content = reply.meta_skill_content.strip() if reply is not None else ""
         run.write_json(
             marker,

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.envs.base import Completer, Environment
 from skillopt.trainer.persistence import RunDir
@@ -32,7 +30,6 @@ async def evaluate_skill(
         env=env,
         completer=StageCounter(completer),
         run=run,
-        limiter=anyio.CapacityLimiter(cfg.backend.max_concurrency),
     )
     env_num = cfg.evaluation.test_env_num if split is Split.TEST else cfg.evaluation.sel_env_num
     items = list(env.items(split))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
+from skillopt.concurrency import gather_indexed
+from skillopt.errors import RunFailedError
 from skillopt.logging import get_logger
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
@@ -23,11 +23,23 @@ VERSION = "skillopt-trainer-1"
 _log = get_logger("skillopt.trainer")
 
 
-class FinalPhase(TrainerCore):
+class FinalPhase:
     """After the last epoch."""
 
-    async def _finish(self, state: RunState, history: list[dict[str, Any]]) -> dict[str, Any]:
-        cfg, run = self.cfg, self.run_dir
+    def __init__(self, core: TrainerCore) -> None:
+        self.core = core
+
+    async def finish(
+        self,
+        state: RunState,
+        history: list[dict[str, Any]],
+        *,
+        failure: RunFailedError | None = None,
+    ) -> dict[str, Any]:
+        """Final validation (promotion) and test; writes and returns the summary, which
+        names the failed stage when the run failed."""
+        core = self.core
+        cfg, run = core.cfg, core.run_dir
         current = run.read_text(state.current_skill_path)
         best = run.read_text(state.best_skill_path)
         final_hard: float | None = None
@@ -37,10 +49,10 @@ class FinalPhase(TrainerCore):
             if cached is not None:
                 final_hard, final_soft = cached
         else:
-            state, final_hard, final_soft, _ = await self._validate(
+            state, final_hard, final_soft, _ = await core.validate(
                 state, current, run.root / "final_selection_eval"
             )
-            final_score = self._score(final_hard, final_soft)
+            final_score = core.score(final_hard, final_soft)
             if final_score > state.best_score:
                 state = state.model_copy(
                     update={
@@ -54,8 +66,8 @@ class FinalPhase(TrainerCore):
         run.save_state(state)
         summary: dict[str, Any] = {
             "version": VERSION,
-            "config": self._config_dump()["config"],
-            "plan": self._plan_dict(),
+            "config": core.config_dump()["config"],
+            "plan": core.plan_dict(),
             "baseline_selection_hard": state.selection_cache.get(state.baseline_hash, (None,))[0],
             "baseline_gate_score": state.baseline_score,
             "best_gate_score": state.best_score,
@@ -67,11 +79,13 @@ class FinalPhase(TrainerCore):
             "best_origin": state.best_origin,
             **_count_actions(history),
             "epoch_stats": _epoch_stats(history),
-            "token_summary": self.ctx.completer.snapshot(),
+            "token_summary": core.ctx.completer.snapshot(),
         }
         if cfg.evaluation.eval_test:
             summary.update(await self._test_phase(best, current))
-        summary["token_summary"] = self.ctx.completer.snapshot()
+        summary["token_summary"] = core.ctx.completer.snapshot()
+        if failure is not None:
+            summary.update(status="failed", failed_stage=failure.stage, reason=failure.cause)
         run.write_json(run.root / "summary.json", summary)
         _log.info(
             "run_done",
@@ -85,27 +99,27 @@ class FinalPhase(TrainerCore):
     async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
         """Test scores of the initial, best and final skills; distinct skills run at once,
         a skill equal to an earlier one reuses its results."""
-        run = self.run_dir
+        core = self.core
+        run = core.run_dir
         init = run.read_text(run.skill_path(0))
         plan = (
             ("baseline", init, "test_eval_baseline"),
             ("best", best, "test_eval"),
             ("final", final, "test_eval_final"),
         )
-        first_dir: dict[str, str] = {}
+        distinct: dict[str, tuple[str, str]] = {}  # digest -> (skill, first dirname)
         for _, skill, dirname in plan:
-            first_dir.setdefault(skill_hash(skill), dirname)
-        scored: dict[str, list[RolloutResult]] = {}
+            distinct.setdefault(skill_hash(skill), (skill, dirname))
+        jobs = list(distinct.values())
 
-        async def evaluate(digest: str, skill: str, dirname: str) -> None:
-            scored[digest] = await rollout(self.ctx, self._test, skill, run.root / dirname)
-            run.write_json(run.root / dirname / "summary.json", self._per_type(scored[digest]))
+        async def evaluate(index: int) -> list[RolloutResult]:
+            skill, dirname = jobs[index]
+            results = await rollout(core.ctx, core.test, skill, run.root / dirname)
+            run.write_json(run.root / dirname / "summary.json", self._per_type(results))
+            return results
 
-        async with anyio.create_task_group() as tg:
-            for _, skill, dirname in plan:
-                digest = skill_hash(skill)
-                if first_dir[digest] == dirname:
-                    tg.start_soon(evaluate, digest, skill, dirname)
+        done = await gather_indexed(evaluate, len(jobs))
+        scored = dict(zip(distinct, done, strict=True))
         out: dict[str, Any] = {}
         for label, skill, _ in plan:
             hard, soft = mean_scores(scored[skill_hash(skill)])
@@ -117,7 +131,7 @@ class FinalPhase(TrainerCore):
 
     def _per_type(self, results: Sequence[RolloutResult]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for task_type in [*self.env.task_types(), "overall"]:
+        for task_type in [*self.core.env.task_types(), "overall"]:
             chosen = [r for r in results if task_type in ("overall", r.task_type)]
             hard, soft = mean_scores(chosen)
             out[task_type] = {"total": len(chosen), "hard_acc": hard, "soft": soft}

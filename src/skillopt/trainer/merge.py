@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-import anyio
-
+from skillopt.concurrency import gather_indexed
 from skillopt.trainer.replies import EditItem, SourceType
 
 __all__ = ["MergeCall", "MergeOutcome", "hierarchical_merge", "merge_sides"]
@@ -36,6 +35,21 @@ def _tag(edits: Sequence[EditItem], level: int) -> list[EditItem]:
     return [e if e.merge_level else e.model_copy(update={"merge_level": level}) for e in edits]
 
 
+async def _merge_groups(
+    groups: Sequence[Sequence[Sequence[EditItem]]],
+    level: int,
+    side: SourceType,
+    merge: MergeCall,
+) -> list[list[EditItem] | None]:
+    """One merge call per group of two or more patches, concurrently (None for a lone one)."""
+
+    async def run(index: int) -> list[EditItem] | None:
+        group = groups[index]
+        return await merge(group, level, side) if len(group) > 1 else None
+
+    return await gather_indexed(run, len(groups))
+
+
 async def hierarchical_merge(
     patches: Sequence[Sequence[EditItem]],
     *,
@@ -53,18 +67,8 @@ async def hierarchical_merge(
     while len(level_patches) > 1:
         level += 1
         groups = [level_patches[i : i + size] for i in range(0, len(level_patches), size)]
-        merged: list[list[EditItem] | None] = [None] * len(groups)
-
-        async def run(
-            index: int, group: list[list[EditItem]], lvl: int, out: list[list[EditItem] | None]
-        ) -> None:
-            out[index] = await merge(group, lvl, side)
-
-        async with anyio.create_task_group() as tg:
-            for index, group in enumerate(groups):
-                if len(group) > 1:
-                    calls += 1
-                    tg.start_soon(run, index, group, level, merged)
+        calls += sum(1 for group in groups if len(group) > 1)
+        merged = await _merge_groups(groups, level, side, merge)
         next_level: list[list[EditItem]] = []
         for group, result in zip(groups, merged, strict=True):
             if len(group) == 1:
@@ -88,17 +92,13 @@ async def merge_sides(
     merge: MergeCall,
 ) -> MergeOutcome:
     """Merge each side, then combine them (failure first) with one final call."""
-    results: dict[SourceType, MergeOutcome] = {}
+    sides = ((SourceType.FAILURE, failure), (SourceType.SUCCESS, success))
 
-    async def side_task(side: SourceType, patches: Sequence[Sequence[EditItem]]) -> None:
-        results[side] = await hierarchical_merge(
-            patches, side=side, group_size=group_size, merge=merge
-        )
+    async def side_task(index: int) -> MergeOutcome:
+        side, patches = sides[index]
+        return await hierarchical_merge(patches, side=side, group_size=group_size, merge=merge)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(side_task, SourceType.FAILURE, failure)
-        tg.start_soon(side_task, SourceType.SUCCESS, success)
-    f, s = results[SourceType.FAILURE], results[SourceType.SUCCESS]
+    f, s = await gather_indexed(side_task, len(sides))
     calls, fallbacks = f.calls + s.calls, f.fallbacks + s.fallbacks
     depth = max(f.depth, s.depth)
     if not f.edits or not s.edits:

@@ -1,23 +1,24 @@
 """JSON reply schemas of the optimizer prompts, and one validated call with a single retry.
 
 Model replies are foreign input: unknown keys are ignored, but every field we use is typed
-and checked. A reply that fails twice raises :class:`ReplyFormatError` carrying the raw text;
-the caller decides the documented fallback (merge -> concatenation, rank -> first k, ...).
+and checked, and each schema accepts the other shapes a model gives the same content in
+(a bare list, ``{"edits": [...]}`` for ``{"patch": {"edits": [...]}}``). A reply that fails
+twice raises :class:`ReplyFormatError` naming both problems; the caller decides the
+documented fallback (merge -> concatenation, rank -> first k, ...).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skillopt.backends.base import Completion, CompletionRequest, Message, Role
-from skillopt.errors import ReplyFormatError
+from skillopt.backends.base import CompletionRequest, Role
 from skillopt.redact import redact_text
+from skillopt.replies import ValidatedReply, ask_validated, parse_reply
 from skillopt.trainer.envs.base import Completer
 
 __all__ = [
@@ -34,15 +35,37 @@ __all__ = [
     "RewriteReply",
     "SlowUpdateReply",
     "SourceType",
-    "ValidatedReply",
     "ask_json",
     "coerce_edit_count",
-    "extract_json_object",
+    "fit_summaries",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Reply(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+def _lift(data: Any, key: str) -> Any:
+    """A bare list stands for ``{key: [...]}``."""
+    return {key: data} if isinstance(data, list) else data
+
+
+def _nest_patch(data: Any, key: str) -> Any:
+    """``{"patch": {key: [...]}}`` also arrives as a bare list, as ``{"patch": [...]}`` or
+    with the patch's fields at the top level (``{"reasoning": ..., key: [...]}``)."""
+    if isinstance(data, list):
+        return {"patch": {key: data}}
+    if not isinstance(data, dict):
+        return data
+    patch = data.get("patch")
+    if isinstance(patch, list):
+        return {**data, "patch": {key: patch}}
+    if patch is None and key in data:
+        rest = {k: v for k, v in data.items() if k not in (key, "reasoning")}
+        return {**rest, "patch": {key: data[key], "reasoning": data.get("reasoning", "")}}
+    return data
 
 
 class SourceType(StrEnum):
@@ -67,8 +90,27 @@ class EditItem(_Reply):
         return "append" if op == "add" else op
 
     def summary(self) -> str:
+        """One line, whole: a rule cut short is a different rule (prompts bound the total
+        with :func:`fit_summaries` instead)."""
         text = self.content or self.target
-        return f"{self.op}: {' '.join(text.split())[:160]}"
+        return f"{self.op}: {' '.join(text.split())}"
+
+
+def fit_summaries(edits: Sequence[EditItem], budget: int) -> list[str]:
+    """Whole one-line summaries of ``edits`` in order while they fit in ``budget``
+    characters; the ones that do not fit are left out whole (never cut mid-sentence) and
+    counted in a last line."""
+    out: list[str] = []
+    used = 0
+    for index, edit in enumerate(edits):
+        line = edit.summary()
+        if used + len(line) > budget:
+            left = len(edits) - index
+            out.append(f"({left} more left out to stay within {budget} characters)")
+            break
+        out.append(line)
+        used += len(line)
+    return out
 
 
 class Pattern(_Reply):
@@ -87,6 +129,11 @@ class AnalystReply(_Reply):
     patterns: list[Pattern] = []
     patch: AnalystPatch
     appendix_notes: list[str] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _nest_patch(data, "edits")
 
     @field_validator("appendix_notes", mode="before")
     @classmethod
@@ -141,20 +188,40 @@ class AnalystFullReply(_Reply):
     patterns: list[Pattern] = []
     patch: FullPatch
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _nest_patch(data, "skill_candidates")
+
 
 class MergeFullReply(_Reply):
     reasoning: str = ""
     skill_candidates: list[FullCandidate]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _lift(data, "skill_candidates")
 
 
 class MergeReply(_Reply):
     reasoning: str = ""
     edits: list[EditItem]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _lift(data, "edits")
+
 
 class RankReply(_Reply):
     reasoning: str = ""
     selected_indices: list[int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _lift(data, "selected_indices")
 
 
 class BudgetReply(_Reply):
@@ -202,6 +269,11 @@ class ConsolidateReply(_Reply):
     reasoning: str = ""
     appendix_notes: list[str]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shapes(cls, data: Any) -> Any:
+        return _lift(data, "appendix_notes")
+
 
 class SlowUpdateReply(_Reply):
     reasoning: str = ""
@@ -211,47 +283,6 @@ class SlowUpdateReply(_Reply):
 class MetaSkillReply(_Reply):
     reasoning: str = ""
     meta_skill_content: str
-
-
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-def extract_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a reply: a fenced block first, else the outermost ``{...}`` span."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    raise ReplyFormatError("no JSON object in the reply", raw=text)
-
-
-M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ValidatedReply(Generic[T]):
-    value: T
-    raw: str
-    attempts: int
-    completions: tuple[Completion, ...]
-
-
-def _validate(text: str, schema: type[M]) -> M:
-    data = extract_json_object(text)
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise ReplyFormatError(f"{where}: {first['msg']}", raw=text) from exc
 
 
 async def ask_json(
@@ -266,7 +297,7 @@ async def ask_json(
 ) -> ValidatedReply[M]:
     """One optimizer call validated against ``schema``; on an invalid reply, one retry that
     quotes the problem back to the model. Raises :class:`ReplyFormatError` after two misses."""
-    base = CompletionRequest(
+    request = CompletionRequest(
         role=Role.OPTIMIZER,
         prompt=redact_text(prompt),
         stage=stage,
@@ -275,37 +306,4 @@ async def ask_json(
         json_mode=True,
         metadata=dict(metadata or {}),
     )
-    first = await completer.complete(base)
-    try:
-        return ValidatedReply(
-            value=_validate(first.text, schema), raw=first.text, attempts=1, completions=(first,)
-        )
-    except ReplyFormatError as exc:
-        problem = str(exc)
-    retry = CompletionRequest(
-        role=Role.OPTIMIZER,
-        messages=(
-            Message(role="user", content=base.prompt),
-            Message(role="assistant", content=redact_text(first.text)),
-            Message(
-                role="user",
-                content=(
-                    f"That reply could not be used ({problem}). Answer again with only the "
-                    "JSON object in the requested shape."
-                ),
-            ),
-        ),
-        stage=stage,
-        timeout=timeout_s,
-        max_output_tokens=max_output_tokens,
-        json_mode=True,
-        sample_id=1,
-        metadata=dict(metadata or {}),
-    )
-    second = await completer.complete(retry)
-    return ValidatedReply(
-        value=_validate(second.text, schema),
-        raw=second.text,
-        attempts=2,
-        completions=(first, second),
-    )
+    return await ask_validated(completer.complete, request, lambda text: parse_reply(text, schema))

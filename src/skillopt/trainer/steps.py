@@ -20,6 +20,7 @@ import anyio
 
 from skillopt.atomicio import append_jsonl, read_jsonl
 from skillopt.backends.wrappers import StageCounter
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     FatalBackendError,
@@ -51,15 +52,25 @@ from skillopt.trainer.replies import (
     RewriteReply,
     SourceType,
     ask_json,
+    fit_summaries,
 )
 from skillopt.types import EditRecord
 
 __all__ = [
+    "REJECTED_EDITS_BUDGET",
+    "SUGGESTIONS_BUDGET",
+    "Analysis",
+    "Patch",
     "RunContext",
     "StageCounter",
     "analyse",
+    "autonomous_budget",
+    "consolidate_notes",
+    "failure_patterns",
     "format_step_buffer",
+    "mean_scores",
     "merge_patches",
+    "partition",
     "rank_edits",
     "rewrite_skill",
     "rollout",
@@ -68,6 +79,11 @@ __all__ = [
 ]
 
 _log = get_logger("skillopt.trainer")
+
+#: Characters of edit suggestions one rewrite prompt carries; whole suggestions only.
+SUGGESTIONS_BUDGET = 8000
+#: Characters of a rejected step's edits the step buffer keeps for later prompts.
+REJECTED_EDITS_BUDGET = 2000
 
 
 def skill_hash(text: str) -> str:
@@ -80,13 +96,17 @@ class RunContext:
     env: Environment
     completer: StageCounter
     run: RunDir
-    limiter: anyio.CapacityLimiter
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
 
     def note(self, **event: Any) -> None:
         """Record a per-call problem (kept in the step record, never silently dropped)."""
         self.diagnostics.append(event)
         _log.warning("trainer_diagnostic", **event)
+
+    def last_error(self, stage: str) -> str:
+        """The error of the latest diagnostic noted for ``stage`` ("" when none)."""
+        errors = [str(d.get("error", "")) for d in self.diagnostics if d.get("stage") == stage]
+        return errors[-1] if errors else ""
 
     def sorted_diagnostics(self) -> list[dict[str, Any]]:
         """Diagnostics in a stable order (they arrive in completion order)."""
@@ -105,6 +125,79 @@ def _load_final(path: Path, run: RunDir, digest: str, ids: list[str]) -> list[Ro
     return [RolloutResult.from_json(r) for r in raw["results"]]
 
 
+def _saved_rows(partial_path: Path, digest: str) -> dict[str, RolloutResult]:
+    """Rows a killed run finished under the same skill. Rows that failed are tried again:
+    after an outage aborted the batch, a resumed run must not reuse the very failures that
+    aborted it."""
+    return {
+        row["result"]["id"]: RolloutResult.from_json(row["result"])
+        for row in read_jsonl(partial_path)
+        if row.get("skill_hash") == digest and not row["result"].get("error")
+    }
+
+
+async def _attempt(ctx: RunContext, item: EnvItem, skill: str, workdir: Path) -> RolloutResult:
+    """One attempt; a failed call is an error row (a fatal one stops the run)."""
+    cfg = ctx.cfg.env
+    rctx = RolloutContext(
+        completer=ctx.completer,
+        timeout_s=cfg.rollout_timeout_s,
+        max_output_tokens=cfg.max_output_tokens,
+        workdir=workdir,
+    )
+    # No limiter and no deadline here: the pool (or the environment's own member) bounds
+    # concurrency and times each call from the moment it runs, not while it waits its turn.
+    try:
+        return await ctx.env.rollout(item, skill, rctx)
+    except FatalBackendError:
+        raise
+    except (BackendError, TimeoutError) as exc:
+        return RolloutResult(
+            item_id=item.id,
+            hard=0.0,
+            soft=0.0,
+            task_type=item.task_type,
+            fail_reason="error: the attempt failed",
+            error=str(exc) or type(exc).__name__,
+        )
+
+
+async def _attempt_all(
+    ctx: RunContext,
+    jobs: Sequence[tuple[int, EnvItem]],
+    skill: str,
+    out_dir: Path,
+    partial_path: Path,
+) -> list[RolloutResult]:
+    """``jobs`` (index, item) concurrently; each finished row is journaled as it lands, one
+    fsync'd append per burst of rows rather than one per row."""
+    digest = skill_hash(skill)
+
+    async def one(k: int) -> RolloutResult:
+        index, item = jobs[k]
+        result = await _attempt(ctx, item, skill, out_dir / "work" / f"{index:05d}")
+        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
+        return result
+
+    async def flush_rows() -> None:
+        async with rows_out:
+            async for row in rows_out:
+                batch = [row]
+                while True:
+                    try:
+                        batch.append(rows_out.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                append_jsonl(partial_path, batch)
+
+    rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(flush_rows)
+        async with rows_in:
+            results = await gather_indexed(one, len(jobs))
+    return results
+
+
 async def rollout(
     ctx: RunContext, items: Sequence[EnvItem], skill: str, out_dir: Path
 ) -> list[RolloutResult]:
@@ -121,60 +214,12 @@ async def rollout(
     if reused is not None:
         return reused
     partial_path = out_dir / "results.partial.jsonl"
-    # Rows that failed are tried again: after an outage aborted the batch, a resumed run must
-    # not reuse the very failures that aborted it.
-    done = {
-        row["result"]["id"]: RolloutResult.from_json(row["result"])
-        for row in read_jsonl(partial_path)
-        if row.get("skill_hash") == digest and not row["result"].get("error")
-    }
+    done = _saved_rows(partial_path, digest)
     results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
-    cfg = ctx.cfg.env
-
-    async def one(index: int, item: EnvItem) -> None:
-        rctx = RolloutContext(
-            completer=ctx.completer,
-            timeout_s=cfg.rollout_timeout_s,
-            max_output_tokens=cfg.max_output_tokens,
-            workdir=out_dir / "work" / f"{index:05d}",
-        )
-        async with ctx.limiter:
-            try:
-                with anyio.fail_after(cfg.rollout_timeout_s * 4):
-                    result = await ctx.env.rollout(item, skill, rctx)
-            except FatalBackendError:
-                raise
-            except (BackendError, TimeoutError) as exc:
-                result = RolloutResult(
-                    item_id=item.id,
-                    hard=0.0,
-                    soft=0.0,
-                    task_type=item.task_type,
-                    fail_reason="error: the attempt failed",
-                    error=str(exc) or type(exc).__name__,
-                )
+    todo = [(index, item) for index, item in enumerate(items) if results[index] is None]
+    fresh = await _attempt_all(ctx, todo, skill, out_dir, partial_path)
+    for (index, _), result in zip(todo, fresh, strict=True):
         results[index] = result
-        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
-
-    async def flush_rows() -> None:
-        # One fsync'd append per burst of finished rows rather than one per row.
-        async with rows_out:
-            async for row in rows_out:
-                batch = [row]
-                while True:
-                    try:
-                        batch.append(rows_out.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                append_jsonl(partial_path, batch)
-
-    rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(flush_rows)
-        async with rows_in, anyio.create_task_group() as tg:
-            for index, item in enumerate(items):
-                if results[index] is None:
-                    tg.start_soon(one, index, item)
     final = [r for r in results if r is not None]
     errors = sum(1 for r in final if r.error)
     if final and errors * 2 > len(final):
@@ -297,6 +342,72 @@ def partition(
     return out
 
 
+def _analyst_prompt(
+    cfg: TrainerConfig,
+    side: SourceType,
+    batch: Sequence[RolloutResult],
+    skill: str,
+    step_buffer: str,
+    meta_skill: str,
+) -> str:
+    full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
+    values: dict[str, Any] = {
+        "side_guidance": _SIDE_GUIDANCE[side],
+        "n_trajectories": len(batch),
+        "skill": skill.strip() or "(empty)",
+        "step_buffer": step_buffer,
+        "meta_skill": meta_skill or "(none)",
+        "trajectories": _format_trajectories(batch, cfg.reflect.max_trajectory_chars),
+    }
+    if not full:
+        values["lapse_guidance"] = _LAPSE_GUIDANCE if cfg.reflect.skill_aware else ""
+        values["edit_budget"] = cfg.optimizer.learning_rate
+    return render_prompt("analyst_full" if full else "analyst", **values)
+
+
+def _patch(
+    cfg: TrainerConfig,
+    side: SourceType,
+    idx: int,
+    batch: Sequence[RolloutResult],
+    reply: AnalystReply | AnalystFullReply,
+) -> Patch:
+    """An analyst's reply as a patch: at most ``learning_rate`` edits (one whole skill in
+    full-rewrite mode), each supported by the minibatch it came from."""
+    support = max(reply.batch_size, 1)
+    notes: list[str] = []
+    if isinstance(reply, AnalystFullReply):
+        proposed = [c.as_edit(side) for c in reply.patch.skill_candidates[:1]]
+    else:
+        proposed = reply.patch.edits[: cfg.optimizer.learning_rate]
+        notes = reply.appendix_notes
+    edits = tuple(
+        e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
+    )
+    return Patch(
+        side=side,
+        index=idx,
+        item_ids=tuple(r.item_id for r in batch),
+        batch_size=reply.batch_size,
+        patterns=tuple(p.model_dump(mode="json") for p in reply.patterns),
+        edits=edits,
+        notes=tuple(notes) if cfg.reflect.skill_aware else (),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    """The analysts' patches, and why the analysts that gave none failed (in order)."""
+
+    patches: tuple[Patch, ...]
+    minibatches: int
+    failures: tuple[str, ...] = ()
+
+    @property
+    def all_failed(self) -> bool:
+        return self.minibatches > 0 and len(self.failures) == self.minibatches
+
+
 async def analyse(
     ctx: RunContext,
     results: Sequence[RolloutResult],
@@ -306,7 +417,7 @@ async def analyse(
     seed: int,
     step_buffer: str,
     meta_skill: str,
-) -> list[Patch]:
+) -> Analysis:
     """Run the analysts over seeded minibatches; reuse patch files of an earlier attempt."""
     cfg = ctx.cfg
     batches = partition(
@@ -315,29 +426,16 @@ async def analyse(
         minibatch=cfg.reflect.minibatch_size,
         failure_only=cfg.reflect.failure_only,
     )
-    patches: list[Patch | None] = [None] * len(batches)
     backend_failures: list[str] = []
 
-    async def one(pos: int, side: SourceType, idx: int, batch: list[RolloutResult]) -> None:
+    async def one(side: SourceType, idx: int, batch: list[RolloutResult]) -> Patch | str:
         tag = "fail" if side is SourceType.FAILURE else "succ"
         path = patches_dir / f"minibatch_{tag}_{idx:03d}.json"
         saved = ctx.run.read_json_opt(path)
         if saved is not None:
-            patches[pos] = Patch.from_json(saved)
-            return
+            return Patch.from_json(saved)
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
-        values: dict[str, Any] = {
-            "side_guidance": _SIDE_GUIDANCE[side],
-            "n_trajectories": len(batch),
-            "skill": skill.strip() or "(empty)",
-            "step_buffer": step_buffer,
-            "meta_skill": meta_skill or "(none)",
-            "trajectories": _format_trajectories(batch, cfg.reflect.max_trajectory_chars),
-        }
-        if not full:
-            values["lapse_guidance"] = _LAPSE_GUIDANCE if cfg.reflect.skill_aware else ""
-            values["edit_budget"] = cfg.optimizer.learning_rate
-        prompt = render_prompt("analyst_full" if full else "analyst", **values)
+        prompt = _analyst_prompt(cfg, side, batch, skill, step_buffer, meta_skill)
         schema = AnalystFullReply if full else AnalystReply
         try:
             reply = await _ask(ctx, prompt, schema, "analyst")
@@ -345,32 +443,12 @@ async def analyse(
             ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
             if isinstance(exc, RetryableBackendError):
                 backend_failures.append(str(exc))
-            return
-        support = max(reply.value.batch_size, 1)
-        if full:
-            # one complete replacement per analyst
-            proposed = [c.as_edit(side) for c in reply.value.patch.skill_candidates[:1]]
-        else:
-            proposed = reply.value.patch.edits[: cfg.optimizer.learning_rate]
-        edits = tuple(
-            e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
-        )
-        notes = getattr(reply.value, "appendix_notes", [])
-        patch = Patch(
-            side=side,
-            index=idx,
-            item_ids=tuple(r.item_id for r in batch),
-            batch_size=reply.value.batch_size,
-            patterns=tuple(p.model_dump(mode="json") for p in reply.value.patterns),
-            edits=edits,
-            notes=tuple(notes) if cfg.reflect.skill_aware else (),
-        )
+            return str(exc)
+        patch = _patch(cfg, side, idx, batch, reply.value)
         ctx.run.write_json(path, patch.to_json())
-        patches[pos] = patch
+        return patch
 
-    async with anyio.create_task_group() as tg:
-        for pos, (side, idx, batch) in enumerate(batches):
-            tg.start_soon(one, pos, side, idx, batch)
+    outcomes = await gather_indexed(lambda pos: one(*batches[pos]), len(batches))
     if batches and len(backend_failures) == len(batches):
         # Not a step with nothing to learn: the optimizer was unreachable. Stop before the
         # step is recorded, so a resumed run redoes it instead of skipping it for good.
@@ -378,7 +456,11 @@ async def analyse(
             f"all {len(batches)} analyst calls failed in {ctx.run.rel(patches_dir)}; "
             f"last error: {backend_failures[-1]}"
         )
-    return [p for p in patches if p is not None]
+    return Analysis(
+        patches=tuple(p for p in outcomes if isinstance(p, Patch)),
+        minibatches=len(batches),
+        failures=tuple(p for p in outcomes if isinstance(p, str)),
+    )
 
 
 async def _ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:
@@ -572,7 +654,7 @@ async def rewrite_skill(
     ctx: RunContext, skill: str, edits: Sequence[EditItem], *, step_buffer: str
 ) -> RewriteReply | None:
     """Rewrite-from-suggestions mode: the ranked edits are the suggestions."""
-    suggestions = "\n".join(f"- {e.summary()}" for e in edits)
+    suggestions = "\n".join(f"- {line}" for line in fit_summaries(edits, SUGGESTIONS_BUDGET))
     prompt = render_prompt(
         "rewrite",
         skill=skill.strip() or "(empty)",

@@ -1,0 +1,199 @@
+"""JSON in model replies: find it, validate it against a schema, and ask once more if unusable.
+
+Models wrap the JSON they are asked for in prose, in a fenced block, or answer with a bare
+list where an object with one list field was asked for. :func:`json_values` finds every
+top-level JSON value a reply holds (fenced blocks first); :func:`parse_reply` returns the
+first that validates against a pydantic model or ``TypeAdapter``. Other shapes of the same
+content are the schema's business: a ``mode="before"`` validator on the model reshapes them
+(e.g. a bare list into ``{"tasks": [...]}``), so each schema states what it tolerates.
+
+When nothing validates, the error names the real cause: the validation problem of the
+candidate the model most plausibly meant (a fenced block, else the longest JSON value),
+then a decoding problem, then "no JSON". :func:`ask_validated` makes a call, and on an
+unusable reply one retry that quotes the problem back; the caller shapes the retry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from skillopt.backends.base import Completion, CompletionRequest, Message
+from skillopt.errors import ReplyFormatError
+from skillopt.redact import redact_text
+
+__all__ = [
+    "MAX_FAILED_STARTS",
+    "RetryBuilder",
+    "ValidatedReply",
+    "ask_validated",
+    "conversation_retry",
+    "extract_json_object",
+    "json_values",
+    "parse_reply",
+]
+
+#: Positions where a ``{`` or ``[`` failed to decode before the scan gives up: a reply full
+#: of brackets that are not JSON must not cost quadratic time.
+MAX_FAILED_STARTS = 64
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_OPENER = re.compile(r"[\[{]")
+_DECODER = json.JSONDecoder()
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    value: Any
+    fenced: bool
+    size: int  # characters of JSON text
+
+
+@dataclass(slots=True)
+class _Scan:
+    candidates: list[_Candidate]
+    decode_error: str  # the first decoding problem met, "" if none
+
+
+def _scan(text: str) -> _Scan:
+    found: list[_Candidate] = []
+    first_error = ""
+    for match in _FENCE.finditer(text):
+        body = match.group(1).strip()
+        try:
+            found.append(_Candidate(json.loads(body), fenced=True, size=len(body)))
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc.msg
+    pos, failures = 0, 0
+    while failures <= MAX_FAILED_STARTS and (hit := _OPENER.search(text, pos)) is not None:
+        try:
+            value, end = _DECODER.raw_decode(text, hit.start())
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc.msg
+            failures += 1
+            pos = hit.start() + 1
+            continue
+        if not any(c.fenced and c.value == value for c in found):
+            found.append(_Candidate(value, fenced=False, size=end - hit.start()))
+        pos = end
+    return _Scan(found, first_error)
+
+
+def json_values(text: str) -> list[Any]:
+    """Every top-level JSON object or array in ``text``: fenced blocks first, then the
+    values found scanning the text (a value is not searched for values inside it)."""
+    return [c.value for c in _scan(text).candidates]
+
+
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a reply (see :func:`json_values`)."""
+    for value in json_values(text):
+        if isinstance(value, dict):
+            return value
+    raise ReplyFormatError("no JSON object in the reply", raw=text)
+
+
+def _problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(root)"
+    return f"{where}: {first['msg']}"
+
+
+@overload
+def parse_reply(text: str, schema: type[M]) -> M: ...
+
+
+@overload
+def parse_reply(text: str, schema: TypeAdapter[T]) -> T: ...
+
+
+def parse_reply(text: str, schema: type[BaseModel] | TypeAdapter[Any]) -> Any:
+    """The first JSON value in ``text`` that validates against ``schema``; else a
+    :class:`ReplyFormatError` naming the real cause (see the module docstring)."""
+    scan = _scan(text)
+    problems: list[tuple[_Candidate, str]] = []
+    for candidate in scan.candidates:
+        try:
+            if isinstance(schema, TypeAdapter):
+                return schema.validate_python(candidate.value)
+            return schema.model_validate(candidate.value)
+        except ValidationError as exc:
+            problems.append((candidate, _problem(exc)))
+    if problems:
+        fenced = [p for p in problems if p[0].fenced]
+        meant = fenced[0] if fenced else max(problems, key=lambda p: p[0].size)
+        raise ReplyFormatError(meant[1], raw=text)
+    if scan.decode_error:
+        raise ReplyFormatError(f"invalid JSON: {scan.decode_error}", raw=text)
+    raise ReplyFormatError("no JSON in the reply", raw=text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidatedReply(Generic[T]):
+    value: T
+    raw: str
+    attempts: int
+    completions: tuple[Completion, ...]
+
+
+#: Builds the retry from the first request, its unusable reply and the problem found.
+RetryBuilder = Callable[[CompletionRequest, Completion, str], CompletionRequest]
+
+
+def conversation_retry(
+    request: CompletionRequest, reply: Completion, problem: str
+) -> CompletionRequest:
+    """The retry as a conversation: the request, the unusable reply, what was wrong."""
+    asked = request.messages or (Message(role="user", content=request.prompt),)
+    return dataclasses.replace(
+        request,
+        prompt="",
+        messages=(
+            *asked,
+            Message(role="assistant", content=redact_text(reply.text)),
+            Message(
+                role="user",
+                content=(
+                    f"That reply could not be used ({problem}). Answer again with only the "
+                    "JSON object in the requested shape."
+                ),
+            ),
+        ),
+        sample_id=1,
+    )
+
+
+async def ask_validated(
+    complete: Callable[[CompletionRequest], Awaitable[Completion]],
+    request: CompletionRequest,
+    parse: Callable[[str], T],
+    *,
+    retry: RetryBuilder = conversation_retry,
+) -> ValidatedReply[T]:
+    """One call whose reply ``parse`` accepts; on a :class:`ReplyFormatError`, one retry
+    built by ``retry``. After two misses raises :class:`ReplyFormatError` naming both
+    problems (``problems`` holds them, ``raw`` the last reply). Call failures propagate."""
+    first = await complete(request)
+    try:
+        return ValidatedReply(
+            value=parse(first.text), raw=first.text, attempts=1, completions=(first,)
+        )
+    except ReplyFormatError as exc:
+        problem = str(exc)
+    second = await complete(retry(request, first, problem))
+    try:
+        value = parse(second.text)
+    except ReplyFormatError as exc:
+        again = str(exc)
+        both = f"{problem} (twice)" if again == problem else f"{problem}; on retry: {again}"
+        raise ReplyFormatError(both, raw=second.text, problems=(problem, again)) from exc
+    return ValidatedReply(value=value, raw=second.text, attempts=2, completions=(first, second))

@@ -28,7 +28,7 @@ HTML = b"<!DOCTYPE html><html><body><h1>Sign in to the gateway</h1></body></html
 
 BROKEN: dict[str, tuple[Reply, str]] = {
     # name: (what the judge endpoint answers, what the night's failure must say)
-    "prose": (Reply(text="I think the answer is quite good."), "no JSON object in reply"),
+    "prose": (Reply(text="I think the answer is quite good."), "no JSON in the reply"),
     "wrong_schema": (Reply(text='{"verdict": "good"}'), "score: Field required"),
     "score_not_a_number": (Reply(text='{"score": "very high"}'), "score: Input should be"),
     "empty": (Reply(text=""), "empty reply"),
@@ -42,8 +42,10 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
     return prepare_demo(tmp_path)
 
 
-def mixed_tasks_file(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> Path:
-    """The demo's mined tasks, reviewed, every other one judged by a rule check instead."""
+@pytest.fixture
+def mixed_tasks(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The demo's mined tasks, reviewed, every other one judged by a rule check instead.
+    A sync fixture: the CLI runs its own event loop, outside the test's."""
     path = setup.root / "tasks.json"
     code = main(["harvest", "--config", str(write_config(setup)), "--project",
                  str(setup.project), "--no-llm", "--output", str(path)])  # fmt: skip
@@ -61,10 +63,10 @@ def mixed_tasks_file(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> Pa
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BROKEN))
 async def test_broken_judge_fails_the_night_at_its_stage(
-    name: str, setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+    name: str, setup: DemoSetup, mixed_tasks: Path
 ) -> None:
     broken, says = BROKEN[name]
-    tasks = mixed_tasks_file(setup, capsys)
+    tasks = mixed_tasks
 
     def rule(request: Request) -> Reply | None:
         return broken if JUDGE_PROMPT in request.user_text else None
@@ -87,9 +89,9 @@ async def test_broken_judge_fails_the_night_at_its_stage(
 
 
 async def test_a_few_judge_failures_below_the_limit_do_not_fail_the_night(
-    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+    setup: DemoSetup, mixed_tasks: Path
 ) -> None:
-    tasks = mixed_tasks_file(setup, capsys)
+    tasks = mixed_tasks
     doomed: list[str] = []  # the first answer judged: every verdict on it is unusable
 
     def rule(request: Request) -> Reply | None:

@@ -12,14 +12,13 @@ propagates: a spend cap stops the night, it is not a reason to fall back.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from skillopt.backends.base import Completer, CompletionRequest, Role
 from skillopt.errors import (
@@ -33,6 +32,7 @@ from skillopt.judges import KNOWN_OPS, validate_checks
 from skillopt.logging import get_logger
 from skillopt.prompts import render_prompt
 from skillopt.redact import redact_text, sanitize
+from skillopt.replies import parse_reply as shared_parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome, TaskRecord
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest
 from skillopt_sleep.harvest.common import clip
@@ -73,35 +73,20 @@ class _MinedTask(BaseModel):
 
 
 class MineReply(BaseModel):
-    """The schema the miner prompt asks for."""
+    """The schema the miner prompt asks for; a bare task list stands for ``{"tasks": [...]}``."""
 
     model_config = ConfigDict(extra="forbid")
     tasks: list[_MinedTask]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_list(cls, data: Any) -> Any:
+        return {"tasks": data} if isinstance(data, list) else data
+
 
 def parse_reply(text: str) -> MineReply:
-    """Validate a reply: a fenced JSON block, else the outermost ``{...}`` (or ``[...]``)."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)]
-    spans = [(text.find(o), text.rfind(c)) for o, c in (("{", "}"), ("[", "]"))]
-    spans = sorted((a, b) for a, b in spans if a != -1 and b > a)
-    if spans:  # the outermost structure: whichever opens first
-        candidates.append(text[spans[0][0] : spans[0][1] + 1])
-    problem = "no JSON object in the reply"
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            problem = f"invalid JSON: {exc.msg}"
-            continue
-        if isinstance(data, list):  # a bare task list is accepted as {"tasks": [...]}
-            data = {"tasks": data}
-        try:
-            return MineReply.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(root)"
-            problem = f"{where}: {first['msg']}"
-    raise ReplyFormatError(problem, raw=text)
+    """The reply's task list, through the one parser of JSON in model replies."""
+    return shared_parse_reply(text, MineReply)
 
 
 def build_prompt(digest: SessionDigest, *, project: str) -> str:

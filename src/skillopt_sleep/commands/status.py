@@ -63,6 +63,20 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     )
 
 
+def _report_pages(runs: list[Any]) -> dict[str, str | None]:
+    """The HTML index across nights and the latest night's page, where they exist."""
+    from skillopt_sleep.html import index_path, night_path, project_dir_of
+
+    if not runs:
+        return {"report_index": None, "latest_report": None}
+    index = index_path(project_dir_of(runs[-1]))
+    page = night_path(runs[-1])
+    return {
+        "report_index": str(index) if index.is_file() else None,
+        "latest_report": str(page) if page.is_file() else None,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import (
@@ -84,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)
         archive = _archive_stats(cfg, project)
+        pages = _report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     data = {
@@ -93,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
+        **pages,
         "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
     }
@@ -118,6 +134,12 @@ def run(args: argparse.Namespace) -> int:
         extra = f" — {n['reason']}" if n.get("reason") else ""
         dry = " (dry run)" if n.get("dry_run") else ""
         say(f"  {n['run_id']}: {n['status']} / {n['outcome']}{dry}{extra}")
+    if pages["report_index"]:
+        say(f"  report: {pages['report_index']}")
+    if pages["latest_report"]:
+        say(f"  latest night's page: {pages['latest_report']}")
+    elif runs:
+        say("  no HTML report yet: `skillopt-sleep report` builds it")
     if proposals:
         say("pending proposals (adopt with `skillopt-sleep adopt`):")
         for p in proposals:

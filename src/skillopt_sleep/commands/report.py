@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import webbrowser
-from pathlib import Path
 
 from skillopt_sleep.commands._common import (
     EXIT_OK,
@@ -34,28 +33,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def find_run(runs: list[Path], wanted: str | None) -> Path | None:
-    """The run ``wanted`` names (a path, a run directory name or a night number)."""
-    if not wanted:
-        return runs[-1] if runs else None
-    as_path = Path(wanted).expanduser()
-    if as_path.is_dir() and (as_path / "run.json").is_file():
-        return as_path.resolve()
-    for run in reversed(runs):
-        if run.name == wanted:
-            return run
-    if wanted.isdigit():
-        from skillopt_sleep.html.night_view import read_json
-
-        for run in reversed(runs):
-            if str(read_json(run / "run.json").get("night")) == wanted:
-                return run
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt_sleep.commands._runs import runs_root
+    from skillopt_sleep.commands._runs import find_run, runs_root
     from skillopt_sleep.html import build_index, build_night, project_dir_of
     from skillopt_sleep.rundir import RunDir
 

@@ -63,20 +63,6 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     )
 
 
-def _report_pages(runs: list[Any]) -> dict[str, str | None]:
-    """The HTML index across nights and the latest night's page, where they exist."""
-    from skillopt_sleep.html import index_path, night_path, project_dir_of
-
-    if not runs:
-        return {"report_index": None, "latest_report": None}
-    index = index_path(project_dir_of(runs[-1]))
-    page = night_path(runs[-1])
-    return {
-        "report_index": str(index) if index.is_file() else None,
-        "latest_report": str(page) if page.is_file() else None,
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import (
@@ -86,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         runs_root,
         say_recovered,
     )
+    from skillopt_sleep.html import report_pages
     from skillopt_sleep.rundir import RunDir
     from skillopt_sleep.state import StateStore
 
@@ -98,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)
         archive = _archive_stats(cfg, project)
-        pages = _report_pages(runs)
+        pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     data = {

@@ -11,6 +11,7 @@ from skillopt_sleep.html.render import (
     night_path,
     project_dir_of,
     publish_night,
+    report_pages,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "night_path",
     "project_dir_of",
     "publish_night",
+    "report_pages",
 ]

@@ -326,7 +326,7 @@ def spend_rows(
     )
 
 
-def _summary(r: Mapping[str, Any]) -> list[str]:
+def summary_lines(r: Mapping[str, Any]) -> list[str]:
     tasks = r.get("tasks") or {}
     out = []
     if r.get("status") == "failed":
@@ -374,7 +374,7 @@ def night_view(run_dir: Path) -> NightView:
     return NightView(
         report=lenient(r),
         title=f"Night {r.get('night', '?')} for {project}",
-        summary=tuple(_summary(r)) if r else ("This run left no report.json.",),
+        summary=tuple(summary_lines(r)) if r else ("This run left no report.json.",),
         curve=tuple(curve_points(r.get("chart") or [])),
         tasks=tuple(task_rows(r.get("task_deltas") or [], intents)),
         edits=tuple(edit_stories(r)),

@@ -9,6 +9,7 @@ Content-Security-Policy that forbids loading anything, so they open from disk wi
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,18 @@ def index_path(project_dir: Path) -> Path:
 
 def night_path(run_dir: Path) -> Path:
     return run_dir / NIGHT_PAGE
+
+
+def report_pages(runs: Sequence[Path]) -> dict[str, str | None]:
+    """The index across nights and the latest run's page, where they exist (for status)."""
+    if not runs:
+        return {"report_index": None, "latest_report": None}
+    index = index_path(project_dir_of(runs[-1]))
+    page = night_path(runs[-1])
+    return {
+        "report_index": str(index) if index.is_file() else None,
+        "latest_report": str(page) if page.is_file() else None,
+    }
 
 
 def build_night(run_dir: Path) -> Path:

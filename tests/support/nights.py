@@ -1,4 +1,4 @@
-"""Three real demo nights of one project (mock model), for the report and MCP tests.
+"""Three real demo nights of one project (mock model), for the report tests.
 
 Night 1 and night 2 stage proposals; night 2's is adopted before night 3 runs, so the run
 directories hold every proposal state: pending-but-stale (night 1: the live files moved on),
@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt_sleep.cli import main
-from skillopt_sleep.demo import prepare_demo
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.state import project_dir
-from support.sleep_setup import write_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +39,20 @@ def _run(argv: list[str]) -> str:
 
 
 def three_nights(root: Path) -> Nights:
-    setup = prepare_demo(root)
-    config = write_config(setup)
-    args = ["--config", str(config), "--project", str(setup.project), "--log-level", "WARNING"]
-    _run(["once", *args])
-    _run(["once", *args])
-    pdir = project_dir(setup.state_dir, setup.project)
+    """Three ``once --demo --state-dir ROOT`` (each continues the same demo), with night 2's
+    proposal adopted (through the demo's own config) before night 3."""
+    demo = ["once", "--demo", "--state-dir", str(root), "--log-level", "WARNING"]
+    _run(demo)
+    _run(demo)
+    config, project = root / "sleep.toml", (root / "demo-project").resolve()
+    pdir = project_dir(root / "state", project)
     runs = RunDir.list_runs(pdir / "runs")
-    _run(["adopt", *args, "--run", str(runs[-1])])
-    _run(["once", *args])
+    _run(["adopt", "--config", str(config), "--project", str(project), "--run", str(runs[-1])])
+    _run(demo)
     return Nights(
         root=root,
         config=config,
-        project=setup.project,
+        project=project,
         project_dir=pdir,
         runs=RunDir.list_runs(pdir / "runs"),
     )

@@ -98,6 +98,7 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
     async def status(project: str | None = None) -> dict[str, Any]:
         cfg, path = projects.load(project)
         try:
+            recover_adoptions(cfg, path)  # like the CLI: never report a half-done adoption
             return status_data(cfg, path)
         except SkillOptError as exc:
             raise ToolError(sanitize(str(exc))) from exc
@@ -121,6 +122,10 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
         run_id: str | None = None, project: str | None = None
     ) -> dict[str, Any]:
         cfg, path = projects.load(project)
+        try:
+            recover_adoptions(cfg, path)
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
         run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
         if run is None:
             raise ToolError("no night has a proposal waiting to be adopted")

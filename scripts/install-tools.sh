@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install pinned agent CLIs into .tools/ for the real-CLI integration tests and benchmarks.
+# Install pinned agent CLIs into .tools/ for the real-CLI integration tests and benchmarks,
+# and headless Chromium (Debian's package) for the HTML report's browser test.
 #
 # Each CLI gets its own npm prefix (.tools/<name>/) so their dependency trees never clash, and a
 # symlink in .tools/bin/. Re-running is quick: a CLI whose pinned version is already installed is
@@ -17,6 +18,47 @@ PINS=(
 
 TOOLS_DIR="${SKILLOPT_TOOLS_DIR:-$PWD/.tools}"
 mkdir -p "$TOOLS_DIR/bin" || { echo "tools: cannot create $TOOLS_DIR; skipping"; exit 0; }
+
+# Headless Chromium from the system packages (the browser test opens the report from disk).
+install_chromium() {
+  local have
+  for have in chromium chromium-browser google-chrome; do
+    if command -v "$have" >/dev/null 2>&1; then
+      echo "tools: $have ready ($(command -v "$have"))"
+      return 0
+    fi
+  done
+  if [ "${SKILLOPT_NO_APT:-}" = "1" ]; then
+    echo "tools: SKILLOPT_NO_APT=1; chromium not installed, the browser test will be skipped"
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "tools: apt-get not found; install Chromium yourself or the browser test will be skipped"
+    return 0
+  fi
+  local sudo=""
+  if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+      sudo="sudo -n"
+    else
+      echo "tools: not root and no passwordless sudo; chromium not installed, browser test skipped"
+      return 0
+    fi
+  fi
+  local log="$TOOLS_DIR/chromium-install.log"
+  echo "tools: installing chromium with apt-get (log: $log)"
+  if ! DEBIAN_FRONTEND=noninteractive timeout 900 $sudo apt-get install -y \
+        --no-install-recommends chromium >"$log" 2>&1; then
+    DEBIAN_FRONTEND=noninteractive timeout 900 $sudo apt-get update >>"$log" 2>&1
+    if ! DEBIAN_FRONTEND=noninteractive timeout 900 $sudo apt-get install -y \
+          --no-install-recommends chromium >>"$log" 2>&1; then
+      echo "tools: apt-get could not install chromium (see $log); the browser test will be skipped"
+      return 0
+    fi
+  fi
+  echo "tools: chromium ready ($(command -v chromium))"
+}
+install_chromium
 
 if ! command -v npm >/dev/null 2>&1; then
   echo "tools: npm not found; real-CLI tests will be skipped"

@@ -24,6 +24,7 @@ from skillopt_sleep import rundir
 from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
 from skillopt_sleep.crossfit import Candidate
 from skillopt_sleep.gather import Gathered, commit_gathered, gather_night, uses_llm_miner
+from skillopt_sleep.html import publish_night
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
@@ -628,6 +629,7 @@ def _write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | No
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
     run.write_json(rundir.REPORT_JSON, report)
     run.write_text(rundir.REPORT_MD, render_markdown(report))
+    publish_night(run.path)  # report.html + the index across nights; never raises
 
 
 def _safe_accounting(night: Night) -> dict[str, Any]:

@@ -70,7 +70,12 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def add_night_args(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
-    parser.add_argument("--demo", action="store_true", help="bundled demo project, mock backend")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="bundled demo project, mock backend (with --state-dir DIR: kept in DIR, and each "
+        "run is the demo's next night)",
+    )
     parser.add_argument("--tasks-file", type=Path, help="a reviewed tasks file instead of harvest")
     parser.add_argument("--rounds", type=int, help="rollout -> reflect -> trial iterations")
     parser.add_argument("--dream-rollouts", type=int, help="K samples per train task")
@@ -102,10 +107,16 @@ def setup_logging(args: argparse.Namespace) -> None:
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     """The config and project for a command, from flags > env > file > defaults."""
     if getattr(args, "demo", False):
-        from skillopt_sleep.demo import prepare_demo
+        from skillopt_sleep.demo import prepare_demo, reuse_demo
 
-        root = Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-"))
-        setup = prepare_demo(root)
+        # With --state-dir the demo lives there and each `once --demo` is its next night.
+        keep = getattr(args, "state_dir", None)
+        root = (
+            Path(keep).expanduser().resolve()
+            if keep
+            else Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-"))
+        )
+        setup = reuse_demo(root) or prepare_demo(root)
         data = setup.config.model_dump(mode="json")
         cfg = SleepConfig.model_validate(data)
         extra = {k: v for k, v in overrides(args).items() if v is not None and k != "state_dir"}

@@ -72,6 +72,9 @@ def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
         say(f"  proposal staged in {outcome.proposal_dir} (adopt with `skillopt-sleep adopt`)")
     if outcome.report_path:
         say(f"  report: {outcome.report_path}")
+        html = outcome.report_path.with_name("report.html")
+        if html.is_file():
+            say(f"  report page: {html} (all nights: {html.parents[2] / 'index.html'})")
 
 
 def run_command(
@@ -106,6 +109,9 @@ def run_command(
                 f"\nDemo finished (everything lives under {root}; nothing else was touched)."
                 f"\nRead the report: {outcome.report_path}"
             )
+            html = outcome.report_path.with_name("report.html")
+            if html.is_file():
+                say(f"Or open it in a browser: {html}")
             demo_args = shlex.join(
                 ["--config", str(root / "sleep.toml"), "--project", str(root / "demo-project")]
             )
@@ -114,6 +120,7 @@ def run_command(
                 "Then try the rest on the demo:"
                 f"\n  {me} status {demo_args}"
                 f"\n  {me} adopt {demo_args}"
+                f"\n  {me} report --open {demo_args}"
             )
     return outcome.exit_code
 

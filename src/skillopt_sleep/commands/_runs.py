@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import SkillOptError
-from skillopt_sleep.adopt import Recovery, adopted_names, recover_interrupted
+from skillopt_sleep.adopt import AdoptResult, Recovery, adopt, adopted_names, recover_interrupted
 from skillopt_sleep.commands._common import say
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.rundir import RunDir
@@ -68,3 +68,38 @@ def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
 def say_recovered(recoveries: list[Recovery]) -> None:
     for recovery in recoveries:
         say(f"note: {recovery.describe()}")
+
+
+def find_run(runs: list[Path], wanted: str | None, *, any_path: bool = True) -> Path | None:
+    """The run ``wanted`` names among ``runs``: a run directory name, a night number, or
+    (with ``any_path``, for the CLI) a path to a run directory. ``None`` = the latest."""
+    if not wanted:
+        return runs[-1] if runs else None
+    as_path = Path(wanted).expanduser()
+    if any_path and as_path.is_dir() and (as_path / "run.json").is_file():
+        return as_path.resolve()
+    for run in reversed(runs):
+        if run.name == wanted:
+            return run
+    if wanted.isdigit():
+        for run in reversed(runs):
+            try:
+                night = RunDir.open(run).journal.get("night")
+            except SkillOptError:
+                continue
+            if str(night) == wanted:
+                return run
+    return None
+
+
+def adopt_pending(
+    cfg: SleepConfig, project: Path, run_dir: Path | None, only: list[str] | None
+) -> AdoptResult | None:
+    """What ``adopt`` does for the CLI and the MCP server alike (after
+    :func:`recover_adoptions`): pick the run (default: the latest with a pending proposal)
+    and adopt within the configured roots. ``None`` when no proposal is waiting."""
+    run_dir = run_dir or latest_with_proposal(cfg, project)
+    if run_dir is None:
+        return None
+    roots = [str(r) for r in cfg.adopt_roots(project)]
+    return adopt(run_dir, skill_roots=roots, select=only)

@@ -40,22 +40,15 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt.errors import AdoptionError
-    from skillopt_sleep.adopt import adopt
-    from skillopt_sleep.commands._runs import (
-        latest_with_proposal,
-        recover_adoptions,
-        say_recovered,
-    )
+    from skillopt_sleep.commands._runs import adopt_pending, recover_adoptions, say_recovered
 
     try:
         cfg, project = load_config(args)
         recovered = recover_adoptions(cfg, project)
         say_recovered([] if args.json else recovered)
-        run_dir = args.run or latest_with_proposal(cfg, project)
-        if run_dir is None:
+        result = adopt_pending(cfg, project, args.run, args.only)
+        if result is None:
             return _nothing_to_adopt(args, recovered)
-        roots = [str(r) for r in cfg.adopt_roots(project)]
-        result = adopt(run_dir, skill_roots=roots, select=args.only)
         if result.recovered is not None:
             recovered.append(result.recovered)
             say_recovered([] if args.json else [result.recovered])

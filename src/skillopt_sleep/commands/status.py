@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         runs_root,
         say_recovered,
     )
+    from skillopt_sleep.html import report_pages
     from skillopt_sleep.rundir import RunDir
     from skillopt_sleep.state import StateStore
 
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)
         archive = _archive_stats(cfg, project)
+        pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
     data = {
@@ -93,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
+        **pages,
         "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
     }
@@ -118,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
         extra = f" — {n['reason']}" if n.get("reason") else ""
         dry = " (dry run)" if n.get("dry_run") else ""
         say(f"  {n['run_id']}: {n['status']} / {n['outcome']}{dry}{extra}")
+    if pages["report_index"]:
+        say(f"  report: {pages['report_index']}")
+    if pages["latest_report"]:
+        say(f"  latest night's page: {pages['latest_report']}")
+    elif runs:
+        say("  no HTML report yet: `skillopt-sleep report` builds it")
     if proposals:
         say("pending proposals (adopt with `skillopt-sleep adopt`):")
         for p in proposals:

@@ -118,6 +118,24 @@ def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
     return setup
 
 
+def reuse_demo(root: Path) -> DemoSetup | None:
+    """The demo already laid out under ``root`` (its own ``sleep.toml``), to run another
+    night of it; ``None`` when ``root`` holds no demo yet."""
+    from skillopt_sleep.config import load_sleep_config
+
+    config_path, project = root / "sleep.toml", root / "demo-project"
+    if not (config_path.is_file() and project.is_dir()):
+        return None
+    config = load_sleep_config(config_path, environ={})
+    return DemoSetup(
+        root=root,
+        project=project.resolve(),
+        claude_home=root / "claude-home",
+        state_dir=config.state_path(),
+        config=config,
+    )
+
+
 def write_demo_config(setup: DemoSetup) -> Path:
     """``<root>/sleep.toml``, the demo's config as a file, so ``status``/``adopt`` can follow.
 

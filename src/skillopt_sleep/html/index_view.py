@@ -1,0 +1,130 @@
+"""What the index across nights shows: the project's whole learning curve and every run.
+
+The curve comes from the project's night history (``state.json``), completed by the
+``report.json`` of any finished night the history does not hold yet (the page is rebuilt at
+the end of a night, just before that night is recorded in the history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillopt_sleep.html.night_view import as_float, as_int, read_json, score
+from skillopt_sleep.html.svgchart import CurvePoint
+from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
+
+NIGHT_PAGE = "report.html"
+INDEX_PAGE = "index.html"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRow:
+    night: str
+    run_id: str
+    started_at: str
+    status: str
+    result: str
+    baseline: str
+    candidate: str
+    kept: int
+    rejected: int
+    untested: int
+    tasks: int
+    link: str  # relative to the index, "" when the run has no page
+    proposal: str  # pending | adopted | ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexView:
+    title: str
+    project: str
+    curve: tuple[CurvePoint, ...]
+    runs: tuple[RunRow, ...]
+    latest_link: str
+
+
+def _history_points(state: Mapping[str, Any]) -> dict[int, CurvePoint]:
+    points: dict[int, CurvePoint] = {}
+    for entry in state.get("history") or []:
+        night = as_int(entry.get("night"))
+        if night < 1:
+            continue
+        points[night] = CurvePoint(
+            night=night,
+            baseline=as_float(entry.get("baseline")),
+            candidate=as_float(entry.get("candidate")),
+            kept=as_int(entry.get("kept_edits")),
+            rejected=as_int(entry.get("rejected_edits")),
+            untested=as_int(entry.get("untested_edits")),
+        )
+    return points
+
+
+def _report_point(report: Mapping[str, Any]) -> CurvePoint | None:
+    """A finished, real (not dry) night's point, the way the history would record it."""
+    if report.get("status") != "complete" or report.get("dry_run") or not report.get("night"):
+        return None
+    return CurvePoint(
+        night=as_int(report.get("night")),
+        baseline=as_float(report.get("baseline")),
+        candidate=as_float(report.get("candidate")),
+        kept=len(report.get("accepted_edits") or []),
+        rejected=len(report.get("rejected_edits") or []),
+        untested=len(report.get("untested_edits") or []),
+    )
+
+
+def _short_time(stamp: Any) -> str:
+    """``2026-11-26T03:50:29Z`` -> ``2026-11-26 03:50Z`` (the table stays narrow)."""
+    text = str(stamp or "")
+    return f"{text[:10]} {text[11:16]}Z" if len(text) >= 16 and text[10] == "T" else text
+
+
+def _proposal_state(run_dir: Path) -> str:
+    if not (run_dir / "proposal" / "manifest.json").is_file():
+        return ""
+    return "adopted" if (run_dir / "adoptions.jsonl").is_file() else "pending"
+
+
+def _run_row(run_dir: Path, report: Mapping[str, Any], root: Path) -> RunRow:
+    journal = read_json(run_dir / RUN_JSON)
+    page = run_dir / NIGHT_PAGE
+    return RunRow(
+        night=str(report.get("night") or journal.get("night") or "—"),
+        run_id=run_dir.name,
+        started_at=_short_time(report.get("started_at") or journal.get("started_at")),
+        status=str(report.get("status") or journal.get("status") or "unknown"),
+        result=str(report.get("result") or journal.get("outcome") or ""),
+        baseline=score(report.get("baseline")),
+        candidate=score(report.get("candidate")),
+        kept=len(report.get("accepted_edits") or []),
+        rejected=len(report.get("rejected_edits") or []),
+        untested=len(report.get("untested_edits") or []),
+        tasks=as_int((report.get("tasks") or {}).get("total")),
+        link=page.relative_to(root).as_posix() if page.is_file() else "",
+        proposal=_proposal_state(run_dir),
+    )
+
+
+def index_view(project_dir: Path) -> IndexView:
+    state = read_json(project_dir / "state.json")
+    points = _history_points(state)
+    rows = []
+    for run_dir in RunDir.list_runs(project_dir / "runs"):
+        report = read_json(run_dir / REPORT_JSON)
+        point = _report_point(report)
+        if point is not None and point.night not in points:
+            points[point.night] = point
+        rows.append(_run_row(run_dir, report, project_dir))
+    rows.reverse()  # newest first
+    project = str(state.get("project") or project_dir.name)
+    return IndexView(
+        title=f"skillopt nights for {Path(project).name or project}",
+        project=project,
+        curve=tuple(points[n] for n in sorted(points)),
+        runs=tuple(rows),
+        latest_link=next((r.link for r in rows if r.link), ""),
+    )

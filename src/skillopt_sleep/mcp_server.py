@@ -1,0 +1,173 @@
+"""`skillopt-sleep mcp`: the nights, inside the user's agent, over MCP on stdio.
+
+Four tools, so Claude Code, Codex, Copilot or Cursor can answer "what did skillopt learn last
+night?" and adopt on request:
+
+- ``status``: nights run, recent results, proposals waiting, where the HTML report is;
+- ``latest_report``: what a night (default: the latest) kept, rejected and measured;
+- ``proposal_diff``: the pending proposal against the live files;
+- ``adopt``: refuses unless ``confirm`` is true *and* ``run_id`` names the proposal the user
+  saw; then runs the very adoption the CLI runs (sha pins, skill roots, backups, rollback).
+
+Built on the official ``mcp`` SDK (``MCPServer``). Tools are coroutines so the SDK runs them
+on the event loop rather than in worker threads. Nothing is printed to stdout but protocol
+messages; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+from skillopt.errors import SkillOptError
+from skillopt.logging import get_logger
+from skillopt.redact import redact_obj, sanitize
+from skillopt_sleep.agent_summary import night_summary, pending_diff, project_runs, status_data
+from skillopt_sleep.commands._common import load_config
+from skillopt_sleep.commands._runs import (
+    adopt_pending,
+    find_run,
+    latest_with_proposal,
+    recover_adoptions,
+)
+from skillopt_sleep.config import SleepConfig
+
+_log = get_logger("skillopt_sleep.mcp")
+
+INSTRUCTIONS = (
+    "skillopt-sleep improves this project's agent skill documents (SKILL.md, CLAUDE.md / "
+    "AGENTS.md) overnight: it replays the user's recurring tasks, proposes small edits, and "
+    "keeps only edits that measurably help on held-out tasks. Nothing becomes live until the "
+    "user adopts a proposal. Use `latest_report` to say what it learned, `proposal_diff` to "
+    "show what adopting would change, and call `adopt` only after the user has seen that diff "
+    "and asked for it, passing confirm=true and the run_id shown."
+)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
+
+
+def _version() -> str:
+    try:
+        return version("skillopt")
+    except PackageNotFoundError:
+        return "0"
+
+
+class _Project:
+    """Resolves the config and project for a call (the server's own, or the one named)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+
+    def load(self, project: str | None) -> tuple[SleepConfig, Path]:
+        args = copy.copy(self._args)
+        if project:
+            args.project = Path(project)
+        try:
+            return load_config(args)
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
+
+
+def _run(cfg: SleepConfig, project: Path, run_id: str | None) -> Path:
+    """A run of this project, by directory name or night number (never an arbitrary path)."""
+    found = find_run(project_runs(cfg, project), run_id, any_path=False)
+    if found is None:
+        raise ToolError(f"no run {run_id!r} for {project}" if run_id else "no night has run yet")
+    return found
+
+
+def build_server(args: argparse.Namespace) -> MCPServer[Any]:
+    projects = _Project(args)
+    server: MCPServer[Any] = MCPServer(
+        name="skillopt-sleep", version=_version(), instructions=INSTRUCTIONS
+    )
+
+    @server.tool(
+        description="Nights run for the project, the recent ones with their scores, proposals "
+        "waiting to be adopted, and the path of the HTML report.",
+        annotations=READ_ONLY,
+    )
+    async def status(project: str | None = None) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        try:
+            recover_adoptions(cfg, path)  # like the CLI: never report a half-done adoption
+            return status_data(cfg, path)
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
+
+    @server.tool(
+        description="What a night learned: the edits the gate kept (and why), the ones it "
+        "rejected, scores before and after, tasks that improved or regressed, spend. "
+        "`night` is a run id or a night number; the latest night by default.",
+        annotations=READ_ONLY,
+    )
+    async def latest_report(night: str | None = None, project: str | None = None) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        return night_summary(_run(cfg, path, night))
+
+    @server.tool(
+        description="The proposal waiting to be adopted, as a unified diff against the live "
+        "files (the latest night with one, or the run named by `run_id`).",
+        annotations=READ_ONLY,
+    )
+    async def proposal_diff(
+        run_id: str | None = None, project: str | None = None
+    ) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        try:
+            recover_adoptions(cfg, path)
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
+        run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
+        if run is None:
+            raise ToolError("no night has a proposal waiting to be adopted")
+        return pending_diff(run)
+
+    @server.tool(
+        description="Adopt a night's proposal: replace the live skill/memory files with it "
+        "(sha-pinned, confined to the skill roots, backed up, all or nothing). Only when the "
+        "user asked for it after seeing proposal_diff: pass confirm=true and the run_id shown "
+        "there. `only` limits it to some of the proposal's files by name.",
+        annotations=WRITES,
+    )
+    async def adopt(
+        run_id: str | None = None,
+        confirm: bool = False,
+        only: list[str] | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
+        if run is None:
+            raise ToolError("no night has a proposal waiting to be adopted")
+        if not confirm or not run_id:
+            raise ToolError(
+                f"Nothing was adopted. Show the user proposal_diff for run {run.name}; when they "
+                f'agree, call adopt with confirm=true and run_id="{run.name}".'
+            )
+        try:
+            recovered = recover_adoptions(cfg, path)
+            result = adopt_pending(cfg, path, run, only)
+        except SkillOptError as exc:  # refusals and rolled-back failures alike
+            raise ToolError(f"Nothing was adopted: {sanitize(str(exc))}") from exc
+        if result is None:
+            raise ToolError("no proposal was waiting in that run")
+        if result.recovered is not None:
+            recovered.append(result.recovered)
+        _log.info("mcp.adopted", run_dir=str(run), files=[a.name for a in result.adopted])
+        data = {
+            "adopted": [a.to_dict() for a in result.adopted],
+            "run_id": run.name,
+            "recovered_adoptions": [r.to_dict() for r in recovered],
+        }
+        return dict(redact_obj(data))
+
+    return server

@@ -20,7 +20,7 @@ from skillopt.backends.base import CompletionRequest, Role
 from skillopt.backends.cli import CliBackend
 from skillopt.backends.cli_common import CliKind, CliSpec
 from skillopt.backends.openai_http import build_http_member
-from skillopt.backends.pool import BackendPool, MemberSpec
+from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import OpenAIChatMember, OpenAIResponsesMember
@@ -164,3 +164,20 @@ async def test_a_night_with_oversized_judge_replies_fails_there_with_the_cause(
     assert outcome.exit_code == 1 and outcome.failed_stage == "rollouts"
     assert "too_large" in outcome.reason and "-byte cap" in outcome.reason
     assert outcome.spend["errors_by_class"] == {"too_large": outcome.spend["failures"]}
+
+
+async def test_over_cap_replies_do_not_open_the_circuit(server: FakeModelServer) -> None:
+    """One kind of request drawing huge replies must not shut the member for every call."""
+    server.script("m", *[Reply(text=TEN_MB, chunked=True)] * 6)
+    member = MemberSpec(backend=chat_member(server))  # type: ignore[arg-type]
+    pool = BackendPool(
+        {Role.OPTIMIZER: [member]},
+        retry=RetryPolicy(max_attempts=1),
+        breaker=BreakerPolicy(failure_threshold=2, cooldown=60.0),
+    )
+    async with pool:
+        for _ in range(6):
+            with pytest.raises(RetryableBackendError):
+                await pool.complete(judge_request())
+        assert pool.breaker_state("m") is BreakerState.CLOSED
+        assert (await pool.complete(judge_request())).text.startswith("echo:")

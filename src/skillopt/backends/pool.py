@@ -261,13 +261,19 @@ async def _acquire(limiter: anyio.CapacityLimiter) -> None:
         await limiter.acquire()
 
 
+# Retryable failures that say nothing about the member's health: it answered.
+_HEALTHY_KINDS = frozenset({"rate_limit", "bad_reply", "too_large"})
+
+
 def _breaker_counts(error: BackendError) -> bool:
     """Failures that say the member is unhealthy (not that the request was bad).
 
     A rate limit is not one: the member works and asked us to slow down (its Retry-After
-    rests it). Opening the circuit would fail every queued call at once instead.
+    rests it). Opening the circuit would fail every queued call at once instead. Nor is a
+    reply the caller's check rejects or one over its size cap: the endpoint answered, and
+    one kind of request (a judgement, a mining prompt) must not shut the member for all.
     """
-    if isinstance(error, RetryableBackendError) and error.kind == "rate_limit":
+    if isinstance(error, RetryableBackendError) and error.kind in _HEALTHY_KINDS:
         return False
     return error.retryable or isinstance(error, BackendAuthError | QuotaExhaustedError)
 

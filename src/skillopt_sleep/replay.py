@@ -17,7 +17,7 @@ import functools
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,7 @@ from skillopt.errors import (
     ReplyFormatError,
 )
 from skillopt.judges import judge_local, rubric_result
+from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.replies import ask_validated, conversation_retry, parse_reply
@@ -88,12 +89,6 @@ class Job:
             ]
         )
         return hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
-class Progress(Protocol):
-    def calls_planned(self, n: int) -> None: ...
-
-    def call_done(self, *, ok: bool) -> None: ...
 
 
 class _JudgeReply(BaseModel):

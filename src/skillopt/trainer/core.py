@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
+from skillopt.progress import Progress
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
 from skillopt.trainer.gating import gate_score
 from skillopt.trainer.persistence import RunDir, RunState
-from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.replies import ask_json
 from skillopt.trainer.steps import RunContext, StageCounter, mean_scores, rollout, skill_hash
 from skillopt.trainer.timing import RunTiming
@@ -39,7 +39,7 @@ class TrainerCore:
         completer: Completer,
         *,
         pool_accounting: Callable[[], dict[str, Any]] | None = None,
-        progress: TrainProgress | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.cfg = cfg
         self.env = env
@@ -48,7 +48,7 @@ class TrainerCore:
         self.ctx = RunContext(
             cfg=cfg,
             env=env,
-            completer=StageCounter(completer, on_call=progress.call_done if progress else None),
+            completer=StageCounter(completer, on_call=self._call_done),
             run=self.run_dir,
         )
         self.pool_accounting = pool_accounting
@@ -71,7 +71,11 @@ class TrainerCore:
 
     def phase(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.phase(label)
+            self.progress.stage(label)
+
+    def _call_done(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress.call_done(stage=stage)
 
     def score(self, hard: float, soft: float) -> float:
         ev = self.cfg.evaluation

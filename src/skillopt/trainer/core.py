@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
+from skillopt.logging import get_logger
 from skillopt.progress import Progress
+from skillopt.skilldoc import migrate_on_read
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
@@ -27,6 +29,8 @@ from skillopt.types import Split
 __all__ = ["TrainerCore"]
 
 M = TypeVar("M", bound=BaseModel)
+
+_log = get_logger(__name__)
 
 
 class TrainerCore:
@@ -98,9 +102,13 @@ class TrainerCore:
         if not path:
             return ""
         try:
-            return Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
+        migration = migrate_on_read(text)
+        if migration.migrated:
+            _log.info("skill_init_migrated", path=path, legacy_markers=migration.markers)
+        return migration.text
 
     def config_dump(self) -> dict[str, Any]:
         dump = self.cfg.redacted_dump()

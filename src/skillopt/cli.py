@@ -20,6 +20,8 @@ from skillopt.errors import ConfigError, RunFailedError, SkillOptError
 from skillopt.logging import configure_logging
 from skillopt.progress import Progress, terminal_progress
 
+__all__ = ["build_parser", "main"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skillopt", description="ReflACT skill training.")

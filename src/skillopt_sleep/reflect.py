@@ -33,6 +33,14 @@ from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.replay import Docs, clean, task_hint
 from skillopt_sleep.spend import ModelPool
 
+__all__ = [
+    "ReflectMode",
+    "ReflectOutcome",
+    "Reflector",
+    "RolloutSet",
+    "parse_edits",
+]
+
 MAX_GROUPS = 6
 MAX_FAILURES = 8
 SNIPPET = 240

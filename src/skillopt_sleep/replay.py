@@ -38,6 +38,16 @@ from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.spend import ModelPool
 
+__all__ = [
+    "RUBRIC_PASS",
+    "Docs",
+    "Job",
+    "Replayer",
+    "clean",
+    "parse_judge_reply",
+    "task_hint",
+]
+
 RUBRIC_PASS = 0.8
 
 

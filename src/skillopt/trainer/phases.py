@@ -46,7 +46,25 @@ from skillopt.trainer.steps import (
 from skillopt.trainer.timing import StepTimer
 from skillopt.types import GateAction
 
-__all__ = ["StepInput", "run_step"]
+__all__ = [
+    "Candidate",
+    "Evaluated",
+    "Reflected",
+    "RolledOut",
+    "Selected",
+    "StepInput",
+    "UpdateFailure",
+    "add_notes",
+    "conclude",
+    "evaluate",
+    "merge",
+    "reflect",
+    "roll_out",
+    "run_step",
+    "select",
+    "step_input",
+    "update",
+]
 
 Record = dict[str, Any]
 

@@ -81,7 +81,7 @@ __all__ = [
     "update_patch",
 ]
 
-_log = get_logger("skillopt.trainer")
+_log = get_logger(__name__)
 
 #: Characters of edit suggestions one rewrite prompt carries; whole suggestions only.
 SUGGESTIONS_BUDGET = 8000

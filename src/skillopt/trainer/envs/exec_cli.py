@@ -30,7 +30,7 @@ from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer,
 
 __all__ = ["ExecQAEnvironment"]
 
-_log = get_logger("skillopt.trainer.exec")
+_log = get_logger(__name__)
 
 SKILL_NAME = "skillopt-target"
 _DESCRIPTION = "How to answer short questions about the provided context."

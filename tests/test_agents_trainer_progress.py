@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from skillopt.trainer.progress import TtyProgress, default_progress
+from skillopt.progress import TtyProgress, terminal_progress
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs/trainer/qa_demo.toml"
@@ -71,13 +71,13 @@ def test_train_on_a_tty_draws_progress_instead_of_log_lines(tmp_path: Path) -> N
 
 def test_progress_line_redraws_and_off_tty_is_none() -> None:
     stream = io.StringIO()
-    assert default_progress(stream) is None
+    assert terminal_progress(stream) is None
     progress = TtyProgress(stream, min_interval=0.0)
-    progress.phase("step 2/4 epoch 1")
-    progress.call_done("rollout")
-    progress.call_done("rollout")
-    progress.call_done("analyst")
-    progress.line("step 2/4: reject")
+    progress.stage("step 2/4 epoch 1")
+    progress.call_done(stage="rollout")
+    progress.call_done(stage="rollout")
+    progress.call_done(stage="analyst")
+    progress.note("step 2/4: reject")
     progress.close()
     text = stream.getvalue()
     assert "[step 2/4 epoch 1] calls 3 (analyst 1, rollout 2)" in text

@@ -53,7 +53,7 @@ async def test_failed_rows_are_redone_when_the_backend_is_back(tmp_path: Path) -
 
     healthy = ScriptedBackend(reply=answer)
     got = await rollout(context(tmp_path, healthy), items, "S", out)
-    assert [r.item_id for r in got] == [i.id for i in items]
+    assert [r.task_id for r in got] == [i.id for i in items]
     assert all(not r.error and r.hard == 1.0 for r in got)
     assert len(healthy.requests) == 4  # only the failed rows ran again
 
@@ -67,7 +67,7 @@ async def test_an_unreachable_optimizer_stops_the_step_instead_of_skipping_it(
     tmp_path: Path,
 ) -> None:
     batch = [
-        RolloutResult(item_id=f"i{k}", hard=float(k % 2), soft=0.0, task_type="qa")
+        RolloutResult(task_id=f"i{k}", hard=float(k % 2), soft=0.0, task_type="qa")
         for k in range(6)
     ]
 

@@ -263,3 +263,24 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     assert outcome.result is NightResult.NO_EDITS and not outcome.accepted
     assert outcome.proposal_dir is None
     assert "cross-fitting needs at least two tasks" in (outcome.run_dir / "report.md").read_text()
+
+
+async def test_a_skill_from_the_reference_tool_keeps_one_learned_block(demo: DemoSetup) -> None:
+    from skillopt.skilldoc import Region, region_spans
+
+    skill = demo.config.live_skill_path()
+    skill.write_text(
+        skill.read_text()
+        + "\n<!-- SKILLOPT-SLEEP:LEARNED START -->\n- Prefer small, focused commits.\n"
+        "<!-- SKILLOPT-SLEEP:LEARNED END -->\n"
+    )
+    outcome = await run_night(demo.config, project=demo.project)
+    assert outcome.accepted and outcome.proposal_dir is not None
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert any("migrated" in n for n in report["notes"])
+    manifest = json.loads((outcome.proposal_dir / "manifest.json").read_text())
+    entry = next(e for e in manifest["entries"] if e["kind"] == "skill")
+    staged = (outcome.run_dir / entry["proposed_file"]).read_text()
+    assert "SKILLOPT-SLEEP:LEARNED" not in staged
+    assert len(region_spans(staged, Region.LEARNED)) == 1
+    assert "Prefer small, focused commits." in staged

@@ -16,6 +16,7 @@ from skillopt.skilldoc import (
     append_notes,
     appendix_notes,
     apply_edits,
+    carry_regions,
     content_hash,
     ensure_skill_scaffold,
     extract_region,
@@ -24,6 +25,7 @@ from skillopt.skilldoc import (
     inject_region,
     learned_bullets,
     migrate_legacy_markers,
+    migrate_on_read,
     region_spans,
     set_slow_update,
     strip_protected,
@@ -504,3 +506,49 @@ def test_an_orphan_start_marker_never_claims_hand_written_text() -> None:
     assert deleted.text == added.text
     spans = region_spans(added.text, Region.LEARNED)
     assert len(spans) == 1 and spans[0][0] > len(doc)
+
+
+LEGACY_LEARNED = (
+    "# Skill\n\nbody\n\n<!-- SKILLOPT-SLEEP:LEARNED START -->\n## Learned\n\n- old rule\n"
+    "<!-- SKILLOPT-SLEEP:LEARNED END -->\n"
+)
+
+
+def test_a_legacy_learned_block_is_migrated_on_read_not_doubled() -> None:
+    add = [edit("add", "new rule")]
+    doubled = apply_edits(LEGACY_LEARNED, add, mode=EditMode.LEARNED).text
+    assert "SKILLOPT-SLEEP:LEARNED" in doubled  # unmigrated: the old block stays beside ours
+    read = migrate_on_read(LEGACY_LEARNED)
+    assert read.migrated and read.markers == 2
+    text = apply_edits(read.text, add, mode=EditMode.LEARNED).text
+    assert len(region_spans(text, Region.LEARNED)) == 1
+    assert learned_bullets(text) == ("old rule", "new rule")
+    again = migrate_on_read(read.text)
+    assert not again.migrated and again.text == read.text
+
+
+def test_migration_merges_a_legacy_block_beside_ours() -> None:
+    ours = apply_edits(LEGACY_LEARNED, [edit("add", "new rule")], mode=EditMode.LEARNED).text
+    ours = ours.replace("new rule", "Old rule.\n- second")  # a near-duplicate, and another
+    merged = migrate_on_read(ours).text
+    assert len(region_spans(merged, Region.LEARNED)) == 1
+    assert learned_bullets(merged) == ("old rule", "second")
+    assert merged.startswith("# Skill\n\nbody\n")
+
+
+def test_carry_regions_keeps_every_region_of_the_current_document() -> None:
+    current = apply_edits("# Skill\n\nbody\n", [edit("add", "learned")], mode=EditMode.LEARNED).text
+    current = set_slow_update(append_notes(current, ["a note"]), "guidance")
+    rewrite = (
+        "# Skill v2\n\nnew body\n\n"
+        f"{Region.LEARNED.start}\n- rewritten by the model\n{Region.LEARNED.end}\n"
+        f"{Region.APPENDIX.start}\n- invented\n{Region.APPENDIX.end}\n"
+    )
+    carried = carry_regions(current, rewrite)
+    assert carried.startswith("# Skill v2\n\nnew body\n")
+    for region in (Region.LEARNED, Region.APPENDIX, Region.SLOW_UPDATE):
+        (s, e), (cs, ce) = region_spans(current, region)[0], region_spans(carried, region)[0]
+        assert carried[cs:ce] == current[s:e]  # verbatim
+        assert len(region_spans(carried, region)) == 1
+    assert "rewritten by the model" not in carried and "invented" not in carried
+    assert carry_regions("# plain\n", rewrite) == "# Skill v2\n\nnew body\n"

@@ -86,8 +86,8 @@ async def test_exec_rollout_installs_the_skill_and_scores_the_answer(tmp_path: P
             )
             results.append(await env.rollout(item, "Always answer yes.", ctx))
     yes_item = items[0]
-    assert results[0].hard == 1.0 and results[0].fail_reason == ""
-    assert results[1].hard == 0.0 and results[1].fail_reason.startswith("EM=0")
+    assert results[0].hard == 1.0 and results[0].reason == ""
+    assert results[1].hard == 0.0 and results[1].reason.startswith("EM=0")
     assert "Read task.md: succeeded" in results[0].trajectory
     skill_md = tmp_path / "work/0/workspace/.agents/skills/skillopt-target/SKILL.md"
     assert "Always answer yes." in skill_md.read_text()

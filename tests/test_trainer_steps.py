@@ -8,7 +8,7 @@ from pathlib import Path
 from skillopt.atomicio import append_jsonl
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.trainer.config import load_trainer_config
-from skillopt.trainer.envs.base import RolloutResult
+from skillopt.trainer.envs.base import RolloutResult, rollout_to_json
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.replies import EditItem
@@ -49,7 +49,7 @@ def six_edits(_request: CompletionRequest) -> str:
 
 def results(n_fail: int, n_pass: int) -> list[RolloutResult]:
     return [
-        RolloutResult(item_id=f"i{k}", hard=float(k >= n_fail), soft=0.0, task_type="qa")
+        RolloutResult(task_id=f"i{k}", hard=float(k >= n_fail), soft=0.0, task_type="qa")
         for k in range(n_fail + n_pass)
     ]
 
@@ -111,17 +111,17 @@ async def test_rollout_redoes_only_missing_rows(tmp_path: Path) -> None:
     ctx = context(tmp_path, backend)
     items = list(QAEnvironment().items(Split.VAL))[:5]
     out = tmp_path / "eval"
-    done = RolloutResult(item_id=items[1].id, hard=1.0, soft=1.0, task_type="x")
-    stale = RolloutResult(item_id=items[2].id, hard=1.0, soft=1.0, task_type="x")
+    done = RolloutResult(task_id=items[1].id, hard=1.0, soft=1.0, task_type="x")
+    stale = RolloutResult(task_id=items[2].id, hard=1.0, soft=1.0, task_type="x")
     append_jsonl(
         out / "results.partial.jsonl",
         [
-            {"skill_hash": skill_hash("S"), "result": done.to_json()},
-            {"skill_hash": skill_hash("other skill"), "result": stale.to_json()},
+            {"skill_hash": skill_hash("S"), "result": rollout_to_json(done)},
+            {"skill_hash": skill_hash("other skill"), "result": rollout_to_json(stale)},
         ],
     )
     got = await rollout(ctx, items, "S", out)
-    assert [r.item_id for r in got] == [i.id for i in items]  # item order
+    assert [r.task_id for r in got] == [i.id for i in items]  # item order
     assert got[1].task_type == "x"  # reused row
     assert got[2].task_type != "x"  # a row of another skill is not reused
     assert len(backend.requests) == 4

@@ -147,7 +147,7 @@ def test_gate_strict_improvement_and_gate_off() -> None:
 
 
 def _result(i: int, passed: bool) -> RolloutResult:
-    return RolloutResult(item_id=f"r{i}", hard=1.0 if passed else 0.0, soft=0.0, task_type="qa")
+    return RolloutResult(task_id=f"r{i}", hard=1.0 if passed else 0.0, soft=0.0, task_type="qa")
 
 
 def test_partition_seeded_minibatches() -> None:
@@ -164,7 +164,7 @@ def test_partition_seeded_minibatches() -> None:
     assert batches == partition(results, seed=11, minibatch=2, failure_only=False)
     only = partition(results, seed=11, minibatch=2, failure_only=True)
     assert all(side.value == "failure" for side, _, _ in only)
-    partial = RolloutResult(item_id="p", hard=0.5, soft=0.5, task_type="qa")
+    partial = RolloutResult(task_id="p", hard=0.5, soft=0.5, task_type="qa")
     assert partial.passed  # a partial hard score counts as a success
 
 
@@ -251,7 +251,7 @@ def test_mean_scores_tie_whatever_the_order() -> None:
 
     rng = random.Random(7)
     values = [rng.random() * 10 ** rng.randint(-8, 3) for _ in range(50)]
-    base = [EnvResult(item_id=str(i), hard=v, soft=v, task_type="qa") for i, v in enumerate(values)]
+    base = [EnvResult(task_id=str(i), hard=v, soft=v, task_type="qa") for i, v in enumerate(values)]
     for _ in range(200):
         shuffled = base[:]
         rng.shuffle(shuffled)

@@ -211,3 +211,27 @@ def test_records_with_non_finite_numbers_survive_their_round_trip() -> None:
     again = RolloutResult.from_dict(rollout.to_dict())
     assert math.isnan(again.hard) and math.isnan(again.soft)
     assert math.isnan(JudgeResult.from_dict({"hard": None, "soft": 0.5}).hard)
+
+
+def test_one_rollout_record_serves_night_and_trainer() -> None:
+    from skillopt.trainer.envs.base import rollout_from_json, rollout_to_json
+
+    night = RolloutResult(task_id="t1", response="done", hard=1.0, soft=1.0, reason="ok")
+    assert "trajectory" not in night.to_dict() and "extras" not in night.to_dict()
+    assert RolloutResult.from_dict(night.to_dict()) == night
+    trainer = RolloutResult(
+        task_id="q7",
+        hard=0.0,
+        soft=0.5,
+        task_type="count",
+        reason="EM=0: predicted 'about 3'",
+        response="about 3",
+        trajectory="Question: how many?",
+        extras={"attempts": 2},
+    )
+    assert not trainer.passed and night.passed
+    assert RolloutResult.from_dict(trainer.to_dict()) == trainer
+    stored = rollout_to_json(trainer)  # the trainer's run-directory shape, unchanged
+    assert stored["id"] == "q7" and stored["prediction"] == "about 3"
+    assert stored["fail_reason"].startswith("EM=0")
+    assert rollout_from_json(stored) == trainer

@@ -18,7 +18,9 @@ import anyio
 from skillopt.cli_support import quiet_broken_pipe
 from skillopt.errors import ConfigError, RunFailedError, SkillOptError
 from skillopt.logging import configure_logging
-from skillopt.trainer.progress import TrainProgress, default_progress
+from skillopt.progress import Progress, terminal_progress
+
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _train(args: argparse.Namespace, progress: TrainProgress | None) -> dict[str, Any]:
+async def _train(args: argparse.Namespace, progress: Progress | None) -> dict[str, Any]:
     from skillopt.trainer.build import open_environment, open_pool
     from skillopt.trainer.config import load_trainer_config
     from skillopt.trainer.loop import Trainer
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    progress = default_progress() if args.command == "train" else None
+    progress = terminal_progress() if args.command == "train" else None
     level = args.log_level or ("WARNING" if progress is not None else "INFO")
     configure_logging(level=level)
     try:

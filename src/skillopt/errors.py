@@ -27,6 +27,29 @@ boundary with ``raise ... from``, so callers only ever catch our types::
 
 from __future__ import annotations
 
+__all__ = [
+    "AdoptionError",
+    "BackendAuthError",
+    "BackendError",
+    "BackendRequestError",
+    "BackendTimeoutError",
+    "BudgetExceededError",
+    "ConfigError",
+    "ContentFilterError",
+    "CorruptStateError",
+    "DataError",
+    "FatalBackendError",
+    "LockHeldError",
+    "NoHealthyMemberError",
+    "QuotaExhaustedError",
+    "RefusedError",
+    "ReplyFormatError",
+    "RetryableBackendError",
+    "RunFailedError",
+    "SkillDocError",
+    "SkillOptError",
+]
+
 
 class SkillOptError(Exception):
     """Root of every error skillopt raises on purpose."""

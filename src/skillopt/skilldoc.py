@@ -23,7 +23,9 @@ Public API::
     appendix_notes(text) -> tuple[str, ...]
     set_slow_update(text, guidance) / inject_empty_slow_update(text) / extract_slow_update(text)
     strip_protected(text) -> str                               # body without any region
+    carry_regions(current, new) -> str                         # a rewrite keeps every region
     migrate_legacy_markers(text) -> str                        # reference markers -> ours
+    migrate_on_read(text) -> Migration                         # the same, counted, blocks merged
     apply_edits(text, edits, *, mode=EditMode.PATCH) -> EditApplication
     ensure_skill_scaffold(text, name, description) -> str
 
@@ -50,10 +52,12 @@ __all__ = [
     "EditMode",
     "EditOutcome",
     "EditStatus",
+    "Migration",
     "Region",
     "append_notes",
     "appendix_notes",
     "apply_edits",
+    "carry_regions",
     "content_hash",
     "ensure_skill_scaffold",
     "extract_region",
@@ -62,6 +66,7 @@ __all__ = [
     "inject_region",
     "learned_bullets",
     "migrate_legacy_markers",
+    "migrate_on_read",
     "near_duplicate_key",
     "normalise",
     "region_spans",
@@ -283,6 +288,63 @@ def migrate_legacy_markers(text: str) -> str:
     for old, new in _LEGACY_MARKERS.items():
         text = text.replace(old, new)
     return text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migration:
+    """A document as read, with the reference tool's markers rewritten to ours."""
+
+    text: str
+    markers: int  # legacy markers rewritten; 0 = the document was already ours
+
+    @property
+    def migrated(self) -> bool:
+        return self.markers > 0
+
+
+def migrate_on_read(text: str) -> Migration:
+    """Read a skill document written by the reference tool: its region markers become ours,
+    and a legacy learned block found beside one of ours is merged into one (bullets in
+    order, near-duplicates collapsed), so an edit never opens a second learned block. A
+    document without legacy markers comes back unchanged (``markers == 0``); the caller
+    records a migration in its run."""
+    markers = sum(text.count(old) for old in _LEGACY_MARKERS)
+    if not markers:
+        return Migration(text=text, markers=0)
+    text = migrate_legacy_markers(text)
+    if len(region_spans(text, Region.LEARNED)) > 1:
+        text = _merge_learned_blocks(text)
+    return Migration(text=text, markers=markers)
+
+
+def _merge_learned_blocks(text: str) -> str:
+    bullets: list[str] = []
+    seen: set[str] = set()
+    for s, e in region_spans(text, Region.LEARNED):
+        inner = text[s + len(Region.LEARNED.start) : e - len(Region.LEARNED.end)]
+        for bullet in _bullets_of(inner):
+            key = near_duplicate_key(bullet)
+            if key and key not in seen:
+                seen.add(key)
+                bullets.append(bullet)
+    lines = "".join(f"\n- {b}" for b in bullets)
+    body = f"{LEARNED_HEADING}\n\n{LEARNED_BANNER}" + (f"\n{lines}" if lines else "")
+    return inject_region(text, Region.LEARNED, body)
+
+
+def carry_regions(current: str, new: str) -> str:
+    """``new`` (a rewrite of ``current``) with every protected region of ``current`` --
+    learned block, appendix, slow-update -- carried over verbatim, in canonical order, and
+    none of its own: a rewrite never changes what the night learned or the trainer's notes
+    and guidance. A region ``current`` lacks is absent from the result."""
+    for region in _ORDER:
+        new = strip_region(new, region)
+    for region in _ORDER:
+        spans = region_spans(current, region)
+        if spans:
+            s, e = spans[0]
+            new = _insert_block(new, _canonical_position(new, region), current[s:e])
+    return new
 
 
 def strip_protected(text: str) -> str:

@@ -5,7 +5,7 @@ Public API::
     ReferenceKind, Split, Origin, TaskOutcome, EditTarget, EditOp, GateAction, DeltaStatus
     RuleCheck(op, arg)
     TaskRecord(id, intent, ...)            .to_dict() / TaskRecord.from_dict(d)
-    RolloutResult(task_id, sample_id, ...) .to_dict() / .from_dict(d)
+    RolloutResult(task_id, sample_id, ...) .to_dict() / .from_dict(d)   (night and trainer)
     EditRecord(target, op, content, anchor, rationale)
     JudgeResult(hard, soft, reason, failed)
     TaskDelta(task_id, baseline, candidate, status, finite)
@@ -259,10 +259,14 @@ def _normalise_legacy_task(data: Mapping[str, Any]) -> Mapping[str, Any]:
 @with_config(_STRICT)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutResult(_Record):
-    """One attempt at one task under one (skill, memory) pair, judged.
+    """One attempt at one task (a night's task, a trainer's item) under given documents,
+    judged: ``hard`` is the pass/fail score (0..1), ``soft`` the partial one, ``reason`` why
+    (a judge's reason, or the trainer's ``"<kind>: details"`` for a failure).
 
     ``latency`` is in seconds. ``error`` is empty on success, else a short redacted cause
-    (a failed call scores 0 and is never confused with a wrong answer).
+    (a failed call scores 0 and is never confused with a wrong answer). ``task_type``,
+    ``trajectory`` (what the trainer's optimizer sees of the attempt) and ``extras`` are the
+    trainer's; ``to_dict`` leaves them out while empty.
     """
 
     task_id: TaskId
@@ -279,6 +283,23 @@ class RolloutResult(_Record):
     skill_hash: str = ""
     memory_hash: str = ""
     tokens: int = 0
+    task_type: str = ""
+    trajectory: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.hard >= 1e-9
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super(RolloutResult, self).to_dict()
+        for key in _TRAINER_ONLY:
+            if not data[key]:
+                del data[key]
+        return data
+
+
+_TRAINER_ONLY = ("task_type", "trajectory", "extras")
 
 
 @with_config(_STRICT)

@@ -46,6 +46,14 @@ from skillopt_sleep.mine import (
     task_from_digest,
 )
 
+__all__ = [
+    "MAX_TASKS_PER_SESSION",
+    "Completer",
+    "MineReply",
+    "build_prompt",
+    "llm_mine",
+]
+
 MAX_TASKS_PER_SESSION = 3
 PROMPT_INTENTS = 6
 PROMPT_INTENT_CHARS = 240

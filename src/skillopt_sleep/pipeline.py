@@ -19,6 +19,7 @@ from typing import Any
 
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
+from skillopt.skilldoc import migrate_on_read
 from skillopt.types import EditRecord, ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
 from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
@@ -48,10 +49,15 @@ def _log() -> Any:
 
 
 def _live(night: Night) -> Live:
+    """The live documents as the night reads them: the pins are the bytes on disk; the
+    text has the reference tool's older region markers migrated (once, recorded), so a
+    learned block written by it is the one the night edits, never a second one."""
     skill_path = night.cfg.live_skill_path()
     memory_path = night.cfg.live_memory_path(night.project)
     skill, skill_sha = read_live(skill_path)
     memory, memory_sha = read_live(memory_path)
+    skill, memory = (_migrated(night, path, text) for path, text in
+                     ((skill_path, skill), (memory_path, memory)))  # fmt: skip
     return Live(
         skill_path=skill_path,
         memory_path=memory_path,
@@ -60,6 +66,18 @@ def _live(night: Night) -> Live:
         skill_sha=skill_sha,
         memory_sha=memory_sha,
     )
+
+
+def _migrated(night: Night, path: Path, text: str) -> str:
+    migration = migrate_on_read(text)
+    if migration.markers:
+        note = (
+            f"{path.name}: {migration.markers} older skillopt-sleep region marker(s) migrated "
+            "to the current ones; the proposal carries the migrated document"
+        )
+        if note not in night.notes:
+            night.notes.append(note)
+    return migration.text
 
 
 async def _gather(

@@ -25,11 +25,20 @@ from skillopt.errors import (
     NoHealthyMemberError,
     ReplyFormatError,
 )
+from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.replies import ask_validated, parse_reply
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
-from skillopt_sleep.replay import Docs, Progress, clean, task_hint
+from skillopt_sleep.replay import Docs, clean, task_hint
+
+__all__ = [
+    "ReflectMode",
+    "ReflectOutcome",
+    "Reflector",
+    "RolloutSet",
+    "parse_edits",
+]
 
 MAX_GROUPS = 6
 MAX_FAILURES = 8

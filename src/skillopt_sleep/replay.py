@@ -17,7 +17,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,12 +30,23 @@ from skillopt.errors import (
     ReplyFormatError,
 )
 from skillopt.judges import judge_local, rubric_result
+from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.replies import parse_reply
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
+
+__all__ = [
+    "RUBRIC_PASS",
+    "Docs",
+    "Job",
+    "Replayer",
+    "clean",
+    "parse_judge_reply",
+    "task_hint",
+]
 
 RUBRIC_PASS = 0.8
 
@@ -93,12 +104,6 @@ class Job:
             ]
         )
         return hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
-class Progress(Protocol):
-    def calls_planned(self, n: int) -> None: ...
-
-    def call_done(self, *, ok: bool) -> None: ...
 
 
 class _JudgeReply(BaseModel):

@@ -13,12 +13,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
+from skillopt.logging import get_logger
+from skillopt.progress import Progress
+from skillopt.skilldoc import migrate_on_read
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
 from skillopt.trainer.gating import gate_score
 from skillopt.trainer.persistence import RunDir, RunState
-from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.replies import ask_json
 from skillopt.trainer.steps import RunContext, StageCounter, mean_scores, rollout, skill_hash
 from skillopt.trainer.timing import RunTiming
@@ -27,6 +29,8 @@ from skillopt.types import Split
 __all__ = ["TrainerCore"]
 
 M = TypeVar("M", bound=BaseModel)
+
+_log = get_logger(__name__)
 
 
 class TrainerCore:
@@ -39,7 +43,7 @@ class TrainerCore:
         completer: Completer,
         *,
         pool_accounting: Callable[[], dict[str, Any]] | None = None,
-        progress: TrainProgress | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.cfg = cfg
         self.env = env
@@ -48,7 +52,7 @@ class TrainerCore:
         self.ctx = RunContext(
             cfg=cfg,
             env=env,
-            completer=StageCounter(completer, on_call=progress.call_done if progress else None),
+            completer=StageCounter(completer, on_call=self._call_done),
             run=self.run_dir,
         )
         self.pool_accounting = pool_accounting
@@ -71,7 +75,11 @@ class TrainerCore:
 
     def phase(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.phase(label)
+            self.progress.stage(label)
+
+    def _call_done(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress.call_done(stage=stage)
 
     def score(self, hard: float, soft: float) -> float:
         ev = self.cfg.evaluation
@@ -94,9 +102,13 @@ class TrainerCore:
         if not path:
             return ""
         try:
-            return Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise ConfigError(f"skill file not found: {path}", key="env.skill_init") from exc
+        migration = migrate_on_read(text)
+        if migration.migrated:
+            _log.info("skill_init_migrated", path=path, legacy_markers=migration.markers)
+        return migration.text
 
     def config_dump(self) -> dict[str, Any]:
         dump = self.cfg.redacted_dump()

@@ -20,7 +20,7 @@ from skillopt.trainer.steps import (
 __all__ = ["VERSION", "FinalPhase"]
 
 VERSION = "skillopt-trainer-1"
-_log = get_logger("skillopt.trainer")
+_log = get_logger(__name__)
 
 
 class FinalPhase:

@@ -14,6 +14,7 @@ from typing import Any
 
 from skillopt.errors import ConfigError, CorruptStateError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
+from skillopt.progress import Progress
 from skillopt.redact import sanitize
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.core import TrainerCore
@@ -23,7 +24,6 @@ from skillopt.trainer.epoch_end import EpochEnd
 from skillopt.trainer.final import FinalPhase
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.phases import run_step, step_input
-from skillopt.trainer.progress import TrainProgress
 from skillopt.trainer.steps import mean_scores, rollout, skill_hash
 
 __all__ = ["Trainer", "run_failure"]
@@ -42,7 +42,7 @@ class Trainer:
         completer: Completer,
         *,
         pool_accounting: Callable[[], dict[str, Any]] | None = None,
-        progress: TrainProgress | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.core = TrainerCore(
             cfg, env, completer, pool_accounting=pool_accounting, progress=progress
@@ -123,7 +123,7 @@ class Trainer:
                 best_score=state.best_score,
             )
             if core.progress is not None:
-                core.progress.line(
+                core.progress.note(
                     f"step {global_step}/{total}: {record['action']}, val gate "
                     f"{state.current_score:.3f} (best {state.best_score:.3f})"
                 )

@@ -16,15 +16,7 @@ from typing import Any
 from skillopt.concurrency import gather_indexed
 from skillopt.optimizer.meta import meta_context
 from skillopt.redact import sanitize
-from skillopt.skilldoc import (
-    Region,
-    append_notes,
-    appendix_notes,
-    extract_slow_update,
-    region_spans,
-    set_slow_update,
-    strip_region,
-)
+from skillopt.skilldoc import Region, append_notes, appendix_notes, carry_regions, strip_region
 from skillopt.trainer.config import LrControl, UpdateMode
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import BatchSpec
@@ -54,7 +46,25 @@ from skillopt.trainer.steps import (
 from skillopt.trainer.timing import StepTimer
 from skillopt.types import GateAction
 
-__all__ = ["StepInput", "run_step"]
+__all__ = [
+    "Candidate",
+    "Evaluated",
+    "Reflected",
+    "RolledOut",
+    "Selected",
+    "StepInput",
+    "UpdateFailure",
+    "add_notes",
+    "conclude",
+    "evaluate",
+    "merge",
+    "reflect",
+    "roll_out",
+    "run_step",
+    "select",
+    "step_input",
+    "update",
+]
 
 Record = dict[str, Any]
 
@@ -319,7 +329,7 @@ async def update(core: TrainerCore, inp: StepInput, selected: Selected) -> Candi
             return Candidate(skip="skip_no_rewrite")
         run.write_json(inp.dir / "full_rewrite_result.json", chosen.model_dump(mode="json"))
         return Candidate(
-            text=carry_protected(inp.skill, chosen.content),
+            text=carry_regions(inp.skill, chosen.content),
             fields={"full_rewrite_title": chosen.target},
         )
     rewrite = await rewrite_skill(core.ctx, inp.skill, selected.edits, step_buffer=inp.step_buffer)
@@ -328,7 +338,7 @@ async def update(core: TrainerCore, inp: StepInput, selected: Selected) -> Candi
         return Candidate(skip="skip_no_rewrite", failure=failure)
     run.write_json(inp.dir / "rewrite_result.json", rewrite.model_dump(mode="json"))
     return Candidate(
-        text=carry_protected(inp.skill, rewrite.new_skill),
+        text=carry_regions(inp.skill, rewrite.new_skill),
         fields={"rewrite_change_summary": rewrite.change_summary},
     )
 
@@ -420,17 +430,6 @@ def conclude(
     }
     skill = candidate if outcome.becomes_current else inp.skill
     return verdict.state.model_copy(update=update), skill, fields
-
-
-def carry_protected(current: str, new: str) -> str:
-    """A rewritten skill keeps the current appendix and slow-update blocks verbatim."""
-    new = strip_region(strip_region(new, Region.APPENDIX), Region.SLOW_UPDATE)
-    notes = appendix_notes(current)
-    if notes:
-        new = append_notes(new, notes)
-    if region_spans(current, Region.SLOW_UPDATE):
-        new = set_slow_update(new, extract_slow_update(current))
-    return new
 
 
 # --------------------------------------------------------------------------- the step

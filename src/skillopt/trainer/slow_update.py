@@ -36,8 +36,8 @@ class ComparisonPair:
             return {
                 "hard": r.hard,
                 "soft": r.soft,
-                "prediction": r.prediction,
-                "fail_reason": r.fail_reason,
+                "prediction": r.response,
+                "fail_reason": r.reason,
             }
 
         return {
@@ -62,16 +62,16 @@ def build_pairs(
     prev: Sequence[RolloutResult], curr: Sequence[RolloutResult]
 ) -> list[ComparisonPair]:
     """Pairs by item id, in the order of ``curr``."""
-    by_id = {r.item_id: r for r in prev}
+    by_id = {r.task_id: r for r in prev}
     return [
         ComparisonPair(
-            item_id=c.item_id,
-            category=_category(by_id[c.item_id].passed, c.passed),
-            prev=by_id[c.item_id],
+            item_id=c.task_id,
+            category=_category(by_id[c.task_id].passed, c.passed),
+            prev=by_id[c.task_id],
             curr=c,
         )
         for c in curr
-        if c.item_id in by_id
+        if c.task_id in by_id
     ]
 
 

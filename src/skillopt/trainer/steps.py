@@ -37,6 +37,8 @@ from skillopt.trainer.envs.base import (
     EnvItem,
     RolloutContext,
     RolloutResult,
+    rollout_from_json,
+    rollout_to_json,
 )
 from skillopt.trainer.merge import MergeOutcome, merge_sides
 from skillopt.trainer.persistence import RunDir, StepBufferEntry
@@ -78,7 +80,7 @@ __all__ = [
     "update_patch",
 ]
 
-_log = get_logger("skillopt.trainer")
+_log = get_logger(__name__)
 
 #: Characters of edit suggestions one rewrite prompt carries; whole suggestions only.
 SUGGESTIONS_BUDGET = 8000
@@ -122,7 +124,7 @@ def _load_final(path: Path, run: RunDir, digest: str, ids: list[str]) -> list[Ro
         return None
     if raw.get("skill_hash") != digest or [r["id"] for r in raw.get("results", [])] != ids:
         return None
-    return [RolloutResult.from_json(r) for r in raw["results"]]
+    return [rollout_from_json(r) for r in raw["results"]]
 
 
 def _saved_rows(partial_path: Path, digest: str) -> dict[str, RolloutResult]:
@@ -130,7 +132,7 @@ def _saved_rows(partial_path: Path, digest: str) -> dict[str, RolloutResult]:
     after an outage aborted the batch, a resumed run must not reuse the very failures that
     aborted it."""
     return {
-        row["result"]["id"]: RolloutResult.from_json(row["result"])
+        row["result"]["id"]: rollout_from_json(row["result"])
         for row in read_jsonl(partial_path)
         if row.get("skill_hash") == digest and not row["result"].get("error")
     }
@@ -153,11 +155,11 @@ async def _attempt(ctx: RunContext, item: EnvItem, skill: str, workdir: Path) ->
         raise
     except (BackendError, TimeoutError) as exc:
         return RolloutResult(
-            item_id=item.id,
+            task_id=item.id,
             hard=0.0,
             soft=0.0,
             task_type=item.task_type,
-            fail_reason="error: the attempt failed",
+            reason="error: the attempt failed",
             error=str(exc) or type(exc).__name__,
         )
 
@@ -176,7 +178,7 @@ async def _attempt_all(
     async def one(k: int) -> RolloutResult:
         index, item = jobs[k]
         result = await _attempt(ctx, item, skill, out_dir / "work" / f"{index:05d}")
-        rows_in.send_nowait({"skill_hash": digest, "result": result.to_json()})
+        rows_in.send_nowait({"skill_hash": digest, "result": rollout_to_json(result)})
         return result
 
     async def flush_rows() -> None:
@@ -227,7 +229,8 @@ async def rollout(
             f"{errors}/{len(final)} rollouts failed in {ctx.run.rel(out_dir)}; "
             "refusing to score a mostly broken batch"
         )
-    ctx.run.write_json(final_path, {"skill_hash": digest, "results": [r.to_json() for r in final]})
+    rows = [rollout_to_json(r) for r in final]
+    ctx.run.write_json(final_path, {"skill_hash": digest, "results": rows})
     partial_path.unlink(missing_ok=True)
     return final
 
@@ -265,9 +268,9 @@ def _format_trajectories(results: Sequence[RolloutResult], limit: int) -> str:
     for k, r in enumerate(results, start=1):
         text = r.trajectory if len(r.trajectory) <= limit else r.trajectory[:limit] + "\n[...]"
         blocks.append(
-            f"### Attempt {k} (id={r.item_id})\nTask type: {r.task_type}\n"
+            f"### Attempt {k} (id={r.task_id})\nTask type: {r.task_type}\n"
             f"Outcome: {'PASS' if r.passed else 'FAIL'}\n"
-            + (f"Failure: {r.fail_reason}\n" if r.fail_reason else "")
+            + (f"Failure: {r.reason}\n" if r.reason else "")
             + text
         )
     return "\n\n---\n\n".join(blocks)
@@ -387,7 +390,7 @@ def _patch(
     return Patch(
         side=side,
         index=idx,
-        item_ids=tuple(r.item_id for r in batch),
+        item_ids=tuple(r.task_id for r in batch),
         batch_size=reply.batch_size,
         patterns=tuple(p.model_dump(mode="json") for p in reply.patterns),
         edits=edits,
@@ -674,7 +677,7 @@ def failure_patterns(results: Sequence[RolloutResult]) -> list[dict[str, Any]]:
     """Failures grouped by fail-reason kind (text before the first ':') and task type; the
     labels come from the results themselves, never paired with analyst text by position."""
     groups = Counter(
-        (r.fail_reason.split(":", 1)[0].strip() or "unknown", r.task_type)
+        (r.reason.split(":", 1)[0].strip() or "unknown", r.task_type)
         for r in results
         if not r.passed
     )

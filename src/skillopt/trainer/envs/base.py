@@ -4,19 +4,21 @@ An environment owns its items (train / val / test) and knows how to roll a skill
 and score the result. Concurrency, persistence and resume live in the trainer, so an
 environment only implements :meth:`Environment.rollout` for a single item: a chat environment
 sends one request through the pool's target role, an exec environment runs an agent CLI in
-``ctx.workdir``. Results carry the text the optimizer sees (``trajectory``), already trimmed.
+``ctx.workdir``. Results (:class:`skillopt.types.RolloutResult`, the night's record too)
+carry the text the optimizer sees (``trajectory``), already trimmed; the run directory
+stores them in the trainer's own JSON shape (:func:`rollout_to_json`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from skillopt.backends.base import Completer
 from skillopt.errors import ConfigError
-from skillopt.types import Split
+from skillopt.types import RolloutResult, Split
 
 __all__ = [
     "Completer",
@@ -26,6 +28,8 @@ __all__ = [
     "RolloutResult",
     "Split",
     "parse_split",
+    "rollout_from_json",
+    "rollout_to_json",
 ]
 
 
@@ -65,50 +69,33 @@ class RolloutContext:
     sample_id: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RolloutResult:
-    """One scored attempt. ``hard`` is the pass/fail score (0..1), ``soft`` the partial one."""
+def rollout_to_json(result: RolloutResult) -> dict[str, Any]:
+    """A rollout as the trainer's run directory stores it (``results.json``, partial rows)."""
+    return {
+        "id": result.task_id,
+        "hard": result.hard,
+        "soft": result.soft,
+        "task_type": result.task_type,
+        "fail_reason": result.reason,
+        "prediction": result.response,
+        "trajectory": result.trajectory,
+        "error": result.error,
+        "extras": dict(result.extras),
+    }
 
-    item_id: str
-    hard: float
-    soft: float
-    task_type: str
-    fail_reason: str = ""  # "<kind>: details" for failures, "" on success
-    prediction: str = ""
-    trajectory: str = ""  # what the optimizer sees about this attempt
-    error: str = ""  # set when the attempt itself failed (backend error), not the answer
-    extras: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def passed(self) -> bool:
-        return self.hard >= 1e-9
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.item_id,
-            "hard": self.hard,
-            "soft": self.soft,
-            "task_type": self.task_type,
-            "fail_reason": self.fail_reason,
-            "prediction": self.prediction,
-            "trajectory": self.trajectory,
-            "error": self.error,
-            "extras": dict(self.extras),
-        }
-
-    @staticmethod
-    def from_json(raw: Mapping[str, Any]) -> RolloutResult:
-        return RolloutResult(
-            item_id=str(raw["id"]),
-            hard=float(raw["hard"]),
-            soft=float(raw["soft"]),
-            task_type=str(raw.get("task_type", "")),
-            fail_reason=str(raw.get("fail_reason", "")),
-            prediction=str(raw.get("prediction", "")),
-            trajectory=str(raw.get("trajectory", "")),
-            error=str(raw.get("error", "")),
-            extras=dict(raw.get("extras", {})),
-        )
+def rollout_from_json(raw: Mapping[str, Any]) -> RolloutResult:
+    return RolloutResult(
+        task_id=str(raw["id"]),
+        hard=float(raw["hard"]),
+        soft=float(raw["soft"]),
+        task_type=str(raw.get("task_type", "")),
+        reason=str(raw.get("fail_reason", "")),
+        response=str(raw.get("prediction", "")),
+        trajectory=str(raw.get("trajectory", "")),
+        error=str(raw.get("error", "")),
+        extras=dict(raw.get("extras", {})),
+    )
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer,
 
 __all__ = ["ExecQAEnvironment"]
 
-_log = get_logger("skillopt.trainer.exec")
+_log = get_logger(__name__)
 
 SKILL_NAME = "skillopt-target"
 _DESCRIPTION = "How to answer short questions about the provided context."
@@ -102,12 +102,12 @@ class ExecQAEnvironment:
             ]
         )
         return RolloutResult(
-            item_id=item.id,
+            task_id=item.id,
             hard=hard,
             soft=soft,
             task_type=item.task_type,
-            fail_reason=fail_reason,
-            prediction=prediction,
+            reason=fail_reason,
+            response=prediction,
             trajectory=trajectory,
             extras={"attempts": outcome.attempts},
         )

@@ -164,11 +164,11 @@ class QAEnvironment:
             ]
         )
         return RolloutResult(
-            item_id=item.id,
+            task_id=item.id,
             hard=hard,
             soft=soft,
             task_type=item.task_type,
-            fail_reason=fail_reason,
-            prediction=prediction,
+            reason=fail_reason,
+            response=prediction,
             trajectory=trajectory,
         )

@@ -1,0 +1,134 @@
+"""Progress of a run (a night, a training run) on a terminal: one protocol, one display.
+
+A run reports stage starts, planned calls, finished calls (with their accounting stage)
+and notes. :class:`TtyProgress` shows ``[stage] calls done/planned (by stage) errors eta
+elapsed`` on one line of a terminal, redrawn on those events only (no timer, at most every
+``min_interval`` seconds), with notes as permanent lines above it. Off a terminal the
+structured logs are the record: :func:`terminal_progress` returns ``None`` there.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Protocol, TextIO
+
+from skillopt.redact import sanitize
+
+__all__ = ["Progress", "TtyProgress", "terminal_progress"]
+
+
+class Progress(Protocol):
+    def stage(self, name: str) -> None: ...
+
+    def calls_planned(self, n: int) -> None: ...
+
+    def call_done(self, *, ok: bool = True, stage: str = "") -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TtyProgress:
+    """A single redrawn status line plus permanent lines for notes.
+
+    ``keep_stage_lines`` leaves each finished stage's last status as a line of its own (the
+    night's record of its stages); otherwise the next stage replaces it (a training run's
+    steps report themselves in notes). ``note_prefix`` indents notes."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        min_interval: float = 0.1,
+        keep_stage_lines: bool = False,
+        note_prefix: str = "",
+    ) -> None:
+        self.out = stream or sys.stderr
+        self.current = ""
+        self.done = 0
+        self.errors = 0
+        self.planned = 0
+        self.by_stage: dict[str, int] = {}
+        self.started = time.monotonic()
+        self._min_interval = min_interval
+        self._keep = keep_stage_lines
+        self._note_prefix = note_prefix
+        self._last_draw = 0.0
+        self._drawn = False
+
+    def stage(self, name: str) -> None:
+        self._end_line()
+        self.current, self.done, self.errors, self.planned = name, 0, 0, 0
+        self.by_stage = {}
+        self.started = time.monotonic()
+        self._draw(force=True)
+
+    def calls_planned(self, n: int) -> None:
+        self.planned += n
+        self._draw()
+
+    def call_done(self, *, ok: bool = True, stage: str = "") -> None:
+        self.done += 1
+        self.errors += 0 if ok else 1
+        if stage:
+            self.by_stage[stage] = self.by_stage.get(stage, 0) + 1
+        self._draw()
+
+    def note(self, message: str) -> None:
+        """A permanent line above the status line."""
+        self._clear()
+        self.out.write(f"{self._note_prefix}{sanitize(message)}\n")
+        self.out.flush()
+        self._draw(force=True)
+
+    def close(self) -> None:
+        self._end_line()
+        self.current = ""
+
+    def _end_line(self) -> None:
+        if self._keep and self.current:
+            self._draw(force=True)
+            self.out.write("\n")
+            self.out.flush()
+            self._drawn = False
+        else:
+            self._clear()
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.out.write("\r\x1b[2K")
+            self._drawn = False
+
+    def _draw(self, *, force: bool = False) -> None:
+        if not self.current:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_draw < self._min_interval:
+            return
+        self._last_draw = now
+        self.out.write("\r\x1b[2K" + self._line(now))
+        self.out.flush()
+        self._drawn = True
+
+    def _line(self, now: float) -> str:
+        elapsed = now - self.started
+        total = f"/{self.planned}" if self.planned else ""
+        stages = ", ".join(f"{name} {n}" for name, n in sorted(self.by_stage.items()))
+        detail = f" ({stages})" if stages else ""
+        errors = f"  errors {self.errors}" if self.errors else ""
+        eta = ""
+        if self.done and self.planned > self.done:
+            eta = f"  eta {elapsed / self.done * (self.planned - self.done):.0f}s"
+        return f"[{self.current}] calls {self.done}{total}{detail}{errors}{eta}  {elapsed:.0f}s"
+
+
+def terminal_progress(
+    stream: TextIO | None = None, *, keep_stage_lines: bool = False, note_prefix: str = ""
+) -> TtyProgress | None:
+    """A live display when ``stream`` (stderr by default) is a terminal, else ``None``."""
+    out = stream or sys.stderr
+    if not out.isatty():
+        return None
+    return TtyProgress(out, keep_stage_lines=keep_stage_lines, note_prefix=note_prefix)

@@ -1,0 +1,47 @@
+"""The one progress display: status line, stage counts, notes, kept or replaced stage lines."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from skillopt.progress import TtyProgress, terminal_progress
+from skillopt_sleep.progress import LogProgress, default_progress
+
+
+def screen(text: str) -> list[str]:
+    """The lines a terminal shows: each line's text after its last carriage return."""
+    return [line.rsplit("\r", 1)[-1].removeprefix("\x1b[2K") for line in text.split("\n")]
+
+
+def test_night_stages_keep_their_line_and_notes_are_indented() -> None:
+    out = io.StringIO()
+    progress = TtyProgress(out, min_interval=0.0, keep_stage_lines=True, note_prefix="  ")
+    progress.stage("mine")
+    progress.calls_planned(2)
+    progress.call_done(ok=True, stage="mine")
+    progress.call_done(ok=False, stage="mine")
+    progress.note("mined 3 tasks")
+    progress.stage("baseline")
+    progress.close()
+    lines = screen(out.getvalue())
+    assert lines[0] == "  mined 3 tasks"
+    assert re.fullmatch(r"\[mine\] calls 2/2 \(mine 2\)  errors 1  \d+s", lines[1])
+    assert re.fullmatch(r"\[baseline\] calls 0  \d+s", lines[2])  # the last stage's line stays
+    assert lines[3:] == [""]
+
+
+def test_trainer_steps_replace_each_other() -> None:
+    out = io.StringIO()
+    progress = TtyProgress(out, min_interval=0.0)
+    progress.stage("step 1/2 epoch 1")
+    progress.call_done(stage="rollout")
+    progress.stage("step 2/2 epoch 1")
+    progress.close()
+    assert "\n" not in out.getvalue()
+    assert out.getvalue().endswith("\r\x1b[2K")
+
+
+def test_off_a_terminal() -> None:
+    assert terminal_progress(io.StringIO()) is None
+    assert isinstance(default_progress(io.StringIO()), LogProgress)

@@ -8,7 +8,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -120,6 +122,74 @@ def test_timer_uses_project_time_and_jitter(tmp_path: Path) -> None:
     timer = p.files[1].content
     assert "OnCalendar=*-*-* 23:45:10" in timer and "RandomizedDelaySec=600s" in timer
     assert "Persistent=true" in timer
+
+
+TOKYO = {"time": "03:15", "timezone": "Asia/Tokyo"}
+
+
+def test_timer_keeps_the_configured_zone(tmp_path: Path) -> None:
+    settings = DaemonSettings.model_validate(TOKYO)
+    p = plan(Kind.SYSTEMD, settings=settings, invocation=_invocation(tmp_path, tmp_path / "p"))
+    timer = p.files[1].content
+    assert "OnCalendar=*-*-* 03:15:00 Asia/Tokyo\n" in timer
+    tool = shutil.which("systemd-analyze")
+    if tool is not None:  # systemd itself reads the zone the way we wrote it
+        spec = timer.split("OnCalendar=")[1].splitlines()[0]
+        done = subprocess.run([tool, "calendar", spec], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "Asia/Tokyo" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("kind", [Kind.CRON, Kind.LAUNCHD])
+def test_cron_and_launchd_get_the_zone_converted_with_a_dst_note(
+    tmp_path: Path, kind: Kind
+) -> None:
+    """03:15 in Tokyo is 19:15 in Paris in winter, 20:15 in summer: the files carry the
+    winter time and say when to install again."""
+    settings = DaemonSettings.model_validate(TOKYO)
+    paris = ZoneInfo("Europe/Paris")
+    inv = _invocation(tmp_path, tmp_path / "p")
+    p = plan(kind, settings=settings, invocation=inv, today=date(2026, 11, 26), machine=paris)
+    content = p.files[0].content
+    if kind is Kind.CRON:
+        assert p.crontab_line.startswith("15 19 * * * ")
+    else:
+        calendar = plistlib.loads(content.encode())["StartCalendarInterval"]
+        assert calendar == {"Hour": 19, "Minute": 15}
+    [note] = p.notes
+    assert "03:15 Asia/Tokyo" in note and "19:15" in note and "20:15" in note
+    assert "2027-03-28" in note and "schedule install" in note
+    assert "19:15" in content and "2027-03-28" in content  # the file says it too
+
+
+def test_converted_time_is_when_the_daemon_would_fire(tmp_path: Path) -> None:
+    """The same config fires the daemon and a cron line at the same instant."""
+    from skillopt_sleep.daemon import build_trigger, next_fire_after
+
+    project = tmp_path / "p"
+    settings = DaemonSettings.model_validate({**TOKYO, "projects": [{"path": str(project)}]})
+    machine = ZoneInfo("America/New_York")
+    for today in (date(2026, 1, 10), date(2026, 7, 10)):
+        p = plan(
+            Kind.CRON,
+            settings=settings,
+            invocation=_invocation(tmp_path, project),
+            today=today,
+            machine=machine,
+        )
+        minute, hour = p.crontab_line.split()[:2]
+        trigger = build_trigger(settings, settings.projects[0], jitter=False)
+        start = datetime.combine(today, datetime.min.time(), tzinfo=ZoneInfo("Asia/Tokyo"))
+        fire = next_fire_after(trigger, start)
+        assert fire is not None
+        local = fire.astimezone(machine)
+        assert (local.hour, local.minute) == (int(hour), int(minute))
+
+
+def test_same_zone_as_the_machine_needs_no_note(tmp_path: Path) -> None:
+    settings = DaemonSettings.model_validate({"time": "03:15", "timezone": "Europe/Paris"})
+    p = plan(Kind.CRON, settings=settings, invocation=_invocation(tmp_path, tmp_path / "p"),
+             today=date(2026, 11, 26), machine=ZoneInfo("Europe/Paris"))  # fmt: skip
+    assert p.crontab_line.startswith("15 3 * * * ") and p.notes == ()
 
 
 def test_cron_schedules_are_daemon_only(tmp_path: Path) -> None:
@@ -283,3 +353,27 @@ def test_outdated_file_of_ours_is_rewritten(
 
 def test_bad_combination_exits_2(env: dict[str, Path]) -> None:
     assert _cli(env, "install", "--cron", "--daemon") == 2
+
+
+def test_install_converts_the_zone_and_says_so(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    text = (
+        env["config"]
+        .read_text()
+        .replace('time = "03:10"', 'time = "03:15"\ntimezone = "Asia/Tokyo"')
+    )
+    env["config"].write_text(text)
+    try:
+        assert _cli(env, "install", "--cron") == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    out = capsys.readouterr().out
+    [fragment] = list(env["root"].iterdir())
+    assert fragment.read_text().splitlines()[-1].startswith("15 18 * * * ")
+    assert "note: 03:15 Asia/Tokyo (daemon.timezone) is 18:15" in out and "all year" in out

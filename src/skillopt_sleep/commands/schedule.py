@@ -116,10 +116,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
+def _say_notes(the_plan: Plan) -> None:
+    for note in the_plan.notes:
+        _out(f"note: {note}")
+
+
 def _show(the_plan: Plan) -> int:
     for unit in the_plan.files:
         _out(f"== {unit.path} ({unit.state()})")
         _out(unit.content.rstrip("\n"))
+    _say_notes(the_plan)
     _print_commands("activate with", the_plan, install=True)
     return EXIT_OK
 
@@ -127,6 +133,7 @@ def _show(the_plan: Plan) -> int:
 def _install(the_plan: Plan, *, activate: bool) -> int:
     for change in install(the_plan):
         _out(f"{change.action}: {change.path}")
+    _say_notes(the_plan)
     if not activate:
         _print_commands("now activate it", the_plan, install=True)
         return EXIT_OK

@@ -29,6 +29,7 @@ from skillopt_sleep.schedule import (
     strip_crontab,
     systemd_quote,
 )
+from support.sleep_setup import MOCK_POOL
 
 pytest.importorskip("skillopt_sleep.config", reason="the sleep config loader has not landed yet")
 
@@ -227,7 +228,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     config = tmp_path / "sleep.toml"
     config.write_text(
         f'state_dir = {json.dumps(str(state))}\n\n[daemon]\ntime = "03:10"\n'
-        "shutdown_grace_seconds = 40\n"
+        "shutdown_grace_seconds = 40\n" + MOCK_POOL
     )
     project = tmp_path / "my project; $(touch pwned) 100%"
     project.mkdir()
@@ -377,3 +378,37 @@ def test_install_converts_the_zone_and_says_so(
     [fragment] = list(env["root"].iterdir())
     assert fragment.read_text().splitlines()[-1].startswith("15 18 * * * ")
     assert "note: 03:15 Asia/Tokyo (daemon.timezone) is 18:15" in out and "all year" in out
+
+
+def test_a_daemon_without_a_project_is_not_installed(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon would exit 2 ("no enabled project") and never be restarted."""
+    argv = ["schedule", "install", "--systemd", "--daemon", "--config", str(env["config"])]
+    assert main([*argv, "--root", str(env["root"])]) == 2
+    err = capsys.readouterr().err
+    assert "no enabled project" in err and "[[daemon.projects]]" in err and "--project" in err
+    assert not env["root"].exists()
+    # with --project the project goes into the unit, and the daemon has something to run
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+
+
+def test_show_warns_about_what_install_would_refuse(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["schedule", "show", "--systemd", "--daemon", "--config", str(env["config"])]
+    assert main([*argv, "--root", str(env["root"])]) == 0
+    assert "warning: install would refuse" in capsys.readouterr().err
+
+
+def test_nights_without_a_pool_or_a_project_are_not_scheduled(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env["config"].write_text(env["config"].read_text().split("\n[[pool.members]]")[0])
+    assert _cli(env, "install", "--cron") == 2
+    assert "[pool]" in capsys.readouterr().err
+    env["config"].write_text(env["config"].read_text() + MOCK_POOL)
+    env["project"] = env["project"].parent / "gone"
+    assert _cli(env, "install", "--cron") == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert not env["root"].exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.cli import main
+from support.sleep_setup import MOCK_POOL
 
 FAKE_CRONTAB = """#!/bin/sh
 # A fake crontab(1): the table lives in $FAKE_CRON_TABLE; a failing read is scriptable.
@@ -51,7 +52,7 @@ def cron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.delenv("FAKE_CRON_READ_FAILS", raising=False)
     monkeypatch.delenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", raising=False)
     config = tmp_path / "sleep.toml"
-    config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n")
+    config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n{MOCK_POOL}")
     project = tmp_path / "project"
     project.mkdir()
     return {"table": table, "log": log, "config": config, "project": project, "tmp": tmp_path}
@@ -107,7 +108,7 @@ def test_systemd_units_read_an_optional_env_file_and_do_not_restart_on_exit_2(
     root = cron["tmp"] / "units"
     common = ["--project", str(cron["project"]), "--config", str(cron["config"])]
     assert main(["schedule", "install", "--systemd", "--root", str(root), *common]) == 0
-    assert main(["schedule", "install", "--systemd", "--daemon", "--root", str(root)]) == 0
+    assert main(["schedule", "install", "--systemd", "--daemon", "--root", str(root), *common]) == 0
     services = sorted(root.glob("*.service"))
     assert len(services) == 2
     for service in services:

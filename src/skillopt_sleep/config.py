@@ -155,6 +155,14 @@ def _under(project: Path, path: Path) -> Path:
     return path if path.is_absolute() else project / path
 
 
+def config_file(path: Path | None) -> Path | None:
+    """The file a command reads: ``path``, else the default file when it exists."""
+    if path is not None:
+        return path
+    default = DEFAULT_CONFIG_PATH.expanduser()
+    return default if default.is_file() else None
+
+
 def load_sleep_config(
     path: Path | None = None,
     *,
@@ -162,9 +170,7 @@ def load_sleep_config(
     environ: Mapping[str, str] | None = None,
 ) -> SleepConfig:
     """Load the sleep config. ``path=None`` reads the default file when it exists."""
-    if path is None:
-        default = DEFAULT_CONFIG_PATH.expanduser()
-        path = default if default.is_file() else None
+    path = config_file(path)
     return load_toml_model(
         path, SleepConfig, env_prefix=ENV_PREFIX, overrides=overrides, environ=environ
     )

@@ -17,6 +17,7 @@ import anyio
 
 from skillopt.errors import ConfigError, RefusedError, SkillOptError
 from skillopt.redact import sanitize
+from skillopt_sleep.config import DEFAULT_CONFIG_PATH, SleepConfig, config_file, load_sleep_config
 from skillopt_sleep.schedule import (
     Invocation,
     Kind,
@@ -81,9 +82,8 @@ def _default_kind() -> str:
     return "launchd" if sys.platform == "darwin" else "systemd"
 
 
-def build_plan(args: argparse.Namespace) -> Plan:
-    from skillopt_sleep.config import load_sleep_config
-
+def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
+    """The plan, and why the scheduled command could not run (install refuses then)."""
     config_path = args.config.expanduser().resolve() if args.config else None
     cfg = load_sleep_config(config_path)
     name = args.kind or _default_kind()
@@ -97,15 +97,49 @@ def build_plan(args: argparse.Namespace) -> Plan:
         config=config_path,
         state_dir=cfg.state_path().absolute(),
     )
-    return plan(kind, settings=cfg.daemon, invocation=invocation, root=args.root)
+    the_plan = plan(kind, settings=cfg.daemon, invocation=invocation, root=args.root)
+    return the_plan, cannot_run(cfg, invocation, config_file(config_path), daemon=args.daemon)
+
+
+def cannot_run(
+    cfg: SleepConfig, invocation: Invocation, config: Path | None, *, daemon: bool
+) -> list[str]:
+    """What the scheduled command checks when it starts, checked now: a unit that can only
+    exit 2 every night (or a daemon that exits 2 at once) is not worth installing."""
+    where = str(config) if config is not None else f"the defaults (no {DEFAULT_CONFIG_PATH})"
+    problems = []
+    if cfg.pool is None:
+        problems.append(
+            f"no model endpoints in {where} (a [pool] section): every scheduled night would "
+            "stop with exit 2; add them first (docs/endpoints.md)"
+        )
+    if invocation.project is not None and not invocation.project.is_dir():
+        problems.append(f"the project {invocation.project} is not a directory")
+    if daemon:
+        from skillopt_sleep.daemon import schedule_jobs, utc_now
+
+        extra = [invocation.project] if invocation.project is not None else []
+        try:
+            schedule_jobs(cfg.daemon.with_projects(extra), now=utc_now())
+        except ConfigError as exc:
+            problems.append(
+                f"the daemon would exit 2 at start ({exc}): add a [[daemon.projects]] entry "
+                f'(path = "/abs/path/to/project") to {where}, or pass --project PATH to '
+                "write that project into the unit"
+            )
+    return problems
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        the_plan = build_plan(args)
+        the_plan, problems = build_plan(args)
         if args.action == "show":
+            for problem in problems:
+                _err(f"warning: install would refuse: {problem}")
             return _show(the_plan)
         if args.action == "install":
+            if problems:
+                raise RefusedError("; ".join(problems) + "; nothing was installed")
             return _install(the_plan, activate=args.activate)
         return _remove(the_plan, activate=args.activate)
     except (ConfigError, RefusedError) as exc:

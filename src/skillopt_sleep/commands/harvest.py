@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 "changes": changes,
                 "n_sessions": got.n_sessions,
                 "n_recalled": got.n_recalled,
+                "model_calls": _mining_calls(got),
                 "backlog": got.backlog,
                 "outside_window": got.outside_window,
                 "why_nothing": got.why_nothing,
@@ -166,13 +167,23 @@ def _write_draft(output: Path, got: Gathered, project: Path, now: datetime) -> N
     write_tasks_file(output, got.tasks, generated_at=now, metadata=metadata)
 
 
+def _mining_calls(got: Gathered) -> int:
+    """Model calls this preview paid for (sessions mined before come from the cache)."""
+    return int(got.diagnostics.get("mine", {}).get("calls", 0) or 0)
+
+
 def _say_preview(got: Gathered, output: Path | None) -> None:
-    miner = got.diagnostics.get("mine", {}).get("miner", "?")
+    mine = got.diagnostics.get("mine", {})
     new = len(got.tasks) - got.n_recalled
     say(
-        f"{got.n_sessions} session(s) -> {new} new task(s) (miner: {miner}), "
+        f"{got.n_sessions} session(s) -> {new} new task(s) (miner: {mine.get('miner', '?')}), "
         f"{got.n_recalled} recalled from the archive"
     )
+    if "cached" in mine:
+        say(
+            f"  model calls: {_mining_calls(got)} ({mine['cached']} session(s) from the mining "
+            "cache; the next night reuses these results; --no-llm spends nothing)"
+        )
     if got.why_nothing:
         say(f"  nothing to learn from: {got.why_nothing}")
     for note in got.notes:

@@ -412,3 +412,27 @@ def test_nights_without_a_pool_or_a_project_are_not_scheduled(
     assert _cli(env, "install", "--cron") == 2
     assert "is not a directory" in capsys.readouterr().err
     assert not env["root"].exists()
+
+
+def test_json_and_state_dir_work_for_schedule_too(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other state"
+    assert _cli(env, "install", "--cron", "--json", "--state-dir", str(other)) == 0
+    data = json.loads(capsys.readouterr().out)  # exactly one document
+    assert data["ok"] is True and data["kind"] == "cron"
+    assert [f["action"] for f in data["files"]] == ["write"]
+    line = Path(data["files"][0]["path"]).read_text().splitlines()[-1]
+    argv = shlex.split(line.split(" >> ")[0].split(" ", 5)[5].replace("\\%", "%"))
+    assert argv[argv.index("--state-dir") + 1] == str(other)  # the night uses it too
+    assert str(other / "projects") in line  # and so does the log
+    assert _cli(env, "install", "--launchd", "--daemon", "--json") == 2
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+def test_daemon_takes_a_state_dir(env: dict[str, Path], tmp_path: Path) -> None:
+    from skillopt_sleep.commands.daemon import make_loader
+
+    other = tmp_path / "daemon state"
+    loaded = make_loader(env["config"], [env["project"]], state_dir=other)()
+    assert loaded.state_dir == other

@@ -60,11 +60,14 @@ class Invocation:
     project: Path | None
     config: Path | None
     state_dir: Path
+    pass_state_dir: bool = False  # given on the command line: the scheduled command needs it
 
     def argv(self, command: str) -> list[str]:
         args = [str(self.python), "-m", "skillopt_sleep", command]
         if self.config is not None:
             args += ["--config", str(self.config)]
+        if self.pass_state_dir:
+            args += ["--state-dir", str(self.state_dir)]
         if self.project is not None:
             args += ["--project", str(self.project)]
         return args

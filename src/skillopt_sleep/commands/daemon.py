@@ -55,6 +55,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--config", type=Path, default=None, help="sleep.toml (default ~/.config/skillopt/)"
     )
     parser.add_argument(
+        "--state-dir", type=Path, help="where runs and state are kept (overrides the config)"
+    )
+    parser.add_argument(
         "--project",
         type=Path,
         action="append",
@@ -90,7 +93,9 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
             loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
-            loader = make_loader(args.config, projects, args.shutdown_grace, night)
+            loader = make_loader(
+                args.config, projects, args.shutdown_grace, night, state_dir=args.state_dir
+            )
         return anyio.run(Daemon(loader, handle_signals=True).run)
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
@@ -111,13 +116,16 @@ def make_loader(
     projects: list[Path],
     grace: float | None = None,
     night: NightFactory | None = None,
+    *,
+    state_dir: Path | None = None,
 ) -> ConfigLoader:
     """A loader the daemon calls at start and on every SIGHUP."""
+    overrides = {"state_dir": str(state_dir.expanduser().absolute()) if state_dir else None}
 
     def load() -> DaemonConfig:
         from skillopt_sleep.config import load_sleep_config
 
-        cfg = load_sleep_config(config_path)
+        cfg = load_sleep_config(config_path, overrides=overrides)
         return daemon_config(cfg, _settings(cfg.daemon.with_projects(projects), grace), night)
 
     return load

@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
-from skillopt.config import PoolConfig, StrictModel, load_toml_model, redacted_dump
+from skillopt.config import (
+    POOL_ENV_PREFIX,
+    PoolConfig,
+    StrictModel,
+    load_toml_model,
+    redacted_dump,
+)
 from skillopt_sleep.daemon_settings import DaemonSettings
 
 DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
@@ -117,6 +124,25 @@ class SleepConfig(StrictModel):
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_keys_at_the_top(cls, data: Any) -> Any:
+        """``[[members]]`` / ``[roles]`` pasted from an endpoints file belong under pool."""
+        if isinstance(data, Mapping):
+            for key in PoolConfig.model_fields:
+                if key in data:
+                    table = f"[[pool.{key}]]" if key == "members" else f"[pool.{key}]"
+                    raise PydanticCustomError(
+                        "keyed",
+                        "{reason}",
+                        {
+                            "key": key,
+                            "reason": f"unknown key: in sleep.toml the endpoint settings live "
+                            f"under [pool]: write {table}",
+                        },
+                    )
+        return data
+
     # -- resolved paths -------------------------------------------------------------
     def state_path(self) -> Path:
         return self.state_dir.expanduser()
@@ -172,5 +198,10 @@ def load_sleep_config(
     """Load the sleep config. ``path=None`` reads the default file when it exists."""
     path = config_file(path)
     return load_toml_model(
-        path, SleepConfig, env_prefix=ENV_PREFIX, overrides=overrides, environ=environ
+        path,
+        SleepConfig,
+        env_prefix=ENV_PREFIX,
+        overrides=overrides,
+        environ=environ,
+        env_aliases={POOL_ENV_PREFIX: f"{ENV_PREFIX}POOL__"},
     )

@@ -114,7 +114,9 @@ class EvaluationSection(_Section):
 
 
 class EnvSection(_Section):
-    name: str = "qa"  # qa | qa_exec (an agent CLI from the pool config answers)
+    # qa | qa_exec (an agent CLI from the pool config answers) | an installed entry point of
+    # the "skillopt.environments" group | "package.module:factory" (envs/registry.py)
+    name: str = "qa"
     data_dir: str = ""  # holds train.jsonl / val.jsonl / test.jsonl; "" = bundled synthetic set
     skill_init: str = ""  # "" = start from an empty skill (explicitly, not by accident)
     limit: int = Field(default=0, ge=0)  # truncate every split (0 = no limit)
@@ -122,6 +124,7 @@ class EnvSection(_Section):
     max_output_tokens: int = Field(default=512, gt=0)
     exec_member: str = ""  # qa_exec: the CLI member (by name) of backend.pool_config
     keep_workspace: bool = False  # qa_exec: keep each rollout's workspace on disk
+    options: dict[str, Any] = Field(default_factory=dict)  # your own environment's settings
 
 
 class BackendSection(_Section):

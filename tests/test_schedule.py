@@ -436,3 +436,18 @@ def test_daemon_takes_a_state_dir(env: dict[str, Path], tmp_path: Path) -> None:
     other = tmp_path / "daemon state"
     loaded = make_loader(env["config"], [env["project"]], state_dir=other)()
     assert loaded.state_dir == other
+
+
+def test_the_example_configs_cron_line_says_what_uses_it(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Uncommenting the example's daemon-level cron: the daemon takes it, the OS
+    schedulers refuse it with a message that names the way that works."""
+    example = (REPO / "configs" / "sleep.example.toml").read_text()
+    assert '# cron = "0 3 * * 1-5"' in example and "daemon only" in example
+    text = example.replace('# cron = "0 3 * * 1-5"', 'cron = "0 3 * * 1-5"')
+    env["config"].write_text(f"state_dir = {json.dumps(str(env['state']))}\n{text}")
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+    assert _cli(env, "install", "--cron") == 2
+    err = capsys.readouterr().err
+    assert "daemon.cron" in err and "--systemd --daemon" in err and "daily time" in err

@@ -163,14 +163,18 @@ def _daily_time(settings: DaemonSettings, project: Path | None) -> _time:
     """The daily time for ``project`` in ``daemon.timezone``; OS schedulers here support
     daily times only."""
     entry = next((p for p in settings.projects if p.path == project), None)
+    key = "daemon.cron"
     if entry is not None and (entry.cron or entry.time):
         cron, time = entry.cron, entry.time
+        key = f"daemon.projects.{settings.projects.index(entry)}.cron"
     else:
         cron, time = settings.cron, settings.time
     if cron is not None:
         raise ConfigError(
-            "cron expressions are supported by the daemon only; set a daily time instead",
-            key="daemon.cron",
+            "a cron expression is scheduled by the daemon only (`skillopt-sleep daemon`, or "
+            "`schedule install --systemd --daemon`); for a timer, a cron line or a launchd "
+            "agent set a daily time instead",
+            key=key,
         )
     assert time is not None
     spec = parse_time(time)

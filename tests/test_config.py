@@ -280,3 +280,30 @@ def test_endpoint_tables_pasted_into_sleep_toml_say_where_they_go(tmp_path: Path
     roles_only = 'state_dir = "/tmp/x"\n[roles]\ntarget = ["a"]\n'
     with pytest.raises(ConfigError, match=r"write \[pool.roles\]"):
         load_sleep_config(write(tmp_path, roles_only), environ={})
+
+
+def test_pool_errors_in_sleep_toml_keep_the_pool_prefix(tmp_path: Path) -> None:
+    from skillopt_sleep.config import load_sleep_config
+
+    twice = SLEEP_POOL + '\n[[pool.members]]\nkind = "mock"\nname = "local"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_sleep_config(write(tmp_path, twice), environ={})
+    assert caught.value.key == "pool.members.1.name"
+    unknown = SLEEP_POOL.replace('target = ["local"]', 'target = ["nope"]')
+    with pytest.raises(ConfigError) as caught:
+        load_sleep_config(write(tmp_path, unknown), environ={})
+    assert caught.value.key == "pool.roles.target.0" and "unknown member 'nope'" in str(
+        caught.value
+    )
+
+
+def test_a_set_typo_is_an_unknown_key_blamed_on_the_set(tmp_path: Path) -> None:
+    from skillopt.trainer.config import load_trainer_config
+
+    path = REPO / "configs" / "trainer" / "qa_demo.toml"
+    with pytest.raises(ConfigError) as caught:
+        load_trainer_config(path, overrides=["train.num_epoch=3"])
+    assert str(caught.value) == "--set train.num_epoch=3: train.num_epoch: unknown key"
+    with pytest.raises(ConfigError) as caught:
+        load_trainer_config(path, overrides=["train.num_epochs=0"])
+    assert caught.value.key == "train.num_epochs" and "--set" in str(caught.value)

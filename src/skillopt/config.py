@@ -362,7 +362,7 @@ def load_toml_model(
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise _config_error(exc, data, source, origins) from None
+        raise config_error(exc, data, source, origins) from None
 
 
 def load_pool_config(
@@ -549,13 +549,18 @@ def _origin(key: str, origins: Mapping[str, str], default: str | None) -> str | 
     return default
 
 
-def _config_error(
+def config_error(
     exc: ValidationError, data: Any, source: str | None, origins: Mapping[str, str]
 ) -> ConfigError:
+    """One ConfigError for a validation failure of ``data``: the dotted key, a plain reason
+    ("unknown key", not pydantic's wording), and where the value came from (``origins``:
+    dotted key -> the flag or variable that set it; else ``source``, the file)."""
     problems: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False, include_input=False):
         ctx = err.get("ctx") or {}
-        key = str(ctx["key"]) if "key" in ctx else _key_path(tuple(err["loc"]), data)
+        key = _key_path(tuple(err["loc"]), data)
+        if "key" in ctx:  # a cross-check names its key below the model it ran on
+            key = ".".join(part for part in (key, str(ctx["key"])) if part)
         if err.get("type") == "union_tag_invalid" or err.get("type") == "union_tag_not_found":
             disc = str(ctx.get("discriminator", "kind")).strip("'")
             key = f"{key}.{disc}".lstrip(".")

@@ -194,8 +194,10 @@ def load_sleep_config(
     *,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    override_sources: Mapping[str, str] | None = None,
 ) -> SleepConfig:
-    """Load the sleep config. ``path=None`` reads the default file when it exists."""
+    """Load the sleep config. ``path=None`` reads the default file when it exists;
+    ``override_sources`` names the flag behind an override (for errors)."""
     path = config_file(path)
     return load_toml_model(
         path,
@@ -204,4 +206,5 @@ def load_sleep_config(
         overrides=overrides,
         environ=environ,
         env_aliases={POOL_ENV_PREFIX: f"{ENV_PREFIX}POOL__"},
+        override_sources=override_sources,
     )

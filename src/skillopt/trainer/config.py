@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from skillopt.config import config_error
 from skillopt.errors import ConfigError
 from skillopt.gate import GateMetric
 
@@ -222,15 +223,15 @@ def load_trainer_config(
     """
     source = Path(path)
     data = _read_layers(source, ())
+    origins: dict[str, str] = {}
     for item in overrides:
         parts, value = parse_override(item)
         _set_path(data, parts, value)
+        origins[".".join(parts)] = f"--set {item}"
     try:
         cfg = TrainerConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(first["msg"], key=key, source=str(source)) from exc
+        raise config_error(exc, data, str(source), origins) from None
     return _resolve_paths(cfg, source.resolve().parent)
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from skillopt.backends.open import CompleterStack, open_completer
+from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.daemon import (
@@ -79,7 +80,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--demo-latency", type=float, default=0.0, help="demo: seconds per mock model call"
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    parser.add_argument(
+        "--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING, ERROR"
+    )
 
 
 NightFactory = Callable[["SleepConfig"], NightRunner]
@@ -93,6 +96,9 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
             loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
+            for project in projects:
+                if not project.is_dir():
+                    raise ConfigError(f"{project} is not a directory", key="--project")
             loader = make_loader(
                 args.config, projects, args.shutdown_grace, night, state_dir=args.state_dir
             )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +295,58 @@ def test_the_trainer_cli_checks_its_log_level_too(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as stopped:
         skillopt_main(["train", "--config", "x.toml", "--log-level", "loud"])
     assert stopped.value.code == 2 and "unknown log level 'loud'" in capsys.readouterr().err
+
+
+def _hinted(out: str, before: str) -> list[str]:
+    """The command in backquotes after ``before`` in a command's output."""
+    found = re.search(re.escape(before) + r"[^`]*`([^`]+)`", out)
+    assert found is not None, out
+    return shlex.split(found.group(1))
+
+
+def test_printed_hints_carry_the_flags_that_find_the_night(
+    setup: DemoSetup,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A night run with --config/--state-dir/--project from elsewhere: the adopt command it
+    prints (and status prints) finds its proposal as printed."""
+    monkeypatch.chdir(tmp_path)
+    cfg = str(write_config(setup))
+    state = str(tmp_path / "other-state")
+    flags = ["--config", cfg, "--project", str(setup.project), "--state-dir", state]
+    code, out = cli(capsys, "status", *flags)
+    assert _hinted(out, "no nights yet: run")[1:] == ["once", *_flag_order(flags)]
+    code, out = cli(capsys, "once", *flags)
+    assert code == 0 and "proposal staged" in out
+    adopt = _hinted(out, "adopt with")
+    assert adopt[1] == "adopt" and set(_flag_order(flags)) <= set(adopt)
+    code, out = cli(capsys, "status", *flags)
+    assert _hinted(out, "pending proposals (adopt with") == adopt
+    assert main(adopt[1:]) == 0
+    assert "adopted" in capsys.readouterr().out
+
+
+def _flag_order(flags: list[str]) -> list[str]:
+    """``flags`` in the order the hints write them (--config, --state-dir, --project)."""
+    pairs = dict(zip(flags[::2], flags[1::2], strict=True))
+    return [x for f in ("--config", "--state-dir", "--project") for x in (f, pairs[f])]
+
+
+def test_the_harvest_hint_runs_the_reviewed_night(
+    setup: DemoSetup,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = str(write_config(setup))
+    draft = setup.root / "tasks.json"
+    code, out = cli(capsys, "harvest", "--config", cfg, "--project", str(setup.project),
+                    "--output", str(draft))  # fmt: skip
+    assert code == 0
+    once = _hinted(out, "then run")
+    assert once[1:] == ["once", "--config", cfg, "--project", str(setup.project),
+                        "--tasks-file", str(draft)]  # fmt: skip
+    assert main(once[1:]) == 0

@@ -451,3 +451,48 @@ def test_the_example_configs_cron_line_says_what_uses_it(
     assert _cli(env, "install", "--cron") == 2
     err = capsys.readouterr().err
     assert "daemon.cron" in err and "--systemd --daemon" in err and "daily time" in err
+
+
+def _remove_command(text: str) -> list[str]:
+    """The command a file's marker says removes it."""
+    line = next(x for x in text.splitlines() if "remove with: " in x)
+    command = line.split("remove with: ", 1)[1].removesuffix(" -->")
+    return shlex.split(command.split(" (")[0])
+
+
+@pytest.mark.parametrize("kind", ["--systemd", "--cron", "--launchd"])
+def test_the_remove_command_in_each_file_removes_it(
+    env: dict[str, Path],
+    kind: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _cli(env, "install", kind) == 0
+    files = sorted(env["root"].iterdir())
+    argv = _remove_command(files[0].read_text())
+    if argv[0] == "cd":  # launchd: run in the project, where macOS defaults to launchd
+        assert argv[1] == str(env["project"]) and argv[2] == "&&"
+        monkeypatch.chdir(argv[1])
+        monkeypatch.setattr(sys, "platform", "darwin")
+        argv = argv[3:]
+    assert argv[:3] == ["skillopt-sleep", "schedule", "remove"]
+    assert main([*argv[1:], "--root", str(env["root"])]) == 0
+    assert not [p for p in env["root"].iterdir() if p.is_file()]
+
+
+def test_the_daemon_units_remove_command_removes_it(env: dict[str, Path]) -> None:
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+    [unit] = list(env["root"].iterdir())
+    argv = _remove_command(unit.read_text())
+    assert main([*argv[1:], "--root", str(env["root"])]) == 0
+    assert not unit.exists()
+
+
+def test_root_is_a_look_and_never_activates(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "install", "--cron", "--activate") == 2
+    assert "--root" in capsys.readouterr().err and not env["root"].exists()
+    monkeypatch.setenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", str(env["root"]))
+    argv = ["schedule", "remove", "--cron", "--activate", "--project", str(env["project"])]
+    assert main(argv) == 2

@@ -51,6 +51,9 @@ def cron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("FAKE_CRON_LOG", str(log))
     monkeypatch.delenv("FAKE_CRON_READ_FAILS", raising=False)
     monkeypatch.delenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", raising=False)
+    # --activate refuses --root: the files go where they would for real, under a fake home
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     config = tmp_path / "sleep.toml"
     config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n{MOCK_POOL}")
     project = tmp_path / "project"
@@ -64,7 +67,6 @@ def _cron(env: dict[str, Path], action: str) -> int:
             "schedule", action, "--cron", "--activate",
             "--project", str(env["project"]),
             "--config", str(env["config"]),
-            "--root", str(env["tmp"] / "units"),
         ]
     )  # fmt: skip
 
@@ -155,7 +157,7 @@ def test_launchd_reinstall_reloads_the_agent(
     monkeypatch.setenv("FAKE_LAUNCHD_LOADED", str(loaded))
     monkeypatch.setenv("FAKE_LAUNCHD_LOG", str(cron["tmp"] / "launchd.log"))
     argv = ["--launchd", "--activate", "--project", str(cron["project"]),
-            "--config", str(cron["config"]), "--root", str(cron["tmp"] / "units")]  # fmt: skip
+            "--config", str(cron["config"])]  # fmt: skip
     assert main(["schedule", "install", *argv]) == 0
     assert capsys.readouterr().err == ""  # the not-loaded bootout is not reported
     assert len(loaded.read_text().split()) == 1

@@ -3,7 +3,8 @@
 Pure rendering plus careful file handling; activating (``systemctl``, ``crontab``,
 ``launchctl``) is left to the command, which prints the commands or runs them on request.
 
-Every file we write starts with :data:`MARKER`; a file without it is foreign and is never
+Every file we write starts with :data:`MARKER_TEXT` and the exact ``schedule remove``
+command that removes it; a file without the marker is foreign and is never
 overwritten or removed. Installing twice is a no-op. Values are quoted for the consumer:
 systemd's ExecStart rules (``"..."`` with C escapes, ``%%`` and ``$$``), POSIX shell via
 :func:`shlex.quote` for cron (plus ``\\%``), XML escaping for launchd plists.
@@ -30,10 +31,7 @@ from skillopt_sleep.daemon_settings import DaemonSettings, parse_time
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule_zone import MachineTime, on_machine_clock
 
-MARKER_TEXT = (
-    "Managed by skillopt-sleep (schedule install); remove with: skillopt-sleep schedule remove"
-)
-MARKER = f"# {MARKER_TEXT}"
+MARKER_TEXT = "Managed by skillopt-sleep (schedule install)"
 ROOT_ENV = "SKILLOPT_SLEEP_SCHEDULE_ROOT"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -213,11 +211,17 @@ def plan(
     return _launchd_plan(invocation, base, local)
 
 
+def _marker(*remove_args: str) -> str:
+    """The first line of a file we write: the marker, and the command that removes it."""
+    command = shlex.join(["skillopt-sleep", "schedule", "remove", *remove_args])
+    return f"{MARKER_TEXT}; remove with: {_no_control(command, 'a comment')}"
+
+
 def _daemon_plan(settings: DaemonSettings, invocation: Invocation, base: Path) -> Plan:
     name = "skillopt-sleep-daemon.service"
     argv = invocation.argv("daemon")
     content = _template("daemon.service.tmpl").substitute(
-        marker=MARKER,
+        marker="# " + _marker("--systemd", "--daemon"),
         exec_start=" ".join(systemd_quote(a) for a in argv),
         timeout_stop=f"{int(settings.shutdown_grace_seconds) + 15}s",
     )
@@ -240,8 +244,9 @@ def _timer_plan(settings: DaemonSettings, invocation: Invocation, base: Path, wh
     key = project_key(invocation.project)
     service, timer = f"skillopt-sleep-{key}.service", f"skillopt-sleep-{key}.timer"
     description = systemd_text(invocation.project.name or str(invocation.project))
+    marker = "# " + _marker("--systemd", "--project", str(invocation.project))
     unit = _template("night.service.tmpl").substitute(
-        marker=MARKER,
+        marker=marker,
         project_comment=_no_control(str(invocation.project), "a project path"),
         timer_name=timer,
         description=description,
@@ -250,7 +255,7 @@ def _timer_plan(settings: DaemonSettings, invocation: Invocation, base: Path, wh
     )
     zone = f" {settings.timezone}" if settings.timezone else ""
     timer_text = _template("night.timer.tmpl").substitute(
-        marker=MARKER,
+        marker=marker,
         service_name=service,
         description=description,
         on_calendar=f"*-*-* {when.strftime('%H:%M:%S')}{zone}",
@@ -288,7 +293,12 @@ def _cron_plan(invocation: Invocation, base: Path, local: MachineTime) -> Plan:
         kind=Kind.CRON,
         files=[
             UnitFile(
-                path=base / f"skillopt-sleep-{key}.crontab", content=MARKER + "\n" + note + line
+                path=base / f"skillopt-sleep-{key}.crontab",
+                content="# "
+                + _marker("--cron", "--project", str(invocation.project))
+                + "\n"
+                + note
+                + line,
             )
         ],
         activate=[["crontab", "-"]],
@@ -313,7 +323,12 @@ def _launchd_plan(invocation: Invocation, base: Path, local: MachineTime) -> Pla
         f"    <string>{xml_escape(_no_control(a, 'argv'))}</string>"
         for a in invocation.argv("once")
     )
-    marker = _xml_comment(MARKER_TEXT)
+    # An XML comment cannot hold "--": on macOS launchd is the default kind and the
+    # current directory the default project, so the command needs no option.
+    marker = _xml_comment(
+        f"{MARKER_TEXT}; remove with: cd {shlex.quote(str(invocation.project))} && "
+        "skillopt-sleep schedule remove (launchd is the default on macOS)"
+    )
     if local.note:
         marker += "\n" + _xml_comment(local.note)
     content = _template("launchd.plist.tmpl").substitute(

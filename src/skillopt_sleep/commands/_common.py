@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -102,6 +104,28 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
         out[key] = str(value) if isinstance(value, Path) else value
     return out
+
+
+def self_command() -> str:
+    """How the user can run us again: the bare name if it is on PATH, else its full path
+    (``make demo`` runs ``.venv/bin/skillopt-sleep`` without activating the venv)."""
+    here = Path(sys.executable).parent / "skillopt-sleep"
+    found = shutil.which("skillopt-sleep")
+    if found and here.exists() and Path(found).resolve() == here.resolve():
+        return "skillopt-sleep"
+    return shlex.quote(str(here.absolute())) if here.exists() else "skillopt-sleep"
+
+
+def again(args: argparse.Namespace, command: str, *extra: str) -> str:
+    """The command line that runs ``command`` on the config, state dir and project this
+    command used (the flags the user gave, as absolute paths), so a printed hint finds
+    what this command made."""
+    argv = [command]
+    for flag in ("--config", "--state-dir", "--project"):
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if isinstance(value, Path):
+            argv += [flag, str(value.expanduser().absolute())]
+    return f"{self_command()} {shlex.join([*argv, *extra])}"
 
 
 def setup_logging(args: argparse.Namespace) -> None:

@@ -31,6 +31,7 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.commands._common import (
     EXIT_OK,
     add_config_args,
+    again,
     emit_json,
     known_errors,
     load_config,
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     for change in changes:
         say(change)
-    _say_preview(got, args.output)
+    _say_preview(got, args.output, args)
     return EXIT_OK
 
 
@@ -172,7 +173,7 @@ def _mining_calls(got: Gathered) -> int:
     return int(got.diagnostics.get("mine", {}).get("calls", 0) or 0)
 
 
-def _say_preview(got: Gathered, output: Path | None) -> None:
+def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -> None:
     mine = got.diagnostics.get("mine", {})
     new = len(got.tasks) - got.n_recalled
     say(
@@ -191,5 +192,6 @@ def _say_preview(got: Gathered, output: Path | None) -> None:
     for t in got.tasks:
         say(f"  [{t.split.value}/{t.origin.value}] {' '.join(t.intent.split())[:90]}")
     if output:
+        again_once = again(args, "once", "--tasks-file", str(output.expanduser().absolute()))
         say(f"draft written to {output}: review it, set \"reviewed\": true, then run "
-            f"`skillopt-sleep once --tasks-file {output}`")  # fmt: skip
+            f"`{again_once}`")  # fmt: skip

@@ -2,13 +2,15 @@
 
 Shows exactly what it writes. Without ``--activate`` it only writes files and prints the
 ``systemctl``/``crontab``/``launchctl`` commands to run; with ``--activate`` it runs them.
-``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, e.g. for a look.
+``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, for a look: it is
+refused with ``--activate``, which would still change the real scheduler.
 Exit codes: 0 ok, 1 an activation command failed, 2 refused (foreign file, bad config).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from skillopt.redact import sanitize
 from skillopt_sleep.commands._common import add_config_args, emit_json, refuse, setup_logging
 from skillopt_sleep.config import DEFAULT_CONFIG_PATH, SleepConfig, config_file, load_sleep_config
 from skillopt_sleep.schedule import (
+    ROOT_ENV,
     Invocation,
     Kind,
     Plan,
@@ -65,7 +68,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="systemd: one long-running daemon service instead of a per-project timer",
     )
     add_config_args(parser)
-    parser.add_argument("--root", type=Path, help="write unit files here instead")
+    parser.add_argument(
+        "--root", type=Path, help="write the files here instead, for a look (not with --activate)"
+    )
     parser.add_argument(
         "--activate", action="store_true", help="also run systemctl/crontab/launchctl"
     )
@@ -117,7 +122,10 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
         state_dir=cfg.state_path().absolute(),
         pass_state_dir=state_dir is not None,
     )
-    the_plan = plan(kind, settings=cfg.daemon, invocation=invocation, root=args.root)
+    settings = cfg.daemon
+    if args.action == "remove":  # which files to remove never depends on the time
+        settings = settings.model_copy(update={"cron": None, "projects": []})
+    the_plan = plan(kind, settings=settings, invocation=invocation, root=args.root)
     return the_plan, cannot_run(cfg, invocation, config_file(config_path), daemon=args.daemon)
 
 
@@ -154,6 +162,12 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     out = _Report(as_json=args.json)
     try:
+        if args.activate and (args.root or os.environ.get(ROOT_ENV)):
+            raise RefusedError(
+                f"--root (or {ROOT_ENV}) writes the files elsewhere for a look, but "
+                "--activate would still change your real systemd, crontab or launchd: leave "
+                "one of them out"
+            )
         the_plan, problems = build_plan(args)
         out.data.update(action=args.action, kind=str(the_plan.kind))
         if args.action == "show":

@@ -496,3 +496,34 @@ def test_root_is_a_look_and_never_activates(
     monkeypatch.setenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", str(env["root"]))
     argv = ["schedule", "remove", "--cron", "--activate", "--project", str(env["project"])]
     assert main(argv) == 2
+
+
+def test_cron_and_launchd_wait_out_the_jitter_themselves(tmp_path: Path) -> None:
+    """cron and launchd fire on the minute; the night they start waits 0..jitter itself,
+    as the systemd timer (RandomizedDelaySec) and the daemon do."""
+    import random
+
+    from skillopt_sleep.cli import build_parser
+    from skillopt_sleep.commands.once import start_delay
+
+    settings = DaemonSettings(jitter_seconds=600)
+    inv = _invocation(tmp_path, tmp_path / "p")
+    cron = plan(Kind.CRON, settings=settings, invocation=inv, root=tmp_path)
+    launchd = plan(Kind.LAUNCHD, settings=settings, invocation=inv, root=tmp_path)
+    timer = plan(Kind.SYSTEMD, settings=settings, invocation=inv, root=tmp_path)
+    command = cron.crontab_line.split(" >> ")[0].split(" ", 5)[5]
+    argvs = [
+        shlex.split(command),
+        plistlib.loads(launchd.files[0].content.encode())["ProgramArguments"],
+    ]
+    for argv in argvs:
+        assert argv[3:6] == ["once", "--jitter", "600"]
+        assert build_parser().parse_args(argv[3:]).jitter == 600  # the real flag
+    assert "--jitter" not in timer.files[0].content and "RandomizedDelaySec=600s" in (
+        timer.files[1].content
+    )
+    rng = random.Random(7)
+    delays = [start_delay(600, rng) for _ in range(200)]
+    assert all(0 <= d <= 600 for d in delays) and max(delays) > 300
+    assert start_delay(0) == 0.0
+    assert main(["once", "--jitter", "-1"]) == 2

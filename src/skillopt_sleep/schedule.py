@@ -60,8 +60,8 @@ class Invocation:
     state_dir: Path
     pass_state_dir: bool = False  # given on the command line: the scheduled command needs it
 
-    def argv(self, command: str) -> list[str]:
-        args = [str(self.python), "-m", "skillopt_sleep", command]
+    def argv(self, command: str, *extra: str) -> list[str]:
+        args = [str(self.python), "-m", "skillopt_sleep", command, *extra]
         if self.config is not None:
             args += ["--config", str(self.config)]
         if self.pass_state_dir:
@@ -206,9 +206,15 @@ def plan(
     if kind is Kind.SYSTEMD:
         return _timer_plan(settings, invocation, base, when)
     local = on_machine_clock(when, settings.timezone, today=today or date.today(), machine=machine)
+    # cron and launchd start on the minute: the night waits out the jitter itself
+    argv = invocation.argv("once", *_jitter_args(settings))
     if kind is Kind.CRON:
-        return _cron_plan(invocation, base, local)
-    return _launchd_plan(invocation, base, local)
+        return _cron_plan(invocation, argv, base, local)
+    return _launchd_plan(invocation, argv, base, local)
+
+
+def _jitter_args(settings: DaemonSettings) -> tuple[str, ...]:
+    return ("--jitter", str(settings.jitter_seconds)) if settings.jitter_seconds else ()
 
 
 def _marker(*remove_args: str) -> str:
@@ -277,14 +283,14 @@ def _timer_plan(settings: DaemonSettings, invocation: Invocation, base: Path, wh
     )
 
 
-def _cron_plan(invocation: Invocation, base: Path, local: MachineTime) -> Plan:
+def _cron_plan(invocation: Invocation, argv: list[str], base: Path, local: MachineTime) -> Plan:
     assert invocation.project is not None
     key = project_key(invocation.project)
     marker = f"# skillopt-sleep:{key}"
     line = _template("cron.tmpl").substitute(
         minute=local.minute,
         hour=local.hour,
-        command=cron_command(invocation.argv("once")),
+        command=cron_command(argv),
         log=cron_command([str(_log_path(invocation, key))]),
         marker=marker,
     )
@@ -315,13 +321,12 @@ def _xml_comment(text: str) -> str:
     return "<!-- " + _no_control(text, "a comment").replace("--", "- -") + " -->"
 
 
-def _launchd_plan(invocation: Invocation, base: Path, local: MachineTime) -> Plan:
+def _launchd_plan(invocation: Invocation, argv: list[str], base: Path, local: MachineTime) -> Plan:
     assert invocation.project is not None
     key = project_key(invocation.project)
     label = f"com.skillopt.sleep.{key}"
     arguments = "\n".join(
-        f"    <string>{xml_escape(_no_control(a, 'argv'))}</string>"
-        for a in invocation.argv("once")
+        f"    <string>{xml_escape(_no_control(a, 'argv'))}</string>" for a in argv
     )
     # An XML comment cannot hold "--": on macOS launchd is the default kind and the
     # current directory the default project, so the command needs no option.

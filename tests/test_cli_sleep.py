@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +102,10 @@ def test_adopt_writes_only_under_the_configured_roots(
 ) -> None:
     proj = str(setup.project)
     skills = setup.claude_home / "skills"
-    only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
-    code, night = cli(capsys, "once", "--config", only_skills, "--project", proj, "--json")
+    code, night = cli(capsys, "once", "--config", str(write_config(setup)), "--project", proj,
+                      "--json")  # fmt: skip
     assert code == 0 and night["accepted"]
+    only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
     live = {
         p: p.read_bytes() for p in (setup.config.live_skill_path(), setup.project / "CLAUDE.md")
     }
@@ -234,3 +237,119 @@ def test_status_completes_an_adoption_killed_after_its_last_file(
     assert _leftovers(setup, run) == []
     code, text = cli(capsys, "status", "--config", cfg, "--project", proj)
     assert "interrupted" not in text  # said once, when it was done
+
+
+def test_a_document_adoption_could_not_write_stops_the_night_before_it_spends(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The memory file is outside skill_roots: adopt would refuse it after the night was
+    paid for, so the night refuses at start."""
+    proj = str(setup.project)
+    skills = setup.claude_home / "skills"
+    only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
+    code, out = cli(capsys, "once", "--config", only_skills, "--project", proj, "--json")
+    assert code == 2 and "memory_path" in out["message"] and "skill_roots" in out["message"]
+    assert not list(setup.state_dir.glob("projects/*/runs/*")), "nothing ran, nothing spent"
+    no_memory = str(
+        write_config(setup, extra=f'skill_roots = ["{skills}"]').read_text()
+        .replace("[night]\n", "[night]\nevolve_memory = false\n")
+    )  # fmt: skip
+    path = setup.root / "no-memory.toml"
+    path.write_text(no_memory)
+    code, night = cli(capsys, "once", "--config", str(path), "--project", proj, "--json")
+    assert code == 0 and night["accepted"]  # the memory is not evolved: nothing to refuse
+
+
+def test_a_project_that_does_not_exist_is_refused(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup))
+    gone = str(setup.root / "no-such-project")
+    for command in ("once", "status", "harvest"):
+        code, out = cli(capsys, command, "--config", cfg, "--project", gone, "--json")
+        assert code == 2 and out["message"] == f"--project: {gone} is not a directory", command
+    assert main(["daemon", "--config", cfg, "--project", gone]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_a_bad_flag_value_is_blamed_on_the_flag(
+    setup: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = str(write_config(setup))
+    code, out = cli(capsys, "once", "--config", cfg, "--project", str(setup.project),
+                    "--rounds", "0", "--json")  # fmt: skip
+    assert code == 2 and out["message"].startswith("the --rounds flag: night.rounds: ")
+    assert cfg not in out["message"]
+
+
+@pytest.mark.parametrize("command", ["status", "once", "daemon", "schedule"])
+def test_an_unknown_log_level_is_a_usage_error(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command, "--log-level", "bogus"] + (["show"] if command == "schedule" else [])
+    assert main(argv) == 2
+    assert "unknown log level 'bogus'" in capsys.readouterr().err
+    assert main([command, "--log-level", "debug", "--help"]) == 0  # any case is fine
+
+
+def test_the_trainer_cli_checks_its_log_level_too(capsys: pytest.CaptureFixture[str]) -> None:
+    from skillopt.cli import main as skillopt_main
+
+    with pytest.raises(SystemExit) as stopped:
+        skillopt_main(["train", "--config", "x.toml", "--log-level", "loud"])
+    assert stopped.value.code == 2 and "unknown log level 'loud'" in capsys.readouterr().err
+
+
+def _hinted(out: str, before: str) -> list[str]:
+    """The command in backquotes after ``before`` in a command's output."""
+    found = re.search(re.escape(before) + r"[^`]*`([^`]+)`", out)
+    assert found is not None, out
+    return shlex.split(found.group(1))
+
+
+def test_printed_hints_carry_the_flags_that_find_the_night(
+    setup: DemoSetup,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A night run with --config/--state-dir/--project from elsewhere: the adopt command it
+    prints (and status prints) finds its proposal as printed."""
+    monkeypatch.chdir(tmp_path)
+    cfg = str(write_config(setup))
+    state = str(tmp_path / "other-state")
+    flags = ["--config", cfg, "--project", str(setup.project), "--state-dir", state]
+    code, out = cli(capsys, "status", *flags)
+    assert _hinted(out, "no nights yet: run")[1:] == ["once", *_flag_order(flags)]
+    code, out = cli(capsys, "once", *flags)
+    assert code == 0 and "proposal staged" in out
+    adopt = _hinted(out, "adopt with")
+    assert adopt[1] == "adopt" and set(_flag_order(flags)) <= set(adopt)
+    code, out = cli(capsys, "status", *flags)
+    assert _hinted(out, "pending proposals (adopt with") == adopt
+    assert main(adopt[1:]) == 0
+    assert "adopted" in capsys.readouterr().out
+
+
+def _flag_order(flags: list[str]) -> list[str]:
+    """``flags`` in the order the hints write them (--config, --state-dir, --project)."""
+    pairs = dict(zip(flags[::2], flags[1::2], strict=True))
+    return [x for f in ("--config", "--state-dir", "--project") for x in (f, pairs[f])]
+
+
+def test_the_harvest_hint_runs_the_reviewed_night(
+    setup: DemoSetup,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = str(write_config(setup))
+    draft = setup.root / "tasks.json"
+    code, out = cli(capsys, "harvest", "--config", cfg, "--project", str(setup.project),
+                    "--output", str(draft))  # fmt: skip
+    assert code == 0
+    once = _hinted(out, "then run")
+    assert once[1:] == ["once", "--config", cfg, "--project", str(setup.project),
+                        "--tasks-file", str(draft)]  # fmt: skip
+    assert main(once[1:]) == 0

@@ -217,3 +217,93 @@ def test_example_file_loads() -> None:
     kinds = {m.kind for m in cfg.members}
     assert {"openai", "azure", "azure_responses", "mock"} <= kinds
     assert cfg.roles.target and cfg.roles.optimizer
+
+
+# ----------------------------------------------------------------- environment overrides
+SLEEP_POOL = BASE.replace("[[members]]", "[[pool.members]]").replace("[roles]", "[pool.roles]")
+
+
+def test_sleep_toml_reads_its_pool_from_its_own_prefix_and_reports_the_other(
+    tmp_path: Path,
+) -> None:
+    """docs/endpoints.md: one prefix per file; the other file's prefix is reported."""
+    from structlog.testing import capture_logs
+
+    from skillopt_sleep.config import load_sleep_config
+
+    path = write(tmp_path, SLEEP_POOL)
+    env = {
+        "SKILLOPT_POOL__RETRY__MAX_ATTEMPTS": "6",
+        "SKILLOPT_SLEEP__POOL__BREAKER__COOLDOWN": "5",
+        "SKILLOPT_SLEEPNIGHT__ROUNDS": "2",
+        "SKILLOPT_TEST_KEY": "not an override",
+    }
+    with capture_logs() as logs:
+        cfg = load_sleep_config(path, environ=env)
+    assert cfg.pool is not None and cfg.pool.breaker.cooldown == 5
+    assert cfg.pool.retry.max_attempts == 4  # not applied, but said:
+    reported = {e["variable"]: e["reason"] for e in logs if e["event"] == "config.env_not_read"}
+    assert set(reported) == {"SKILLOPT_POOL__RETRY__MAX_ATTEMPTS", "SKILLOPT_SLEEPNIGHT__ROUNDS"}
+    assert (
+        "SKILLOPT_SLEEP__POOL__RETRY__MAX_ATTEMPTS"
+        in reported["SKILLOPT_POOL__RETRY__MAX_ATTEMPTS"]
+    )
+    # an endpoints file reads SKILLOPT_POOL__ and leaves sleep.toml's variables alone
+    with capture_logs() as logs:
+        pool = load_pool_config(write(tmp_path, BASE), environ=env)
+    assert pool.retry.max_attempts == 6 and pool.breaker.cooldown == 30
+    assert [e["variable"] for e in logs] == ["SKILLOPT_SLEEPNIGHT__ROUNDS"]
+
+
+def test_a_bad_override_names_its_variable(tmp_path: Path) -> None:
+    from skillopt_sleep.config import load_sleep_config
+
+    path = write(tmp_path, SLEEP_POOL)
+    for name, value in [
+        ("SKILLOPT_SLEEP__NIGHT__ROUNDZ", "2"),
+        ("SKILLOPT_SLEEP__NIGHT__ROUNDS", "0"),
+        ("SKILLOPT_SLEEP__NIGHT____ROUNDS", "2"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            load_sleep_config(path, environ={name: value})
+        assert str(caught.value).startswith(f"environment variable {name}: "), caught.value
+    with pytest.raises(ConfigError, match=r"night\.roundz: unknown key"):
+        load_sleep_config(path, environ={"SKILLOPT_SLEEP__NIGHT__ROUNDZ": "2"})
+
+
+def test_endpoint_tables_pasted_into_sleep_toml_say_where_they_go(tmp_path: Path) -> None:
+    from skillopt_sleep.config import load_sleep_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_sleep_config(write(tmp_path, BASE), environ={})
+    assert caught.value.key == "members" and "write [[pool.members]]" in str(caught.value)
+    roles_only = 'state_dir = "/tmp/x"\n[roles]\ntarget = ["a"]\n'
+    with pytest.raises(ConfigError, match=r"write \[pool.roles\]"):
+        load_sleep_config(write(tmp_path, roles_only), environ={})
+
+
+def test_pool_errors_in_sleep_toml_keep_the_pool_prefix(tmp_path: Path) -> None:
+    from skillopt_sleep.config import load_sleep_config
+
+    twice = SLEEP_POOL + '\n[[pool.members]]\nkind = "mock"\nname = "local"\n'
+    with pytest.raises(ConfigError) as caught:
+        load_sleep_config(write(tmp_path, twice), environ={})
+    assert caught.value.key == "pool.members.1.name"
+    unknown = SLEEP_POOL.replace('target = ["local"]', 'target = ["nope"]')
+    with pytest.raises(ConfigError) as caught:
+        load_sleep_config(write(tmp_path, unknown), environ={})
+    assert caught.value.key == "pool.roles.target.0" and "unknown member 'nope'" in str(
+        caught.value
+    )
+
+
+def test_a_set_typo_is_an_unknown_key_blamed_on_the_set(tmp_path: Path) -> None:
+    from skillopt.trainer.config import load_trainer_config
+
+    path = REPO / "configs" / "trainer" / "qa_demo.toml"
+    with pytest.raises(ConfigError) as caught:
+        load_trainer_config(path, overrides=["train.num_epoch=3"])
+    assert str(caught.value) == "--set train.num_epoch=3: train.num_epoch: unknown key"
+    with pytest.raises(ConfigError) as caught:
+        load_trainer_config(path, overrides=["train.num_epochs=0"])
+    assert caught.value.key == "train.num_epochs" and "--set" in str(caught.value)

@@ -10,6 +10,7 @@ import pytest
 
 from skillopt.backends.mock import World
 from skillopt.config import PoolConfig
+from skillopt.errors import ConfigError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, demo_pool, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
@@ -242,12 +243,17 @@ async def test_auto_adopt_writes_only_under_the_configured_roots(demo: DemoSetup
     skills = str(demo.claude_home / "skills")
     cfg = _with(demo.config, auto_adopt=True, skill_roots=[skills])  # the project is not one
     before = _files(demo.project)
-    outcome = await run_night(cfg, project=demo.project)
+    # the memory (in the project) could never be adopted: refused before anything is spent
+    with pytest.raises(ConfigError) as refused:
+        await run_night(cfg, project=demo.project)
+    assert refused.value.key == "memory_path" and "`skill_roots`" in str(refused.value)
+    assert not list(demo.state_dir.glob("projects/*/runs/*"))
+    skill_only = _with(cfg, night__evolve_memory=False)
+    outcome = await run_night(skill_only, project=demo.project)
     assert outcome.accepted and outcome.proposal_dir is not None
     report = json.loads((outcome.run_dir / "report.json").read_text())
-    assert report["auto_adopted"] == [] and _files(demo.project) == before
-    (note,) = [n for n in report["notes"] if n.startswith("auto-adopt refused")]
-    assert "CLAUDE.md" in note and "`skill_roots`" in note
+    assert report["auto_adopted"] == [str(cfg.live_skill_path())]
+    assert _files(demo.project) == before
 
 
 async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:

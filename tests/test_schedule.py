@@ -8,7 +8,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -27,6 +29,7 @@ from skillopt_sleep.schedule import (
     strip_crontab,
     systemd_quote,
 )
+from support.sleep_setup import MOCK_POOL
 
 pytest.importorskip("skillopt_sleep.config", reason="the sleep config loader has not landed yet")
 
@@ -122,6 +125,74 @@ def test_timer_uses_project_time_and_jitter(tmp_path: Path) -> None:
     assert "Persistent=true" in timer
 
 
+TOKYO = {"time": "03:15", "timezone": "Asia/Tokyo"}
+
+
+def test_timer_keeps_the_configured_zone(tmp_path: Path) -> None:
+    settings = DaemonSettings.model_validate(TOKYO)
+    p = plan(Kind.SYSTEMD, settings=settings, invocation=_invocation(tmp_path, tmp_path / "p"))
+    timer = p.files[1].content
+    assert "OnCalendar=*-*-* 03:15:00 Asia/Tokyo\n" in timer
+    tool = shutil.which("systemd-analyze")
+    if tool is not None:  # systemd itself reads the zone the way we wrote it
+        spec = timer.split("OnCalendar=")[1].splitlines()[0]
+        done = subprocess.run([tool, "calendar", spec], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "Asia/Tokyo" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("kind", [Kind.CRON, Kind.LAUNCHD])
+def test_cron_and_launchd_get_the_zone_converted_with_a_dst_note(
+    tmp_path: Path, kind: Kind
+) -> None:
+    """03:15 in Tokyo is 19:15 in Paris in winter, 20:15 in summer: the files carry the
+    winter time and say when to install again."""
+    settings = DaemonSettings.model_validate(TOKYO)
+    paris = ZoneInfo("Europe/Paris")
+    inv = _invocation(tmp_path, tmp_path / "p")
+    p = plan(kind, settings=settings, invocation=inv, today=date(2026, 11, 26), machine=paris)
+    content = p.files[0].content
+    if kind is Kind.CRON:
+        assert p.crontab_line.startswith("15 19 * * * ")
+    else:
+        calendar = plistlib.loads(content.encode())["StartCalendarInterval"]
+        assert calendar == {"Hour": 19, "Minute": 15}
+    [note] = p.notes
+    assert "03:15 Asia/Tokyo" in note and "19:15" in note and "20:15" in note
+    assert "2027-03-28" in note and "schedule install" in note
+    assert "19:15" in content and "2027-03-28" in content  # the file says it too
+
+
+def test_converted_time_is_when_the_daemon_would_fire(tmp_path: Path) -> None:
+    """The same config fires the daemon and a cron line at the same instant."""
+    from skillopt_sleep.daemon import build_trigger, next_fire_after
+
+    project = tmp_path / "p"
+    settings = DaemonSettings.model_validate({**TOKYO, "projects": [{"path": str(project)}]})
+    machine = ZoneInfo("America/New_York")
+    for today in (date(2026, 1, 10), date(2026, 7, 10)):
+        p = plan(
+            Kind.CRON,
+            settings=settings,
+            invocation=_invocation(tmp_path, project),
+            today=today,
+            machine=machine,
+        )
+        minute, hour = p.crontab_line.split()[:2]
+        trigger = build_trigger(settings, settings.projects[0], jitter=False)
+        start = datetime.combine(today, datetime.min.time(), tzinfo=ZoneInfo("Asia/Tokyo"))
+        fire = next_fire_after(trigger, start)
+        assert fire is not None
+        local = fire.astimezone(machine)
+        assert (local.hour, local.minute) == (int(hour), int(minute))
+
+
+def test_same_zone_as_the_machine_needs_no_note(tmp_path: Path) -> None:
+    settings = DaemonSettings.model_validate({"time": "03:15", "timezone": "Europe/Paris"})
+    p = plan(Kind.CRON, settings=settings, invocation=_invocation(tmp_path, tmp_path / "p"),
+             today=date(2026, 11, 26), machine=ZoneInfo("Europe/Paris"))  # fmt: skip
+    assert p.crontab_line.startswith("15 3 * * * ") and p.notes == ()
+
+
 def test_cron_schedules_are_daemon_only(tmp_path: Path) -> None:
     settings = DaemonSettings(cron="0 3 * * 1-5")
     with pytest.raises(ConfigError):
@@ -157,7 +228,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     config = tmp_path / "sleep.toml"
     config.write_text(
         f'state_dir = {json.dumps(str(state))}\n\n[daemon]\ntime = "03:10"\n'
-        "shutdown_grace_seconds = 40\n"
+        "shutdown_grace_seconds = 40\n" + MOCK_POOL
     )
     project = tmp_path / "my project; $(touch pwned) 100%"
     project.mkdir()
@@ -283,3 +354,176 @@ def test_outdated_file_of_ours_is_rewritten(
 
 def test_bad_combination_exits_2(env: dict[str, Path]) -> None:
     assert _cli(env, "install", "--cron", "--daemon") == 2
+
+
+def test_install_converts_the_zone_and_says_so(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    text = (
+        env["config"]
+        .read_text()
+        .replace('time = "03:10"', 'time = "03:15"\ntimezone = "Asia/Tokyo"')
+    )
+    env["config"].write_text(text)
+    try:
+        assert _cli(env, "install", "--cron") == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    out = capsys.readouterr().out
+    [fragment] = list(env["root"].iterdir())
+    assert fragment.read_text().splitlines()[-1].startswith("15 18 * * * ")
+    assert "note: 03:15 Asia/Tokyo (daemon.timezone) is 18:15" in out and "all year" in out
+
+
+def test_a_daemon_without_a_project_is_not_installed(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon would exit 2 ("no enabled project") and never be restarted."""
+    argv = ["schedule", "install", "--systemd", "--daemon", "--config", str(env["config"])]
+    assert main([*argv, "--root", str(env["root"])]) == 2
+    err = capsys.readouterr().err
+    assert "no enabled project" in err and "[[daemon.projects]]" in err and "--project" in err
+    assert not env["root"].exists()
+    # with --project the project goes into the unit, and the daemon has something to run
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+
+
+def test_show_warns_about_what_install_would_refuse(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["schedule", "show", "--systemd", "--daemon", "--config", str(env["config"])]
+    assert main([*argv, "--root", str(env["root"])]) == 0
+    assert "warning: install would refuse" in capsys.readouterr().err
+
+
+def test_nights_without_a_pool_or_a_project_are_not_scheduled(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env["config"].write_text(env["config"].read_text().split("\n[[pool.members]]")[0])
+    assert _cli(env, "install", "--cron") == 2
+    assert "[pool]" in capsys.readouterr().err
+    env["config"].write_text(env["config"].read_text() + MOCK_POOL)
+    env["project"] = env["project"].parent / "gone"
+    assert _cli(env, "install", "--cron") == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert not env["root"].exists()
+
+
+def test_json_and_state_dir_work_for_schedule_too(
+    env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other state"
+    assert _cli(env, "install", "--cron", "--json", "--state-dir", str(other)) == 0
+    data = json.loads(capsys.readouterr().out)  # exactly one document
+    assert data["ok"] is True and data["kind"] == "cron"
+    assert [f["action"] for f in data["files"]] == ["write"]
+    line = Path(data["files"][0]["path"]).read_text().splitlines()[-1]
+    argv = shlex.split(line.split(" >> ")[0].split(" ", 5)[5].replace("\\%", "%"))
+    assert argv[argv.index("--state-dir") + 1] == str(other)  # the night uses it too
+    assert str(other / "projects") in line  # and so does the log
+    assert _cli(env, "install", "--launchd", "--daemon", "--json") == 2
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+def test_daemon_takes_a_state_dir(env: dict[str, Path], tmp_path: Path) -> None:
+    from skillopt_sleep.commands.daemon import make_loader
+
+    other = tmp_path / "daemon state"
+    loaded = make_loader(env["config"], [env["project"]], state_dir=other)()
+    assert loaded.state_dir == other
+
+
+def test_the_example_configs_cron_line_says_what_uses_it(
+    env: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Uncommenting the example's daemon-level cron: the daemon takes it, the OS
+    schedulers refuse it with a message that names the way that works."""
+    example = (REPO / "configs" / "sleep.example.toml").read_text()
+    assert '# cron = "0 3 * * 1-5"' in example and "daemon only" in example
+    text = example.replace('# cron = "0 3 * * 1-5"', 'cron = "0 3 * * 1-5"')
+    env["config"].write_text(f"state_dir = {json.dumps(str(env['state']))}\n{text}")
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+    assert _cli(env, "install", "--cron") == 2
+    err = capsys.readouterr().err
+    assert "daemon.cron" in err and "--systemd --daemon" in err and "daily time" in err
+
+
+def _remove_command(text: str) -> list[str]:
+    """The command a file's marker says removes it."""
+    line = next(x for x in text.splitlines() if "remove with: " in x)
+    command = line.split("remove with: ", 1)[1].removesuffix(" -->")
+    return shlex.split(command.split(" (")[0])
+
+
+@pytest.mark.parametrize("kind", ["--systemd", "--cron", "--launchd"])
+def test_the_remove_command_in_each_file_removes_it(
+    env: dict[str, Path],
+    kind: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _cli(env, "install", kind) == 0
+    files = sorted(env["root"].iterdir())
+    argv = _remove_command(files[0].read_text())
+    if argv[0] == "cd":  # launchd: run in the project, where macOS defaults to launchd
+        assert argv[1] == str(env["project"]) and argv[2] == "&&"
+        monkeypatch.chdir(argv[1])
+        monkeypatch.setattr(sys, "platform", "darwin")
+        argv = argv[3:]
+    assert argv[:3] == ["skillopt-sleep", "schedule", "remove"]
+    assert main([*argv[1:], "--root", str(env["root"])]) == 0
+    assert not [p for p in env["root"].iterdir() if p.is_file()]
+
+
+def test_the_daemon_units_remove_command_removes_it(env: dict[str, Path]) -> None:
+    assert _cli(env, "install", "--systemd", "--daemon") == 0
+    [unit] = list(env["root"].iterdir())
+    argv = _remove_command(unit.read_text())
+    assert main([*argv[1:], "--root", str(env["root"])]) == 0
+    assert not unit.exists()
+
+
+def test_root_is_a_look_and_never_activates(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(env, "install", "--cron", "--activate") == 2
+    assert "--root" in capsys.readouterr().err and not env["root"].exists()
+    monkeypatch.setenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", str(env["root"]))
+    argv = ["schedule", "remove", "--cron", "--activate", "--project", str(env["project"])]
+    assert main(argv) == 2
+
+
+def test_cron_and_launchd_wait_out_the_jitter_themselves(tmp_path: Path) -> None:
+    """cron and launchd fire on the minute; the night they start waits 0..jitter itself,
+    as the systemd timer (RandomizedDelaySec) and the daemon do."""
+    import random
+
+    from skillopt_sleep.cli import build_parser
+    from skillopt_sleep.commands.once import start_delay
+
+    settings = DaemonSettings(jitter_seconds=600)
+    inv = _invocation(tmp_path, tmp_path / "p")
+    cron = plan(Kind.CRON, settings=settings, invocation=inv, root=tmp_path)
+    launchd = plan(Kind.LAUNCHD, settings=settings, invocation=inv, root=tmp_path)
+    timer = plan(Kind.SYSTEMD, settings=settings, invocation=inv, root=tmp_path)
+    command = cron.crontab_line.split(" >> ")[0].split(" ", 5)[5]
+    argvs = [
+        shlex.split(command),
+        plistlib.loads(launchd.files[0].content.encode())["ProgramArguments"],
+    ]
+    for argv in argvs:
+        assert argv[3:6] == ["once", "--jitter", "600"]
+        assert build_parser().parse_args(argv[3:]).jitter == 600  # the real flag
+    assert "--jitter" not in timer.files[0].content and "RandomizedDelaySec=600s" in (
+        timer.files[1].content
+    )
+    rng = random.Random(7)
+    delays = [start_delay(600, rng) for _ in range(200)]
+    assert all(0 <= d <= 600 for d in delays) and max(delays) > 300
+    assert start_delay(0) == 0.0
+    assert main(["once", "--jitter", "-1"]) == 2

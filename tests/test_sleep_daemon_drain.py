@@ -72,5 +72,11 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
         assert stopped_after < GRACE / 2, stopped_after  # did not wait out the grace
         record = _only_run(root)
         assert record["status"] == "aborted" and record["resumable"] is True
+        # the night's log line tells what the aborted night left and paid for
+        [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))  # noqa: ASYNC240
+        assert nights[0]["run_dir"] == str(run_json.parent)
+        spend = record["spend"]
+        assert isinstance(spend, dict) and spend["calls"] > 0
+        assert (nights[0]["calls"], nights[0]["tokens"]) == (spend["calls"], spend["tokens"])
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -85,3 +85,28 @@ def test_no_llm_flag_spends_nothing(
     assert data["diagnostics"]["mine"]["miner"] == "heuristic"  # type: ignore[index]
     assert len(data["tasks"]) == 16  # type: ignore[arg-type]
     assert server.requests == []
+
+
+def test_harvest_says_what_it_spent(
+    setup: DemoSetup,
+    server: FakeModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = _http_config(setup, server, monkeypatch)
+    data = _harvest(capsys, config, setup)
+    assert data["model_calls"] == len(server.requests) == 16
+    assert main(["harvest", "--config", config, "--project", str(setup.project)]) == 0
+    out = capsys.readouterr().out
+    assert "model calls: 0 (16 session(s) from the mining cache" in out  # paid once
+    assert len(server.requests) == 16
+    assert _harvest(capsys, config, setup, "--no-llm")["model_calls"] == 0
+
+
+def test_readme_says_what_reviewing_costs() -> None:
+    """The README's review path must not promise a preview that spends nothing."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("harvest --output")
+    sentence = " ".join(readme[start - 200 : start + 400].split())
+    assert "before spending anything" not in sentence
+    assert "one optimizer-model call per session" in sentence and "`--no-llm`" in sentence

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.cli import main
+from support.sleep_setup import MOCK_POOL
 
 FAKE_CRONTAB = """#!/bin/sh
 # A fake crontab(1): the table lives in $FAKE_CRON_TABLE; a failing read is scriptable.
@@ -50,8 +51,11 @@ def cron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("FAKE_CRON_LOG", str(log))
     monkeypatch.delenv("FAKE_CRON_READ_FAILS", raising=False)
     monkeypatch.delenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", raising=False)
+    # --activate refuses --root: the files go where they would for real, under a fake home
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     config = tmp_path / "sleep.toml"
-    config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n")
+    config.write_text(f"state_dir = {json.dumps(str(tmp_path / 'state'))}\n{MOCK_POOL}")
     project = tmp_path / "project"
     project.mkdir()
     return {"table": table, "log": log, "config": config, "project": project, "tmp": tmp_path}
@@ -63,7 +67,6 @@ def _cron(env: dict[str, Path], action: str) -> int:
             "schedule", action, "--cron", "--activate",
             "--project", str(env["project"]),
             "--config", str(env["config"]),
-            "--root", str(env["tmp"] / "units"),
         ]
     )  # fmt: skip
 
@@ -107,7 +110,7 @@ def test_systemd_units_read_an_optional_env_file_and_do_not_restart_on_exit_2(
     root = cron["tmp"] / "units"
     common = ["--project", str(cron["project"]), "--config", str(cron["config"])]
     assert main(["schedule", "install", "--systemd", "--root", str(root), *common]) == 0
-    assert main(["schedule", "install", "--systemd", "--daemon", "--root", str(root)]) == 0
+    assert main(["schedule", "install", "--systemd", "--daemon", "--root", str(root), *common]) == 0
     services = sorted(root.glob("*.service"))
     assert len(services) == 2
     for service in services:
@@ -154,7 +157,7 @@ def test_launchd_reinstall_reloads_the_agent(
     monkeypatch.setenv("FAKE_LAUNCHD_LOADED", str(loaded))
     monkeypatch.setenv("FAKE_LAUNCHD_LOG", str(cron["tmp"] / "launchd.log"))
     argv = ["--launchd", "--activate", "--project", str(cron["project"]),
-            "--config", str(cron["config"]), "--root", str(cron["tmp"] / "units")]  # fmt: skip
+            "--config", str(cron["config"])]  # fmt: skip
     assert main(["schedule", "install", *argv]) == 0
     assert capsys.readouterr().err == ""  # the not-loaded bootout is not reported
     assert len(loaded.read_text().split()) == 1

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from skillopt.cli_support import quiet_broken_pipe
+from skillopt.cli_support import log_level, quiet_broken_pipe
 from skillopt.errors import ConfigError, RunFailedError, SkillOptError
 from skillopt.logging import configure_logging
 from skillopt.progress import Progress, terminal_progress
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config key (repeatable), e.g. --set train.num_epochs=3",
     )  # fmt: skip
     train.add_argument(
-        "--log-level", default=None,
+        "--log-level", type=log_level, default=None,
         help="default INFO; WARNING on a terminal, where a live progress line is shown instead",
     )  # fmt: skip
 
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", default="test", help="train | val | test (default test)")
     ev.add_argument("--out", default="", help="directory for the rollouts (default: a temp dir)")
     ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    ev.add_argument("--log-level", default="WARNING")
+    ev.add_argument("--log-level", type=log_level, default="WARNING")
     return parser
 
 

@@ -12,7 +12,9 @@ record as is. This module is the only place that reads the process environment f
 Env overrides: ``{PREFIX}SECTION__KEY=value`` sets ``section.key`` (``__`` separates levels,
 names are lower-cased, a numeric level indexes a list: ``{PREFIX}MEMBERS__0__MODEL``).
 Values are parsed as TOML literals when they parse (``3``, ``true``, ``["a","b"]``),
-otherwise taken as strings.
+otherwise taken as strings. Each kind of file has one prefix (:data:`OVERRIDE_PREFIXES`);
+a problem with an override names the variable, and a ``SKILLOPT_...__...`` variable this
+file does not read is reported (logged as a warning), with the right name when there is one.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ M = TypeVar("M", bound=BaseModel)
 
 #: A filesystem path with ``~`` expanded (config files are written by people).
 UserPath = Annotated[Path, AfterValidator(lambda p: p.expanduser())]
+
+#: The documented environment-override prefix of each kind of config file.
+OVERRIDE_PREFIXES = {
+    "SKILLOPT_SLEEP__": "sleep.toml",
+    "SKILLOPT_POOL__": "an endpoints file",
+}
+POOL_ENV_PREFIX = "SKILLOPT_POOL__"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -328,38 +337,50 @@ def load_toml_model(
     env_prefix: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    env_aliases: Mapping[str, str] | None = None,
+    override_sources: Mapping[str, str] | None = None,
 ) -> M:
     """Load ``model_cls`` from a TOML file (``None``: defaults only), env and overrides.
 
     ``overrides`` keys may be dotted (``{"schedule.hour": 3}``) or nested dicts; ``None``
     values are skipped so CLI flags that were not given can be passed straight through.
-    ``environ`` defaults to ``os.environ`` (tests pass their own).
+    ``environ`` defaults to ``os.environ`` (tests pass their own). ``env_aliases`` maps a
+    prefix people write by mistake to the one this file reads (reported, not applied);
+    ``override_sources`` names where a dotted override came from (e.g. ``--rounds``), so an
+    error about it blames the flag and not the file.
     """
     source = str(path) if path is not None else None
     data: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     if path is not None:
         data = _read_toml(Path(path).expanduser())
     if env_prefix:
         env = os.environ if environ is None else environ
-        for dotted, raw in _env_overrides(env, env_prefix):
-            _set_dotted(data, dotted, _parse_env_value(raw), source=f"env {env_prefix}")
+        for name, dotted, raw in _env_overrides(env, env_prefix):
+            origins[dotted] = f"environment variable {name}"
+            _set_dotted(data, dotted, _parse_env_value(raw), source=origins[dotted])
+        _report_unread_env(env, env_prefix, env_aliases or {})
     for dotted, value in _flatten(overrides or {}):
         if value is not None:
-            _set_dotted(data, dotted, value, source="overrides")
+            origins[dotted] = (override_sources or {}).get(dotted, "overrides")
+            _set_dotted(data, dotted, value, source=origins[dotted])
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise _config_error(exc, data, source) from None
+        raise config_error(exc, data, source, origins) from None
 
 
 def load_pool_config(
     path: str | os.PathLike[str] | None,
     *,
-    env_prefix: str | None = "SKILLOPT_POOL__",
+    env_prefix: str | None = POOL_ENV_PREFIX,
     overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> PoolConfig:
     """The endpoints file (see ``configs/endpoints.example.toml``)."""
-    return load_toml_model(path, PoolConfig, env_prefix=env_prefix, overrides=overrides)
+    return load_toml_model(
+        path, PoolConfig, env_prefix=env_prefix, overrides=overrides, environ=environ
+    )
 
 
 def read_secret_env(env_name: str, *, key: str, environ: Mapping[str, str] | None = None) -> str:
@@ -399,15 +420,47 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from exc
 
 
-def _env_overrides(environ: Mapping[str, str], prefix: str) -> list[tuple[str, str]]:
+def _env_overrides(environ: Mapping[str, str], prefix: str) -> list[tuple[str, str, str]]:
+    """``(variable, dotted key, raw value)`` for every variable under ``prefix``."""
     upper = prefix.upper()
     found = []
     for name, value in environ.items():
         if name.upper().startswith(upper) and len(name) > len(prefix):
             path = name[len(prefix) :].lower().strip("_").split("__")
-            if all(path):
-                found.append((".".join(path), value))
-    return sorted(found)
+            if not all(path):
+                raise ConfigError(
+                    "empty level in the key path (two __ in a row?)",
+                    source=f"environment variable {name}",
+                )
+            found.append((name, ".".join(path), value))
+    return sorted(found, key=lambda item: item[1])
+
+
+def _report_unread_env(environ: Mapping[str, str], prefix: str, aliases: Mapping[str, str]) -> None:
+    """Warn about ``SKILLOPT_...__...`` variables this file does not read: a documented
+    prefix of another file written for this one (``aliases``), or no known prefix at all."""
+    from skillopt.logging import get_logger
+
+    log = get_logger("skillopt.config")
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("SKILLOPT_") or "__" not in upper or upper.startswith(prefix):
+            continue
+        alias = next((a for a in aliases if upper.startswith(a)), None)
+        if alias is not None:
+            right = aliases[alias] + name[len(alias) :]
+            log.warning(
+                "config.env_not_read",
+                variable=name,
+                reason=f"this file reads {prefix} variables: set {right} instead",
+            )
+        elif not any(upper.startswith(known) for known in OVERRIDE_PREFIXES):
+            known = ", ".join(f"{p} ({what})" for p, what in OVERRIDE_PREFIXES.items())
+            log.warning(
+                "config.env_not_read",
+                variable=name,
+                reason=f"no config file reads it; the override prefixes are {known}",
+            )
 
 
 def _parse_env_value(raw: str) -> Any:
@@ -490,11 +543,29 @@ def _reason(err: Mapping[str, Any]) -> str:
     return message.removeprefix("Value error, ")
 
 
-def _config_error(exc: ValidationError, data: Any, source: str | None) -> ConfigError:
+def _origin(key: str, origins: Mapping[str, str], default: str | None) -> str | None:
+    """Where the value at ``key`` came from: the override that set it (or a table above
+    it), else the file."""
+    parts = key.split(".")
+    for depth in range(len(parts), 0, -1):
+        found = origins.get(".".join(parts[:depth]))
+        if found is not None:
+            return found
+    return default
+
+
+def config_error(
+    exc: ValidationError, data: Any, source: str | None, origins: Mapping[str, str]
+) -> ConfigError:
+    """One ConfigError for a validation failure of ``data``: the dotted key, a plain reason
+    ("unknown key", not pydantic's wording), and where the value came from (``origins``:
+    dotted key -> the flag or variable that set it; else ``source``, the file)."""
     problems: list[tuple[str, str]] = []
     for err in exc.errors(include_url=False, include_input=False):
         ctx = err.get("ctx") or {}
-        key = str(ctx["key"]) if "key" in ctx else _key_path(tuple(err["loc"]), data)
+        key = _key_path(tuple(err["loc"]), data)
+        if "key" in ctx:  # a cross-check names its key below the model it ran on
+            key = ".".join(part for part in (key, str(ctx["key"])) if part)
         if err.get("type") == "union_tag_invalid" or err.get("type") == "union_tag_not_found":
             disc = str(ctx.get("discriminator", "kind")).strip("'")
             key = f"{key}.{disc}".lstrip(".")
@@ -503,4 +574,4 @@ def _config_error(exc: ValidationError, data: Any, source: str | None) -> Config
     message = first_reason
     if len(problems) > 1:
         message += "; also " + "; ".join(f"{k}: {r}" for k, r in problems[1:])
-    return ConfigError(message, key=first_key, source=source)
+    return ConfigError(message, key=first_key, source=_origin(first_key, origins, source))

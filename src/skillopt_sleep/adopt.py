@@ -75,6 +75,7 @@ __all__ = [
     "Recovery",
     "adopt",
     "adopted_names",
+    "check_adoptable",
     "pending",
     "recover",
     "recover_interrupted",
@@ -118,7 +119,7 @@ def _within(real: str, roots: Sequence[str], *, or_at: bool = False) -> bool:
     )
 
 
-def _missing_dirs(entry: ManifestEntry, real: Path, roots: Sequence[str]) -> tuple[Path, ...]:
+def _missing_dirs(name: str, real: Path, roots: Sequence[str]) -> tuple[Path, ...]:
     """Directories to create for ``real`` (top first): each must lie at or below a root.
 
     ``real`` is fully resolved, so its existing ancestors are real directories and nothing
@@ -128,10 +129,10 @@ def _missing_dirs(entry: ManifestEntry, real: Path, roots: Sequence[str]) -> tup
     folder = real.parent
     while not folder.is_dir():
         if os.path.lexists(folder):
-            raise RefusedError(f"{entry.name}: {folder} exists and is not a directory")
+            raise RefusedError(f"{name}: {folder} exists and is not a directory")
         if not _within(str(folder), roots, or_at=True):
             raise RefusedError(
-                f"{entry.name}: {folder} does not exist and is outside the configured skill "
+                f"{name}: {folder} does not exist and is outside the configured skill "
                 "roots; create it yourself or add its parent to `skill_roots`"
             )
         missing.append(folder)
@@ -144,13 +145,7 @@ def _confine(entry: ManifestEntry, roots: Sequence[str]) -> tuple[Path, tuple[Pa
     live = Path(entry.live_path)
     if not live.is_absolute():
         raise RefusedError(f"{entry.name}: live path {live} is not absolute")
-    real = os.path.realpath(live)
-    if not _within(real, roots):
-        raise RefusedError(
-            f"{entry.name}: {live} is outside the configured skill roots "
-            f"({', '.join(roots)}); to allow it, add {Path(real).parent} to `skill_roots` "
-            "in the sleep config"
-        )
+    real = _inside_roots(entry.name, live, roots)
     if real != entry.live_realpath:
         raise RefusedError(f"{entry.name}: {live} now resolves to {real}, not the staged target")
     try:
@@ -162,7 +157,27 @@ def _confine(entry: ManifestEntry, roots: Sequence[str]) -> tuple[Path, tuple[Pa
             raise RefusedError(f"{entry.name}: {live} is a symlink; refusing to write through it")
         if info.st_nlink > 1:
             raise RefusedError(f"{entry.name}: {live} has other hard links; refusing")
-    return Path(real), _missing_dirs(entry, Path(real), roots)
+    return Path(real), _missing_dirs(entry.name, Path(real), roots)
+
+
+def _inside_roots(name: str, live: Path, roots: Sequence[str]) -> str:
+    """The real path of ``live``; refused when it is not under one of ``roots``."""
+    real = os.path.realpath(live)
+    if not _within(real, roots):
+        raise RefusedError(
+            f"{name}: {live} is outside the configured skill roots "
+            f"({', '.join(roots)}); to allow it, add {Path(real).parent} to `skill_roots` "
+            "in the sleep config"
+        )
+    return real
+
+
+def check_adoptable(name: str, live: Path, skill_roots: Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse now what :func:`adopt` would refuse later about where ``live`` is (outside
+    the roots, or a missing folder it could not create), so a night checks it before it
+    spends anything."""
+    roots = [os.path.realpath(r) for r in skill_roots]
+    _missing_dirs(name, Path(_inside_roots(name, live, roots)), roots)
 
 
 def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:

@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
-from skillopt.config import PoolConfig, StrictModel, load_toml_model, redacted_dump
+from skillopt.config import (
+    POOL_ENV_PREFIX,
+    PoolConfig,
+    StrictModel,
+    load_toml_model,
+    redacted_dump,
+)
 from skillopt_sleep.daemon_settings import DaemonSettings
 
 DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
@@ -119,6 +126,25 @@ class SleepConfig(StrictModel):
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_keys_at_the_top(cls, data: Any) -> Any:
+        """``[[members]]`` / ``[roles]`` pasted from an endpoints file belong under pool."""
+        if isinstance(data, Mapping):
+            for key in PoolConfig.model_fields:
+                if key in data:
+                    table = f"[[pool.{key}]]" if key == "members" else f"[pool.{key}]"
+                    raise PydanticCustomError(
+                        "keyed",
+                        "{reason}",
+                        {
+                            "key": key,
+                            "reason": f"unknown key: in sleep.toml the endpoint settings live "
+                            f"under [pool]: write {table}",
+                        },
+                    )
+        return data
+
     # -- resolved paths -------------------------------------------------------------
     def state_path(self) -> Path:
         return self.state_dir.expanduser()
@@ -157,16 +183,30 @@ def _under(project: Path, path: Path) -> Path:
     return path if path.is_absolute() else project / path
 
 
+def config_file(path: Path | None) -> Path | None:
+    """The file a command reads: ``path``, else the default file when it exists."""
+    if path is not None:
+        return path
+    default = DEFAULT_CONFIG_PATH.expanduser()
+    return default if default.is_file() else None
+
+
 def load_sleep_config(
     path: Path | None = None,
     *,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    override_sources: Mapping[str, str] | None = None,
 ) -> SleepConfig:
-    """Load the sleep config. ``path=None`` reads the default file when it exists."""
-    if path is None:
-        default = DEFAULT_CONFIG_PATH.expanduser()
-        path = default if default.is_file() else None
+    """Load the sleep config. ``path=None`` reads the default file when it exists;
+    ``override_sources`` names the flag behind an override (for errors)."""
+    path = config_file(path)
     return load_toml_model(
-        path, SleepConfig, env_prefix=ENV_PREFIX, overrides=overrides, environ=environ
+        path,
+        SleepConfig,
+        env_prefix=ENV_PREFIX,
+        overrides=overrides,
+        environ=environ,
+        env_aliases={POOL_ENV_PREFIX: f"{ENV_PREFIX}POOL__"},
+        override_sources=override_sources,
     )

@@ -129,6 +129,9 @@ class DaemonConfig:
     aclose: Callable[[], Awaitable[None]] | None = None
     """Optional: release what the runner shares across nights (the backend pool); called
     once, when a reload has replaced this config and its last night ended, or at stop."""
+    describe_aborted: Callable[[NightRequest], NightSummary | None] | None = None
+    """Optional: what a cancelled night left behind (its run directory, the calls it paid
+    for), read once it has unwound, so its log line is not 0 calls and no run directory."""
 
 
 ConfigLoader = Callable[[], DaemonConfig]
@@ -183,8 +186,40 @@ def next_wake_times(
     return out
 
 
+Jobs = dict[str, tuple[ProjectSchedule, CronTrigger]]
+
+
+def schedule_jobs(settings: DaemonSettings, *, now: datetime) -> Jobs:
+    """One trigger per enabled project, keyed by project key; what the daemon refuses to
+    start with (no enabled project, a schedule that never fires) is a ConfigError."""
+    projects = settings.enabled_projects()
+    if not projects:
+        raise ConfigError("no enabled project to schedule", key="daemon.projects")
+    jobs = {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
+    for project, trigger in jobs.values():
+        if next_fire_after(trigger, now) is None:
+            index = settings.projects.index(project)
+            raise ConfigError(
+                f"the schedule of {project.path} never fires", key=f"daemon.projects.{index}"
+            )
+    return jobs
+
+
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None
+
+
+def _described(config: DaemonConfig, request: NightRequest, summary: NightSummary) -> NightSummary:
+    """``summary`` completed from what the cancelled night left on disk, when known."""
+    if config.describe_aborted is None:
+        return summary
+    try:
+        return config.describe_aborted(request) or summary
+    except (OSError, SkillOptError) as exc:
+        _log().warning(
+            "daemon.aborted_night_unread", project=str(request.project.path), error=str(exc)
+        )
+        return summary
 
 
 # --------------------------------------------------------------------------- daemon
@@ -338,21 +373,10 @@ class Daemon:
 
     # -- scheduling ----------------------------------------------------------
 
-    def _jobs_for(self, settings: DaemonSettings) -> dict[str, tuple[ProjectSchedule, CronTrigger]]:
-        projects = settings.enabled_projects()
-        if not projects:
-            raise ConfigError("no enabled project to schedule", key="daemon.projects")
-        jobs = {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
-        now = self._clock()
-        for project, trigger in jobs.values():
-            if next_fire_after(trigger, now) is None:
-                index = settings.projects.index(project)
-                raise ConfigError(
-                    f"the schedule of {project.path} never fires", key=f"daemon.projects.{index}"
-                )
-        return jobs
+    def _jobs_for(self, settings: DaemonSettings) -> Jobs:
+        return schedule_jobs(settings, now=self._clock())
 
-    def _start_scheduler(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
+    def _start_scheduler(self, jobs: Jobs) -> None:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we log the events ourselves
         settings = self.config.settings
         self._scheduler = AsyncIOScheduler(
@@ -371,7 +395,7 @@ class Daemon:
         self._install_jobs(jobs)
         _log().info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
 
-    def _install_jobs(self, jobs: dict[str, tuple[ProjectSchedule, CronTrigger]]) -> None:
+    def _install_jobs(self, jobs: Jobs) -> None:
         self._scheduler.remove_all_jobs()
         self._projects = {key: project for key, (project, _) in jobs.items()}
         if self._state is not None:
@@ -482,6 +506,8 @@ class Daemon:
         try:
             summary = await self._guarded_night(request, config)
         finally:
+            if summary.status is NightStatus.ABORTED and summary.run_dir is None:
+                summary = _described(config, request, summary)
             self._users[id(config)] -= 1
             self._running.discard(request.key)
             if summary.status is NightStatus.ABORTED:

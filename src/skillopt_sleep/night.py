@@ -26,7 +26,7 @@ from pathlib import Path
 
 import structlog
 
-from skillopt.errors import ConfigError, SkillOptError
+from skillopt.errors import ConfigError, RefusedError, SkillOptError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.consolidate import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
@@ -88,6 +88,32 @@ def _find_resumable(
     return last, notes
 
 
+def check_startable(config: SleepConfig, project: Path) -> None:
+    """What would make the night useless, refused before any run directory or model call:
+    a project that is not a directory, a document the night may change that adoption
+    could not write (outside ``skill_roots``)."""
+    from skillopt_sleep.adopt import check_adoptable
+
+    if not project.is_dir():
+        raise ConfigError(f"{project} is not a directory", key="project")
+    roots = config.adopt_roots(project)
+    documents = (
+        ("skill_path", config.night.evolve_skill, config.live_skill_path()),
+        ("memory_path", config.night.evolve_memory, config.live_memory_path(project)),
+    )
+    for key, evolves, path in documents:
+        if not evolves:
+            continue
+        try:
+            check_adoptable(path.name, path, roots)
+        except RefusedError as exc:
+            raise ConfigError(
+                f"{exc}; a night would stage a proposal nobody could adopt, so none starts "
+                f"(or set night.evolve_{key.removesuffix('_path')} = false)",
+                key=key,
+            ) from None
+
+
 async def run_night(
     config: SleepConfig,
     *,
@@ -109,6 +135,7 @@ async def run_night(
     """
     from skillopt_sleep.pipeline import drive
 
+    check_startable(config, resolve_project(project))
     if pool is None:
         if config.pool is None:  # checked before any run directory is made
             raise ConfigError(

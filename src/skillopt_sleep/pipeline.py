@@ -353,6 +353,7 @@ async def _learn(
     except BaseException as exc:
         # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
         night.run.journal["resumable"] = True
+        night.run.journal["spend"] = night.spend.summary()  # what this attempt paid, for the logs
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
         night.run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
         raise

@@ -3,7 +3,8 @@
 Pure rendering plus careful file handling; activating (``systemctl``, ``crontab``,
 ``launchctl``) is left to the command, which prints the commands or runs them on request.
 
-Every file we write starts with :data:`MARKER`; a file without it is foreign and is never
+Every file we write starts with :data:`MARKER_TEXT` and the exact ``schedule remove``
+command that removes it; a file without the marker is foreign and is never
 overwritten or removed. Installing twice is a no-op. Values are quoted for the consumer:
 systemd's ExecStart rules (``"..."`` with C escapes, ``%%`` and ``$$``), POSIX shell via
 :func:`shlex.quote` for cron (plus ``\\%``), XML escaping for launchd plists.
@@ -16,6 +17,8 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, tzinfo
+from datetime import time as _time
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -26,11 +29,9 @@ from skillopt.atomicio import atomic_write_text
 from skillopt.errors import ConfigError, RefusedError
 from skillopt_sleep.daemon_settings import DaemonSettings, parse_time
 from skillopt_sleep.lock import project_key
+from skillopt_sleep.schedule_zone import MachineTime, on_machine_clock
 
-MARKER_TEXT = (
-    "Managed by skillopt-sleep (schedule install); remove with: skillopt-sleep schedule remove"
-)
-MARKER = f"# {MARKER_TEXT}"
+MARKER_TEXT = "Managed by skillopt-sleep (schedule install)"
 ROOT_ENV = "SKILLOPT_SLEEP_SCHEDULE_ROOT"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -57,11 +58,14 @@ class Invocation:
     project: Path | None
     config: Path | None
     state_dir: Path
+    pass_state_dir: bool = False  # given on the command line: the scheduled command needs it
 
-    def argv(self, command: str) -> list[str]:
-        args = [str(self.python), "-m", "skillopt_sleep", command]
+    def argv(self, command: str, *extra: str) -> list[str]:
+        args = [str(self.python), "-m", "skillopt_sleep", command, *extra]
         if self.config is not None:
             args += ["--config", str(self.config)]
+        if self.pass_state_dir:
+            args += ["--state-dir", str(self.state_dir)]
         if self.project is not None:
             args += ["--project", str(self.project)]
         return args
@@ -99,6 +103,8 @@ class Plan:
     log_dirs: tuple[Path, ...] = ()
     wants_links: tuple[Path, ...] = ()
     """``systemctl enable`` symlinks; removed with our units so nothing dangles."""
+    notes: tuple[str, ...] = ()
+    """What the user should know about the schedule (e.g. a converted time zone)."""
 
 
 # --------------------------------------------------------------------------- quoting
@@ -151,28 +157,26 @@ def default_root(kind: Kind) -> Path:
     return home / ".config" / "skillopt" / "cron"
 
 
-@dataclass(frozen=True, kw_only=True)
-class _When:
-    hour: int
-    minute: int
-    second: int
-
-
-def _daily_time(settings: DaemonSettings, project: Path | None) -> _When:
-    """The daily time for ``project``; OS schedulers here support daily times only."""
+def _daily_time(settings: DaemonSettings, project: Path | None) -> _time:
+    """The daily time for ``project`` in ``daemon.timezone``; OS schedulers here support
+    daily times only."""
     entry = next((p for p in settings.projects if p.path == project), None)
+    key = "daemon.cron"
     if entry is not None and (entry.cron or entry.time):
         cron, time = entry.cron, entry.time
+        key = f"daemon.projects.{settings.projects.index(entry)}.cron"
     else:
         cron, time = settings.cron, settings.time
     if cron is not None:
         raise ConfigError(
-            "cron expressions are supported by the daemon only; set a daily time instead",
-            key="daemon.cron",
+            "a cron expression is scheduled by the daemon only (`skillopt-sleep daemon`, or "
+            "`schedule install --systemd --daemon`); for a timer, a cron line or a launchd "
+            "agent set a daily time instead",
+            key=key,
         )
     assert time is not None
     spec = parse_time(time)
-    return _When(hour=int(spec.hour), minute=int(spec.minute), second=int(spec.second))
+    return _time(hour=int(spec.hour), minute=int(spec.minute), second=int(spec.second))
 
 
 def _log_path(inv: Invocation, key: str) -> Path:
@@ -185,105 +189,169 @@ def plan(
     settings: DaemonSettings,
     invocation: Invocation,
     root: Path | None = None,
+    today: date | None = None,
+    machine: tzinfo | None = None,
 ) -> Plan:
-    """Everything ``install`` would write for ``kind``, rendered but not written."""
+    """Everything ``install`` would write for ``kind``, rendered but not written.
+
+    ``today`` and ``machine`` (the machine's zone; None = the process's local zone) are
+    only used to convert a ``daemon.timezone`` time for cron and launchd.
+    """
     base = root or default_root(kind)
-    grace = int(settings.shutdown_grace_seconds)
     if kind is Kind.SYSTEMD_DAEMON:
-        name = "skillopt-sleep-daemon.service"
-        argv = invocation.argv("daemon")
-        content = _template("daemon.service.tmpl").substitute(
-            marker=MARKER,
-            exec_start=" ".join(systemd_quote(a) for a in argv),
-            timeout_stop=f"{grace + 15}s",
-        )
-        return Plan(
-            kind=kind,
-            files=[UnitFile(path=base / name, content=content)],
-            wants_links=(base / "default.target.wants" / name,),
-            activate=[
-                ["systemctl", "--user", "daemon-reload"],
-                ["systemctl", "--user", "enable", "--now", name],
-            ],
-            deactivate=[["systemctl", "--user", "disable", "--now", name]],
-            after_remove=(("systemctl", "--user", "daemon-reload"),),
-        )
+        return _daemon_plan(settings, invocation, base)
     if invocation.project is None:
         raise ConfigError("a project is required for a nightly schedule", key="project")
-    key = project_key(invocation.project)
     when = _daily_time(settings, invocation.project)
-    argv = invocation.argv("once")
     if kind is Kind.SYSTEMD:
-        service, timer = f"skillopt-sleep-{key}.service", f"skillopt-sleep-{key}.timer"
-        description = systemd_text(invocation.project.name or str(invocation.project))
-        unit = _template("night.service.tmpl").substitute(
-            marker=MARKER,
-            project_comment=_no_control(str(invocation.project), "a project path"),
-            timer_name=timer,
-            description=description,
-            exec_start=" ".join(systemd_quote(a) for a in argv),
-            timeout_stop=f"{grace + 15}s",
-        )
-        timer_text = _template("night.timer.tmpl").substitute(
-            marker=MARKER,
-            service_name=service,
-            description=description,
-            on_calendar=f"*-*-* {when.hour:02d}:{when.minute:02d}:{when.second:02d}",
-            jitter=f"{settings.jitter_seconds}s",
-        )
-        return Plan(
-            kind=kind,
-            files=[
-                UnitFile(path=base / service, content=unit),
-                UnitFile(path=base / timer, content=timer_text),
-            ],
-            activate=[
-                ["systemctl", "--user", "daemon-reload"],
-                ["systemctl", "--user", "enable", "--now", timer],
-            ],
-            deactivate=[["systemctl", "--user", "disable", "--now", timer]],
-            after_remove=(("systemctl", "--user", "daemon-reload"),),
-            wants_links=(base / "timers.target.wants" / timer,),
-        )
+        return _timer_plan(settings, invocation, base, when)
+    local = on_machine_clock(when, settings.timezone, today=today or date.today(), machine=machine)
+    # cron and launchd start on the minute: the night waits out the jitter itself
+    argv = invocation.argv("once", *_jitter_args(settings))
     if kind is Kind.CRON:
-        marker = f"# skillopt-sleep:{key}"
-        line = _template("cron.tmpl").substitute(
-            minute=when.minute,
-            hour=when.hour,
-            command=cron_command(argv),
-            log=cron_command([str(_log_path(invocation, key))]),
-            marker=marker,
-        )
-        fragment = base / f"skillopt-sleep-{key}.crontab"
-        content = f"{MARKER}\n{line}"
-        return Plan(
-            kind=kind,
-            files=[UnitFile(path=fragment, content=content)],
-            activate=[["crontab", "-"]],
-            deactivate=[["crontab", "-"]],
-            crontab_line=line.rstrip("\n"),
-            crontab_marker=marker,
-            log_dirs=(_log_path(invocation, key).parent,),
-        )
+        return _cron_plan(invocation, argv, base, local)
+    return _launchd_plan(invocation, argv, base, local)
+
+
+def _jitter_args(settings: DaemonSettings) -> tuple[str, ...]:
+    return ("--jitter", str(settings.jitter_seconds)) if settings.jitter_seconds else ()
+
+
+def _marker(*remove_args: str) -> str:
+    """The first line of a file we write: the marker, and the command that removes it."""
+    command = shlex.join(["skillopt-sleep", "schedule", "remove", *remove_args])
+    return f"{MARKER_TEXT}; remove with: {_no_control(command, 'a comment')}"
+
+
+def _daemon_plan(settings: DaemonSettings, invocation: Invocation, base: Path) -> Plan:
+    name = "skillopt-sleep-daemon.service"
+    argv = invocation.argv("daemon")
+    content = _template("daemon.service.tmpl").substitute(
+        marker="# " + _marker("--systemd", "--daemon"),
+        exec_start=" ".join(systemd_quote(a) for a in argv),
+        timeout_stop=f"{int(settings.shutdown_grace_seconds) + 15}s",
+    )
+    return Plan(
+        kind=Kind.SYSTEMD_DAEMON,
+        files=[UnitFile(path=base / name, content=content)],
+        wants_links=(base / "default.target.wants" / name,),
+        activate=[
+            ["systemctl", "--user", "daemon-reload"],
+            ["systemctl", "--user", "enable", "--now", name],
+        ],
+        deactivate=[["systemctl", "--user", "disable", "--now", name]],
+        after_remove=(("systemctl", "--user", "daemon-reload"),),
+    )
+
+
+def _timer_plan(settings: DaemonSettings, invocation: Invocation, base: Path, when: _time) -> Plan:
+    """A oneshot service and its timer; ``OnCalendar=`` carries the zone itself."""
+    assert invocation.project is not None
+    key = project_key(invocation.project)
+    service, timer = f"skillopt-sleep-{key}.service", f"skillopt-sleep-{key}.timer"
+    description = systemd_text(invocation.project.name or str(invocation.project))
+    marker = "# " + _marker("--systemd", "--project", str(invocation.project))
+    unit = _template("night.service.tmpl").substitute(
+        marker=marker,
+        project_comment=_no_control(str(invocation.project), "a project path"),
+        timer_name=timer,
+        description=description,
+        exec_start=" ".join(systemd_quote(a) for a in invocation.argv("once")),
+        timeout_stop=f"{int(settings.shutdown_grace_seconds) + 15}s",
+    )
+    zone = f" {settings.timezone}" if settings.timezone else ""
+    timer_text = _template("night.timer.tmpl").substitute(
+        marker=marker,
+        service_name=service,
+        description=description,
+        on_calendar=f"*-*-* {when.strftime('%H:%M:%S')}{zone}",
+        jitter=f"{settings.jitter_seconds}s",
+    )
+    return Plan(
+        kind=Kind.SYSTEMD,
+        files=[
+            UnitFile(path=base / service, content=unit),
+            UnitFile(path=base / timer, content=timer_text),
+        ],
+        activate=[
+            ["systemctl", "--user", "daemon-reload"],
+            ["systemctl", "--user", "enable", "--now", timer],
+        ],
+        deactivate=[["systemctl", "--user", "disable", "--now", timer]],
+        after_remove=(("systemctl", "--user", "daemon-reload"),),
+        wants_links=(base / "timers.target.wants" / timer,),
+    )
+
+
+def _cron_plan(invocation: Invocation, argv: list[str], base: Path, local: MachineTime) -> Plan:
+    assert invocation.project is not None
+    key = project_key(invocation.project)
+    marker = f"# skillopt-sleep:{key}"
+    line = _template("cron.tmpl").substitute(
+        minute=local.minute,
+        hour=local.hour,
+        command=cron_command(argv),
+        log=cron_command([str(_log_path(invocation, key))]),
+        marker=marker,
+    )
+    note = f"# {_no_control(local.note, 'a note')}\n" if local.note else ""
+    return Plan(
+        kind=Kind.CRON,
+        files=[
+            UnitFile(
+                path=base / f"skillopt-sleep-{key}.crontab",
+                content="# "
+                + _marker("--cron", "--project", str(invocation.project))
+                + "\n"
+                + note
+                + line,
+            )
+        ],
+        activate=[["crontab", "-"]],
+        deactivate=[["crontab", "-"]],
+        crontab_line=line.rstrip("\n"),
+        crontab_marker=marker,
+        log_dirs=(_log_path(invocation, key).parent,),
+        notes=(local.note,) if local.note else (),
+    )
+
+
+def _xml_comment(text: str) -> str:
+    """An XML comment: ``--`` may not appear inside one."""
+    return "<!-- " + _no_control(text, "a comment").replace("--", "- -") + " -->"
+
+
+def _launchd_plan(invocation: Invocation, argv: list[str], base: Path, local: MachineTime) -> Plan:
+    assert invocation.project is not None
+    key = project_key(invocation.project)
     label = f"com.skillopt.sleep.{key}"
     arguments = "\n".join(
         f"    <string>{xml_escape(_no_control(a, 'argv'))}</string>" for a in argv
     )
+    # An XML comment cannot hold "--": on macOS launchd is the default kind and the
+    # current directory the default project, so the command needs no option.
+    marker = _xml_comment(
+        f"{MARKER_TEXT}; remove with: cd {shlex.quote(str(invocation.project))} && "
+        "skillopt-sleep schedule remove (launchd is the default on macOS)"
+    )
+    if local.note:
+        marker += "\n" + _xml_comment(local.note)
     content = _template("launchd.plist.tmpl").substitute(
-        marker=f"<!-- {MARKER_TEXT} -->",
+        marker=marker,
         label=label,
         arguments=arguments,
-        hour=when.hour,
-        minute=when.minute,
+        hour=local.hour,
+        minute=local.minute,
         log=xml_escape(str(_log_path(invocation, key))),
     )
     path = base / f"{label}.plist"
     return Plan(
-        kind=kind,
+        kind=Kind.LAUNCHD,
         files=[UnitFile(path=path, content=content)],
         activate=[["launchctl", "bootstrap", f"gui/{os.getuid()}", str(path)]],
         deactivate=[["launchctl", "bootout", f"gui/{os.getuid()}/{label}"]],
         log_dirs=(_log_path(invocation, key).parent,),
+        notes=(local.note,) if local.note else (),
     )
 
 

@@ -14,30 +14,45 @@ from skillopt.trainer.config import BackendKind, TrainerConfig
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import Environment
 from skillopt.trainer.envs.qa import QAEnvironment
+from skillopt.trainer.envs.registry import BUILTIN, load_factory
 
 if TYPE_CHECKING:
     from skillopt.config import PoolConfig
 
 __all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
 
-ENVIRONMENTS = ("qa", "qa_exec")
+ENVIRONMENTS = BUILTIN
 
 
 def build_environment(cfg: TrainerConfig) -> Environment:
-    """An environment that needs no external process (``qa``)."""
+    """``qa``, or an environment of your own (an entry point or ``package.module:factory``,
+    see :mod:`skillopt.trainer.envs.registry`); ``qa_exec`` needs :func:`open_environment`."""
     if cfg.env.name == "qa":
         return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
     if cfg.env.name in ENVIRONMENTS:
         raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
-    known = ", ".join(ENVIRONMENTS)
-    raise ConfigError(f"unknown environment {cfg.env.name!r} (known: {known})", key="env.name")
+    env = load_factory(cfg.env.name)(cfg)
+    if not isinstance(env, Environment):
+        raise ConfigError(
+            f"the factory returned {type(env).__name__}, which lacks what an Environment has "
+            "(name, items, task_types, rollout)",
+            key="env.name",
+        )
+    return env
 
 
 @asynccontextmanager
 async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
-    """Any environment; one that runs an agent CLI is closed (its homes removed) on exit."""
+    """Any environment. One that runs an agent CLI is closed (its homes removed) on exit,
+    and so is one of your own that has an ``async aclose()``."""
     if cfg.env.name != "qa_exec":
-        yield build_environment(cfg)
+        env = build_environment(cfg)
+        try:
+            yield env
+        finally:
+            close = getattr(env, "aclose", None)
+            if close is not None:
+                await close()
         return
     from skillopt.backends.cli import CliBackend
     from skillopt.backends.factory import build_member

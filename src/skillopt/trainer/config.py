@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from skillopt.config import config_error
 from skillopt.errors import ConfigError
 from skillopt.gate import GateMetric
 
@@ -114,7 +115,9 @@ class EvaluationSection(_Section):
 
 
 class EnvSection(_Section):
-    name: str = "qa"  # qa | qa_exec (an agent CLI from the pool config answers)
+    # qa | qa_exec (an agent CLI from the pool config answers) | an installed entry point of
+    # the "skillopt.environments" group | "package.module:factory" (envs/registry.py)
+    name: str = "qa"
     data_dir: str = ""  # holds train.jsonl / val.jsonl / test.jsonl; "" = bundled synthetic set
     skill_init: str = ""  # "" = start from an empty skill (explicitly, not by accident)
     limit: int = Field(default=0, ge=0)  # truncate every split (0 = no limit)
@@ -122,6 +125,7 @@ class EnvSection(_Section):
     max_output_tokens: int = Field(default=512, gt=0)
     exec_member: str = ""  # qa_exec: the CLI member (by name) of backend.pool_config
     keep_workspace: bool = False  # qa_exec: keep each rollout's workspace on disk
+    options: dict[str, Any] = Field(default_factory=dict)  # your own environment's settings
 
 
 class BackendSection(_Section):
@@ -219,15 +223,15 @@ def load_trainer_config(
     """
     source = Path(path)
     data = _read_layers(source, ())
+    origins: dict[str, str] = {}
     for item in overrides:
         parts, value = parse_override(item)
         _set_path(data, parts, value)
+        origins[".".join(parts)] = f"--set {item}"
     try:
         cfg = TrainerConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(first["msg"], key=key, source=str(source)) from exc
+        raise config_error(exc, data, str(source), origins) from None
     return _resolve_paths(cfg, source.resolve().parent)
 
 

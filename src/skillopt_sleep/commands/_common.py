@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from skillopt.cli_support import log_level
 from skillopt.errors import (
     ConfigError,
     CorruptStateError,
@@ -64,7 +67,10 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, help="where runs and state are kept")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument(
-        "--log-level", default=None, help="DEBUG, INFO, WARNING (default: INFO; WARNING on a TTY)"
+        "--log-level",
+        type=log_level,
+        default=None,
+        help="DEBUG, INFO, WARNING, ERROR (default: INFO; WARNING on a TTY)",
     )
 
 
@@ -85,16 +91,47 @@ def add_night_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preferences", help="house rules for the optimizer to respect")
 
 
+#: The config key each flag overrides (an error about the value names the flag).
+FLAG_KEYS = {
+    "--state-dir": "state_dir",
+    "--rounds": "night.rounds",
+    "--dream-rollouts": "night.dream_rollouts",
+    "--edit-budget": "night.edit_budget",
+    "--preferences": "night.preferences",
+    "--max-calls": "budget.max_calls",
+    "--max-tokens": "budget.max_tokens",
+}
+FLAG_SOURCES = {key: f"the {flag} flag" for flag, key in FLAG_KEYS.items()}
+
+
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "state_dir": str(args.state_dir) if getattr(args, "state_dir", None) else None,
-        "night.rounds": getattr(args, "rounds", None),
-        "night.dream_rollouts": getattr(args, "dream_rollouts", None),
-        "night.edit_budget": getattr(args, "edit_budget", None),
-        "night.preferences": getattr(args, "preferences", None),
-        "budget.max_calls": getattr(args, "max_calls", None),
-        "budget.max_tokens": getattr(args, "max_tokens", None),
-    }
+    out: dict[str, Any] = {}
+    for flag, key in FLAG_KEYS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        out[key] = str(value) if isinstance(value, Path) else value
+    return out
+
+
+def self_command() -> str:
+    """How the user can run us again: the bare name if it is on PATH, else its full path
+    (``make demo`` runs ``.venv/bin/skillopt-sleep`` without activating the venv)."""
+    here = Path(sys.executable).parent / "skillopt-sleep"
+    found = shutil.which("skillopt-sleep")
+    if found and here.exists() and Path(found).resolve() == here.resolve():
+        return "skillopt-sleep"
+    return shlex.quote(str(here.absolute())) if here.exists() else "skillopt-sleep"
+
+
+def again(args: argparse.Namespace, command: str, *extra: str) -> str:
+    """The command line that runs ``command`` on the config, state dir and project this
+    command used (the flags the user gave, as absolute paths), so a printed hint finds
+    what this command made."""
+    argv = [command]
+    for flag in ("--config", "--state-dir", "--project"):
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if isinstance(value, Path):
+            argv += [flag, str(value.expanduser().absolute())]
+    return f"{self_command()} {shlex.join([*argv, *extra])}"
 
 
 def setup_logging(args: argparse.Namespace) -> None:
@@ -125,8 +162,12 @@ def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
 
             cfg = load_toml_model(None, SleepConfig, overrides={**data, **extra})
         return cfg, setup.project
-    cfg = load_sleep_config(getattr(args, "config", None), overrides=overrides(args))
+    cfg = load_sleep_config(
+        getattr(args, "config", None), overrides=overrides(args), override_sources=FLAG_SOURCES
+    )
     project = (getattr(args, "project", None) or Path.cwd()).expanduser().resolve()
+    if not project.is_dir():
+        raise ConfigError(f"{project} is not a directory", key="--project")
     return cfg, project
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 import signal
 import sys
 from contextlib import AsyncExitStack
@@ -17,12 +16,14 @@ from skillopt.errors import LockHeldError, RefusedError
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
+    again,
     emit_json,
     known_errors,
     load_config,
     refuse,
     run_async,
     say,
+    self_command,
 )
 from skillopt_sleep.commands._runs import recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
@@ -48,7 +49,7 @@ def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> Non
         )
 
 
-def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
+def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = False) -> None:
     kind = "dry run" if outcome.dry_run else "night"
     say(
         f"{kind} {outcome.run_id}: {outcome.result.value}"
@@ -69,7 +70,7 @@ def _print(outcome: NightOutcome, *, demo: bool = False) -> None:
     if outcome.proposal_dir and demo:
         say(f"  proposal staged in {outcome.proposal_dir}")
     elif outcome.proposal_dir:
-        say(f"  proposal staged in {outcome.proposal_dir} (adopt with `skillopt-sleep adopt`)")
+        say(f"  proposal staged in {outcome.proposal_dir} (adopt with `{again(args, 'adopt')}`)")
     if outcome.report_path:
         say(f"  report: {outcome.report_path}")
         html = outcome.report_path.with_name("report.html")
@@ -102,7 +103,7 @@ def run_command(
     if args.json:
         emit_json({**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]})
     else:
-        _print(outcome, demo=demo)
+        _print(outcome, args, demo=demo)
         if demo and outcome.report_path:
             root = outcome.report_path.parents[5]
             say(
@@ -115,7 +116,7 @@ def run_command(
             demo_args = shlex.join(
                 ["--config", str(root / "sleep.toml"), "--project", str(root / "demo-project")]
             )
-            me = _self_command()
+            me = self_command()
             say(
                 "Then try the rest on the demo:"
                 f"\n  {me} status {demo_args}"
@@ -123,16 +124,6 @@ def run_command(
                 f"\n  {me} report --open {demo_args}"
             )
     return outcome.exit_code
-
-
-def _self_command() -> str:
-    """How the user can run us again: the bare name if it is on PATH, else its full path
-    (``make demo`` runs ``.venv/bin/skillopt-sleep`` without activating the venv)."""
-    here = Path(sys.executable).parent / "skillopt-sleep"
-    found = shutil.which("skillopt-sleep")
-    if found and here.exists() and Path(found).resolve() == here.resolve():
-        return "skillopt-sleep"
-    return shlex.quote(str(here.absolute())) if here.exists() else "skillopt-sleep"
 
 
 async def _night(

@@ -12,6 +12,7 @@ scheduling and signals without models.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillopt.backends.open import CompleterStack, open_completer
+from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.commands._common import run_async
@@ -54,6 +56,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--config", type=Path, default=None, help="sleep.toml (default ~/.config/skillopt/)"
     )
     parser.add_argument(
+        "--state-dir", type=Path, help="where runs and state are kept (overrides the config)"
+    )
+    parser.add_argument(
         "--project",
         type=Path,
         action="append",
@@ -75,7 +80,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--demo-latency", type=float, default=0.0, help="demo: seconds per mock model call"
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    parser.add_argument(
+        "--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING, ERROR"
+    )
 
 
 NightFactory = Callable[["SleepConfig"], NightRunner]
@@ -89,7 +96,12 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
             loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]
-            loader = make_loader(args.config, projects, args.shutdown_grace, night)
+            for project in projects:
+                if not project.is_dir():
+                    raise ConfigError(f"{project} is not a directory", key="--project")
+            loader = make_loader(
+                args.config, projects, args.shutdown_grace, night, state_dir=args.state_dir
+            )
         return int(run_async(Daemon(loader, handle_signals=True).run))
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
@@ -110,13 +122,16 @@ def make_loader(
     projects: list[Path],
     grace: float | None = None,
     night: NightFactory | None = None,
+    *,
+    state_dir: Path | None = None,
 ) -> ConfigLoader:
     """A loader the daemon calls at start and on every SIGHUP."""
+    overrides = {"state_dir": str(state_dir.expanduser().absolute()) if state_dir else None}
 
     def load() -> DaemonConfig:
         from skillopt_sleep.config import load_sleep_config
 
-        cfg = load_sleep_config(config_path)
+        cfg = load_sleep_config(config_path, overrides=overrides)
         return daemon_config(cfg, _settings(cfg.daemon.with_projects(projects), grace), night)
 
     return load
@@ -169,6 +184,29 @@ def daemon_config(
         runner=real_night(cfg, shared),
         drain=shared.drain,
         aclose=shared.aclose,
+        describe_aborted=lambda request: aborted_summary(cfg, request.project.path),
+    )
+
+
+def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
+    """The night this process just aborted for ``project``, as its run journal recorded it
+    (run directory, calls and tokens it paid for); None when the newest run is not it."""
+    from skillopt_sleep.commands._runs import runs_root
+    from skillopt_sleep.rundir import RunDir
+
+    runs = RunDir.list_runs(runs_root(cfg, project))
+    if not runs:
+        return None
+    journal = RunDir.open(runs[-1]).journal
+    if journal.get("status") != "aborted" or journal.get("pid") != os.getpid():
+        return None
+    spend = journal.get("spend") or {}
+    return NightSummary(
+        status=NightStatus.ABORTED,
+        calls=int(spend.get("calls", 0) or 0),
+        tokens=int(spend.get("tokens", 0) or 0),
+        run_dir=runs[-1],
+        detail=f"aborted: {journal.get('reason') or 'interrupted'}",
     )
 
 

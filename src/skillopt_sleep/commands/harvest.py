@@ -31,6 +31,7 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.commands._common import (
     EXIT_OK,
     add_config_args,
+    again,
     emit_json,
     known_errors,
     load_config,
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 "changes": changes,
                 "n_sessions": got.n_sessions,
                 "n_recalled": got.n_recalled,
+                "model_calls": _mining_calls(got),
                 "backlog": got.backlog,
                 "outside_window": got.outside_window,
                 "why_nothing": got.why_nothing,
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     for change in changes:
         say(change)
-    _say_preview(got, args.output)
+    _say_preview(got, args.output, args)
     return EXIT_OK
 
 
@@ -166,13 +168,23 @@ def _write_draft(output: Path, got: Gathered, project: Path, now: datetime) -> N
     write_tasks_file(output, got.tasks, generated_at=now, metadata=metadata)
 
 
-def _say_preview(got: Gathered, output: Path | None) -> None:
-    miner = got.diagnostics.get("mine", {}).get("miner", "?")
+def _mining_calls(got: Gathered) -> int:
+    """Model calls this preview paid for (sessions mined before come from the cache)."""
+    return int(got.diagnostics.get("mine", {}).get("calls", 0) or 0)
+
+
+def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -> None:
+    mine = got.diagnostics.get("mine", {})
     new = len(got.tasks) - got.n_recalled
     say(
-        f"{got.n_sessions} session(s) -> {new} new task(s) (miner: {miner}), "
+        f"{got.n_sessions} session(s) -> {new} new task(s) (miner: {mine.get('miner', '?')}), "
         f"{got.n_recalled} recalled from the archive"
     )
+    if "cached" in mine:
+        say(
+            f"  model calls: {_mining_calls(got)} ({mine['cached']} session(s) from the mining "
+            "cache; the next night reuses these results; --no-llm spends nothing)"
+        )
     if got.why_nothing:
         say(f"  nothing to learn from: {got.why_nothing}")
     for note in got.notes:
@@ -180,5 +192,6 @@ def _say_preview(got: Gathered, output: Path | None) -> None:
     for t in got.tasks:
         say(f"  [{t.split.value}/{t.origin.value}] {' '.join(t.intent.split())[:90]}")
     if output:
+        again_once = again(args, "once", "--tasks-file", str(output.expanduser().absolute()))
         say(f"draft written to {output}: review it, set \"reviewed\": true, then run "
-            f"`skillopt-sleep once --tasks-file {output}`")  # fmt: skip
+            f"`{again_once}`")  # fmt: skip

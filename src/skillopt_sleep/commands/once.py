@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import random
 
-from skillopt_sleep.commands._common import add_night_args, setup_logging
+import anyio
+
+from skillopt.logging import get_logger
+from skillopt_sleep.commands._common import EXIT_INTERRUPTED, add_night_args, setup_logging
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
 NAME = "once"
@@ -12,8 +16,30 @@ HELP = "Run one night now: harvest, replay, reflect, gate, stage (resumes an int
 ORDER = 10
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     add_night_args(parser)
+    parser.add_argument(
+        "--jitter",
+        type=_seconds,
+        default=0,
+        metavar="SECONDS",
+        help="first wait a random 0..SECONDS (daemon.jitter_seconds: cron and launchd pass it)",
+    )
+
+
+def start_delay(jitter: int, rng: random.Random | None = None) -> float:
+    """How long to wait before starting: uniform in [0, jitter] seconds."""
+    return (rng or random.Random()).uniform(0, jitter) if jitter > 0 else 0.0
 
 
 def run(args: argparse.Namespace, *, observer: StageObserver = NO_OBSERVER) -> int:
@@ -21,4 +47,11 @@ def run(args: argparse.Namespace, *, observer: StageObserver = NO_OBSERVER) -> i
     setup_logging(args)
     from skillopt_sleep.commands._night_cmd import run_command  # after logging is set up
 
+    delay = start_delay(args.jitter)
+    if delay:  # before the lock: a waiting night holds nothing
+        get_logger("skillopt_sleep.once").info("night.jitter", delay_s=round(delay, 3))
+        try:
+            anyio.run(anyio.sleep, delay)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     return run_command(args, dry_run=False, observer=observer)

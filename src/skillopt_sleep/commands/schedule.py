@@ -2,22 +2,28 @@
 
 Shows exactly what it writes. Without ``--activate`` it only writes files and prints the
 ``systemctl``/``crontab``/``launchctl`` commands to run; with ``--activate`` it runs them.
-``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, e.g. for a look.
+``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, for a look: it is
+refused with ``--activate``, which would still change the real scheduler.
 Exit codes: 0 ok, 1 an activation command failed, 2 refused (foreign file, bad config).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from skillopt.errors import ConfigError, RefusedError, SkillOptError
 from skillopt.redact import sanitize
+from skillopt_sleep.commands._common import add_config_args, emit_json, refuse, setup_logging
+from skillopt_sleep.config import DEFAULT_CONFIG_PATH, SleepConfig, config_file, load_sleep_config
 from skillopt_sleep.schedule import (
+    ROOT_ENV,
     Invocation,
     Kind,
     Plan,
@@ -61,31 +67,49 @@ def register(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="systemd: one long-running daemon service instead of a per-project timer",
     )
-    parser.add_argument("--project", type=Path, help="the project (default: cwd)")
-    parser.add_argument("--config", type=Path, help="sleep.toml passed to the scheduled command")
-    parser.add_argument("--root", type=Path, help="write unit files here instead")
+    add_config_args(parser)
+    parser.add_argument(
+        "--root", type=Path, help="write the files here instead, for a look (not with --activate)"
+    )
     parser.add_argument(
         "--activate", action="store_true", help="also run systemctl/crontab/launchctl"
     )
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(sanitize(text) + "\n")
 
 
 def _err(text: str) -> None:
     sys.stderr.write(f"skillopt-sleep schedule: {sanitize(text)}\n")
 
 
+class _Report:
+    """What the command says: lines on stdout as it goes, or (``--json``) one document at
+    the end. Errors go to stderr either way."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.data: dict[str, Any] = {"files": [], "notes": [], "warnings": [], "commands": []}
+
+    def say(self, text: str) -> None:
+        if not self.as_json:
+            sys.stdout.write(sanitize(text) + "\n")
+
+    def file(self, path: Path, **fields: Any) -> None:
+        self.data["files"].append({"path": str(path), **fields})
+
+    def finish(self, code: int) -> int:
+        if self.as_json:
+            emit_json({"ok": code == EXIT_OK, "exit_code": code, **self.data})
+        return code
+
+
 def _default_kind() -> str:
     return "launchd" if sys.platform == "darwin" else "systemd"
 
 
-def build_plan(args: argparse.Namespace) -> Plan:
-    from skillopt_sleep.config import load_sleep_config
-
+def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
+    """The plan, and why the scheduled command could not run (install refuses then)."""
     config_path = args.config.expanduser().resolve() if args.config else None
-    cfg = load_sleep_config(config_path)
+    state_dir = args.state_dir.expanduser().absolute() if args.state_dir else None
+    cfg = load_sleep_config(config_path, overrides={"state_dir": state_dir and str(state_dir)})
     name = args.kind or _default_kind()
     if args.daemon and name != "systemd":
         raise ConfigError("--daemon is a systemd option", key="daemon")
@@ -96,77 +120,138 @@ def build_plan(args: argparse.Namespace) -> Plan:
         project=project if kind is not Kind.SYSTEMD_DAEMON or args.project else None,
         config=config_path,
         state_dir=cfg.state_path().absolute(),
+        pass_state_dir=state_dir is not None,
     )
-    return plan(kind, settings=cfg.daemon, invocation=invocation, root=args.root)
+    settings = cfg.daemon
+    if args.action == "remove":  # which files to remove never depends on the time
+        settings = settings.model_copy(update={"cron": None, "projects": []})
+    the_plan = plan(kind, settings=settings, invocation=invocation, root=args.root)
+    return the_plan, cannot_run(cfg, invocation, config_file(config_path), daemon=args.daemon)
+
+
+def cannot_run(
+    cfg: SleepConfig, invocation: Invocation, config: Path | None, *, daemon: bool
+) -> list[str]:
+    """What the scheduled command checks when it starts, checked now: a unit that can only
+    exit 2 every night (or a daemon that exits 2 at once) is not worth installing."""
+    where = str(config) if config is not None else f"the defaults (no {DEFAULT_CONFIG_PATH})"
+    problems = []
+    if cfg.pool is None:
+        problems.append(
+            f"no model endpoints in {where} (a [pool] section): every scheduled night would "
+            "stop with exit 2; add them first (docs/endpoints.md)"
+        )
+    if invocation.project is not None and not invocation.project.is_dir():
+        problems.append(f"the project {invocation.project} is not a directory")
+    if daemon:
+        from skillopt_sleep.daemon import schedule_jobs, utc_now
+
+        extra = [invocation.project] if invocation.project is not None else []
+        try:
+            schedule_jobs(cfg.daemon.with_projects(extra), now=utc_now())
+        except ConfigError as exc:
+            problems.append(
+                f"the daemon would exit 2 at start ({exc}): add a [[daemon.projects]] entry "
+                f'(path = "/abs/path/to/project") to {where}, or pass --project PATH to '
+                "write that project into the unit"
+            )
+    return problems
 
 
 def run(args: argparse.Namespace) -> int:
+    setup_logging(args)
+    out = _Report(as_json=args.json)
     try:
-        the_plan = build_plan(args)
+        if args.activate and (args.root or os.environ.get(ROOT_ENV)):
+            raise RefusedError(
+                f"--root (or {ROOT_ENV}) writes the files elsewhere for a look, but "
+                "--activate would still change your real systemd, crontab or launchd: leave "
+                "one of them out"
+            )
+        the_plan, problems = build_plan(args)
+        out.data.update(action=args.action, kind=str(the_plan.kind))
         if args.action == "show":
-            return _show(the_plan)
+            for problem in problems:
+                out.data["warnings"].append(f"install would refuse: {problem}")
+                _err(f"warning: install would refuse: {problem}")
+            return out.finish(_show(the_plan, out))
         if args.action == "install":
-            return _install(the_plan, activate=args.activate)
-        return _remove(the_plan, activate=args.activate)
+            if problems:
+                raise RefusedError("; ".join(problems) + "; nothing was installed")
+            return out.finish(_install(the_plan, out, activate=args.activate))
+        return out.finish(_remove(the_plan, out, activate=args.activate))
     except (ConfigError, RefusedError) as exc:
-        _err(str(exc))
-        return EXIT_REFUSED
+        return refuse(args, type(exc).__name__, f"schedule: {exc}", EXIT_REFUSED)
     except SkillOptError as exc:
-        _err(str(exc))
-        return EXIT_FAILED
+        return refuse(args, type(exc).__name__, f"schedule: {exc}", EXIT_FAILED)
 
 
-def _show(the_plan: Plan) -> int:
+def _say_notes(the_plan: Plan, out: _Report) -> None:
+    for note in the_plan.notes:
+        out.data["notes"].append(note)
+        out.say(f"note: {note}")
+
+
+def _show(the_plan: Plan, out: _Report) -> int:
     for unit in the_plan.files:
-        _out(f"== {unit.path} ({unit.state()})")
-        _out(unit.content.rstrip("\n"))
-    _print_commands("activate with", the_plan, install=True)
+        out.file(unit.path, state=str(unit.state()), content=unit.content)
+        out.say(f"== {unit.path} ({unit.state()})")
+        out.say(unit.content.rstrip("\n"))
+    _say_notes(the_plan, out)
+    _print_commands("activate with", the_plan, out, install=True)
     return EXIT_OK
 
 
-def _install(the_plan: Plan, *, activate: bool) -> int:
+def _install(the_plan: Plan, out: _Report, *, activate: bool) -> int:
     for change in install(the_plan):
-        _out(f"{change.action}: {change.path}")
+        out.file(change.path, action=change.action)
+        out.say(f"{change.action}: {change.path}")
+    _say_notes(the_plan, out)
     if not activate:
-        _print_commands("now activate it", the_plan, install=True)
+        _print_commands("now activate it", the_plan, out, install=True)
         return EXIT_OK
-    return _activate(the_plan, install=True)
+    return _activate(the_plan, out, install=True)
 
 
-def _remove(the_plan: Plan, *, activate: bool) -> int:
+def _remove(the_plan: Plan, out: _Report, *, activate: bool) -> int:
     if not activate:
-        _print_commands("first stop it (if it was activated)", the_plan, install=False)
-    code = _activate(the_plan, install=False) if activate else EXIT_OK
+        _print_commands("first stop it (if it was activated)", the_plan, out, install=False)
+    code = _activate(the_plan, out, install=False) if activate else EXIT_OK
     for change in remove(the_plan):
-        _out(f"{change.action}: {change.path}")
+        out.file(change.path, action=change.action)
+        out.say(f"{change.action}: {change.path}")
     for argv in the_plan.after_remove:
         if activate:
-            _out(f"$ {shlex.join(argv)}")
-            if _run(list(argv)) is None:
-                code = EXIT_FAILED
+            out.say(f"$ {shlex.join(argv)}")
+            ok = _run(list(argv)) is not None
+            out.data["commands"].append({"argv": list(argv), "ran": True, "ok": ok})
+            code = code if ok else EXIT_FAILED
         else:
-            _out(f"then: {shlex.join(argv)}")
+            out.data["commands"].append({"argv": list(argv), "ran": False})
+            out.say(f"then: {shlex.join(argv)}")
     return code
 
 
-def _print_commands(title: str, the_plan: Plan, *, install: bool) -> None:
-    _out(f"\n{title}:")
+def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) -> None:
+    out.say(f"\n{title}:")
     if the_plan.kind is Kind.CRON:
         fragment = shlex.quote(str(the_plan.files[0].path))
         marker = shlex.quote(the_plan.crontab_marker)
         keep = f"crontab -l 2>/dev/null | grep -vF -- {marker}"
         add = f"; grep -v '^#' {fragment}" if install else ""
-        _out(f"  ({keep}{add}) | crontab -")
+        out.data["commands"].append({"shell": f"({keep}{add}) | crontab -", "ran": False})
+        out.say(f"  ({keep}{add}) | crontab -")
         return
     commands = the_plan.activate if install else the_plan.deactivate
     if the_plan.kind is Kind.LAUNCHD and install:
         commands = [*the_plan.deactivate, *commands]
-        _out("  (the first command fails harmlessly when the agent was not loaded)")
+        out.say("  (the first command fails harmlessly when the agent was not loaded)")
     for argv in commands:
-        _out(f"  {shlex.join(argv)}")
+        out.data["commands"].append({"argv": argv, "ran": False})
+        out.say(f"  {shlex.join(argv)}")
 
 
-def _activate(the_plan: Plan, *, install: bool) -> int:
+def _activate(the_plan: Plan, out: _Report, *, install: bool) -> int:
     """Run the activation (or deactivation) commands; report the first failure."""
     if the_plan.kind is Kind.CRON:
         existing = _read_crontab()
@@ -176,7 +261,9 @@ def _activate(the_plan: Plan, *, install: bool) -> int:
             new = merge_crontab(existing, the_plan.crontab_line, the_plan.crontab_marker)
         else:
             new = strip_crontab(existing, the_plan.crontab_marker)
-        return EXIT_OK if _run(["crontab", "-"], stdin=new) is not None else EXIT_FAILED
+        ok = _run(["crontab", "-"], stdin=new) is not None
+        out.data["commands"].append({"argv": ["crontab", "-"], "ran": True, "ok": ok})
+        return EXIT_OK if ok else EXIT_FAILED
     if the_plan.kind is Kind.LAUNCHD and install:
         # launchd refuses to bootstrap a loaded label and would keep the old schedule:
         # unload ours first (failing when it was not loaded is fine).
@@ -184,8 +271,10 @@ def _activate(the_plan: Plan, *, install: bool) -> int:
             _run(argv, quiet=True)
     commands = the_plan.activate if install else the_plan.deactivate
     for argv in commands:
-        _out(f"$ {shlex.join(argv)}")
-        if _run(argv) is None:
+        out.say(f"$ {shlex.join(argv)}")
+        ok = _run(argv) is not None
+        out.data["commands"].append({"argv": argv, "ran": True, "ok": ok})
+        if not ok:
             return EXIT_FAILED
     return EXIT_OK
 

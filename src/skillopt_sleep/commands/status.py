@@ -8,6 +8,7 @@ from typing import Any
 from skillopt_sleep.commands._common import (
     EXIT_OK,
     add_config_args,
+    again,
     emit_json,
     known_errors,
     load_config,
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if night:
         say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")
     if not nights:
-        say("  no nights yet: run `skillopt-sleep once`")
+        say(f"  no nights yet: run `{again(args, 'once')}`")
     for n in nights:
         extra = f" — {n['reason']}" if n.get("reason") else ""
         dry = " (dry run)" if n.get("dry_run") else ""
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     elif runs:
         say("  no HTML report yet: `skillopt-sleep report` builds it")
     if proposals:
-        say("pending proposals (adopt with `skillopt-sleep adopt`):")
+        say(f"pending proposals (adopt with `{again(args, 'adopt')}`):")
         for p in proposals:
             say(f"  {p['name']} ({p['kind']}) -> {p['live_path']}  [{p['run_dir']}]")
     else:

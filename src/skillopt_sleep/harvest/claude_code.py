@@ -5,6 +5,14 @@ Each line is one event: ``type`` user/assistant (with ``message.role`` and
 ``gitBranch`` and ``sessionId``. Sub-agent transcripts (``subagents/`` directories,
 ``agent-*.jsonl`` files, ``isSidechain`` lines), ``isMeta`` lines and the summaries Claude
 Code writes when it compacts a conversation (``isCompactSummary``) are not the user's words.
+
+Only ``user`` and ``assistant`` records are turns. Claude Code 2.1.x also writes records
+that carry a ``message`` or a copy of the prompt but are not turns: ``api-request-blob``
+(the request as sent, role ``user``: a system reminder plus the prompt again),
+``queue-operation`` and ``last-prompt`` (copies of the prompt), ``attachment`` (context,
+one holds the whole system prompt), ``api-request``, ``api-request-shape``, ``cost-state``
+and ``mode``; they give times at most. Outside a git repository ``gitBranch`` is ``HEAD``,
+which is not a branch.
 """
 
 from __future__ import annotations
@@ -16,6 +24,9 @@ from typing import Any
 from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, iter_json_objects
+
+_TURNS = ("user", "assistant")
+_NOT_A_BRANCH = "HEAD"  # a detached head, or no git repository at all
 
 
 def session_files(claude_home: Path) -> Iterator[Path]:
@@ -70,9 +81,12 @@ def read_session(
             builder.session_id = record["sessionId"]
         if not builder.cwd and isinstance(record.get("cwd"), str):
             builder.cwd = record["cwd"]
-        if not builder.git_branch and isinstance(record.get("gitBranch"), str):
-            builder.git_branch = record["gitBranch"]
+        branch = record.get("gitBranch")
+        if not builder.git_branch and isinstance(branch, str) and branch != _NOT_A_BRANCH:
+            builder.git_branch = branch
         message = record.get("message")
+        if record.get("type") not in _TURNS:
+            continue
         if record.get("isMeta") is True or record.get("isCompactSummary") is True:
             continue
         if not isinstance(message, dict):

@@ -32,7 +32,6 @@ from typing import Any
 
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.files import SessionFile
 from skillopt_sleep.harvest.lines import iter_json_objects
 from skillopt_sleep.harvest.refs import (
     Listing,
@@ -40,11 +39,12 @@ from skillopt_sleep.harvest.refs import (
     ReadOptions,
     SessionRef,
     Unreadable,
+    db_session,
     file_refs,
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text
-from skillopt_sleep.harvest.sqlite_ro import columns, open_readonly, read_transaction
+from skillopt_sleep.harvest.sqlite_ro import columns, list_rows, read_transaction
 from skillopt_sleep.harvest.timeparse import parse_instant
 
 STATE_DIR = "session-state"
@@ -182,14 +182,6 @@ _FILES = "SELECT file_path, tool_name FROM session_files WHERE session_id = ? LI
 _REQUIRED = {"sessions": {"id", "cwd", "updated_at"}, "turns": {"session_id", "turn_index"}}
 
 
-def _store_schema_problem(conn: sqlite3.Connection) -> str:
-    for table, needed in _REQUIRED.items():
-        missing = needed - columns(conn, table)
-        if missing:
-            return f"not a Copilot CLI session store: {table} lacks {', '.join(sorted(missing))}"
-    return ""
-
-
 def _read_stored(
     conn: sqlite3.Connection, db: Path, session_id: str, cwd: str, branch: str
 ) -> Reader:
@@ -219,30 +211,24 @@ def _read_stored(
 
 
 def _stored_refs(db: Path, scope: Path | None, skip: set[str], resources: ExitStack) -> Listing:
-    try:
-        conn = resources.enter_context(open_readonly(db))
-        problem = _store_schema_problem(conn)
-        rows = [] if problem else conn.execute(_SESSIONS).fetchall()
-    except (sqlite3.Error, OSError) as exc:
-        yield Unreadable(where=str(db), reason=f"{type(exc).__name__}: {exc}")
+    listed = list_rows(
+        db, resources, required=_REQUIRED, query=_SESSIONS, what="a Copilot CLI session store"
+    )
+    if isinstance(listed, Unreadable):
+        yield listed
         return
-    if problem:
-        yield Unreadable(where=str(db), reason=problem)
-        return
-    for session_id, cwd, branch, updated, n_turns in rows:
+    for session_id, cwd, branch, updated, n_turns in listed.rows:
         if not isinstance(session_id, str) or session_id in skip or not isinstance(cwd, str):
             continue
         moment = parse_instant(updated)
         if not cwd or moment is None or not may_be_in_scope(cwd, scope):
             continue
-        file = SessionFile(
-            source=SourceKind.COPILOT_CLI,
-            path=f"{db}#{session_id}",
-            size=int(n_turns),
-            mtime_ns=int(moment.timestamp() * 1_000_000_000),
+        stamp = int(moment.timestamp() * 1_000_000_000)
+        file = db_session(SourceKind.COPILOT_CLI, db, session_id, size=n_turns, mtime_ns=stamp)
+        branch = branch if isinstance(branch, str) else ""
+        yield SessionRef(
+            file=file, read=_read_stored(listed.conn, db, session_id, cwd, branch), cwd=cwd
         )
-        reader = _read_stored(conn, db, session_id, cwd, branch if isinstance(branch, str) else "")
-        yield SessionRef(file=file, read=reader, cwd=cwd)
 
 
 def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:

@@ -24,17 +24,17 @@ from typing import Any
 
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import FeedbackSignal, Sentiment, SourceKind
-from skillopt_sleep.harvest.files import SessionFile
 from skillopt_sleep.harvest.refs import (
     Listing,
     Reader,
     ReadOptions,
     SessionRef,
     Unreadable,
+    db_session,
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text
-from skillopt_sleep.harvest.sqlite_ro import columns, open_readonly, read_transaction
+from skillopt_sleep.harvest.sqlite_ro import list_rows, read_transaction
 
 DB_NAME = "opencode.db"
 _REQUIRED = {
@@ -54,14 +54,6 @@ _PARTS = (
     " FROM message m LEFT JOIN part p ON p.message_id = m.id"
     " WHERE m.session_id = :sid ORDER BY m.time_created, m.id, p.id"
 )
-
-
-def _schema_problem(conn: sqlite3.Connection) -> str:
-    for table, needed in _REQUIRED.items():
-        missing = needed - columns(conn, table)
-        if missing:
-            return f"not an OpenCode database: {table} lacks {', '.join(sorted(missing))}"
-    return ""
 
 
 def _json(raw: Any) -> dict[str, Any] | None:
@@ -158,27 +150,20 @@ def list_sessions(db: Path, scope: Path | None, resources: ExitStack) -> Listing
     """The root sessions of the database that may be ours."""
     if not db.is_file():
         return
-    try:
-        conn = resources.enter_context(open_readonly(db))
-        problem = _schema_problem(conn)
-        rows = [] if problem else conn.execute(_SESSIONS).fetchall()
-    except (sqlite3.Error, OSError) as exc:
-        yield Unreadable(where=str(db), reason=f"{type(exc).__name__}: {exc}")
+    listed = list_rows(
+        db, resources, required=_REQUIRED, query=_SESSIONS, what="an OpenCode database"
+    )
+    if isinstance(listed, Unreadable):
+        yield listed
         return
-    if problem:
-        yield Unreadable(where=str(db), reason=problem)
-        return
-    for session_id, directory, updated, n_messages in rows:
+    for session_id, directory, updated, n_messages in listed.rows:
         if not isinstance(session_id, str) or not isinstance(directory, str):
             continue
         if not Path(directory).is_absolute() or not isinstance(updated, int) or updated <= 0:
             continue
         if not may_be_in_scope(directory, scope):
             continue
-        file = SessionFile(
-            source=SourceKind.OPENCODE,
-            path=f"{db}#{session_id}",
-            size=int(n_messages),
-            mtime_ns=updated * 1_000_000,
-        )
-        yield SessionRef(file=file, read=_reader(conn, db, session_id, directory), cwd=directory)
+        stamp = updated * 1_000_000
+        file = db_session(SourceKind.OPENCODE, db, session_id, size=n_messages, mtime_ns=stamp)
+        reader = _reader(listed.conn, db, session_id, directory)
+        yield SessionRef(file=file, read=reader, cwd=directory)

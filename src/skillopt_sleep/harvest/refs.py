@@ -83,6 +83,14 @@ def _bind(read: PathReader, path: Path) -> Reader:
     return reader
 
 
+def db_session(
+    kind: SourceKind, db: Path, session_id: str, *, size: int, mtime_ns: int
+) -> SessionFile:
+    """The cursor identity of one session kept in a database: ``<db>#<id>``, its version
+    the row's message count and update time."""
+    return SessionFile(source=kind, path=f"{db}#{session_id}", size=size, mtime_ns=mtime_ns)
+
+
 def may_be_in_scope(cwd: str | None, scope: Path | None) -> bool:
     """False only when ``cwd`` is known and names another project."""
     return scope is None or cwd is None or in_scope(resolve_dir(cwd), scope)

@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
 from skillopt_sleep.harvest import claude_code, codex, copilot_cli, cursor, opencode, pi, vscode
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.refs import Lister, Listing, ReadOptions, file_refs
+from skillopt_sleep.harvest.refs import Lister, Listing, PathReader, ReadOptions, file_refs
 
 
-def _read_claude(path: Path, options: ReadOptions) -> SessionBuilder:
-    return claude_code.read_session(
-        path,
-        options.tally,
-        max_line_bytes=options.max_line_bytes,
-        self_markers=options.self_markers,
-    )
+def _with_options(read_session: Callable[..., SessionBuilder]) -> PathReader:
+    """A reader of the older signature ``(path, tally, max_line_bytes=, self_markers=)``."""
+
+    def read(path: Path, options: ReadOptions) -> SessionBuilder:
+        return read_session(
+            path,
+            options.tally,
+            max_line_bytes=options.max_line_bytes,
+            self_markers=options.self_markers,
+        )
+
+    return read
 
 
-def _read_codex(path: Path, options: ReadOptions) -> SessionBuilder:
-    return codex.read_session(
-        path,
-        options.tally,
-        max_line_bytes=options.max_line_bytes,
-        self_markers=options.self_markers,
-    )
+_read_claude = _with_options(claude_code.read_session)
+_read_codex = _with_options(codex.read_session)
 
 
 def _list_claude(home: Path, scope: Path | None, resources: ExitStack) -> Listing:

@@ -20,11 +20,14 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from skillopt.logging import get_logger
+from skillopt_sleep.harvest.refs import Unreadable
 
 BUSY_MS = 2000
 _log = get_logger("skillopt_sleep.harvest.sqlite_ro")
@@ -84,3 +87,33 @@ def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 def columns(conn: sqlite3.Connection, table: str) -> set[str]:
     """The columns of ``table`` (empty when there is no such table)."""
     return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """An open database and the rows of its session list."""
+
+    conn: sqlite3.Connection
+    rows: list[tuple[Any, ...]]
+
+
+def list_rows(
+    db: Path,
+    resources: ExitStack,
+    *,
+    required: Mapping[str, set[str]],
+    query: str,
+    what: str,
+) -> Listed | Unreadable:
+    """Open ``db`` (kept open in ``resources``), check it has the ``required`` columns of
+    ``what`` (e.g. "an OpenCode database"), and run the listing ``query``."""
+    try:
+        conn = resources.enter_context(open_readonly(db))
+        for table, needed in required.items():
+            missing = needed - columns(conn, table)
+            if missing:
+                lacks = ", ".join(sorted(missing))
+                return Unreadable(where=str(db), reason=f"not {what}: {table} lacks {lacks}")
+        return Listed(conn=conn, rows=conn.execute(query).fetchall())
+    except (sqlite3.Error, OSError) as exc:
+        return Unreadable(where=str(db), reason=f"{type(exc).__name__}: {exc}")

@@ -67,8 +67,26 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_harvest_limits(parser: argparse.ArgumentParser) -> None:
+    """How much one harvest reads: the window and the per-night caps (``once``, ``harvest``)."""
+    parser.add_argument(
+        "--lookback-hours",
+        type=float,
+        metavar="H",
+        help="harvest the sessions of the last H hours this time (0 = all history); older "
+        "pending sessions stay pending",
+    )
+    parser.add_argument(
+        "--max-sessions", type=int, metavar="N", help="read at most N sessions (the rest wait)"
+    )
+    parser.add_argument(
+        "--max-tasks", type=int, metavar="N", help="work on at most N tasks (the rest wait)"
+    )
+
+
 def add_night_args(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
+    add_harvest_limits(parser)
     parser.add_argument("--demo", action="store_true", help="bundled demo project, mock backend")
     parser.add_argument("--tasks-file", type=Path, help="a reviewed tasks file instead of harvest")
     parser.add_argument("--rounds", type=int, help="rollout -> reflect -> trial iterations")
@@ -80,6 +98,7 @@ def add_night_args(parser: argparse.ArgumentParser) -> None:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    lookback = getattr(args, "lookback_hours", None)
     return {
         "state_dir": str(args.state_dir) if getattr(args, "state_dir", None) else None,
         "night.rounds": getattr(args, "rounds", None),
@@ -88,6 +107,10 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         "night.preferences": getattr(args, "preferences", None),
         "budget.max_calls": getattr(args, "max_calls", None),
         "budget.max_tokens": getattr(args, "max_tokens", None),
+        "sources.lookback_hours": lookback,
+        "sources.rolling_window": True if lookback is not None else None,
+        "sources.max_sessions": getattr(args, "max_sessions", None),
+        "night.max_tasks": getattr(args, "max_tasks", None),
     }
 
 

@@ -4,8 +4,10 @@ Copilot CLI and OpenCode keep their sessions in SQLite, usually in WAL mode with
 ``-wal`` and ``-shm`` file beside the database, and may be running while we read.
 
 - The database is opened through a ``file:...?mode=ro`` URI with ``query_only``: nothing
-  we do can write to it. It is never opened ``immutable=1``: that would skip the ``-wal``
-  file (losing what the agent wrote last) and assume the file cannot change under us.
+  we do can write to it or its ``-wal`` (a WAL reader does take its read lock in the
+  ``-shm``, SQLite's shared lock table, as every reader must). It is never opened
+  ``immutable=1``: that would skip the ``-wal`` file (losing what the agent wrote last) and
+  assume the file cannot change under us.
 - Autocommit: a query holds a read lock only while it runs and each session is read in its
   own short read transaction, so a writer is never blocked for longer than one query (in
   WAL mode readers never block the writer at all). A writer's lock makes us wait at most

@@ -493,3 +493,36 @@ def test_a_database_we_may_not_open_is_read_from_a_copy(tmp_path: Path) -> None:
             assert ro.execute("SELECT a FROM t").fetchall() == [(7,)]
     finally:
         folder.chmod(0o755)
+
+
+# -- bounded memory ---------------------------------------------------------------------------
+def _peak(spec: SourceSpec, project: Path) -> tuple[int, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = harvest([spec], since=None, project=project, limit=5)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    (digest,) = result.digests
+    return peak, digest.n_user_turns
+
+
+def test_long_sessions_are_read_in_bounded_memory(tmp_path: Path, project: Path) -> None:
+    big = "All the details, again and again. " * 6000  # ~200 KB an answer
+    turns = [Turn(user=f"Request number {i}", answer=big) for i in range(40)]  # ~8 MB a file
+    storage = write_vscode_storage(tmp_path / "Code" / "User", folder=project)
+    write_vscode_session(storage, turns=turns, start=T0)
+    peak, n = _peak(SourceSpec(kind=SourceKind.COPILOT, home=tmp_path / "Code" / "User"), project)
+    assert n == 40 and peak < 3_000_000, peak  # the whole log would be ~16 MB of answers
+
+    records: list[dict[str, object] | str] = [pi_header("pi-1", project, T0, 3)]
+    parent = None
+    for i, turn in enumerate(turns):
+        records.append(pi_message(f"u{i}", parent, T0, pi_user(turn.user)))
+        records.append(pi_message(f"a{i}", f"u{i}", T0, pi_assistant(turn.answer)))
+        parent = f"a{i}"
+    _pi_session(tmp_path / "pi", project, records)
+    peak, n = _peak(SourceSpec(kind=SourceKind.PI, home=tmp_path / "pi"), project)
+    assert n == 40 and peak < 2_000_000, peak

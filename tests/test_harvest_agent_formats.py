@@ -213,7 +213,7 @@ def test_copilot_cli_store_fills_in_for_missing_event_logs(tmp_path: Path, proje
     assert stored.user_intents == ("Rename the config keys", "thanks, now update the docs")
     assert stored.assistant_finals == ("Renamed.", "Updated.")
     assert stored.skill_hint == "docs-style" and stored.tools_used == ("view",)
-    assert stored.path == home / "session-store.db"
+    assert stored.path == home / "session-store.db#only-stored"  # one path per session
     assert result.diagnostics.files_seen == 2
 
 

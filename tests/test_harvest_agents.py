@@ -199,8 +199,9 @@ def test_scope_is_the_project_and_its_subdirectories(
         agent.write(root, cwd, [Turn(user=f"Request made in the {name}")], T0, f"s-{name}-{n}")
     intents, _ = _harvest(agent, root, places["project"])
     assert sorted(intents) == ["Request made in the project", "Request made in the subdir"]
-    everything, _ = _harvest(agent, root, None)
+    everything, result = _harvest(agent, root, None)
     assert len(everything) == 4
+    assert len({d.path for d in result.digests}) == 4  # mining keys sessions by path
 
 
 def test_our_own_replay_sessions_are_dropped(agent: Agent, tmp_path: Path) -> None:

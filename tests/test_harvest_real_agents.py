@@ -271,7 +271,8 @@ def test_copilot_cli_store_alone_is_lossy_but_read(server: FakeAgentServer, plac
     before = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     (digest,) = harvest([spec], since=None, project=places.project, limit=20).digests
     assert [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files] == before
-    assert digest.session_id == session and digest.path == agent.home / "session-store.db"
+    assert digest.session_id == session
+    assert digest.path == agent.home / f"session-store.db#{session}"
     # The store restarts turn_index when a session is resumed: the follow-up overwrote turn 0.
     assert digest.user_intents[-1].startswith(FOLLOW_UP) and len(digest.user_intents) <= 2
     assert SECRET not in repr(digest.to_dict())

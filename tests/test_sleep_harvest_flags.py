@@ -210,3 +210,41 @@ def test_vscode_user_folders_per_platform(tmp_path: Path) -> None:
     assert Path("C:/Users/u/AppData/Roaming/VSCodium/User") in default_vscode_user_dirs(
         env, "win32"
     )
+
+
+def test_a_night_over_database_sessions_commits_each_one(tmp_path: Path) -> None:
+    """Sessions kept in one database file are harvested, mined and recorded one by one."""
+    import sqlite3
+
+    import anyio
+
+    from skillopt_sleep.gather import commit_gathered, gather_night
+    from skillopt_sleep.tasks.archive import open_archive
+    from support.agent_sessions import OPENCODE_SCHEMA, StoredSession, store_opencode_sessions
+
+    project, db = tmp_path / "proj", tmp_path / "opencode.db"
+    project.mkdir()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.executescript(OPENCODE_SCHEMA)
+    store_opencode_sessions(conn, [
+        StoredSession(cwd=str(project), session_id=f"ses_{i}", start=NOW - timedelta(hours=i + 1),
+                      turns=[Turn(user=f"Add the audit column number {i}")])
+        for i in range(2)
+    ])  # fmt: skip
+    conn.close()
+    cfg = SleepConfig.model_validate(
+        {"state_dir": str(tmp_path / "state"),
+         "sources": {"kinds": ["opencode"], "opencode_db": str(db)}}
+    )  # fmt: skip
+
+    async def night(n: int) -> int:
+        with open_archive(tmp_path / "archive.db", now=NOW) as archive:
+            got = await gather_night(
+                cfg, project=project, archive=archive, pool=None, use_llm=False, now=NOW
+            )
+            commit_gathered(archive, got, night=n, now=NOW)
+            assert set(got.digest_keys) == {f"{db}#ses_0", f"{db}#ses_1"} or not got.new_tasks
+            return len(got.new_tasks)
+
+    assert anyio.run(night, 1) == 2
+    assert anyio.run(night, 2) == 0  # both recorded as harvested

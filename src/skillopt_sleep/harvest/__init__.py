@@ -1,5 +1,10 @@
 """Harvest agent transcripts into :class:`SessionDigest` records.
 
+Every agent is a source (:mod:`sources`): Claude Code, Codex, VS Code Copilot Chat,
+Copilot CLI, Cursor, Pi and OpenCode, each found where :mod:`locations` says. A source
+lists the sessions that may be the project's (:mod:`refs`); this module decides which to
+read, reads them newest first and keeps the project's.
+
 :func:`harvest` is **synchronous** local-disk reading (no network, no writes). From async
 code call it through ``anyio.to_thread.run_sync(functools.partial(harvest, ...))``.
 It never raises for bad transcript content: malformed lines, unreadable or undecodable

@@ -40,6 +40,7 @@ from skillopt_sleep.harvest.refs import (
     SessionRef,
     Unreadable,
     db_session,
+    db_session_path,
     file_refs,
     may_be_in_scope,
 )
@@ -187,7 +188,9 @@ def _read_stored(
 ) -> Reader:
     def read(options: ReadOptions) -> SessionBuilder:
         builder = SessionBuilder(
-            source=SourceKind.COPILOT_CLI, path=db, self_markers=options.self_markers
+            source=SourceKind.COPILOT_CLI,
+            path=db_session_path(db, session_id),
+            self_markers=options.self_markers,
         )
         builder.session_id, builder.cwd, builder.git_branch = session_id, cwd, branch
         with read_transaction(conn):

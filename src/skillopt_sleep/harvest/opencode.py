@@ -31,6 +31,7 @@ from skillopt_sleep.harvest.refs import (
     SessionRef,
     Unreadable,
     db_session,
+    db_session_path,
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text
@@ -110,7 +111,9 @@ class _Message:
 def _reader(conn: sqlite3.Connection, db: Path, session_id: str, directory: str) -> Reader:
     def read(options: ReadOptions) -> SessionBuilder:
         builder = SessionBuilder(
-            source=SourceKind.OPENCODE, path=db, self_markers=options.self_markers
+            source=SourceKind.OPENCODE,
+            path=db_session_path(db, session_id),
+            self_markers=options.self_markers,
         )
         builder.session_id, builder.cwd = session_id, directory
         tally = options.tally

@@ -88,7 +88,14 @@ def db_session(
 ) -> SessionFile:
     """The cursor identity of one session kept in a database: ``<db>#<id>``, its version
     the row's message count and update time."""
-    return SessionFile(source=kind, path=f"{db}#{session_id}", size=size, mtime_ns=mtime_ns)
+    return SessionFile(
+        source=kind, path=str(db_session_path(db, session_id)), size=size, mtime_ns=mtime_ns
+    )
+
+
+def db_session_path(db: Path, session_id: str) -> Path:
+    """``<db>#<id>``: the path of a database session (its digest's and its cursor's)."""
+    return db.with_name(f"{db.name}#{session_id}")
 
 
 def may_be_in_scope(cwd: str | None, scope: Path | None) -> bool:

@@ -32,21 +32,34 @@ ENV_PREFIX = "SKILLOPT_SLEEP__"
 MANAGED_SKILL = "skillopt-sleep-learned"
 
 
-SourceKindName = Literal["claude_code", "codex"]
+SourceKindName = Literal[
+    "claude_code", "codex", "copilot", "copilot_cli", "cursor", "pi", "opencode", "auto"
+]
 
 
-def _all_sources() -> list[SourceKindName]:
+def _default_sources() -> list[SourceKindName]:
     return ["claude_code", "codex"]
 
 
 class SourcesSettings(StrictModel):
-    """Where transcripts are read from."""
+    """Where transcripts are read from (defaults: docs/harvest-mine-adopt.md).
 
-    kinds: list[SourceKindName] = Field(default_factory=_all_sources, min_length=1)
+    ``kinds`` names the agents to read; ``auto`` adds every agent whose sessions exist on
+    this machine. Each agent's location has its own key.
+    """
+
+    kinds: list[SourceKindName] = Field(default_factory=_default_sources, min_length=1)
     claude_home: Path = Path("~/.claude")
     codex_home: Path = Path("~/.codex")
+    copilot_cli_home: Path = Path("~/.copilot")
+    cursor_home: Path = Path("~/.cursor")
+    pi_home: Path = Path("~/.pi")
+    vscode_user_dirs: list[Path] = Field(default_factory=list)  # [] = every VS Code flavour's
+    opencode_db: Path | None = None  # None = $XDG_DATA_HOME/opencode/opencode.db
     # Until the first harvest; then the window's start stays fixed. 0 = all history.
     lookback_hours: float = Field(default=72.0, ge=0)
+    # Every harvest looks back lookback_hours from now (older sessions stay pending, unread).
+    rolling_window: bool = False
     max_sessions: int = Field(default=0, ge=0)  # per night (the rest wait); 0 = 3 x max_tasks
 
 

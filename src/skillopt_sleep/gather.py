@@ -28,7 +28,16 @@ from skillopt.errors import ConfigError
 from skillopt.splits import assign_splits
 from skillopt.types import Origin, Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.harvest import HarvestResult, SessionFile, SourceKind, SourceSpec, harvest
+from skillopt_sleep.harvest import (
+    HarvestResult,
+    SessionDigest,
+    SessionFile,
+    SourceKind,
+    SourceSpec,
+    harvest,
+)
+from skillopt_sleep.harvest.locations import Homes
+from skillopt_sleep.harvest.locations import resolve as resolve_sources
 from skillopt_sleep.llm_miner import llm_mine
 from skillopt_sleep.mine import MineResult, heuristic_mine
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -158,8 +167,18 @@ def harvest_window_start(
 
 
 def sources_for(cfg: SleepConfig) -> list[SourceSpec]:
-    homes = {"claude_code": cfg.sources.claude_home, "codex": cfg.sources.codex_home}
-    return [SourceSpec(kind=SourceKind(k), home=homes[k].expanduser()) for k in cfg.sources.kinds]
+    """Where to read transcripts from (``auto`` resolved against this machine)."""
+    s = cfg.sources
+    homes = Homes(
+        claude_home=s.claude_home,
+        codex_home=s.codex_home,
+        copilot_cli_home=s.copilot_cli_home,
+        cursor_home=s.cursor_home,
+        pi_home=s.pi_home,
+        vscode_user_dirs=tuple(s.vscode_user_dirs),
+        opencode_db=s.opencode_db,
+    )
+    return resolve_sources(s.kinds, homes)
 
 
 def split(cfg: SleepConfig, tasks: list[TaskRecord]) -> list[TaskRecord]:
@@ -210,10 +229,11 @@ def session_limit(cfg: SleepConfig) -> int:
 def collect(
     cfg: SleepConfig,
     *,
-    project: Path,
+    project: Path | None,
     since: datetime | None,
     harvested: frozenset[SessionFile] | None = None,
 ) -> HarvestResult:
+    """Harvest the project's sessions (``project=None``: every project's)."""
     return harvest(
         sources_for(cfg),
         since=since,
@@ -288,7 +308,9 @@ async def gather_night(
         return await anyio.to_thread.run_sync(
             functools.partial(from_tasks_file, cfg, project=project, tasks_file=tasks_file)
         )
-    window = archive.harvest_window(lookback_hours=cfg.sources.lookback_hours, now=now)
+    window = archive.harvest_window(
+        lookback_hours=cfg.sources.lookback_hours, now=now, rolling=cfg.sources.rolling_window
+    )
     harvested = archive.harvested_files()
     result = await anyio.to_thread.run_sync(
         functools.partial(collect, cfg, project=project, since=window.start, harvested=harvested)
@@ -381,3 +403,38 @@ def commit_gathered(archive: TaskArchive, gathered: Gathered, *, night: int, now
             backlog=gathered.backlog,
             outside_window=gathered.outside_window,
         )
+
+
+# --------------------------------------------------------------------------- every project
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectPreview:
+    """What the sessions of one project would give (``harvest --scope all``)."""
+
+    project: str  # "" when the session named no working directory
+    n_sessions: int
+    tasks: tuple[TaskRecord, ...]
+
+
+def preview_all_projects(
+    cfg: SleepConfig, *, now: datetime
+) -> tuple[tuple[ProjectPreview, ...], HarvestResult]:
+    """Every project's sessions of the last ``sources.lookback_hours`` (0 = all history),
+    mined with the heuristic miner, grouped by project. Reads no archive and records
+    nothing: a preview only."""
+    hours = cfg.sources.lookback_hours
+    since = None if hours <= 0 else now - timedelta(hours=hours)
+    result = collect(cfg, project=None, since=since)
+    groups: dict[str, list[SessionDigest]] = {}
+    for digest in result.digests:
+        groups.setdefault(str(digest.cwd) if digest.cwd else "", []).append(digest)
+    previews = tuple(
+        ProjectPreview(
+            project=name,
+            n_sessions=len(digests),
+            tasks=heuristic_mine(digests, project=name, max_tasks=cfg.night.max_tasks).tasks,
+        )
+        for name, digests in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0]))
+    )
+    return previews, result

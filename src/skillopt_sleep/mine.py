@@ -70,6 +70,11 @@ _JSON = re.compile(
 JSON_REGEX = r"^\s*(?:```(?:json)?\s*)?[\[{]"
 
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+# A redacted secret, with the name it was assigned to (``token=[REDACTED:github_token]``):
+# a secret the user pasted once must not make the same request a different task.
+_REDACTED = re.compile(
+    r"(?:\b[A-Za-z_][\w.-]{0,60}\s*[=:]\s*)?[\"']?\[REDACTED:[\w.-]{1,40}\][\"']?"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,8 +87,9 @@ class MineResult:
 
 
 def normalise_intent(text: str) -> str:
-    """Case-, punctuation- and whitespace-insensitive form used to merge repeats."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    """Case-, punctuation- and whitespace-insensitive form used to merge repeats; redacted
+    secrets (and the names they were assigned to) are left out."""
+    folded = unicodedata.normalize("NFKC", _REDACTED.sub(" ", text)).casefold()
     return " ".join(_NON_WORD.sub(" ", folded).split())
 
 

@@ -16,6 +16,11 @@ text (so concurrent calls can behave differently):
 * ``FAKE_TOOL[cmd]``     first ask the agent to run shell command ``cmd`` (codex ``exec_command``,
                          Claude ``Bash``, Copilot ``bash``); once the request carries the
                          tool result, reply
+* ``FAKE_SKILL[name]``   first ask the agent to load skill ``name`` with its skill tool (Claude
+                         ``Skill``, Copilot ``skill``); once the request carries the result, reply
+
+In a multi-turn conversation the request carries every earlier turn: the last ``FAKE_REPLY``
+(the newest turn's) wins.
 
 It counts requests and in-flight requests (``max_in_flight`` is what concurrency tests check).
 The server runs in a daemon thread so a sync fixture can own it across async tests.
@@ -37,6 +42,7 @@ _REPLY = re.compile(r"FAKE_REPLY\[([^\]]*)\]")
 _ERROR = re.compile(r"FAKE_ERROR:(\d{3})")
 _SLEEP = re.compile(r"FAKE_SLEEP:(\d+)")
 _TOOL = re.compile(r"FAKE_TOOL\[([^\]]*)\]")
+_SKILL = re.compile(r"FAKE_SKILL\[([^\]]*)\]")
 
 
 @dataclass
@@ -163,6 +169,24 @@ def _has_item(value: Any, item_type: str) -> bool:
     return False
 
 
+def _claude_call(raw: str) -> tuple[str, dict[str, Any]] | None:
+    """The tool call a directive asks Claude Code for (``Bash`` or ``Skill``), if any."""
+    if skill := _SKILL.search(raw):
+        return "Skill", {"skill": skill.group(1)}
+    if tool := _TOOL.search(raw):
+        return "Bash", {"command": tool.group(1)}
+    return None
+
+
+def _chat_call(raw: str) -> tuple[str, dict[str, Any]] | None:
+    """The tool call a directive asks Copilot for (``bash`` or ``skill``), if any."""
+    if skill := _SKILL.search(raw):
+        return "skill", {"skill": skill.group(1)}
+    if tool := _TOOL.search(raw):
+        return "bash", {"command": tool.group(1), "description": "run a tool"}
+    return None
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     payload = dict(data)
     payload.setdefault("type", event)
@@ -221,8 +245,8 @@ class _Handler(BaseHTTPRequestHandler):
         status = script.status
         if m := _ERROR.search(raw):
             status = int(m.group(1))
-        m = _REPLY.search(raw)
-        reply = m.group(1) if m else script.reply
+        replies = _REPLY.findall(raw)
+        reply = replies[-1] if replies else script.reply
         path = self.path.split("?", 1)[0]
         stream = bool(body.get("stream"))
         if status is not None:
@@ -234,16 +258,16 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._responses(body, reply, stream)
         elif path.endswith("/messages"):
-            tool = _TOOL.search(raw)
-            if tool and not _has_item(body.get("messages"), "tool_result"):
-                self._messages_tool_use(body, tool.group(1))
+            call = _claude_call(raw)
+            if call and not _has_item(body.get("messages"), "tool_result"):
+                self._messages_tool_use(body, *call)
             else:
                 self._messages(body, reply, stream)
         elif path.endswith("/chat/completions"):
-            tool = _TOOL.search(raw)
+            call = _chat_call(raw)
             messages = body.get("messages") or []
-            if tool and not any(_obj(m).get("role") == "tool" for m in messages):
-                self._chat_tool_call(body, tool.group(1), stream)
+            if call and not any(_obj(m).get("role") == "tool" for m in messages):
+                self._chat_tool_call(body, *call, stream)
             else:
                 self._chat(body, reply, stream)
         else:
@@ -357,12 +381,12 @@ class _Handler(BaseHTTPRequestHandler):
             ]
         )
 
-    def _messages_tool_use(self, body: dict[str, Any], command: str) -> None:
+    def _messages_tool_use(self, body: dict[str, Any], name: str, args: dict[str, Any]) -> None:
         mid = f"msg_{uuid.uuid4().hex[:12]}"
         block = {
             "type": "tool_use",
             "id": f"toolu_{uuid.uuid4().hex[:12]}",
-            "name": "Bash",
+            "name": name,
             "input": {},
         }
         message = {
@@ -375,7 +399,7 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": {"input_tokens": 11, "output_tokens": 1},
         }
-        delta = {"type": "input_json_delta", "partial_json": json.dumps({"command": command})}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         self._send_stream(
             [
                 _sse("message_start", {"message": message}),
@@ -441,14 +465,13 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._send_stream(events)
 
-    def _chat_tool_call(self, body: dict[str, Any], command: str, stream: bool) -> None:
+    def _chat_tool_call(
+        self, body: dict[str, Any], name: str, args: dict[str, Any], stream: bool
+    ) -> None:
         call = {
             "id": f"call_{uuid.uuid4().hex[:12]}",
             "type": "function",
-            "function": {
-                "name": "bash",
-                "arguments": json.dumps({"command": command, "description": "run a tool"}),
-            },
+            "function": {"name": name, "arguments": json.dumps(args)},
         }
         head = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",

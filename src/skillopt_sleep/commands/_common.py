@@ -74,8 +74,26 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_harvest_limits(parser: argparse.ArgumentParser) -> None:
+    """How much one harvest reads: the window and the per-night caps (``once``, ``harvest``)."""
+    parser.add_argument(
+        "--lookback-hours",
+        type=float,
+        metavar="H",
+        help="harvest the sessions of the last H hours this time (0 = all history); older "
+        "pending sessions stay pending",
+    )
+    parser.add_argument(
+        "--max-sessions", type=int, metavar="N", help="read at most N sessions (the rest wait)"
+    )
+    parser.add_argument(
+        "--max-tasks", type=int, metavar="N", help="work on at most N tasks (the rest wait)"
+    )
+
+
 def add_night_args(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
+    add_harvest_limits(parser)
     parser.add_argument(
         "--demo",
         action="store_true",
@@ -100,6 +118,9 @@ FLAG_KEYS = {
     "--preferences": "night.preferences",
     "--max-calls": "budget.max_calls",
     "--max-tokens": "budget.max_tokens",
+    "--lookback-hours": "sources.lookback_hours",
+    "--max-sessions": "sources.max_sessions",
+    "--max-tasks": "night.max_tasks",
 }
 FLAG_SOURCES = {key: f"the {flag} flag" for flag, key in FLAG_KEYS.items()}
 
@@ -109,6 +130,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     for flag, key in FLAG_KEYS.items():
         value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
         out[key] = str(value) if isinstance(value, Path) else value
+    if out.get("sources.lookback_hours") is not None:
+        out["sources.rolling_window"] = True  # a window given on the command line rolls
     return out
 
 

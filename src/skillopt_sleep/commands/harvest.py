@@ -16,6 +16,11 @@ recalled tasks) as a draft tasks file (``reviewed: false``): review it, set
   with ``--since DATE`` those whose file changed after DATE, else all of them (and the
   window starts over from ``sources.lookback_hours``). Tasks already mined stay in the
   archive; mining results are reused from the cache.
+- ``--lookback-hours H``, ``--max-sessions N``, ``--max-tasks N``: this preview's window
+  (the last H hours; older pending sessions stay pending) and caps, as for ``once``.
+- ``--scope all`` previews every project's sessions of the lookback window with the
+  heuristic miner, grouped by project. It reads no archive and changes nothing, so it
+  does not combine with ``--since``, ``--reset`` or ``--output``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.commands._common import (
     EXIT_OK,
     add_config_args,
+    add_harvest_limits,
     again,
     emit_json,
     known_errors,
@@ -42,7 +48,7 @@ from skillopt_sleep.commands._common import (
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
-    from skillopt_sleep.gather import Gathered
+    from skillopt_sleep.gather import Gathered, ProjectPreview
     from skillopt_sleep.tasks.archive import TaskArchive
 
 NAME = "harvest"
@@ -50,8 +56,19 @@ HELP = "Preview the next night's tasks; widen (--since) or redo (--reset) the ha
 ORDER = 40
 
 
+SCOPES = ("project", "all")
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
+    add_harvest_limits(parser)
+    parser.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default="project",
+        help="project (default): this project's next night; all: every project's sessions, "
+        "a preview that changes nothing",
+    )
     parser.add_argument("--output", type=Path, help="write the draft tasks file here")
     parser.add_argument(
         "--no-llm",
@@ -87,6 +104,8 @@ def parse_date(text: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
+    if args.scope == "all":
+        return _run_all(args)
     from skillopt_sleep.state import project_dir
     from skillopt_sleep.tasks.archive import archive_path, open_archive
 
@@ -195,3 +214,53 @@ def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -
         again_once = again(args, "once", "--tasks-file", str(output.expanduser().absolute()))
         say(f"draft written to {output}: review it, set \"reviewed\": true, then run "
             f"`{again_once}`")  # fmt: skip
+
+
+def _run_all(args: argparse.Namespace) -> int:
+    """``--scope all``: every project's sessions, heuristic miner, nothing recorded."""
+    from skillopt_sleep.gather import preview_all_projects
+
+    given = [flag for flag, on in (("--since", args.since), ("--reset", args.reset),
+                                   ("--output", args.output)) if on]  # fmt: skip
+    try:
+        if given:
+            raise ConfigError(
+                f"--scope all is a preview of every project and changes nothing: it cannot "
+                f"take {', '.join(given)} (use them with a --project)",
+                key="--scope",
+            )
+        cfg, _ = load_config(args)
+        previews, result = preview_all_projects(cfg, now=datetime.now(UTC))
+    except known_errors() as exc:
+        return refuse(args, type(exc).__name__, str(exc))
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "scope": "all",
+                "n_sessions": len(result.digests),
+                "projects": [
+                    {
+                        "project": p.project,
+                        "n_sessions": p.n_sessions,
+                        "tasks": [t.to_dict() for t in p.tasks],
+                    }
+                    for p in previews
+                ],
+                "diagnostics": {"harvest": result.diagnostics.to_dict()},
+            }
+        )
+        return EXIT_OK
+    _say_all(previews, len(result.digests), cfg.sources.lookback_hours)
+    return EXIT_OK
+
+
+def _say_all(previews: tuple[ProjectPreview, ...], n_sessions: int, hours: float) -> None:
+    window = f"the last {hours:g}h" if hours > 0 else "all history"
+    say(f"{n_sessions} session(s) in {len(previews)} project(s), {window} "
+        "(miner: heuristic; a preview: nothing is recorded)")  # fmt: skip
+    for preview in previews:
+        say(f"{preview.project or '(no working directory)'}: {preview.n_sessions} session(s) "
+            f"-> {len(preview.tasks)} task(s)")  # fmt: skip
+        for t in preview.tasks:
+            say(f"  {' '.join(t.intent.split())[:90]}")

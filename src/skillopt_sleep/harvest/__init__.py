@@ -1,5 +1,10 @@
 """Harvest agent transcripts into :class:`SessionDigest` records.
 
+Every agent is a source (:mod:`sources`): Claude Code, Codex, VS Code Copilot Chat,
+Copilot CLI, Cursor, Pi and OpenCode, each found where :mod:`locations` says. A source
+lists the sessions that may be the project's (:mod:`refs`); this module decides which to
+read, reads them newest first and keeps the project's.
+
 :func:`harvest` is **synchronous** local-disk reading (no network, no writes). From async
 code call it through ``anyio.to_thread.run_sync(functools.partial(harvest, ...))``.
 It never raises for bad transcript content: malformed lines (of any shape or depth),
@@ -13,8 +18,10 @@ for ever (the night's way). Without it, ``since`` is a time cursor (the older wa
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Sequence, Set
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,12 +29,14 @@ from typing import Any
 
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
-from skillopt_sleep.harvest import claude_code, codex
-from skillopt_sleep.harvest.common import SELF_MARKER, DropReason, SessionBuilder, in_scope
+from skillopt_sleep.harvest.common import SELF_MARKER, DropReason, in_scope
 from skillopt_sleep.harvest.common import resolve_dir as _resolve_dir
 from skillopt_sleep.harvest.digest import FeedbackSignal, Sentiment, SessionDigest, SourceKind
 from skillopt_sleep.harvest.files import SessionFile, peek_cwd
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally
+from skillopt_sleep.harvest.locations import SourceSpec
+from skillopt_sleep.harvest.refs import ReadOptions, SessionRef, Unreadable, may_be_in_scope
+from skillopt_sleep.harvest.sources import LISTERS
 from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
 
 __all__ = [
@@ -46,21 +55,8 @@ __all__ = [
 ]
 
 _MAX_PROBLEMS = 50
+_READ_ERRORS = (OSError, ValueError, TypeError, AttributeError, KeyError, sqlite3.Error)
 _log = get_logger("skillopt_sleep.harvest")
-
-_Reader = Callable[..., SessionBuilder]
-_READERS: dict[SourceKind, tuple[Callable[[Path], Any], _Reader]] = {
-    SourceKind.CLAUDE_CODE: (claude_code.session_files, claude_code.read_session),
-    SourceKind.CODEX: (codex.session_files, codex.read_session),
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceSpec:
-    """One transcript source: ``home`` is e.g. ``~/.claude`` or ``~/.codex``."""
-
-    kind: SourceKind
-    home: Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,13 +107,6 @@ class HarvestResult:
     outside_window: int = 0
 
 
-def _stat(kind: SourceKind, path: Path) -> SessionFile | None:
-    try:
-        return SessionFile.stat(kind, path)
-    except OSError:
-        return None
-
-
 def _older_and_ours(
     outcome: SessionDigest | DropReason, cursor: datetime | None, scope: Path | None
 ) -> bool:
@@ -126,12 +115,17 @@ def _older_and_ours(
     return outcome.ended_at <= cursor and in_scope(outcome.cwd, scope)
 
 
-def _maybe_ours(path: Path, scope: Path | None) -> bool:
-    """Whether an unread pending file may belong to the project (for counts only)."""
+def _maybe_ours(ref: SessionRef, scope: Path | None) -> bool:
+    """Whether an unread pending session may belong to the project (for counts only)."""
     if scope is None:
         return True
-    cwd = peek_cwd(path)
-    return cwd is None or in_scope(_resolve_dir(cwd), scope)
+    cwd = ref.cwd if ref.cwd is not None else peek_cwd(Path(ref.file.path))
+    return may_be_in_scope(cwd, scope)
+
+
+def _problem(problems: list[str], text: str) -> None:
+    if len(problems) < _MAX_PROBLEMS:
+        problems.append(sanitize(text)[:300])
 
 
 def harvest(
@@ -166,59 +160,59 @@ def harvest(
     tally = LineTally()
     counts = Counter[str]()
 
-    candidates: list[tuple[datetime, SessionFile]] = []
-    for spec in sources:
-        list_files, _ = _READERS[spec.kind]
-        for path in list_files(Path(spec.home).expanduser()):
-            counts["seen"] += 1
-            file = _stat(spec.kind, path)
-            if file is None:
-                counts["failed"] += 1
-                continue
-            if harvested is not None and file in harvested:
-                counts["harvested"] += 1
-                continue
-            if cursor is not None and file.mtime <= cursor:
-                if not per_file:
-                    counts["old"] += 1
-                elif _maybe_ours(path, scope):
-                    counts["outside"] += 1
-                continue
-            candidates.append((file.mtime, file))
-    candidates.sort(key=lambda c: (c[0], c[1].path), reverse=True)
+    with ExitStack() as resources:  # database connections stay open while sessions are read
+        candidates: list[tuple[datetime, SessionRef]] = []
+        for spec in sources:
+            for item in LISTERS[spec.kind](Path(spec.home).expanduser(), scope, resources):
+                counts["seen"] += 1
+                if isinstance(item, Unreadable):
+                    counts["failed"] += 1
+                    _problem(problems, f"{item.where}: {item.reason}")
+                    continue
+                file = item.file
+                if harvested is not None and file in harvested:
+                    counts["harvested"] += 1
+                    continue
+                if cursor is not None and file.mtime <= cursor:
+                    if not per_file:
+                        counts["old"] += 1
+                    elif _maybe_ours(item, scope):
+                        counts["outside"] += 1
+                    continue
+                candidates.append((file.mtime, item))
+        candidates.sort(key=lambda c: (c[0], c[1].file.path), reverse=True)
 
-    digests: dict[tuple[SourceKind, str], SessionDigest] = {}
-    visited: list[SessionFile] = []
-    for index, (mtime, file) in enumerate(candidates):
-        if len(digests) >= limit:
-            left = candidates[index:] if per_file else ()
-            counts["backlog"] = sum(_maybe_ours(Path(f.path), scope) for _, f in left)
-            break
-        _, read = _READERS[file.source]
-        path = Path(file.path)
-        try:
-            builder = read(path, tally, max_line_bytes=max_line_bytes, self_markers=markers)
-        except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
-            counts["failed"] += 1
-            if len(problems) < _MAX_PROBLEMS:
-                problems.append(sanitize(f"{path}: {type(exc).__name__}: {exc}")[:300])
-            continue
-        counts["read"] += 1
-        outcome = builder.build(fallback_time=mtime)
-        if _older_and_ours(outcome, cursor, scope):
-            # Ours, but older than the window: left pending, not consumed.
-            dropped[DropReason.BEFORE_CURSOR.value] += 1
-            counts["outside"] += int(per_file)
-            continue
-        visited.append(file.with_session(sanitize(builder.session_id or path.stem)))
-        if isinstance(outcome, DropReason):
-            dropped[outcome.value] += 1
-        elif not in_scope(outcome.cwd, scope):
-            dropped[DropReason.OUT_OF_SCOPE.value] += 1
-        elif (file.source, outcome.session_id) in digests:
-            dropped[DropReason.DUPLICATE.value] += 1
-        else:
-            digests[(file.source, outcome.session_id)] = outcome
+        digests: dict[tuple[SourceKind, str], SessionDigest] = {}
+        visited: list[SessionFile] = []
+        options = ReadOptions(tally=tally, max_line_bytes=max_line_bytes, self_markers=markers)
+        for index, (mtime, ref) in enumerate(candidates):
+            if len(digests) >= limit:
+                left = candidates[index:] if per_file else ()
+                counts["backlog"] = sum(_maybe_ours(r, scope) for _, r in left)
+                break
+            file = ref.file
+            try:
+                builder = ref.read(options)
+            except _READ_ERRORS as exc:
+                counts["failed"] += 1
+                _problem(problems, f"{file.path}: {type(exc).__name__}: {exc}")
+                continue
+            counts["read"] += 1
+            outcome = builder.build(fallback_time=mtime)
+            if _older_and_ours(outcome, cursor, scope):
+                # Ours, but older than the window: left pending, not consumed.
+                dropped[DropReason.BEFORE_CURSOR.value] += 1
+                counts["outside"] += int(per_file)
+                continue
+            visited.append(file.with_session(sanitize(builder.session_id or Path(file.path).stem)))
+            if isinstance(outcome, DropReason):
+                dropped[outcome.value] += 1
+            elif not in_scope(outcome.cwd, scope):
+                dropped[DropReason.OUT_OF_SCOPE.value] += 1
+            elif (file.source, outcome.session_id) in digests:
+                dropped[DropReason.DUPLICATE.value] += 1
+            else:
+                digests[(file.source, outcome.session_id)] = outcome
 
     ordered = sorted(digests.values(), key=lambda d: d.ended_at, reverse=True)[: max(0, limit)]
     diagnostics = HarvestDiagnostics(

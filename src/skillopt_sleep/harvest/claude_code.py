@@ -5,6 +5,14 @@ Each line is one event: ``type`` user/assistant (with ``message.role`` and
 ``gitBranch`` and ``sessionId``. Sub-agent transcripts (``subagents/`` directories,
 ``agent-*.jsonl`` files, ``isSidechain`` lines), ``isMeta`` lines and the summaries Claude
 Code writes when it compacts a conversation (``isCompactSummary``) are not the user's words.
+
+Only ``user`` and ``assistant`` records are turns. Claude Code 2.1.x also writes records
+that carry a ``message`` or a copy of the prompt but are not turns: ``api-request-blob``
+(the request as sent, role ``user``: a system reminder plus the prompt again),
+``queue-operation`` and ``last-prompt`` (copies of the prompt), ``attachment`` (context,
+one holds the whole system prompt), ``api-request``, ``api-request-shape``, ``cost-state``
+and ``mode``; they give times at most. Outside a git repository ``gitBranch`` is ``HEAD``,
+which is not a branch.
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ from typing import Any
 from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
+
+_TURNS = ("user", "assistant")
+_NOT_A_BRANCH = "HEAD"  # a detached head, or no git repository at all
 
 
 def session_files(claude_home: Path) -> Iterator[Path]:
@@ -62,9 +73,12 @@ def _visit(builder: SessionBuilder, record: dict[str, Any]) -> None:
     if not builder.session_id and isinstance(record.get("sessionId"), str):
         builder.session_id = record["sessionId"]
     builder.saw_cwd(record.get("cwd"))
-    if not builder.git_branch and isinstance(record.get("gitBranch"), str):
-        builder.git_branch = record["gitBranch"]
+    branch = record.get("gitBranch")
+    if not builder.git_branch and isinstance(branch, str) and branch != _NOT_A_BRANCH:
+        builder.git_branch = branch
     message = record.get("message")
+    if record.get("type") not in _TURNS:
+        return  # api-request-blob, queue-operation, last-prompt, attachment, ... are not turns
     if record.get("isMeta") is True or record.get("isCompactSummary") is True:
         return
     if not isinstance(message, dict):

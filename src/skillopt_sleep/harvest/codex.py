@@ -7,7 +7,11 @@ Current rollouts wrap every line as ``{"timestamp", "type", "payload"}`` with ty
 ``function_call``, ``custom_tool_call``, ``local_shell_call``, ``web_search_call``, ...).
 Older rollouts put the response items directly on the line. The user's words appear
 twice (event and response item); the event stream is preferred when present because the
-response stream also carries injected context (environment, AGENTS.md).
+response stream also carries injected context (environment, AGENTS.md). Codex 0.169 writes
+``event_msg`` ``item_completed`` (``UserMessage`` / ``AgentMessage`` items) instead of
+``user_message`` / ``agent_message``: the next choice. ``developer`` messages (skill lists,
+instructions) are never the user's. A command that reads a ``skills/<name>/SKILL.md`` names
+the skill the session used (Codex has no skill tool).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from skillopt_sleep.harvest.common import MAX_FINALS, SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
+from skillopt_sleep.harvest.skillhint import skill_in_text
 
 _MAX_RAW_MESSAGES = 200
 _MAX_RAW_CHARS = 16_000
@@ -65,7 +70,7 @@ def _block_text(content: Any) -> str:
         b["text"]
         for b in content
         if isinstance(b, dict)
-        and b.get("type") in ("input_text", "output_text", "text")
+        and b.get("type") in ("input_text", "output_text", "text", "Text")
         and isinstance(b.get("text"), str)
     ]
     return "\n".join(parts)
@@ -81,8 +86,22 @@ def _on_item(builder: SessionBuilder, item: dict[str, Any], responses: _Stream) 
             responses.assistant(text)
     elif kind in ("function_call", "custom_tool_call") and isinstance(item.get("name"), str):
         builder.add_tool(item["name"])
+        arguments = item.get("arguments") or item.get("input")
+        if isinstance(arguments, str) and (skill := skill_in_text(arguments)):
+            builder.add_skill(skill)
     elif isinstance(kind, str) and kind in _TOOL_ITEMS:
         builder.add_tool(_TOOL_ITEMS[kind])
+
+
+def _on_completed(item: Any, items: _Stream) -> None:
+    """An ``item_completed`` event (Codex 0.169+): the user's or the agent's message."""
+    if not isinstance(item, dict):
+        return
+    text = _block_text(item.get("content"))
+    if item.get("type") == "UserMessage" and text:
+        items.user(text)
+    elif item.get("type") == "AgentMessage" and text:
+        items.assistant(text)
 
 
 def _on_meta(builder: SessionBuilder, payload: dict[str, Any]) -> None:
@@ -95,7 +114,11 @@ def _on_meta(builder: SessionBuilder, payload: dict[str, Any]) -> None:
 
 
 def _visit(
-    builder: SessionBuilder, events: _Stream, responses: _Stream, record: dict[str, Any]
+    builder: SessionBuilder,
+    events: _Stream,
+    items: _Stream,
+    responses: _Stream,
+    record: dict[str, Any],
 ) -> None:
     builder.saw_time(record.get("timestamp"))
     payload = record.get("payload")
@@ -117,6 +140,8 @@ def _visit(
             events.user(message)
         elif payload.get("type") == "agent_message" and isinstance(message, str):
             events.assistant(message)
+        elif payload.get("type") == "item_completed":
+            _on_completed(payload.get("item"), items)
     elif kind == "response_item":
         _on_item(builder, payload, responses)
 
@@ -129,11 +154,11 @@ def read_session(
     self_markers: tuple[str, ...] = (SELF_MARKER,),
 ) -> SessionBuilder:
     builder = SessionBuilder(source=SourceKind.CODEX, path=path, self_markers=self_markers)
-    events, responses = _Stream(), _Stream()
-    visit = partial(_visit, builder, events, responses)
+    events, items, responses = _Stream(), _Stream(), _Stream()
+    visit = partial(_visit, builder, events, items, responses)
     visit_json_objects(path, tally, visit, max_line_bytes=max_line_bytes)
-    users = events.users or responses.users
-    assistants = events if events.n_assistants else responses
+    users = events.users or items.users or responses.users
+    assistants = next((s for s in (events, items) if s.n_assistants), responses)
     for text in users:
         builder.add_user_text(text)
     for text in assistants.assistants:

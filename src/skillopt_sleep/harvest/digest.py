@@ -14,6 +14,11 @@ class SourceKind(StrEnum):
 
     CLAUDE_CODE = "claude_code"
     CODEX = "codex"
+    COPILOT = "copilot"  # VS Code Copilot Chat
+    COPILOT_CLI = "copilot_cli"
+    CURSOR = "cursor"
+    PI = "pi"
+    OPENCODE = "opencode"
 
 
 class Sentiment(StrEnum):

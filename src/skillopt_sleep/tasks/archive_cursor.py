@@ -73,11 +73,15 @@ class HarvestSide(ArchiveBase):
             self._set_meta("last_harvest_night", str(night))
         return count
 
-    def harvest_window(self, *, lookback_hours: float, now: datetime) -> HarvestWindow:
+    def harvest_window(
+        self, *, lookback_hours: float, now: datetime, rolling: bool = False
+    ) -> HarvestWindow:
         """The window tonight's harvest uses: fixed once harvesting began (or set by
-        ``harvest --since``), else the last ``lookback_hours`` (0 = all history)."""
+        ``harvest --since``), else the last ``lookback_hours`` (0 = all history).
+        ``rolling``: always the last ``lookback_hours`` (``--lookback-hours``); a fixed
+        start is kept for later nights, and sessions before the window stay pending."""
         stored = self._meta("window_start")
-        if stored is not None:
+        if stored is not None and not rolling:
             start = None if stored == ALL_HISTORY else self._stored_instant(stored)
             return HarvestWindow(start=start, fixed=True, lookback_hours=lookback_hours)
         start = None if lookback_hours <= 0 else now - timedelta(hours=lookback_hours)

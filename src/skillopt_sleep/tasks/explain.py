@@ -29,7 +29,10 @@ def explain_empty(result: HarvestResult, window: HarvestWindow, *, sources: Sequ
             f"the harvest window (it starts {_day(window)}): {SINCE_HINT} to include them"
         )
     if diag.files_seen == 0:
-        return f"no session transcripts found (sources: {', '.join(sources)})"
+        return (
+            f"no session transcripts of this project found (sources: {', '.join(sources)}; "
+            "see sources.kinds and each source's location key)"
+        )
     if not result.digests and diag.files_read == 0:
         return f"no new session since the last harvest ({diag.files_harvested_before} harvested)"
     if not result.digests:

@@ -129,6 +129,9 @@ class DaemonConfig:
     aclose: Callable[[], Awaitable[None]] | None = None
     """Optional: release what the runner shares across nights (the backend pool); called
     once, when a reload has replaced this config and its last night ended, or at stop."""
+    describe_aborted: Callable[[NightRequest], NightSummary | None] | None = None
+    """Optional: what a cancelled night left behind (its run directory, the calls it paid
+    for), read once it has unwound, so its log line is not 0 calls and no run directory."""
 
 
 ConfigLoader = Callable[[], DaemonConfig]
@@ -204,6 +207,19 @@ def schedule_jobs(settings: DaemonSettings, *, now: datetime) -> Jobs:
 
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None
+
+
+def _described(config: DaemonConfig, request: NightRequest, summary: NightSummary) -> NightSummary:
+    """``summary`` completed from what the cancelled night left on disk, when known."""
+    if config.describe_aborted is None:
+        return summary
+    try:
+        return config.describe_aborted(request) or summary
+    except (OSError, SkillOptError) as exc:
+        _log().warning(
+            "daemon.aborted_night_unread", project=str(request.project.path), error=str(exc)
+        )
+        return summary
 
 
 # --------------------------------------------------------------------------- daemon
@@ -490,6 +506,8 @@ class Daemon:
         try:
             summary = await self._guarded_night(request, config)
         finally:
+            if summary.status is NightStatus.ABORTED and summary.run_dir is None:
+                summary = _described(config, request, summary)
             self._users[id(config)] -= 1
             self._running.discard(request.key)
             if summary.status is NightStatus.ABORTED:

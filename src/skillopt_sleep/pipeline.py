@@ -315,6 +315,7 @@ async def _drive(
     except BaseException as exc:
         # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
         run.journal["resumable"] = True
+        run.journal["spend"] = night.spend.summary()  # what this attempt paid, for the logs
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
         run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
         raise

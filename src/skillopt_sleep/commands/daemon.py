@@ -12,6 +12,7 @@ scheduling and signals without models.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -184,6 +185,29 @@ def daemon_config(
         runner=real_night(cfg, shared),
         drain=shared.drain,
         aclose=shared.aclose,
+        describe_aborted=lambda request: aborted_summary(cfg, request.project.path),
+    )
+
+
+def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
+    """The night this process just aborted for ``project``, as its run journal recorded it
+    (run directory, calls and tokens it paid for); None when the newest run is not it."""
+    from skillopt_sleep.commands._runs import runs_root
+    from skillopt_sleep.rundir import RunDir
+
+    runs = RunDir.list_runs(runs_root(cfg, project))
+    if not runs:
+        return None
+    journal = RunDir.open(runs[-1]).journal
+    if journal.get("status") != "aborted" or journal.get("pid") != os.getpid():
+        return None
+    spend = journal.get("spend") or {}
+    return NightSummary(
+        status=NightStatus.ABORTED,
+        calls=int(spend.get("calls", 0) or 0),
+        tokens=int(spend.get("tokens", 0) or 0),
+        run_dir=runs[-1],
+        detail=f"aborted: {journal.get('reason') or 'interrupted'}",
     )
 
 

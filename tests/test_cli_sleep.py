@@ -353,3 +353,22 @@ def test_the_harvest_hint_runs_the_reviewed_night(
     assert once[1:] == ["once", "--config", cfg, "--project", str(setup.project),
                         "--tasks-file", str(draft)]  # fmt: skip
     assert main(once[1:]) == 0
+
+
+def test_demo_says_which_settings_it_does_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from structlog.testing import capture_logs
+
+    from skillopt_sleep.commands._common import load_config
+
+    monkeypatch.setenv("SKILLOPT_SLEEP__NIGHT__ROUNDS", "3")
+    args = argparse.Namespace(demo=True, config=tmp_path / "mine.toml", project=None,
+                              state_dir=None, rounds=2)  # fmt: skip
+    with capture_logs() as logs:
+        cfg, _ = load_config(args)
+    [event] = [e for e in logs if e["event"] == "demo.ignored"]
+    assert event["ignored"] == ["--config", "SKILLOPT_SLEEP__NIGHT__ROUNDS"]
+    assert cfg.night.rounds == 2  # the night flags still apply

@@ -10,13 +10,37 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
+from skillopt.cli import build_parser as skillopt_parser
+from skillopt.config import (
+    AzureAuth,
+    AzureChatMember,
+    AzureCliAuth,
+    AzureDefaultAuth,
+    AzureKeyAuth,
+    AzureManagedIdentityAuth,
+    AzureResponsesMember,
+    BreakerConfig,
+    CacheConfig,
+    ClaudeCliMember,
+    CodexCliMember,
+    CopilotCliMember,
+    MemberConfig,
+    MockMember,
+    OpenAIChatMember,
+    OpenAIResponsesMember,
+    PoolConfig,
+    RetryConfig,
+    RolesConfig,
+)
 from skillopt.errors import ConfigError
+from skillopt.trainer.config import TrainerConfig, load_trainer_config
 from skillopt_sleep.cli import build_parser as sleep_parser
 from skillopt_sleep.config import SleepConfig, load_sleep_config
 
@@ -177,3 +201,155 @@ def test_the_removed_debug_key_is_not_a_user_key(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(ConfigError, match="debug_kill_after: unknown key"):
             load_sleep_config(path, environ={})
+
+
+def backticked_outside_parens(cell: str) -> list[str]:
+    """The `names` of a table cell, leaving out what parentheses say about them."""
+    depth, kept = 0, []
+    for char in cell:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    return re.findall(r"`\[?([\w.]+)\]?`", "".join(kept))
+
+
+MEMBER_MODELS = {
+    "openai": OpenAIChatMember,
+    "openai_responses": OpenAIResponsesMember,
+    "azure": AzureChatMember,
+    "azure_responses": AzureResponsesMember,
+    "mock": MockMember,
+    "claude": ClaudeCliMember,
+    "codex": CodexCliMember,
+    "copilot": CopilotCliMember,
+}
+
+
+def test_every_member_key_is_in_the_endpoints_table_for_its_kind_and_back() -> None:
+    rows = table_rows((DOCS / "endpoints.md").read_text(), "| Kinds | Keys |")
+    documented: dict[str, set[str]] = {kind: set() for kind in MEMBER_MODELS}
+    for first, keys in rows:
+        kinds = list(MEMBER_MODELS) if first == "every kind" else backticked_outside_parens(first)
+        for kind in kinds:
+            documented[kind] |= set(backticked_outside_parens(keys))
+    assert {k: set(m.model_fields) for k, m in MEMBER_MODELS.items()} == documented
+
+
+def test_every_pool_table_key_is_in_the_endpoints_table_and_back() -> None:
+    rows = table_rows((DOCS / "endpoints.md").read_text(), "| Table | Keys |")
+    documented = {
+        backticked_outside_parens(a)[0]: set(backticked_outside_parens(b)) for a, b in rows
+    }
+    auth = set().union(
+        *(m.model_fields for m in (AzureKeyAuth, AzureDefaultAuth, AzureCliAuth,
+                                   AzureManagedIdentityAuth))
+    )  # fmt: skip
+    pool = {"retry": RetryConfig, "breaker": BreakerConfig, "cache": CacheConfig}
+    tables = {name: set(model.model_fields) for name, model in pool.items()}
+    assert documented == {"auth": auth, "roles": set(RolesConfig.model_fields), **tables}
+    assert set(PoolConfig.model_fields) == {"members", "roles", "retry", "breaker", "cache"}
+
+
+def toml_blocks(path: Path) -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", path.read_text(), re.DOTALL)
+
+
+def test_every_endpoints_example_is_a_valid_piece_of_an_endpoints_file() -> None:
+    """A documented key exists where the example puts it: each block validates."""
+    member = TypeAdapter(MemberConfig)
+    sections = {"roles": RolesConfig, "retry": RetryConfig, "breaker": BreakerConfig,
+                "cache": CacheConfig}  # fmt: skip
+    checked = 0
+    for block in toml_blocks(DOCS / "endpoints.md"):
+        if block.lstrip().startswith("auth = "):  # alternatives, one per line
+            for line in block.splitlines():
+                if line.startswith("auth = "):
+                    TypeAdapter(AzureAuth).validate_python(tomllib.loads(line)["auth"])
+                    checked += 1
+            continue
+        data = tomllib.loads(block)
+        for raw in data.pop("members", []):
+            member.validate_python(raw)
+            checked += 1
+        for name, value in data.items():
+            sections[name].model_validate(value)
+            checked += 1
+    assert checked >= 12
+
+
+def test_every_trainer_key_is_in_the_trainer_table_and_back() -> None:
+    rows = table_rows((DOCS / "trainer.md").read_text(), "| section | keys |")
+    documented = {
+        (first.strip("`") if first != "(top)" else ""): set(backticked_outside_parens(keys))
+        for first, keys in rows
+    }
+    defaults = TrainerConfig()
+    expected = {
+        "": {
+            n for n in TrainerConfig.model_fields if not isinstance(getattr(defaults, n), BaseModel)
+        }
+    }
+    for name in TrainerConfig.model_fields:
+        section = getattr(defaults, name)
+        if isinstance(section, BaseModel):
+            expected[name] = set(type(section).model_fields)
+    assert documented == expected
+
+
+def test_trainer_base_toml_is_every_key_at_its_default() -> None:
+    """trainer.md: configs/trainer/base.toml lists every key with its default."""
+    base = tomllib.loads((ROOT / "configs" / "trainer" / "base.toml").read_text())
+    assert base == TrainerConfig().model_dump(mode="json")
+    for path in (ROOT / "configs" / "trainer").glob("*.toml"):
+        load_trainer_config(path)  # every shipped trainer config loads
+
+
+# ----------------------------------------------------------------------- CLI flags
+
+PROGRAM = re.compile(r"(?<![\w-])(skillopt-sleep|skillopt_sleep|skillopt)\s+([a-z][a-z-]*)(.*)")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+OTHER_PROGRAMS = {"systemctl", "journalctl", "crontab", "launchctl", "loginctl", "codex",
+                  "claude", "copilot", "make", "npm", "git"}  # fmt: skip
+DOCUMENTED = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def code_pieces(text: str) -> list[str]:
+    """Inline code spans and the lines of fenced blocks, cut at shell separators and
+    comments, so each piece holds at most one command."""
+    pieces: list[str] = []
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", text, re.DOTALL)
+    outside = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.DOTALL)
+    spans = re.findall(r"`([^`\n]+)`", outside)
+    for chunk in [*spans, *(line for block in fenced for line in block.splitlines())]:
+        pieces += re.split(r"\s(?:&&|\|\||\||;)\s|\s#\s|^#", chunk)
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def test_every_flag_the_docs_show_exists() -> None:
+    """A flag written after a command exists on that command; a flag named on its own
+    exists on some command (cli-backends.md names the agent CLIs' own flags)."""
+    parsers = {
+        "skillopt-sleep": subcommands(sleep_parser()),
+        "skillopt": subcommands(skillopt_parser()),
+    }
+    known = set().union(*(flags(p) for cmds in parsers.values() for p in cmds.values()))
+    problems = []
+    for path in DOCUMENTED:
+        for piece in code_pieces(path.read_text()):
+            found = PROGRAM.search(piece)
+            if found is not None:
+                program = "skillopt-sleep" if "sleep" in found.group(1) else "skillopt"
+                command = parsers[program].get(found.group(2))
+                if command is None:
+                    problems.append(f"{path.name}: no command {program} {found.group(2)}")
+                    continue
+                problems += [
+                    f"{path.name}: {program} {found.group(2)} has no {flag}"
+                    for flag in FLAG.findall(found.group(3))
+                    if flag not in flags(command)
+                ]
+            elif path.name != "cli-backends.md" and piece.split()[0] not in OTHER_PROGRAMS:
+                problems += [f"{path.name}: no command has {f}" for f in FLAG.findall(piece)
+                             if f not in known]  # fmt: skip
+    assert problems == []

@@ -137,3 +137,23 @@ def test_sigterm_aborts_the_night_resumably(setup: DemoSetup) -> None:
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["resumed"] is True
     assert json.loads(run_json.read_text())["status"] == "complete"
+
+
+async def test_status_shows_a_killed_night_as_interrupted(setup: DemoSetup) -> None:
+    from skillopt_sleep.lock import project_lock
+
+    config = write_config(setup)
+    assert once(config, setup.project, "rollouts").returncode == -signal.SIGKILL
+    argv = [sys.executable, "-m", "skillopt_sleep", "status", "--json", "--config",
+            str(config), "--project", str(setup.project)]  # fmt: skip
+
+    def status() -> dict[str, Any]:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        recent: dict[str, Any] = json.loads(done.stdout)["recent"][-1]
+        return recent
+
+    dead = status()
+    assert dead["status"] == "interrupted" and "next night resumes" in dead["reason"]
+    with project_lock(setup.state_dir, setup.project, command="once"):  # a live holder
+        assert status()["status"] == "running"

@@ -24,9 +24,13 @@ pytestmark = [
 GRACE = 20.0
 
 
-def _only_run(root: Path) -> dict[str, object]:
+def _only_run_json(root: Path) -> Path:
     [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))
-    record: dict[str, object] = json.loads(run_json.read_text())
+    return run_json
+
+
+def _only_run(root: Path) -> dict[str, object]:
+    record: dict[str, object] = json.loads(_only_run_json(root).read_text())
     return record
 
 
@@ -73,8 +77,7 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
         record = _only_run(root)
         assert record["status"] == "aborted" and record["resumable"] is True
         # the night's log line tells what the aborted night left and paid for
-        [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))  # noqa: ASYNC240
-        assert nights[0]["run_dir"] == str(run_json.parent)
+        assert nights[0]["run_dir"] == str(_only_run_json(root).parent)
         spend = record["spend"]
         assert isinstance(spend, dict) and spend["calls"] > 0
         assert (nights[0]["calls"], nights[0]["tokens"]) == (spend["calls"], spend["tokens"])

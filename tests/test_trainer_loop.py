@@ -446,3 +446,28 @@ async def test_appendix_is_consolidated_past_the_threshold(tmp_path: Path) -> No
     assert "Re-read the rules before answering." in candidate
     assert "Before answering item" not in candidate
     assert sum(1 for r in backend.requests if r.stage == "appendix_consolidate") >= 1
+
+
+@pytest.mark.parametrize("gate", ["true", "false"])
+async def test_final_and_test_eval_dirs_are_written_when_the_docs_say(
+    tmp_path: Path, gate: str
+) -> None:
+    """docs/trainer.md: final_selection_eval/ only for a final skill that differs from the
+    best one and has no validation score yet (a current skill normally has one); test_eval*/
+    one per distinct skill."""
+    from skillopt.trainer.steps import skill_hash
+
+    out = tmp_path / "run"
+    await train(demo_cfg(out, f"evaluation.use_gate={gate}"), DemoWorld())
+    state = json.loads((out / "runtime_state.json").read_text())
+    initial = (out / "skills" / "skill_v0000.md").read_text()
+    best = (out / state["best_skill_path"]).read_text()
+    final = (out / state["current_skill_path"]).read_text()
+    assert skill_hash(final) in state["selection_cache"]  # scored when it became current
+    assert not (out / "final_selection_eval").exists()
+    assert (out / "test_eval_baseline").is_dir()
+    assert (out / "test_eval").is_dir() == (best != initial)
+    assert (out / "test_eval_final").is_dir() == (final not in (initial, best))
+    docs = " ".join((REPO / "docs" / "trainer.md").read_text().split())
+    assert "final_selection_eval/ only when the final skill differs from the best one" in docs
+    assert "one directory per distinct skill" in docs

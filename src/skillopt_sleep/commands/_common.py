@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import shutil
 import sys
@@ -22,9 +23,9 @@ from skillopt.errors import (
     LockHeldError,
     RefusedError,
 )
-from skillopt.logging import configure_logging
+from skillopt.logging import configure_logging, get_logger
 from skillopt.redact import redact_obj, sanitize
-from skillopt_sleep.config import SleepConfig, load_sleep_config
+from skillopt_sleep.config import ENV_PREFIX, SleepConfig, load_sleep_config
 from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
 
 EXIT_OK = 0
@@ -169,6 +170,7 @@ def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     if getattr(args, "demo", False):
         from skillopt_sleep.demo import prepare_demo, reuse_demo
 
+        say_demo_ignores(args)
         # With --state-dir the demo lives there and each `once --demo` is its next night.
         keep = getattr(args, "state_dir", None)
         root = (
@@ -192,6 +194,24 @@ def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     if not project.is_dir():
         raise ConfigError(f"{project} is not a directory", key="--project")
     return cfg, project
+
+
+def say_demo_ignores(args: argparse.Namespace) -> None:
+    """``--demo`` runs on its own config, project and state: say what it leaves unread."""
+    ignored = [
+        flag
+        for flag in ("--config", "--project")  # --state-dir keeps the demo there
+        if getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+    ]
+    ignored += sorted(n for n in os.environ if n.upper().startswith(ENV_PREFIX))
+    if ignored:
+        get_logger("skillopt_sleep.demo").warning(
+            "demo.ignored",
+            ignored=ignored,
+            reason="--demo runs on its own config and project (in a temp dir, or in "
+            "--state-dir); of your settings only --state-dir and the night flags (--rounds, "
+            "--max-calls, ...) apply",
+        )
 
 
 def known_errors() -> tuple[type[BaseException], ...]:

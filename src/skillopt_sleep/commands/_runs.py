@@ -36,6 +36,23 @@ def run_summary(path: Path) -> dict[str, Any]:
     }
 
 
+def settle_dead_runs(summaries: list[dict[str, Any]], *, lock_held: bool) -> None:
+    """Show a run still marked ``running`` whose process is gone as ``interrupted``.
+
+    Call it after reading ``summaries`` and then checking the project lock: a night holds
+    the lock while its run says ``running``, so with the lock free such a run was killed
+    (SIGKILL, power loss), unless it finished meanwhile, which a second read tells.
+    """
+    if lock_held:
+        return
+    for summary in summaries:
+        if summary.get("status") != "running":
+            continue
+        if run_summary(Path(str(summary["run_dir"]))).get("status") == "running":
+            summary["status"] = "interrupted"
+            summary["reason"] = "its process is gone; the next night resumes it"
+
+
 def pending(path: Path) -> list[dict[str, Any]]:
     """Proposal entries of a run that are published and not adopted yet."""
     if not (path / "proposal" / "manifest.json").is_file():

@@ -24,7 +24,7 @@ from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import configure_logging, get_logger
-from skillopt_sleep.commands._common import run_async
+from skillopt_sleep.commands._common import run_async, say_demo_ignores
 from skillopt_sleep.daemon import (
     ConfigLoader,
     Daemon,
@@ -93,6 +93,7 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
     configure_logging(level=args.log_level)
     try:
         if args.demo:
+            say_demo_ignores(args)
             loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
         else:
             projects = [Path(p).expanduser().resolve() for p in args.project]

@@ -150,11 +150,13 @@ def cannot_run(
         try:
             schedule_jobs(cfg.daemon.with_projects(extra), now=utc_now())
         except ConfigError as exc:
-            problems.append(
-                f"the daemon would exit 2 at start ({exc}): add a [[daemon.projects]] entry "
-                f'(path = "/abs/path/to/project") to {where}, or pass --project PATH to '
-                "write that project into the unit"
-            )
+            fix = ""
+            if exc.key == "daemon.projects":  # nothing to schedule
+                fix = (
+                    f': add a [[daemon.projects]] entry (path = "/abs/path/to/project") to '
+                    f"{where}, or pass --project PATH to write that project into the unit"
+                )
+            problems.append(f"the daemon would exit 2 at start ({exc}){fix}")
     return problems
 
 

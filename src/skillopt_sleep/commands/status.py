@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         run_summary,
         runs_root,
         say_recovered,
+        settle_dead_runs,
     )
     from skillopt_sleep.html import report_pages
     from skillopt_sleep.rundir import RunDir
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         nights = [run_summary(p) for p in runs[-SHOWN:]]
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)
+        settle_dead_runs(nights, lock_held=health["night_in_progress"] is not None)
         archive = _archive_stats(cfg, project)
         pages = report_pages(runs)
     except known_errors() as exc:

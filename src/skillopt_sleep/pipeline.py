@@ -20,6 +20,7 @@ from typing import Any
 
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
+from skillopt.redact import secret_kinds
 from skillopt.types import EditRecord, ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
 from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
@@ -35,6 +36,7 @@ from skillopt_sleep.staging import (
     SkillStore,
     scaffold_skill,
     sha256_file,
+    staged_text,
     write_proposal,
 )
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
@@ -255,6 +257,7 @@ async def _drive(
     if night.resumed:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
+    _warn_withheld(night, live)
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
     _conclude(night, course, live, night_no)
@@ -283,6 +286,24 @@ async def _drive(
         candidate=report["candidate"], calls=night.spend.calls,
     )  # fmt: skip
     return _outcome(night, course, report)
+
+
+def _warn_withheld(night: Night, live: Live) -> None:
+    """Say once that a live document holds secret-shaped text the model never saw (it was
+    redacted on the way out) and that staging keeps it as it is."""
+    found = [
+        f"{path} ({', '.join(kinds)})"
+        for path, text in ((live.skill_path, live.skill), (live.memory_path, live.memory))
+        if (kinds := secret_kinds(text))
+    ]
+    if not found:
+        return
+    night.notes.append(
+        "secret-shaped text in " + "; ".join(found) + " was withheld from the model "
+        "(redacted in every prompt); a proposal keeps your lines as they are"
+    )
+    night.progress.note(night.notes[-1])
+    _log().warning("night.secret_in_live_document", documents=found)
 
 
 def _number(night: Night, state: ProjectState) -> tuple[ProjectState, int]:
@@ -580,9 +601,11 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
             )
     store = SkillStore(project_dir(night.cfg.state_path(), night.project))
     proposals = []
-    if decision.docs.skill != live.skill:
+    skill = staged_text(live.skill, decision.docs.skill)
+    memory = staged_text(live.memory, decision.docs.memory)
+    if skill != live.skill:
         name = live.skill_path.parent.name or "skill"
-        text = scaffold_skill(decision.docs.skill, name=name, project=night.project)
+        text = scaffold_skill(skill, name=name, project=night.project)
         version = store.add_version(name, text, run_id=run.run_id, night=night_no)
         run.journal["versions"][name] = version.number
         proposals.append(
@@ -595,12 +618,12 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
                 store_version=version.number,
             )
         )
-    if decision.docs.memory != live.memory:
+    if memory != live.memory:
         proposals.append(
             Proposal(
                 name=live.memory_path.stem or "memory",
                 live_path=live.memory_path,
-                text=decision.docs.memory,
+                text=memory,
                 kind=ProposalKind.MEMORY,
                 live_sha256=live.memory_sha,
             )

@@ -98,10 +98,13 @@ class GateSettings(StrictModel):
 
 
 class BudgetSettings(StrictModel):
-    """Per-night spend cap; 0 means no cap."""
+    """Per-night spend cap (0 means no cap), and how long a night waits out an outage."""
 
     max_calls: int = Field(default=5000, ge=0)
     max_tokens: int = Field(default=4_000_000, ge=0)
+    # Seconds, in all, the night's calls may wait for a role whose every member has an
+    # open circuit (for the earliest probe) before they fail; 0 = fail at once.
+    outage_patience_seconds: float = Field(default=600.0, ge=0)
 
 
 class SleepConfig(StrictModel):

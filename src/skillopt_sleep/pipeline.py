@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
@@ -213,7 +214,8 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
                          failed_stage="harvest")  # fmt: skip
         raise
-    with archive:
+    patience = Patience(night.cfg.budget.outage_patience_seconds)
+    with archive, patience_for(patience):
         return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
 
 
@@ -260,6 +262,7 @@ async def _drive(
     _warn_withheld(night, live)
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
+    _note_patience(night)
     _conclude(night, course, live, night_no)
     ended = night.clock()
     report = _report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
@@ -306,6 +309,20 @@ def _warn_withheld(night: Night, live: Live) -> None:
     _log().warning("night.secret_in_live_document", documents=found)
 
 
+def _note_patience(night: Night) -> None:
+    """Say how long the night waited for endpoints whose circuits were all open."""
+    patience = current_patience()
+    if patience is None or not patience.episodes:
+        return
+    waited = patience.spent()
+    night.notes.append(
+        f"waited {waited:.0f}s in all ({patience.episodes} time(s)) for endpoints whose "
+        f"circuits were all open (patience {patience.budget:g}s, "
+        "budget.outage_patience_seconds)"
+    )
+    night.progress.note(night.notes[-1])
+
+
 def _number(night: Night, state: ProjectState) -> tuple[ProjectState, int]:
     """Tonight's number: reserved in the run journal once, kept by a resumed night."""
     night_no = int(night.run.journal.get("night") or 0)
@@ -347,6 +364,8 @@ async def _learn(
             course.result = NightResult.NO_EDITS
     except NightFailed as exc:
         course.fail(exc.stage, exc.cause)
+        # An outage: the next night resumes this one and pays only for what never answered.
+        night.run.journal["resumable"] = True
     except BudgetExceededError as exc:
         course.result = NightResult.BUDGET_REACHED
         course.reason = f"night budget reached during {exc}"
@@ -653,6 +672,9 @@ def _write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | No
         "gather": gathered.diagnostics if gathered else {},
         "reused_rollouts": night.replayer.reused,
     }
+    patience = current_patience()
+    if patience is not None:
+        diagnostics["outage_patience"] = patience.to_dict()
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
     run.write_json(rundir.REPORT_JSON, report)
     run.write_text(rundir.REPORT_MD, render_markdown(report))

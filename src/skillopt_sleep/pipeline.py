@@ -32,6 +32,7 @@ from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.staging import (
+    RECEIPTS_NAME,
     Proposal,
     ProposalKind,
     SkillStore,
@@ -181,7 +182,8 @@ def _chart(state: ProjectState, tonight: dict[str, Any]) -> list[dict[str, Any]]
     """The learning curve: each earlier night's score of the documents it started from (the
     adopted ones), then tonight's staged (or unchanged) documents."""
     points: list[dict[str, Any]] = []
-    for entry in state.history[-14:]:
+    latest = {entry.run_id: entry for entry in state.history}  # a run recorded twice, once
+    for entry in list(latest.values())[-14:]:
         if entry.night == tonight["night"]:
             continue
         points.append(
@@ -255,7 +257,7 @@ async def _drive(
 ) -> NightOutcome:
     """The night as a list of stages; every way it can end becomes a NightOutcome."""
     store = StateStore(night.cfg.state_path())
-    state, night_no = _number(night, store.load(night.project))
+    state, night_no = _number(night, store)
     if night.resumed:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
@@ -267,6 +269,8 @@ async def _drive(
     ended = night.clock()
     report = _report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
     keep = course.committed and not night.dry_run
+    if keep:
+        night.begin("commit")
     if keep and course.gathered is not None:
         report["archive_changes"] = _commit_archive(
             night, archive, course.gathered, course.decision, course.carried_ids,
@@ -276,6 +280,7 @@ async def _drive(
     _write_outputs(night, report, course.gathered)
     if keep:
         store.save(state.record_night(_history_entry(night, course, report, night_no)))
+        night.end("commit")
     night.run.finish(
         course.status, ended, outcome=course.result.value, reason=course.reason,
         failed_stage=course.failed_stage,
@@ -323,11 +328,21 @@ def _note_patience(night: Night) -> None:
     night.progress.note(night.notes[-1])
 
 
-def _number(night: Night, state: ProjectState) -> tuple[ProjectState, int]:
-    """Tonight's number: reserved in the run journal once, kept by a resumed night."""
+def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:
+    """Tonight's number: reserved once, kept by a resumed night.
+
+    A real night's number is saved in the project state before the run journal records
+    it, so a run killed at any point never hands its number to a later night (a run that
+    is never resumed leaves a gap, never a duplicate). A dry run borrows the next number
+    without reserving it.
+    """
+    state = store.load(night.project)
     night_no = int(night.run.journal.get("night") or 0)
     if not night_no:
-        state, night_no = state.begin_night()
+        reserved, night_no = state.begin_night()
+        if not night.dry_run:
+            state = reserved
+            store.save(state)
         night.run.journal["night"] = night_no
         night.run.save()
     return state, night_no
@@ -404,12 +419,19 @@ def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
     decision = course.decision
     if not (course.committed and course.accepted and not night.dry_run and decision):
         return
+    if (night.run.path / RECEIPTS_NAME).exists():
+        # Staged and adopted before a kill: the proposal stands as it was adopted.
+        course.proposal_dir = night.run.path / "proposal"
+        return
+    night.begin("stage")
     try:
         course.proposal_dir = _stage(night, live, decision, night_no)
     except (RefusedError, SkillOptError, OSError) as exc:
         course.fail("stage", str(exc))
         course.staging_failed = True
+        night.end("stage", status="failed")
         return
+    night.end("stage")
     if night.cfg.auto_adopt:
         course.adopted = _auto_adopt(night)
 

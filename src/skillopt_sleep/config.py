@@ -107,6 +107,13 @@ class BudgetSettings(StrictModel):
     outage_patience_seconds: float = Field(default=600.0, ge=0)
 
 
+class RetentionSettings(StrictModel):
+    """Which run directories a project keeps (see :mod:`skillopt_sleep.retention`)."""
+
+    keep_last: int = Field(default=30, ge=0)  # the last N runs; 0 = keep every run
+    keep_adopted: bool = True  # every night whose proposal was adopted, whatever its age
+
+
 class SleepConfig(StrictModel):
     state_dir: Path = Path("~/.local/state/skillopt-sleep")
     skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
@@ -117,6 +124,7 @@ class SleepConfig(StrictModel):
     night: NightSettings = Field(default_factory=NightSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 

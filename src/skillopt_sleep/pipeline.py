@@ -11,7 +11,6 @@ night history) only for a complete non-dry night.
 from __future__ import annotations
 
 import math
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +29,7 @@ from skillopt_sleep.gather import Gathered, commit_gathered, gather_night, uses_
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
+from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.staging import (
     RECEIPTS_NAME,
@@ -285,8 +285,7 @@ async def _drive(
         course.status, ended, outcome=course.result.value, reason=course.reason,
         failed_stage=course.failed_stage,
     )  # fmt: skip
-    if course.result is NightResult.NO_TASKS:
-        _prune_empty_nights(night)
+    _retain(night)
     night.progress.close()  # the last stage's line comes before the night's
     _log().info(
         "night.done", run_id=night.run.run_id, status=course.status.value,
@@ -593,20 +592,20 @@ def _outcome(night: Night, course: Course, report: dict[str, Any]) -> NightOutco
     )
 
 
-def _prune_empty_nights(night: Night) -> None:
-    """Delete earlier no-task runs of this project: they hold only harvest diagnostics, and a
-    quiet project would otherwise gain one directory a night. The newest one is kept."""
-    for path in rundir.RunDir.list_runs(night.run.path.parent):
-        if path == night.run.path:
-            continue
-        try:
-            journal = rundir.RunDir.open(path).journal
-        except SkillOptError:
-            continue
-        if journal.get("status") == RunStatus.COMPLETE.value and journal.get("outcome") == (
-            NightResult.NO_TASKS.value
-        ):
-            shutil.rmtree(path, ignore_errors=True)
+def _retain(night: Night) -> None:
+    """Delete old run directories the retention policy does not keep (never tonight's,
+    never one a proposal, an adoption, the skill store or a resume needs)."""
+    policy = night.cfg.retention
+    try:
+        apply_retention(
+            night.run.path.parent,
+            project_dir(night.cfg.state_path(), night.project),
+            keep_last=policy.keep_last,
+            keep_adopted=policy.keep_adopted,
+            current=night.run.path,
+        )
+    except OSError as exc:  # housekeeping must not sink a finished night
+        _log().warning("retention.failed", error=str(exc))
 
 
 def _auto_adopt(night: Night) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from skillopt_sleep.staging import (
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
+from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
 
 def _log() -> Any:
@@ -234,6 +235,7 @@ class Course:
     carried_ids: dict[EditRecord, int] = field(default_factory=dict)
     test: dict[str, Any] | None = None
     estimate: str = ""
+    estimate_detail: dict[str, Any] = field(default_factory=dict)
     proposal_dir: Path | None = None
     adopted: list[str] = field(default_factory=list)
     staging_failed: bool = False
@@ -278,6 +280,7 @@ async def _drive(
         )  # fmt: skip
     report["archive"] = archive.stats().to_dict()
     _write_outputs(night, report, course.gathered)
+    _learn_tokens(night)
     if keep:
         store.save(state.record_night(_history_entry(night, course, report, night_no)))
         night.end("commit")
@@ -365,7 +368,7 @@ async def _learn(
         if not learn:
             course.result = NightResult.NO_TASKS
             return
-        course.estimate = _announce_estimate(night, tasks, learn, test)
+        course.estimate, course.estimate_detail = _announce_estimate(night, tasks, learn, test)
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = _carried(archive)
         course.decision = await consolidate(
@@ -396,21 +399,43 @@ async def _learn(
 
 def _announce_estimate(
     night: Night, tasks: list[TaskRecord], learn: list[TaskRecord], test: list[TaskRecord]
-) -> str:
-    """The up-front spend estimate, said before any model call of the learning stages."""
+) -> tuple[str, dict[str, Any]]:
+    """The up-front spend estimate, said before any model call of the learning stages: calls
+    per stage, priced per member from what earlier calls and nights measured, and whether
+    the budget will cut the night short."""
     cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
     estimate = estimate_spend(n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric)
-    night.progress.note(f"estimated spend: {estimate.describe()}")
-    cap = cfg.budget.max_calls
-    if cap and estimate.calls > cap:
-        night.notes.append(
-            f"the estimate ({estimate.calls} calls) is above the cap ({cap}); "
-            "the night may stop early"
-        )
-        night.progress.note(night.notes[-1])
-    _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
-    return estimate.describe()
+    model = TokenModel.load(project_dir(cfg.state_path(), night.project))
+    model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
+    priced = estimate_tokens(model, cfg.pool, estimate.by_stage, rubric_share=rubric)
+    estimate = replace(estimate, tokens=priced.tokens)
+    said = estimate.describe() + (f"; per call: {priced.describe()}" if priced.sources else "")
+    night.progress.note(f"estimated spend: {said}")
+    warning = budget_warning(
+        calls=estimate.calls,
+        tokens=estimate.tokens,
+        max_calls=cfg.budget.max_calls,
+        max_tokens=cfg.budget.max_tokens,
+    )
+    if warning:
+        night.notes.append(warning)
+        night.progress.note(warning)
+    _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
+                per_call=priced.per_call, sources=priced.sources)  # fmt: skip
+    detail = {"calls": estimate.calls, **priced.to_dict(), "budget_warning": warning}
+    return said, detail
+
+
+def _learn_tokens(night: Night) -> None:
+    """Fold tonight's measured tokens per call into the project's token model."""
+    where = project_dir(night.cfg.state_path(), night.project)
+    model = TokenModel.load(where)
+    model.observe(night.spend.usage_by_member)
+    try:
+        model.save(where)
+    except OSError as exc:  # a cache of averages: never sinks the night
+        _log().warning("token_model.save_failed", error=str(exc))
 
 
 def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
@@ -483,6 +508,7 @@ def _report(
     }
     if course.estimate:
         report["estimate"] = course.estimate
+        report["estimate_detail"] = course.estimate_detail
     report["chart"] = _chart(state, _tonight_point(course, night_no))
     return report
 

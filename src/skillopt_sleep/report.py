@@ -290,6 +290,15 @@ def _archive(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _estimated(spend: Mapping[str, Any]) -> str:
+    """Tokens a member did not report (the copilot CLI reports none) are counted from text
+    length: say how many of the total are such estimates."""
+    estimated = int(spend.get("estimated_tokens") or 0)
+    if not estimated:
+        return ""
+    return f", {estimated} of them estimated (a member reported no usage)"
+
+
 def _spend(r: Mapping[str, Any]) -> list[str]:
     s = r.get("spend") or {}
     if not s:
@@ -302,8 +311,8 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
         "",
         f"- model calls: {s.get('calls', 0)} ({by_stage or 'none'}); failed calls: "
         f"{s.get('failures', 0)}",
-        f"- tokens: {s.get('tokens', 0)} (cap: calls {s.get('max_calls') or 'none'}, "
-        f"tokens {s.get('max_tokens') or 'none'})",
+        f"- tokens: {s.get('tokens', 0)}{_estimated(s)} (cap: calls "
+        f"{s.get('max_calls') or 'none'}, tokens {s.get('max_tokens') or 'none'})",
     ]
     if r.get("estimate"):
         out.append(f"- estimated before the night: {cell(r['estimate'], 300)}")

@@ -487,6 +487,7 @@ def _report(
         "live_skill": str(live.skill_path),
         "live_memory": str(live.memory_path),
         "resumed": night.resumed,
+        "resumable": bool(night.run.journal.get("resumable")) and course.status is RunStatus.FAILED,
         "status": course.status.value,
         "result": course.result.value,
         "reason": course.reason,

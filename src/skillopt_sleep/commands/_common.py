@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +100,9 @@ def setup_logging(args: argparse.Namespace) -> None:
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     """The config and project for a command, from flags > env > file > defaults."""
     if getattr(args, "demo", False):
-        from skillopt_sleep.demo import prepare_demo
+        from skillopt_sleep.demo import demo_in
 
-        root = Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-"))
-        setup = prepare_demo(root)
+        setup = demo_in(getattr(args, "state_dir", None))  # --state-dir keeps the demo
         data = setup.config.model_dump(mode="json")
         cfg = SleepConfig.model_validate(data)
         extra = {k: v for k, v in overrides(args).items() if v is not None and k != "state_dir"}

@@ -180,7 +180,7 @@ def test_status_shows_who_holds_the_project_lock(
     cfg, proj = str(write_config(setup)), str(setup.project)
     code, idle = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
     assert code == 0 and idle["night_in_progress"] is None and idle["daemon_running"] is False
-    assert idle["next_wake"]  # the default 02:30 schedule
+    assert idle["next_wake"] is None and idle["scheduled_by"] == []  # nothing schedules
     with project_lock(setup.state_dir, setup.project, command="once"):
         code, busy = cli(capsys, "status", "--config", cfg, "--project", proj, "--json")
         code_text, text = cli(capsys, "status", "--config", cfg, "--project", proj)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -402,16 +403,18 @@ async def test_project_health_for_status(tmp_path: Path) -> None:
     _seed_state(state, project, first_seen=utc_now() - timedelta(days=3), last=None)
     nights = FakeNights(release=anyio.Event())
     config = _config(state, nights, [project], time="02:30", timezone="UTC")
-    before = project_health(config.settings, state, project)
+    before = project_health(config.settings, state, project, crontab=lambda: "")
     assert before["daemon_running"] is False and before["night_in_progress"] is None
-    assert before["next_wake"].endswith("02:30:00+00:00")
+    assert before["next_wake"] is None  # no daemon runs: nothing schedules the night
     async with running(Daemon(lambda: config)):
         await nights.started.wait()
-        during = project_health(config.settings, state, project)
+        during = project_health(config.settings, state, project, crontab=lambda: "")
         assert nights.release is not None
         nights.release.set()
         await nights.wait_finished()
     assert during["daemon_running"] is True and during["daemon"]["command"] == "daemon"
+    assert during["next_wake"].endswith("02:30:00+00:00")
+    assert during["scheduled_by"] == [f"daemon (running, pid {os.getpid()})"]
     assert "daemon night" in during["night_in_progress"]["command"]
     after = project_health(config.settings, state, project)
     assert after["daemon_running"] is False and after["night_in_progress"] is None

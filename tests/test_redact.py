@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from skillopt.redact import redact_obj, redact_text, sanitize, strip_control
+from skillopt.redact import redact_obj, redact_text, sanitize, secret_kinds, strip_control
 
 # (kind, text with a secret, the secret part that must disappear)
 SHAPES = [
@@ -275,3 +275,9 @@ def test_trigger_shortcut_matches_running_every_pattern(text: str) -> None:
 def test_trigger_shortcut_on_every_secret_name(name: str, sep: str) -> None:
     text = f"config {name}{sep}Zq8vLmN3pR7tXw2K and more"
     assert redact_text(text) == _every_pattern(text)
+
+
+def test_secret_kinds_names_what_redaction_would_replace() -> None:
+    text = "password = hunter2hunter2\nkey AKIAIOSFODNN7EXAMPLE\n[REDACTED:jwt] already"
+    assert secret_kinds(text) == ("aws_access_key", "secret_assignment")
+    assert secret_kinds("nothing secret here") == ()

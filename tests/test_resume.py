@@ -17,24 +17,9 @@ import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import run_night
-from support.sleep_setup import MOCK_POOL, write_config
+from support.sleep_setup import MOCK_POOL, once, write_config
 
 pytestmark = pytest.mark.slow
-KILLING_NIGHT = Path(__file__).parent / "support" / "killing_night.py"
-
-
-def once(config: Path, project: Path, kill_after: str = "") -> subprocess.CompletedProcess[str]:
-    """``once`` as a real process; ``kill_after`` runs it through the support script that
-    kills it at that point (see tests/support/killing_night.py)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
-    env["HOME"] = str(config.parent)
-    command = [sys.executable, "-m", "skillopt_sleep"]
-    if kill_after:
-        command = [sys.executable, str(KILLING_NIGHT), kill_after]
-    return subprocess.run(
-        [*command, "once", "--json", "--config", str(config), "--project", str(project)],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
 
 
 def decision(report: dict[str, Any]) -> tuple[Any, ...]:

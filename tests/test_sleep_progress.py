@@ -54,4 +54,4 @@ async def test_last_stage_line_comes_before_the_night_line(tmp_path: Path) -> No
         await run_night(setup.config, project=setup.project)
     events = [e for e in logs if e["event"] in ("night.stage_done", "night.done")]
     assert events[-1]["event"] == "night.done"
-    assert events[-2]["event"] == "night.stage_done" and events[-2]["stage"] == "final"
+    assert events[-2]["event"] == "night.stage_done" and events[-2]["stage"] == "commit"

@@ -80,11 +80,13 @@ def test_corrupt_index_and_bad_names(tmp_path: Path) -> None:
             store.add_version(bad, "t", run_id="r", night=1)
 
 
-def test_store_redacts_secrets(tmp_path: Path) -> None:
+def test_store_keeps_the_staged_bytes(tmp_path: Path) -> None:
+    """The store holds what was staged: the user's own lines (a key included) as they are
+    in the live file; redacting them would make adopt overwrite the user's text."""
     key = "sk-proj-" + "x1Y2" * 8
     store = SkillStore(tmp_path)
     store.add_version("s", f"use {key}", run_id="r", night=1)
-    assert key not in store.read("s", 1)
+    assert store.read("s", 1) == f"use {key}"
 
 
 def _live(tmp_path: Path, name: str, text: str | None) -> Path:

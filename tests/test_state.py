@@ -131,3 +131,11 @@ def test_project_key_is_readable_stable_and_distinct(tmp_path: Path) -> None:
     assert project_key(a) == key == project_key(link)
     assert project_key(b) != key
     assert project_key("/").startswith("root-")
+
+
+def test_recording_a_night_twice_keeps_one_entry_and_the_counter_ahead(tmp_path: Path) -> None:
+    state = StateStore(tmp_path).load(tmp_path)
+    state = state.record_night(_entry(1)).record_night(_entry(2))
+    again = state.record_night(_entry(1).model_copy(update={"accepted": True}))
+    assert [(e.night, e.accepted) for e in again.history] == [(1, True), (2, False)]
+    assert again.night == 2 and state.record_night(_entry(7)).night == 7

@@ -8,6 +8,7 @@ Public API::
     strip_control(text) -> str    # ANSI/OSC/DCS escapes, C0/C1 controls, bidi overrides
     sanitize(text) -> str         # both: what we apply before printing or persisting
     redact_obj(value) -> Any      # recursive over JSON-like data; also blanks secret-named fields
+    secret_kinds(text) -> tuple   # the kinds of secret shape redact_text would replace
 
 Patterns run most-specific first, so an Anthropic key is labelled ``anthropic_key`` rather
 than ``openai_key``; a value already redacted is never redacted again (idempotent). Hex
@@ -19,10 +20,11 @@ prefix or context cannot be told apart from an id.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["redact_obj", "redact_text", "sanitize", "strip_control"]
+__all__ = ["redact_obj", "redact_text", "sanitize", "secret_kinds", "strip_control"]
 
 _NOT_DONE = r"(?!\[REDACTED)"
 
@@ -201,6 +203,17 @@ def redact_text(text: str) -> str:
         if new != text:
             text, folded = new, new.casefold()
     return text
+
+
+_REDACTED_KIND = re.compile(r"\[REDACTED:([a-z_]+)\]")
+
+
+def secret_kinds(text: str) -> tuple[str, ...]:
+    """The kinds of secret shape in ``text`` (sorted, each once): what redaction would
+    replace, for saying so without repeating the secret."""
+    before = Counter(_REDACTED_KIND.findall(text))
+    after = Counter(_REDACTED_KIND.findall(redact_text(text)))
+    return tuple(sorted(after - before))
 
 
 def strip_control(text: str) -> str:

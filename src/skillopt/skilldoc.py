@@ -28,6 +28,7 @@ Public API::
     migrate_on_read(text) -> Migration                         # the same, counted, blocks merged
     apply_edits(text, edits, *, mode=EditMode.PATCH) -> EditApplication
     ensure_skill_scaffold(text, name, description) -> str
+    ensure_learned_block(text) -> str                          # empty block if none
 
 ``apply_edits`` never changes a byte outside the span an edit targets: each applied edit
 is one contiguous replacement (an insertion, a substitution or a removal). In
@@ -59,6 +60,7 @@ __all__ = [
     "apply_edits",
     "carry_regions",
     "content_hash",
+    "ensure_learned_block",
     "ensure_skill_scaffold",
     "extract_region",
     "extract_slow_update",
@@ -412,6 +414,12 @@ def append_notes(text: str, notes: Sequence[str]) -> str:
 def learned_bullets(text: str) -> tuple[str, ...]:
     inner = extract_region(text, Region.LEARNED)
     return tuple(_bullets_of(inner)) if inner else ()
+
+
+def ensure_learned_block(text: str) -> str:
+    """``text`` with an empty learned block in its canonical place if it has none; no other
+    byte changes (staging splices a night's block into the live text through this)."""
+    return _ensure_learned_block(text)
 
 
 def _ensure_learned_block(text: str) -> str:

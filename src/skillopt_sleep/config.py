@@ -120,10 +120,20 @@ class GateSettings(StrictModel):
 
 
 class BudgetSettings(StrictModel):
-    """Per-night spend cap; 0 means no cap."""
+    """Per-night spend cap (0 means no cap), and how long a night waits out an outage."""
 
     max_calls: int = Field(default=5000, ge=0)
     max_tokens: int = Field(default=4_000_000, ge=0)
+    # Seconds, in all, the night's calls may wait for a role whose every member has an
+    # open circuit (for the earliest probe) before they fail; 0 = fail at once.
+    outage_patience_seconds: float = Field(default=600.0, ge=0)
+
+
+class RetentionSettings(StrictModel):
+    """Which run directories a project keeps (see :mod:`skillopt_sleep.retention`)."""
+
+    keep_last: int = Field(default=30, ge=0)  # the last N runs; 0 = keep every run
+    keep_adopted: bool = True  # every night whose proposal was adopted, whatever its age
 
 
 class SleepConfig(StrictModel):
@@ -136,6 +146,7 @@ class SleepConfig(StrictModel):
     night: NightSettings = Field(default_factory=NightSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 

@@ -6,7 +6,8 @@ daemon's memory, so it works whether or not a daemon is up.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from skillopt_sleep.lock import (
     project_key,
     project_lock_path,
 )
+from skillopt_sleep.scheduled import find_schedulers, next_daily, read_crontab
 
 __all__ = ["daemon_holder", "project_health"]
 
@@ -31,24 +33,45 @@ def daemon_holder(state_dir: Path) -> LockHolder | None:
 
 
 def project_health(
-    settings: DaemonSettings, state_dir: Path, project: Path, *, now: datetime | None = None
+    settings: DaemonSettings,
+    state_dir: Path,
+    project: Path,
+    *,
+    now: datetime | None = None,
+    crontab: Callable[[], str] = read_crontab,
 ) -> dict[str, Any]:
     """What ``status`` shows about scheduling for one project (JSON-ready).
 
-    ``next_wake`` is computed as if ``project`` were scheduled (its own entry or the
-    default time); ``daemon`` is the live daemon's holder record, ``night_in_progress``
-    the holder of the project lock (a daemon night, ``once`` or ``dry-run``).
+    ``scheduled_by`` lists what starts nights for the project (see
+    :mod:`skillopt_sleep.scheduled`); ``next_wake`` is the earliest of their next fires,
+    ``None`` when nothing schedules nights. ``daemon`` is the live daemon's holder record,
+    ``night_in_progress`` the holder of the project lock (a daemon night, ``once`` or
+    ``dry-run``).
     """
     resolved = Path(project).expanduser().resolve()
-    wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
     holder = daemon_holder(state_dir)
     night = lock_is_held(project_lock_path(state_dir, project_key(resolved)))
     try:
         record = read_daemon_state(state_dir).get(project_key(resolved))
     except CorruptStateError:
         record = None
+    schedulers = find_schedulers(
+        settings,
+        resolved,
+        daemon_pid=holder.pid if holder else None,
+        daemon_knows=record is not None,
+        crontab=crontab,
+    )
+    wakes: list[datetime] = []
+    if any(s.kind in ("daemon", "systemd-daemon") for s in schedulers):
+        wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
+        wakes += [wake] if wake else []
+    moment = now or datetime.now(UTC)
+    wakes += [next_daily(s.daily, moment) for s in schedulers if s.daily is not None]
+    wake = min(wakes, default=None)
     return {
         "next_wake": wake.isoformat() if wake else None,
+        "scheduled_by": [s.describe() for s in schedulers],
         "daemon_running": holder is not None,
         "daemon": holder.to_dict() if holder else None,
         "night_in_progress": night.to_dict() if night else None,

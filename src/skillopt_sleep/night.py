@@ -70,11 +70,14 @@ def _find_resumable(
     except SkillOptError as exc:
         notes.append(f"ignored an unreadable earlier run: {exc}")
         return None, notes
-    interrupted = last.status is RunStatus.ABORTED and last.journal.get("resumable")
+    stopped = last.status in (RunStatus.ABORTED, RunStatus.FAILED)
+    interrupted = stopped and last.journal.get("resumable")
     if last.status is not RunStatus.RUNNING and not interrupted:
         return None, notes
     reason = ""
-    if last.journal.get("dry_run") != dry_run:
+    if last.status is RunStatus.FAILED and len(last.journal["resumed"]) >= MAX_FAILED_RESUMES:
+        reason = f"failed again after {MAX_FAILED_RESUMES} resumes; a new night starts"
+    elif last.journal.get("dry_run") != dry_run:
         reason = "interrupted; the next night was a different kind (dry run vs real)"
     elif last.journal.get("config_hash") != cfg.fingerprint():
         reason = "interrupted; the configuration changed before it could be resumed"
@@ -85,6 +88,13 @@ def _find_resumable(
         last.finish(RunStatus.ABORTED, now, outcome="aborted", reason=reason)
         notes.append(f"earlier run {last.run_id} marked aborted: {reason}")
         return None, notes
+    if last.status is RunStatus.FAILED:
+        asked_again = _forget_failed_reflections(last)
+        notes.append(
+            f"run {last.run_id} failed ({last.journal.get('reason') or 'an outage'}); "
+            "resuming it keeps every call that answered"
+            + (f", and asks {asked_again} failed reflection(s) again" if asked_again else "")
+        )
     return last, notes
 
 
@@ -112,6 +122,27 @@ def check_startable(config: SleepConfig, project: Path) -> None:
                 f"(or set night.evolve_{key.removesuffix('_path')} = false)",
                 key=key,
             ) from None
+
+
+MAX_FAILED_RESUMES = 3
+
+
+def _forget_failed_reflections(run: RunDir) -> int:
+    """Reflections none of whose calls answered are asked again on resume: they were an
+    outage, not a reply (checkpoints of answered reflections are kept)."""
+    checkpoint = run.journal["checkpoint"]
+    failed = [
+        key
+        for key, saved in checkpoint.items()
+        if key.startswith("reflect.")
+        and isinstance(saved, dict)
+        and saved.get("errors")
+        and not saved.get("edits")
+        and not saved.get("raw")
+    ]
+    for key in failed:
+        del checkpoint[key]
+    return len(failed)
 
 
 async def run_night(

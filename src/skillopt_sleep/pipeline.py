@@ -11,14 +11,15 @@ night history) only for a complete non-dry night.
 from __future__ import annotations
 
 import math
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
+from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import EditRecord, ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
@@ -29,18 +30,22 @@ from skillopt_sleep.html import publish_night
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
+from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.staging import (
+    RECEIPTS_NAME,
     Proposal,
     ProposalKind,
     SkillStore,
     scaffold_skill,
     sha256_file,
+    staged_text,
     write_proposal,
 )
 from skillopt_sleep.state import NightEntry, NightStatus, ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
+from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
 
 def _log() -> Any:
@@ -196,7 +201,8 @@ def _chart(state: ProjectState, tonight: dict[str, Any]) -> list[dict[str, Any]]
     """The learning curve: each earlier night's score of the documents it started from (the
     adopted ones), then tonight's staged (or unchanged) documents."""
     points: list[dict[str, Any]] = []
-    for entry in state.history[-14:]:
+    latest = {entry.run_id: entry for entry in state.history}  # a run recorded twice, once
+    for entry in list(latest.values())[-14:]:
         if entry.night == tonight["night"]:
             continue
         points.append(
@@ -229,7 +235,8 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
                          failed_stage="harvest")  # fmt: skip
         raise
-    with archive:
+    patience = Patience(night.cfg.budget.outage_patience_seconds)
+    with archive, patience_for(patience):
         return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
 
 
@@ -246,6 +253,7 @@ class Course:
     carried_ids: dict[EditRecord, int] = field(default_factory=dict)
     test: dict[str, Any] | None = None
     estimate: str = ""
+    estimate_detail: dict[str, Any] = field(default_factory=dict)
     proposal_dir: Path | None = None
     adopted: list[str] = field(default_factory=list)
     staging_failed: bool = False
@@ -269,16 +277,20 @@ async def _drive(
 ) -> NightOutcome:
     """The night as a list of stages; every way it can end becomes a NightOutcome."""
     store = StateStore(night.cfg.state_path())
-    state, night_no = _number(night, store.load(night.project))
+    state, night_no = _number(night, store)
     if night.resumed:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
+    _warn_withheld(night, live)
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
+    _note_patience(night)
     _conclude(night, course, live, night_no)
     ended = night.clock()
     report = _report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
     keep = course.committed and not night.dry_run
+    if keep:
+        night.begin("commit")
     if keep and course.gathered is not None:
         report["archive_changes"] = _commit_archive(
             night, archive, course.gathered, course.decision, course.carried_ids,
@@ -286,14 +298,15 @@ async def _drive(
         )  # fmt: skip
     report["archive"] = archive.stats().to_dict()
     _write_outputs(night, report, course.gathered)
+    _learn_tokens(night)
     if keep:
         store.save(state.record_night(_history_entry(night, course, report, night_no)))
+        night.end("commit")
     night.run.finish(
         course.status, ended, outcome=course.result.value, reason=course.reason,
         failed_stage=course.failed_stage,
     )  # fmt: skip
-    if course.result is NightResult.NO_TASKS:
-        _prune_empty_nights(night)
+    _retain(night)
     night.progress.close()  # the last stage's line comes before the night's
     _log().info(
         "night.done", run_id=night.run.run_id, status=course.status.value,
@@ -303,11 +316,53 @@ async def _drive(
     return _outcome(night, course, report)
 
 
-def _number(night: Night, state: ProjectState) -> tuple[ProjectState, int]:
-    """Tonight's number: reserved in the run journal once, kept by a resumed night."""
+def _warn_withheld(night: Night, live: Live) -> None:
+    """Say once that a live document holds secret-shaped text the model never saw (it was
+    redacted on the way out) and that staging keeps it as it is."""
+    found = [
+        f"{path} ({', '.join(kinds)})"
+        for path, text in ((live.skill_path, live.skill), (live.memory_path, live.memory))
+        if (kinds := secret_kinds(text))
+    ]
+    if not found:
+        return
+    night.notes.append(
+        "secret-shaped text in " + "; ".join(found) + " was withheld from the model "
+        "(redacted in every prompt); a proposal keeps your lines as they are"
+    )
+    night.progress.note(night.notes[-1])
+    _log().warning("night.secret_in_live_document", documents=found)
+
+
+def _note_patience(night: Night) -> None:
+    """Say how long the night waited for endpoints whose circuits were all open."""
+    patience = current_patience()
+    if patience is None or not patience.episodes:
+        return
+    waited = patience.spent()
+    night.notes.append(
+        f"waited {waited:.0f}s in all ({patience.episodes} time(s)) for endpoints whose "
+        f"circuits were all open (patience {patience.budget:g}s, "
+        "budget.outage_patience_seconds)"
+    )
+    night.progress.note(night.notes[-1])
+
+
+def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:
+    """Tonight's number: reserved once, kept by a resumed night.
+
+    A real night's number is saved in the project state before the run journal records
+    it, so a run killed at any point never hands its number to a later night (a run that
+    is never resumed leaves a gap, never a duplicate). A dry run borrows the next number
+    without reserving it.
+    """
+    state = store.load(night.project)
     night_no = int(night.run.journal.get("night") or 0)
     if not night_no:
-        state, night_no = state.begin_night()
+        reserved, night_no = state.begin_night()
+        if not night.dry_run:
+            state = reserved
+            store.save(state)
         night.run.journal["night"] = night_no
         night.run.save()
     return state, night_no
@@ -331,7 +386,7 @@ async def _learn(
         if not learn:
             course.result = NightResult.NO_TASKS
             return
-        course.estimate = _announce_estimate(night, tasks, learn, test)
+        course.estimate, course.estimate_detail = _announce_estimate(night, tasks, learn, test)
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = _carried(archive)
         course.decision = await consolidate(
@@ -344,6 +399,8 @@ async def _learn(
             course.result = NightResult.NO_EDITS
     except NightFailed as exc:
         course.fail(exc.stage, exc.cause)
+        # An outage: the next night resumes this one and pays only for what never answered.
+        night.run.journal["resumable"] = True
     except BudgetExceededError as exc:
         course.result = NightResult.BUDGET_REACHED
         course.reason = f"night budget reached during {exc}"
@@ -361,21 +418,43 @@ async def _learn(
 
 def _announce_estimate(
     night: Night, tasks: list[TaskRecord], learn: list[TaskRecord], test: list[TaskRecord]
-) -> str:
-    """The up-front spend estimate, said before any model call of the learning stages."""
+) -> tuple[str, dict[str, Any]]:
+    """The up-front spend estimate, said before any model call of the learning stages: calls
+    per stage, priced per member from what earlier calls and nights measured, and whether
+    the budget will cut the night short."""
     cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
     estimate = estimate_spend(n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric)
-    night.progress.note(f"estimated spend: {estimate.describe()}")
-    cap = cfg.budget.max_calls
-    if cap and estimate.calls > cap:
-        night.notes.append(
-            f"the estimate ({estimate.calls} calls) is above the cap ({cap}); "
-            "the night may stop early"
-        )
-        night.progress.note(night.notes[-1])
-    _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens)
-    return estimate.describe()
+    model = TokenModel.load(project_dir(cfg.state_path(), night.project))
+    model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
+    priced = estimate_tokens(model, cfg.pool, estimate.by_stage, rubric_share=rubric)
+    estimate = replace(estimate, tokens=priced.tokens)
+    said = estimate.describe() + (f"; per call: {priced.describe()}" if priced.sources else "")
+    night.progress.note(f"estimated spend: {said}")
+    warning = budget_warning(
+        calls=estimate.calls,
+        tokens=estimate.tokens,
+        max_calls=cfg.budget.max_calls,
+        max_tokens=cfg.budget.max_tokens,
+    )
+    if warning:
+        night.notes.append(warning)
+        night.progress.note(warning)
+    _log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
+                per_call=priced.per_call, sources=priced.sources)  # fmt: skip
+    detail = {"calls": estimate.calls, **priced.to_dict(), "budget_warning": warning}
+    return said, detail
+
+
+def _learn_tokens(night: Night) -> None:
+    """Fold tonight's measured tokens per call into the project's token model."""
+    where = project_dir(night.cfg.state_path(), night.project)
+    model = TokenModel.load(where)
+    model.observe(night.spend.usage_by_member)
+    try:
+        model.save(where)
+    except OSError as exc:  # a cache of averages: never sinks the night
+        _log().warning("token_model.save_failed", error=str(exc))
 
 
 def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
@@ -383,12 +462,19 @@ def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
     decision = course.decision
     if not (course.committed and course.accepted and not night.dry_run and decision):
         return
+    if (night.run.path / RECEIPTS_NAME).exists():
+        # Staged and adopted before a kill: the proposal stands as it was adopted.
+        course.proposal_dir = night.run.path / "proposal"
+        return
+    night.begin("stage")
     try:
         course.proposal_dir = _stage(night, live, decision, night_no)
     except (RefusedError, SkillOptError, OSError) as exc:
         course.fail("stage", str(exc))
         course.staging_failed = True
+        night.end("stage", status="failed")
         return
+    night.end("stage")
     if night.cfg.auto_adopt:
         course.adopted = _auto_adopt(night)
 
@@ -420,6 +506,7 @@ def _report(
         "live_skill": str(live.skill_path),
         "live_memory": str(live.memory_path),
         "resumed": night.resumed,
+        "resumable": bool(night.run.journal.get("resumable")) and course.status is RunStatus.FAILED,
         "status": course.status.value,
         "result": course.result.value,
         "reason": course.reason,
@@ -441,6 +528,7 @@ def _report(
     }
     if course.estimate:
         report["estimate"] = course.estimate
+        report["estimate_detail"] = course.estimate_detail
     report["chart"] = _chart(state, _tonight_point(course, night_no))
     return report
 
@@ -550,20 +638,20 @@ def _outcome(night: Night, course: Course, report: dict[str, Any]) -> NightOutco
     )
 
 
-def _prune_empty_nights(night: Night) -> None:
-    """Delete earlier no-task runs of this project: they hold only harvest diagnostics, and a
-    quiet project would otherwise gain one directory a night. The newest one is kept."""
-    for path in rundir.RunDir.list_runs(night.run.path.parent):
-        if path == night.run.path:
-            continue
-        try:
-            journal = rundir.RunDir.open(path).journal
-        except SkillOptError:
-            continue
-        if journal.get("status") == RunStatus.COMPLETE.value and journal.get("outcome") == (
-            NightResult.NO_TASKS.value
-        ):
-            shutil.rmtree(path, ignore_errors=True)
+def _retain(night: Night) -> None:
+    """Delete old run directories the retention policy does not keep (never tonight's,
+    never one a proposal, an adoption, the skill store or a resume needs)."""
+    policy = night.cfg.retention
+    try:
+        apply_retention(
+            night.run.path.parent,
+            project_dir(night.cfg.state_path(), night.project),
+            keep_last=policy.keep_last,
+            keep_adopted=policy.keep_adopted,
+            current=night.run.path,
+        )
+    except OSError as exc:  # housekeeping must not sink a finished night
+        _log().warning("retention.failed", error=str(exc))
 
 
 def _auto_adopt(night: Night) -> list[str]:
@@ -599,9 +687,11 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
             )
     store = SkillStore(project_dir(night.cfg.state_path(), night.project))
     proposals = []
-    if decision.docs.skill != live.skill:
+    skill = staged_text(live.skill, decision.docs.skill)
+    memory = staged_text(live.memory, decision.docs.memory)
+    if skill != live.skill:
         name = live.skill_path.parent.name or "skill"
-        text = scaffold_skill(decision.docs.skill, name=name, project=night.project)
+        text = scaffold_skill(skill, name=name, project=night.project)
         version = store.add_version(name, text, run_id=run.run_id, night=night_no)
         run.journal["versions"][name] = version.number
         proposals.append(
@@ -614,12 +704,12 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
                 store_version=version.number,
             )
         )
-    if decision.docs.memory != live.memory:
+    if memory != live.memory:
         proposals.append(
             Proposal(
                 name=live.memory_path.stem or "memory",
                 live_path=live.memory_path,
-                text=decision.docs.memory,
+                text=memory,
                 kind=ProposalKind.MEMORY,
                 live_sha256=live.memory_sha,
             )
@@ -645,6 +735,9 @@ def _write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | No
         "gather": gathered.diagnostics if gathered else {},
         "reused_rollouts": night.replayer.reused,
     }
+    patience = current_patience()
+    if patience is not None:
+        diagnostics["outage_patience"] = patience.to_dict()
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
     run.write_json(rundir.REPORT_JSON, report)
     run.write_text(rundir.REPORT_MD, render_markdown(report))

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt.backends.base import Completer, CompletionRequest, Role
+from skillopt.backends.base import Completer, Completion, CompletionRequest, Role, Usage
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
@@ -164,8 +164,12 @@ class Replayer:
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     progress: Progress | None = None
     attempt_tokens: int = 1024
-    flush_every: int = 64  # rows buffered before an fsync'd append (a kill loses fewer)
+    # Rows buffered before an append: 1 = each result is journalled as it lands, so a
+    # resumed night pays only for calls that never answered (the run directory's journal
+    # batches its fsyncs by time, not by count).
+    flush_every: int = 1
     done: dict[str, RolloutResult] = field(default_factory=dict)
+    answers: dict[str, RolloutResult] = field(default_factory=dict)  # answered, not judged
     reused: int = 0
     judging: JudgeTally = field(default_factory=JudgeTally)
     errors: ErrorGroups = field(default_factory=ErrorGroups)
@@ -173,22 +177,22 @@ class Replayer:
     _evidence: list[dict[str, Any]] = field(default_factory=list)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
-        """Remember rollouts from an earlier (killed) run of this night."""
+        """Remember rollouts from an earlier (killed or failed) run of this night.
+
+        Only what answered is kept: a rollout whose call failed is run again, and one whose
+        answer came back but whose judging failed is judged again without a new attempt.
+        """
         allowed = set(RolloutResult.__dataclass_fields__)
         for row in rows:
             key = row.get("key")
             if not key:
                 continue
-            self.done[str(key)] = RolloutResult.from_dict(
-                {k: v for k, v in row.items() if k in allowed}
-            )
-            if row.get("error") and row.get("error_class"):
-                self.errors.add(
-                    member=str(row.get("error_member", "")),
-                    stage=str(row.get("error_stage", "")),
-                    error_class=str(row["error_class"]),
-                    message=str(row["error"]),
-                )
+            result = RolloutResult.from_dict({k: v for k, v in row.items() if k in allowed})
+            if not result.error:
+                self.done[str(key)] = result
+                self.answers.pop(str(key), None)
+            elif result.error.startswith("judge: ") and result.response:
+                self.answers[str(key)] = result
         return len(self.done)
 
     async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
@@ -260,7 +264,7 @@ class Replayer:
         }
         evidence: list[dict[str, Any]] = []
         try:
-            done = await self.pool.complete(request)
+            done = await self._attempt(job, request)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
             failed = RolloutResult(**base, error=_cause(exc))
@@ -294,6 +298,22 @@ class Replayer:
             tokens=tokens,
         )
         return self._finish(job, result, evidence)
+
+    async def _attempt(self, job: Job, request: CompletionRequest) -> Completion:
+        """The attempt's reply: a model call, or the answer an earlier run of this night
+        already paid for (its judging failed, so only the judge is asked again)."""
+        kept = self.answers.pop(job.key, None)
+        if kept is None:
+            return await self.pool.complete(request)
+        return Completion(
+            text=kept.response,
+            usage=Usage(completion_tokens=kept.tokens),
+            member=kept.member,
+            latency=kept.latency,
+            attempts=0,
+            cached=True,
+            tools_called=kept.tools_called,
+        )
 
     async def _judge(
         self,

@@ -75,6 +75,20 @@ def _metric(name: Any) -> str:
     return f"metric {cell(name)}: {meaning}" if meaning else f"metric {cell(name)}"
 
 
+def _budget_stop(r: Mapping[str, Any], *, decided: bool) -> str:
+    """What a night stopped by its spend cap did not get to, and which cap to raise."""
+    spend = r.get("spend") or {}
+    which = str(spend.get("budget_reached") or "calls")
+    cap = spend.get(f"max_{which}")
+    used = spend.get(which)
+    when = "" if decided else ", before any decision (nothing was staged)"
+    return (
+        f"The night stopped early because its spend cap was reached{when}: {which} "
+        f"{used if used is not None else '?'} of {cap or '?'} (raise `budget.max_{which}` to "
+        "let a night finish)."
+    )
+
+
 def _summary(r: Mapping[str, Any]) -> str:
     status = r.get("status")
     tasks = r.get("tasks", {})
@@ -82,8 +96,13 @@ def _summary(r: Mapping[str, Any]) -> str:
         return (
             f"**This night failed** during `{cell(r.get('failed_stage', '?'))}`: "
             f"{cell(r.get('reason', ''), 400)}. Nothing was staged and the harvest cursor did "
-            "not move, so the next night retries the same sessions. The diagnostics file "
-            "has the per-endpoint errors."
+            "not move"
+            + (
+                ", and the next night resumes this one, keeping every call that answered."
+                if r.get("resumable")
+                else ", so the next night retries the same sessions."
+            )
+            + " The diagnostics file has the per-endpoint errors."
         )
     if r.get("result") == "no_tasks":
         why = (r.get("harvest") or {}).get("why_nothing") or (
@@ -107,6 +126,7 @@ def _summary(r: Mapping[str, Any]) -> str:
     n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
+    budget = r.get("result") == "budget_reached"
     if n_prop:
         parts.append(
             f"The optimizer proposed {n_prop} distinct edit(s) to the skill/memory; the "
@@ -115,17 +135,21 @@ def _summary(r: Mapping[str, Any]) -> str:
                "them: they are carried to a later night)" if n_untested else "")
             + "."
         )  # fmt: skip
+    elif budget:
+        parts.append("The spend cap was reached before the optimizer proposed any edit.")
     else:
         reasons = "; ".join(r.get("no_edit_reasons", [])[:2])
         parts.append(f"No edit was proposed ({cell(reasons, 300) or 'no reason recorded'}).")
-    decision = r.get("gate_action") or "none (the night stopped before a decision)"
-    parts.append(
-        f"Measured on every learnable task, the score went from **{fmt(r.get('baseline'))}** "
-        f"to **{fmt(r.get('candidate'))}** ({_metric(r.get('metric', 'mixed'))}); "
-        f"decision: **{decision}**."
-    )
-    if r.get("result") == "budget_reached":
-        parts.append("The night stopped early because its spend cap was reached.")
+    decision = cell(r.get("gate_action") or "")
+    if decision or not budget:
+        parts.append(
+            f"Measured on every learnable task, the score went from "
+            f"**{fmt(r.get('baseline'))}** to **{fmt(r.get('candidate'))}** "
+            f"({_metric(r.get('metric', 'mixed'))}); decision: "
+            f"**{decision or 'none (the night stopped before a decision)'}**."
+        )
+    if budget:
+        parts.append(_budget_stop(r, decided=bool(decision)))
     if r.get("leaked"):
         parts.append(
             "⚠ **Not validated**: the held-out set overlapped the training set or was "
@@ -290,6 +314,15 @@ def _archive(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _estimated(spend: Mapping[str, Any]) -> str:
+    """Tokens a member did not report (the copilot CLI reports none) are counted from text
+    length: say how many of the total are such estimates."""
+    estimated = int(spend.get("estimated_tokens") or 0)
+    if not estimated:
+        return ""
+    return f", {estimated} of them estimated (a member reported no usage)"
+
+
 def _spend(r: Mapping[str, Any]) -> list[str]:
     s = r.get("spend") or {}
     if not s:
@@ -302,8 +335,8 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
         "",
         f"- model calls: {s.get('calls', 0)} ({by_stage or 'none'}); failed calls: "
         f"{s.get('failures', 0)}",
-        f"- tokens: {s.get('tokens', 0)} (cap: calls {s.get('max_calls') or 'none'}, "
-        f"tokens {s.get('max_tokens') or 'none'})",
+        f"- tokens: {s.get('tokens', 0)}{_estimated(s)} (cap: calls "
+        f"{s.get('max_calls') or 'none'}, tokens {s.get('max_tokens') or 'none'})",
     ]
     if r.get("estimate"):
         out.append(f"- estimated before the night: {cell(r['estimate'], 300)}")

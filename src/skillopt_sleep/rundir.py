@@ -9,8 +9,9 @@
 ``run.json`` is the journal: status, per-stage timings, and the small checkpoints
 (reflect results, the decision) that let a killed night resume. Large stage outputs live
 in their own files: tasks in ``tasks.jsonl`` (written once, whole), every judged attempt
-in ``rollouts.jsonl`` (appended line by line as it finishes). Every string passes the
-redactor before it is written.
+in ``rollouts.jsonl`` (appended line by line as it finishes, so a killed night keeps every
+answered call; fsyncs are batched by time and done at each stage boundary). Every string
+passes the redactor before it is written.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.atomicio import (
-    append_jsonl,
+    AppendJournal,
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
@@ -104,6 +105,13 @@ class RunDir:
     def __init__(self, path: Path, journal: dict[str, Any]) -> None:
         self.path = path
         self.journal = journal
+        self._rollouts = AppendJournal(path / ROLLOUTS)
+        self._evidence = AppendJournal(path / EVIDENCE)
+
+    def sync(self) -> None:
+        """fsync the appended files (their lines are already on the kernel's side)."""
+        self._rollouts.sync()
+        self._evidence.sync()
 
     # -- creation and discovery -------------------------------------------------
 
@@ -181,6 +189,7 @@ class RunDir:
         return RunStatus(self.journal["status"])
 
     def save(self) -> None:
+        self.sync()  # what the journal says is done is durable before it says so
         atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal))
 
     def stage_done(self, name: str) -> bool:
@@ -247,7 +256,7 @@ class RunDir:
 
     def append_rollouts(self, rows: list[dict[str, Any]]) -> None:
         """Free-text fields are redacted; the rest are ids, hashes and numbers we made."""
-        append_jsonl(self.path / ROLLOUTS, [_redact_fields(r, FREE_TEXT) for r in rows])
+        self._rollouts.append([_redact_fields(r, FREE_TEXT) for r in rows])
 
     def read_rollouts(self) -> list[dict[str, Any]]:
         return [dict(r) for r in read_jsonl(self.path / ROLLOUTS)]
@@ -262,9 +271,9 @@ class RunDir:
         """
         if sanitized:
             clipped = [{k: _clip(v, max_chars) for k, v in r.items()} for r in rows]
-            append_jsonl(self.path / EVIDENCE, clipped)
+            self._evidence.append(clipped)
             return
-        append_jsonl(self.path / EVIDENCE, [_clip_redact(r, max_chars) for r in rows])
+        self._evidence.append([_clip_redact(r, max_chars) for r in rows])
 
     def write_json(self, name: str, data: Any) -> None:
         atomic_write_json(self.path / name, redact_obj(data))

@@ -10,6 +10,12 @@ Proposal (one per night, inside the run directory)::
     <run_dir>/proposal/<kind>-<name>.md             the proposed document
     <run_dir>/proposal/manifest.json                written LAST: the publication marker
 
+A staged document is the live text with only its learned block replaced
+(:func:`staged_text`): the user's bytes outside the block are kept exactly, a secret-shaped
+string included (it was withheld from the model, and it is already on disk in the live
+file); the block, written from model replies, is redacted. The store and the proposal keep
+the staged bytes as they are.
+
 The manifest pins, per file, the sha256 of the proposed bytes and of the live file at
 staging time ("" when the live file did not exist) plus the live path's realpath.
 :mod:`skillopt_sleep.adopt` refuses to act if any pin no longer holds.
@@ -33,7 +39,12 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from skillopt.atomicio import TEMP_PREFIX, atomic_write_json, atomic_write_text
 from skillopt.errors import CorruptStateError, DataError, RefusedError
 from skillopt.redact import redact_text
-from skillopt.skilldoc import ensure_skill_scaffold
+from skillopt.skilldoc import (
+    Region,
+    ensure_learned_block,
+    ensure_skill_scaffold,
+    region_spans,
+)
 
 MANIFEST_SCHEMA = "skillopt.proposal"
 PROPOSAL_DIR = "proposal"
@@ -160,12 +171,13 @@ class SkillStore:
         night: int,
         created_at: datetime | None = None,
     ) -> SkillVersion:
-        """Store ``text`` as the next version; a text equal to the latest is not stored twice.
+        """Store ``text`` (as it is: see :func:`staged_text`) as the next version; a text equal
+        to the latest is not stored twice.
 
         Idempotent for a resumed night: a version file a killed writer left unindexed is
         indexed if its bytes are the same, else skipped over.
         """
-        data = redact_text(text).encode("utf-8")
+        data = text.encode("utf-8")
         digest = sha256_bytes(data)
         existing = self.versions(name)
         if existing and existing[-1].sha256 == digest:
@@ -202,6 +214,23 @@ class SkillStore:
 
 
 # --------------------------------------------------------------------------- proposals
+
+
+def staged_text(live: str, proposed: str) -> str:
+    """``live`` with its learned block replaced by ``proposed``'s, redacted.
+
+    Every byte of ``live`` outside the block is kept as it is: the night learns only inside
+    the block, and what it sent the model about the rest was redacted on the way out, so
+    ``proposed`` may hold ``[REDACTED:...]`` where the user's own line is.
+    """
+    spans = region_spans(proposed, Region.LEARNED)
+    if not spans:
+        return live
+    start, end = spans[0]
+    block = redact_text(proposed[start:end])
+    base = ensure_learned_block(live)
+    live_start, live_end = region_spans(base, Region.LEARNED)[0]
+    return base[:live_start] + block + base[live_end:]
 
 
 def skill_description(project: Path) -> str:
@@ -278,7 +307,7 @@ def _entry_for(proposal: Proposal) -> tuple[ManifestEntry, bytes]:
         raise RefusedError(
             f"{live}: the live file changed while the night ran; discard this night and rerun"
         )
-    data = redact_text(proposal.text).encode("utf-8")
+    data = proposal.text.encode("utf-8")
     filename = f"{proposal.kind.value}-{name}.md"
     entry = ManifestEntry(
         name=name,

@@ -97,8 +97,19 @@ class ProjectState(_Frozen):
         return self.model_copy(update={"night": number}), number
 
     def record_night(self, entry: NightEntry) -> ProjectState:
-        history = (*self.history, entry)[-HISTORY_CAP:]
-        return self.model_copy(update={"history": history})
+        """Add (or, for a run recorded before, replace) the night's history entry; the
+        counter never falls behind a recorded night. Idempotent: a night resumed after it
+        was recorded is still recorded once."""
+        if any(e.run_id == entry.run_id for e in self.history):
+            first = next(i for i, e in enumerate(self.history) if e.run_id == entry.run_id)
+            history = tuple(
+                entry if i == first else e
+                for i, e in enumerate(self.history)
+                if i == first or e.run_id != entry.run_id
+            )
+        else:
+            history = (*self.history, entry)[-HISTORY_CAP:]
+        return self.model_copy(update={"history": history, "night": max(self.night, entry.night)})
 
     def with_model_key(self, key: str) -> ProjectState:
         return self.model_copy(update={"last_model_key": key})

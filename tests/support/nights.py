@@ -44,8 +44,9 @@ def three_nights(root: Path) -> Nights:
     demo = ["once", "--demo", "--state-dir", str(root), "--log-level", "WARNING"]
     _run(demo)
     _run(demo)
-    config, project = root / "sleep.toml", (root / "demo-project").resolve()
-    pdir = project_dir(root / "state", project)
+    demo_root = root / "demo"  # where `--demo --state-dir ROOT` keeps the demo
+    config, project = demo_root / "sleep.toml", (demo_root / "demo-project").resolve()
+    pdir = project_dir(root, project)
     runs = RunDir.list_runs(pdir / "runs")
     _run(["adopt", "--config", str(config), "--project", str(project), "--run", str(runs[-1])])
     _run(demo)

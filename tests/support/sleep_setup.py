@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +67,20 @@ def http_config(setup: DemoSetup, server: FakeModelServer, **night: Any) -> Slee
         "breaker": {"failure_threshold": 1000, "cooldown": 0.1},
     }
     return SleepConfig.model_validate(data)
+
+
+KILLING_NIGHT = Path(__file__).parent / "killing_night.py"
+
+
+def once(config: Path, project: Path, kill_after: str = "") -> subprocess.CompletedProcess[str]:
+    """``once --json`` as a real process; ``kill_after`` runs it through the support script
+    that kills it at that point (see tests/support/killing_night.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env["HOME"] = str(config.parent)
+    command = [sys.executable, "-m", "skillopt_sleep"]
+    if kill_after:
+        command = [sys.executable, str(KILLING_NIGHT), kill_after]
+    return subprocess.run(
+        [*command, "once", "--json", "--config", str(config), "--project", str(project)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip

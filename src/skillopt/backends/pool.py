@@ -43,6 +43,7 @@ from structlog.contextvars import bound_contextvars
 from skillopt.backends.accounting import Accounting
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
+from skillopt.backends.patience import current_patience
 from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
 from skillopt.errors import (
     BackendAuthError,
@@ -79,8 +80,9 @@ class BreakerPolicy:
 
     When every member of a role is open, an attempt waits up to ``max_wait`` seconds for
     one to admit calls again (cool-down over, or a probe succeeded) before raising
-    ``NoHealthyMemberError``; 0 fails at once. Only callers already holding a gate slot
-    wait, so a long queue behind them costs nothing.
+    ``NoHealthyMemberError``; 0 fails at once. A :class:`~.patience.Patience` in effect
+    (a night sets one) replaces ``max_wait`` with its own budget. Only callers already
+    holding a gate slot wait, so a long queue behind them costs nothing.
     """
 
     failure_threshold: int = 5
@@ -233,6 +235,7 @@ class _Member:
         self.spacer = _RateSpacer(spec.requests_per_minute) if spec.requests_per_minute else None
         self.breaker = _Breaker(breaker)
         self.last_error = ""
+        self.curable = True  # the last failure was one a wait can cure (not auth, not quota)
         self.rest_until = -math.inf  # set from a Retry-After hint: others go first until then
 
     def has_room(self) -> bool:
@@ -606,14 +609,36 @@ class BackendPool:
             self._health_changed = None
 
     async def _wait_for_health(self, group: _RoleGroup, avoid: str | None) -> _Member | None:
-        """Every member is open: wait (up to ``max_wait``) for a probe slot or a recovery.
+        """Every member is open: wait for a probe slot or a recovery, as long as the
+        patience in effect allows (a night's, see :mod:`.patience`), else ``max_wait``.
 
         Sleeps until the earliest cool-down ends or a breaker changes state, whichever is
-        first; no polling. Returns None when the wait is over without a usable member.
+        first; no polling. Returns None when the wait is over without a usable member, or
+        at once when every member was opened by a failure that waiting cannot cure
+        (credentials, exhausted quota).
         """
-        if self._max_wait <= 0:
+        if not any(m.curable for m in group.members):
             return None
-        deadline = anyio.current_time() + self._max_wait
+        patience = current_patience()
+        now = anyio.current_time()
+        limit = self._max_wait if patience is None else patience.remaining(now)
+        if limit <= 0:
+            return None
+        if patience is None:
+            return await self._wait_until(group, avoid, now + limit)
+        with patience.waiting() as first:
+            if first:
+                _log.warning(
+                    "pool.waiting_for_recovery",
+                    role=group.role.value,
+                    patience_left=round(limit, 1),
+                    members=", ".join(f"{m.name}: {m.last_error or '?'}" for m in group.members),
+                )
+            return await self._wait_until(group, avoid, now + limit)
+
+    async def _wait_until(
+        self, group: _RoleGroup, avoid: str | None, deadline: float
+    ) -> _Member | None:
         while True:
             now = anyio.current_time()
             if now >= deadline:
@@ -641,6 +666,9 @@ class BackendPool:
         text = f"every member of role {group.role.value!r} has an open circuit ({causes})"
         if reopen is not None:
             text += f"; next probe in {max(0.0, reopen - now):.1f}s"
+        patience = current_patience()
+        if patience is not None and patience.budget and not patience.remaining(now):
+            text += f"; the night's patience ({patience.budget:g}s of waiting) is spent"
         return text
 
     async def _call_member(
@@ -725,6 +753,7 @@ class BackendPool:
             rest = min(error.retry_after, self._retry.retry_after_cap)
             member.rest_until = max(member.rest_until, now + rest)
         if _breaker_counts(error):
+            member.curable = error.retryable
             if member.breaker.on_failure(now):
                 self._notify_health()
                 reopens = member.breaker.reopens_at() or now

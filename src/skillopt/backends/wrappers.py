@@ -172,6 +172,9 @@ class BudgetCompleter(PoolWrapper):
         self.calls_by_stage: Counter[str] = Counter()
         self.errors_by_class: Counter[str] = Counter()
         self.reached: str = ""  # "calls" or "tokens" once the cap stopped a call
+        self.estimated_tokens = 0  # part of ``tokens`` a member estimated (reported none)
+        # (member, stage) -> [calls, tokens, estimated tokens]: what a token model learns from
+        self.usage_by_member: dict[tuple[str, str], list[int]] = {}
 
     @property
     def exhausted(self) -> bool:
@@ -202,8 +205,18 @@ class BudgetCompleter(PoolWrapper):
             self.calls -= 1
             self.calls_by_stage[request.stage] -= 1
         else:
-            self.tokens += done.usage.total_tokens
+            self._count(done, request.stage)
         return done
+
+    def _count(self, done: Completion, stage: str) -> None:
+        used = done.usage.total_tokens
+        estimated = used if done.usage.estimated else 0
+        self.tokens += used
+        self.estimated_tokens += estimated
+        row = self.usage_by_member.setdefault((done.member, stage), [0, 0, 0])
+        row[0] += 1
+        row[1] += used
+        row[2] += estimated
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -213,6 +226,7 @@ class BudgetCompleter(PoolWrapper):
             "max_calls": self.max_calls,
             "max_tokens": self.max_tokens,
             "budget_reached": self.reached,
+            "estimated_tokens": self.estimated_tokens,
             "calls_by_stage": dict(self.calls_by_stage),
             "errors_by_class": dict(self.errors_by_class),
         }

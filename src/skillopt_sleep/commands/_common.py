@@ -9,7 +9,6 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -168,17 +167,10 @@ def setup_logging(args: argparse.Namespace) -> None:
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     """The config and project for a command, from flags > env > file > defaults."""
     if getattr(args, "demo", False):
-        from skillopt_sleep.demo import prepare_demo, reuse_demo
+        from skillopt_sleep.demo import demo_in
 
         say_demo_ignores(args)
-        # With --state-dir the demo lives there and each `once --demo` is its next night.
-        keep = getattr(args, "state_dir", None)
-        root = (
-            Path(keep).expanduser().resolve()
-            if keep
-            else Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-"))
-        )
-        setup = reuse_demo(root) or prepare_demo(root)
+        setup = demo_in(getattr(args, "state_dir", None))  # --state-dir keeps the demo
         data = setup.config.model_dump(mode="json")
         cfg = SleepConfig.model_validate(data)
         extra = {k: v for k, v in overrides(args).items() if v is not None and k != "state_dir"}

@@ -105,9 +105,11 @@ def run_command(
     else:
         _print(outcome, args, demo=demo)
         if demo and outcome.report_path:
-            root = outcome.report_path.parents[5]
+            root = project.parent  # the demo's own directory (in --state-dir, if given)
+            state = cfg.state_path()
+            home = state if root.is_relative_to(state) else root
             say(
-                f"\nDemo finished (everything lives under {root}; nothing else was touched)."
+                f"\nDemo finished (everything lives under {home}; nothing else was touched)."
                 f"\nRead the report: {outcome.report_path}"
             )
             html = outcome.report_path.with_name("report.html")

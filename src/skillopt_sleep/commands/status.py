@@ -109,12 +109,20 @@ def run(args: argparse.Namespace) -> int:
     say_recovered(recovered)
     say(f"project {project}: {state.night} night(s) run")
     _say_archive(archive)
-    say(f"  next scheduled night: {next_wake or 'not scheduled'}")
+    if next_wake:
+        by = ", ".join(health["scheduled_by"])
+        say(f"  next scheduled night: {next_wake} (by {by})")
+    elif health["scheduled_by"]:
+        say(f"  nights are started by {', '.join(health['scheduled_by'])}")
+    else:
+        say(
+            "  nothing schedules nights for this project (no daemon running, no enabled "
+            "systemd timer, crontab line or launchd agent found): run `skillopt-sleep once`, "
+            "or see `skillopt-sleep schedule --help`"
+        )
     daemon = health["daemon"]
     if daemon:
         say(f"  daemon running: pid {daemon.get('pid')} on {daemon.get('host')}")
-    else:
-        say("  daemon: not running (a systemd timer or cron may still start nights)")
     night = health["night_in_progress"]
     if night:
         say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -76,12 +77,15 @@ def demo_pool(*, latency: float = 0.0) -> PoolConfig:
     )  # fmt: skip
 
 
-def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
-    """Lay out the demo under ``root`` (created if needed) and return its config."""
+def prepare_demo(
+    root: Path, *, now: datetime | None = None, state_dir: Path | None = None
+) -> DemoSetup:
+    """Lay out the demo under ``root`` (created if needed) and return its config; its
+    state goes to ``state_dir`` (default ``<root>/state``)."""
     now = now or datetime.now(UTC)
     project = root / "demo-project"
     claude_home = root / "claude-home"
-    state_dir = root / "state"
+    state_dir = state_dir or root / "state"
     project.mkdir(parents=True, exist_ok=True)
     (project / "CLAUDE.md").write_text(_data("CLAUDE.md"), encoding="utf-8")
     skill_path = claude_home / "skills" / MANAGED_SKILL / "SKILL.md"
@@ -98,6 +102,13 @@ def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
             str(session["answer"]),
             start + timedelta(hours=index),
         )
+    setup = _setup(root, state_dir)
+    write_demo_config(setup)
+    return setup
+
+
+def _setup(root: Path, state_dir: Path) -> DemoSetup:
+    claude_home = root / "claude-home"
     config = SleepConfig.model_validate(
         {
             "state_dir": str(state_dir),
@@ -107,33 +118,29 @@ def prepare_demo(root: Path, *, now: datetime | None = None) -> DemoSetup:
             "pool": demo_pool().model_dump(mode="json"),
         }
     )  # fmt: skip
-    setup = DemoSetup(
+    return DemoSetup(
         root=root,
-        project=project.resolve(),
+        project=(root / "demo-project").resolve(),
         claude_home=claude_home,
         state_dir=state_dir,
         config=config,
     )
-    write_demo_config(setup)
-    return setup
 
 
-def reuse_demo(root: Path) -> DemoSetup | None:
-    """The demo already laid out under ``root`` (its own ``sleep.toml``), to run another
-    night of it; ``None`` when ``root`` holds no demo yet."""
-    from skillopt_sleep.config import load_sleep_config
+DEMO_DIR = "demo"
 
-    config_path, project = root / "sleep.toml", root / "demo-project"
-    if not (config_path.is_file() and project.is_dir()):
-        return None
-    config = load_sleep_config(config_path, environ={})
-    return DemoSetup(
-        root=root,
-        project=project.resolve(),
-        claude_home=root / "claude-home",
-        state_dir=config.state_path(),
-        config=config,
-    )
+
+def demo_in(state_dir: Path | None) -> DemoSetup:
+    """The demo a command runs: a fresh one in a new temp directory, or, with a state
+    directory, the one kept there (``<state_dir>/demo``: laid out on first use, reused as
+    it is after, adopted documents included), so demo nights can follow each other."""
+    if state_dir is None:
+        return prepare_demo(Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-")))
+    state_dir = state_dir.expanduser().resolve()
+    root = state_dir / DEMO_DIR
+    if (root / "sleep.toml").is_file() and (root / "demo-project").is_dir():
+        return _setup(root, state_dir)
+    return prepare_demo(root, state_dir=state_dir)
 
 
 def write_demo_config(setup: DemoSetup) -> Path:

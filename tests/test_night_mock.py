@@ -130,7 +130,11 @@ async def test_every_call_failing_is_a_failed_night(demo: DemoSetup) -> None:
     pool = demo_pool().model_dump(mode="json")
     pool["members"][0]["options"] = {"fail_stages": ["*"]}
     pool["retry"] = {"max_attempts": 1, "base_delay": 0}
-    cfg = _with(demo.config, pool=PoolConfig.model_validate(pool).model_dump(mode="json"))
+    cfg = _with(
+        demo.config,
+        pool=PoolConfig.model_validate(pool).model_dump(mode="json"),
+        budget__outage_patience_seconds=0,  # a lasting outage: fail, do not wait it out
+    )
     outcome = await run_night(cfg, project=demo.project)
     assert outcome.status is RunStatus.FAILED and outcome.exit_code == 1
     assert outcome.failed_stage == "rollouts" and "every model call failed" in outcome.reason

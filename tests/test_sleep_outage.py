@@ -33,6 +33,7 @@ def _failing(demo: DemoSetup, *stages: str) -> object:
     pool["retry"] = {"max_attempts": 1, "base_delay": 0}
     data = demo.config.model_dump(mode="json")
     data["pool"] = PoolConfig.model_validate(pool).model_dump(mode="json")
+    data["budget"]["outage_patience_seconds"] = 0  # a lasting outage: fail, do not wait it out
     return type(demo.config).model_validate(data)
 
 

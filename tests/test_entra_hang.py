@@ -124,7 +124,8 @@ max_attempts = 2
 base_delay = 0
 max_delay = 0
 """
-    config = write_config(setup, pool=pool)
+    # a lasting outage: the night fails instead of waiting out its patience
+    config = write_config(setup, pool=pool, extra="[budget]\noutage_patience_seconds = 0\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     argv = [sys.executable, "-m", "skillopt_sleep", "once", "--config", str(config),
             "--project", str(setup.project), "--json"]  # fmt: skip

@@ -71,10 +71,8 @@ async def test_every_learnable_task_is_held_out_evidence_tonight(demo: DemoSetup
     folds: dict[str, int] = report["folds"]
     assert set(folds) == set(report["task_intents"])
     sizes = Counter(folds.values())
-    assert (
-        len(sizes) == report["tasks"]["folds"] == 3
-        and max(sizes.values()) - min(sizes.values()) <= 1
-    )
+    assert len(sizes) == report["tasks"]["folds"] == demo.config.night.folds
+    assert max(sizes.values()) - min(sizes.values()) <= 1
     validated = {
         tid
         for t in _singles(report)
@@ -157,7 +155,7 @@ async def test_a_saturated_split_does_not_stop_learning(demo: DemoSetup) -> None
 async def test_every_decision_records_its_paired_statistics(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project)
     report = _report(outcome)
-    decided = [t for t in report["trials"] if t["decision"]]
+    decided = [t for t in report["trials"] if t["decision"] and t["kind"] != "leave_one_out"]
     assert decided
     for trial in decided:
         arithmetic = trial["decision"]["arithmetic"]

@@ -156,12 +156,13 @@ async def test_dry_run_stages_nothing_and_keeps_state(demo: DemoSetup) -> None:
     assert not StateStore(demo.config.state_path()).path_for(demo.project).exists()
 
 
-async def test_second_night_sees_no_new_sessions(demo: DemoSetup) -> None:
+async def test_second_night_recalls_the_archive_instead_of_new_sessions(demo: DemoSetup) -> None:
     first = await run_night(demo.config, project=demo.project)
     second = await run_night(demo.config, project=demo.project)
-    assert first.accepted and second.result is NightResult.NO_TASKS
-    chart = json.loads((second.run_dir / "report.json").read_text())["chart"]
-    assert [p["night"] for p in chart] == [1, 2]
+    assert first.accepted and second.n_sessions == 0
+    report = json.loads((second.run_dir / "report.json").read_text())
+    assert report["tasks"]["recalled"] == report["tasks"]["total"] == first.n_tasks
+    assert [p["night"] for p in report["chart"]] == [1, 2]
 
 
 async def test_planted_secret_is_redacted_everywhere(demo: DemoSetup) -> None:

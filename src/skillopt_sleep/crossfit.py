@@ -14,11 +14,14 @@ A walk through one step (:func:`learn_target`):
    (:func:`compare`, adaptive sampling), decided by :func:`skillopt.gate.decide_paired`:
    accepted, rejected (a held-out task regressed, or no significant gain) or *untested*
    (no held-out task moved: carried to a later night, not rejected as a tie).
-4. **Union.** The accepted singles together, measured on every learnable task. The union
-   must keep every task its singles improved and regress none; when it does not, the edits
-   whose removal restores those tasks are dropped (leave-one-out on the conflicting tasks
-   only), and failing that only the strongest single edit is kept. This is what stops a
-   harmful generalisation that only shows once good edits are in place.
+4. **Union.** The accepted singles together (an edit several folds proposed counts once),
+   measured on every learnable task. The union must pass the gate, keep every task its
+   singles improved and regress none; when it does not, each edit is attributed by
+   leave-one-out on the tasks the singles improved (where a spoiler shows), the edits
+   whose removal makes those tasks significantly better are dropped and the rest is
+   measured again on unseen samples, and failing that only the strongest single edit is
+   kept. This is what stops a harmful generalisation that only shows once good edits are
+   in place (it passes alone by luck where nothing passes yet, then breaks the union).
 
 The union's all-task measurement is the next step's baseline. No edit is ever accepted on
 a task its reflection saw: the leak check is part of every single decision.
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRESH",
+    "RETEST",
     "Candidate",
     "Measured",
     "StepResult",
@@ -226,6 +230,8 @@ def _no_loss(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[fl
 
 FRESH = 1000
 """First sample id of a confirmatory measurement: samples nobody has looked at yet."""
+RETEST = 2000
+"""First sample id of a re-measurement after choices made on the :data:`FRESH` samples."""
 
 
 def sample_stages(first: int, most: int) -> list[int]:
@@ -358,6 +364,9 @@ async def learn_target(
             step.rejected.append(cand.edit)
     if passed:
         await _union(night, round_no, target, tasks, base, passed, step)
+    kept = {_same(e) for e in step.accepted}
+    step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
+    step.accepted = list(dict.fromkeys(step.accepted))
     accepted = set(step.accepted)
     step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
     step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
@@ -489,7 +498,10 @@ async def _union(
     ranked = sorted(
         passed, key=lambda p: p[1].decision.delta if p[1].decision else 0.0, reverse=True
     )
-    edits = list(dict.fromkeys(c.edit for c, _, _ in ranked))
+    unique: dict[tuple[str, str, str, str], EditRecord] = {}
+    for cand, _, _ in ranked:  # the same edit proposed by several folds is tried once
+        unique.setdefault(_same(cand.edit), cand.edit)
+    edits = list(unique.values())
     promised = _promised(ranked)
     chosen, measured, note = await _settle(night, round_no, target, tasks, base, edits, promised)
     if chosen:
@@ -497,6 +509,11 @@ async def _union(
         step.accepted = chosen
     night.end(name, accepted=len(chosen), proposed=len(edits), note=note)
     night.check_budget(name)
+
+
+def _same(edit: EditRecord) -> tuple[str, str, str, str]:
+    """What makes two proposals the same edit (folds word their rationales differently)."""
+    return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
 
 
 def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> set[str]:
@@ -521,19 +538,27 @@ async def _settle(
     edits: list[EditRecord],
     promised: set[str],
 ) -> tuple[list[EditRecord], Measured, str]:
-    """The union, else the union without the edits that undo the others, else the
-    strongest single. Each is measured on fresh samples of every task, paired with fresh
-    baseline samples (no earlier decision saw them), and must pass the paired gate."""
-    attempts: list[tuple[str, list[EditRecord]]] = [("union", edits)]
+    """The union, else the union without the edits that spoil it, else the strongest
+    single. Each is measured on fresh samples of every task, paired with fresh baseline
+    samples (no earlier decision saw them), and must pass the paired gate.
+
+    A union of several edits that loses a task a single improved, or fails the gate, is
+    attributed edit by edit (:func:`_leave_one_out`) on the tasks the singles improved:
+    that is where a spoiler shows (a rule that breaks what the others fixed), and those
+    tasks were chosen from the singles' samples, not the union's, so the union's samples
+    can serve as one arm without biasing the test. The union without the spoilers is then
+    measured on samples nobody has looked at (:data:`RETEST`), since the spoilers were
+    picked on the union's."""
+    attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
-        kind, chosen = attempts.pop(0)
+        kind, chosen, offset = attempts.pop(0)
         if chosen in tried or not chosen:
             continue
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
         b, c = await compare(
-            night, tasks, base.docs, docs, phase="union", enough=clear_pass(night), offset=FRESH
+            night, tasks, base.docs, docs, phase="union", enough=clear_pass(night), offset=offset
         )
         decision = decide_paired(
             b.scores, c.scores, config=night.gate.config, task_ids=[t.id for t in tasks]
@@ -553,14 +578,16 @@ async def _settle(
             else "",
         )
         night.trials.append(trial)
-        if conflicts and kind == "union":
-            drop = await _leave_one_out(night, tasks, docs, chosen, base.docs, target, conflicts)
+        if kind == "union" and len(chosen) > 1 and (conflicts or not decision.accepted):
+            on = sorted(promised) or [t.id for t in tasks]
+            drop = await _leave_one_out(night, tasks, docs, chosen, base.docs, target, on, FRESH)
             if drop:
-                attempts.insert(0, ("without_conflicting", [e for e in chosen if e not in drop]))
+                rest = [e for e in chosen if e not in drop]
+                attempts.insert(0, ("without_conflicting", rest, RETEST))
                 continue
         if decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", chosen[:1]))
+        attempts.append(("strongest_single", chosen[:1], FRESH))
     return [], base, "no combination passed the paired gate on every task"
 
 
@@ -582,10 +609,12 @@ async def _leave_one_out(
     chosen: list[EditRecord],
     start: Docs,
     target: EditTarget,
-    conflicts: Sequence[str],
+    task_ids: Sequence[str],
+    union_from: int,
 ) -> set[EditRecord]:
-    """The edits whose removal makes the conflicting tasks significantly better."""
-    on = [t for t in tasks if t.id in set(conflicts)]
+    """The edits whose removal makes ``task_ids`` significantly better (the union's
+    samples are one arm: they are reused, not paid again)."""
+    on = [t for t in tasks if t.id in set(task_ids)]
     # one test per edit: Bonferroni, so noise alone rarely drops a good edit
     alpha = (1.0 - night.gate.config.confidence) / len(chosen)
     cfg = dataclasses.replace(night.gate.config, confidence=1.0 - alpha)
@@ -594,7 +623,7 @@ async def _leave_one_out(
     async def one(i: int) -> None:
         rest = [e for j, e in enumerate(chosen) if j != i]
         docs, _ = apply_to(start, rest, target)
-        u, without = await compare(night, on, union, docs, phase="attribution", offset=FRESH)
+        u, without = await compare(night, on, union, docs, phase="attribution", offset=union_from)
         out[i] = decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
 
     async with anyio.create_task_group() as tg:
@@ -612,9 +641,9 @@ async def _leave_one_out(
                 applied=[e],
                 unmatched=[],
                 decision=d,
-                note="without it the conflicting tasks are significantly better: dropped"
+                note="without it the tasks the singles improved are significantly better: dropped"
                 if e in drop
-                else "kept: removing it does not restore the conflicting tasks",
+                else "kept: removing it does not make the tasks the singles improved better",
             )
         )
     return drop

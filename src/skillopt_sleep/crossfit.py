@@ -465,16 +465,17 @@ async def _singles(
 
 
 def clear_pass(night: Night) -> Settled:
-    """Enough evidence: a pass with no sample lost, nothing moved, or a candidate still no
-    better than chance after several samples of every task where samples disagree (it is
-    rejected either way; more samples would only price the rejection)."""
+    """Enough evidence: a pass with no sample lost, nothing moved, a candidate already
+    significantly worse than the baseline, or one still no better than chance after several
+    samples of every task where samples disagree (either is rejected; more samples would
+    only price the rejection)."""
     cfg = night.gate.config
 
     def enough(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
         test = paired_test(base, cand, confidence=cfg.confidence, min_delta=cfg.min_delta)
         if test.passed:
             return _no_loss(base, cand)  # a clear pass; a lost sample may be a regression
-        if test.untested:
+        if test.untested or test.harmful:
             return True
         # no better than chance even with several samples of every disagreeing task
         sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)

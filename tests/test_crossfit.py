@@ -14,6 +14,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.crossfit import ROUND
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
@@ -179,3 +180,36 @@ async def test_a_noisy_model_never_gets_the_harmful_rule_accepted(tmp_path: Path
         assert HARMFUL.text not in accepted, seed
         accepted_good += bool(accepted)
     assert accepted_good >= 4
+
+
+async def test_a_noisy_night_tries_again_on_samples_of_its_own(tmp_path: Path) -> None:
+    """A round that kept nothing ends a deterministic night, but not a noisy one: there
+    the next round is an independent try, on rollouts and samples no round drew before."""
+    intents = [  # each needs a skill rule; only the memory may change: nothing can help
+        "Where is the retry delay computed?",
+        "Where do we parse the config file?",
+        "Fix the failing date parser test",
+        "Fix the bug in the cache eviction",
+    ]
+    night = {"evolve_skill": False, "rounds": 3}
+    calm = prepare_demo(tmp_path / "calm")
+    outcome = await run_night(
+        _config(calm, night={**night, "dream_rollouts": 1}),
+        project=calm.project,
+        tasks_file=_tasks_file(calm, intents),
+    )
+    assert "rounds 2-3 skipped: nothing changed" in _report(outcome)["notes"]
+
+    noisy = prepare_demo(tmp_path / "noisy")
+    outcome = await run_night(
+        _config(noisy, night=night, flip=0.2, flip_seed=1),
+        project=noisy.project,
+        tasks_file=_tasks_file(noisy, intents),
+    )
+    assert outcome.status is RunStatus.COMPLETE and not outcome.accepted
+    stages = {s["name"] for s in json.loads((outcome.run_dir / "run.json").read_text())["stages"]}
+    assert {"round2.rollouts", "round3.rollouts"} <= stages
+    rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    drawn = {r["sample_id"] for r in rows if r["phase"] == "rollout"}
+    k = noisy.config.night.dream_rollouts
+    assert drawn == {r * ROUND + i for r in range(3) for i in range(k)}

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FRESH",
     "RETEST",
+    "ROUND",
     "Candidate",
     "Measured",
     "StepResult",
@@ -211,10 +212,11 @@ async def _scores(
 
 
 async def measure(
-    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str
+    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str, first: int = 0
 ) -> Measured:
-    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave)."""
-    scores, results = await _scores(night, tasks, docs, range(samples), phase)
+    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave), sample
+    ids from ``first``."""
+    scores, results = await _scores(night, tasks, docs, range(first, first + samples), phase)
     return Measured(
         docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
     )
@@ -232,6 +234,10 @@ FRESH = 1000
 """First sample id of a confirmatory measurement: samples nobody has looked at yet."""
 RETEST = 2000
 """First sample id of a re-measurement after choices made on the :data:`FRESH` samples."""
+ROUND = 10_000
+"""Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
+documents an earlier round already measured draws new samples instead of reading back the
+earlier round's answers (the replayer keeps every answer by task, documents and sample)."""
 
 
 def sample_stages(first: int, most: int) -> list[int]:
@@ -331,8 +337,10 @@ async def learn_target(
     base: Measured,
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
+    first_id: int = 0,
 ) -> StepResult:
-    """Reflect per fold, gate every edit alone on its held-out fold, then the union."""
+    """Reflect per fold, gate every edit alone on its held-out fold, then the union.
+    ``first_id``: where this round's sample ids start (:data:`ROUND`)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -352,7 +360,7 @@ async def learn_target(
     if not candidates:
         return step
     by_id = {t.id: t for t in tasks}
-    singles = await _singles(night, round_no, target, best, base, candidates, by_id)
+    singles = await _singles(night, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
         verdict = trial.verdict
@@ -363,7 +371,7 @@ async def learn_target(
         elif verdict == "rejected":
             step.rejected.append(cand.edit)
     if passed:
-        await _union(night, round_no, target, tasks, base, passed, step)
+        await _union(night, round_no, target, tasks, base, passed, step, first_id)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -415,6 +423,7 @@ async def _singles(
     base: Measured,
     candidates: Sequence[Candidate],
     by_id: Mapping[str, Task],
+    first_id: int,
 ) -> list[tuple[Candidate, Trial, Docs]]:
     name = f"round{round_no}.trial_{target.value}"
     night.begin(name)
@@ -445,7 +454,8 @@ async def _singles(
         elif not held:
             trial.note = "no task tonight is held out from this edit's reflection"
         else:
-            b, c = await compare(night, held, best, docs, phase="trial", enough=clear_pass(night))
+            b, c = await compare(night, held, best, docs, phase="trial",
+                                 enough=clear_pass(night), offset=first_id)  # fmt: skip
             results.extend(c.results)
             trial.decision = decide_paired(
                 b.scores, c.scores, config=night.gate.config,
@@ -492,6 +502,7 @@ async def _union(
     base: Measured,
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
+    first_id: int,
 ) -> None:
     """Measure the accepted singles together on every task; drop edits that conflict."""
     name = f"round{round_no}.union_{target.value}"
@@ -504,7 +515,9 @@ async def _union(
         unique.setdefault(_same(cand.edit), cand.edit)
     edits = list(unique.values())
     promised = _promised(ranked)
-    chosen, measured, note = await _settle(night, round_no, target, tasks, base, edits, promised)
+    chosen, measured, note = await _settle(
+        night, round_no, target, tasks, base, edits, promised, first_id
+    )
     if chosen:
         step.best, step.measured = measured.docs, measured
         step.accepted = chosen
@@ -538,6 +551,7 @@ async def _settle(
     base: Measured,
     edits: list[EditRecord],
     promised: set[str],
+    first_id: int,
 ) -> tuple[list[EditRecord], Measured, str]:
     """The union, else the union without the edits that spoil it, else the strongest
     single. Each is measured on fresh samples of every task, paired with fresh baseline
@@ -550,7 +564,7 @@ async def _settle(
     can serve as one arm without biasing the test. The union without the spoilers is then
     measured on samples nobody has looked at (:data:`RETEST`), since the spoilers were
     picked on the union's."""
-    attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, FRESH)]
+    attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
         kind, chosen, offset = attempts.pop(0)
@@ -581,14 +595,16 @@ async def _settle(
         night.trials.append(trial)
         if kind == "union" and len(chosen) > 1 and (conflicts or not decision.accepted):
             on = sorted(promised) or [t.id for t in tasks]
-            drop = await _leave_one_out(night, tasks, docs, chosen, base.docs, target, on, FRESH)
+            drop = await _leave_one_out(
+                night, tasks, docs, chosen, base.docs, target, on, first_id + FRESH
+            )
             if drop:
                 rest = [e for e in chosen if e not in drop]
-                attempts.insert(0, ("without_conflicting", rest, RETEST))
+                attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
         if decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", chosen[:1], FRESH))
+        attempts.append(("strongest_single", chosen[:1], first_id + FRESH))
     return [], base, "no combination passed the paired gate on every task"
 
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from skillopt.backends.mock import World
+from skillopt.gate import GateConfig
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.crossfit import ROUND
+from skillopt_sleep.crossfit import ROUND, next_samples
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
@@ -213,3 +214,25 @@ async def test_a_noisy_night_tries_again_on_samples_of_its_own(tmp_path: Path) -
     drawn = {r["sample_id"] for r in rows if r["phase"] == "rollout"}
     k = noisy.config.night.dream_rollouts
     assert drawn == {r * ROUND + i for r in range(3) for i in range(k)}
+
+
+def test_sampling_goes_only_where_it_can_still_change_the_decision() -> None:
+    config = GateConfig()
+    up = {f"up{i}": ([0.0], [1.0]) for i in range(12)}
+
+    def plan(pairs: dict[str, tuple[list[float], list[float]]]) -> list[str]:
+        base = {t: b for t, (b, _) in pairs.items()}
+        cand = {t: c for t, (_, c) in pairs.items()}
+        return sorted(next_samples(base, cand, config=config))
+
+    # a gain beyond doubt: only the task that lost a sample could hide a regression
+    assert plan({**up, "lost": ([1.0], [0.0]), "same": ([1.0], [1.0])}) == ["lost"]
+    # a pass, but not beyond doubt: every task whose samples disagree
+    marginal = {k: up[k] for k in list(up)[:6]}
+    assert plan({**marginal, "lost": ([1.0], [0.0])}) == sorted([*marginal, "lost"])
+    # nothing lost on a pass, nothing moved, or already significantly worse: stop
+    assert plan(up) == []
+    assert plan({"same": ([1.0], [1.0])}) == []
+    assert plan({f"down{i}": ([1.0], [0.0]) for i in range(12)}) == []
+    # not significant yet: every task whose samples disagree
+    assert plan({"up": ([0.0], [1.0]), "same": ([1.0], [1.0])}) == ["up"]

@@ -369,7 +369,7 @@ async def _final(
     samples both arms already have); every accepted edit must have been leak-free."""
     night.begin("final")
     b, c = await compare(
-        night, tasks, start, best, phase="final", enough=clear_pass(night), offset=FRESH
+        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
     )
     night.check_degenerate("final", c.results, candidate=True)
     final = decide_paired(b.scores, c.scores, config=night.gate.config,

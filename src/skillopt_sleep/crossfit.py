@@ -30,15 +30,16 @@ a task its reflection saw: the leak check is part of every single decision.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skillopt.gate import decide_paired
+from skillopt.gate import GateConfig, decide_paired
 from skillopt.paired import paired_test, task_settled
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
@@ -63,6 +64,7 @@ __all__ = [
     "compare",
     "learn_target",
     "make_folds",
+    "next_samples",
 ]
 
 
@@ -222,12 +224,19 @@ async def measure(
     )
 
 
-Settled = Callable[[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]], bool]
+Scores = Mapping[str, Sequence[float]]
+Plan = Callable[[Scores, Scores], Collection[str]]
+"""After a wave: the tasks to sample again (none: the evidence decides)."""
 
 
-def _no_loss(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
-    """No paired sample went down: more samples could only confirm what is seen."""
-    return all(c >= b for t in base for b, c in zip(base[t], cand.get(t, ()), strict=False))
+def unsettled(base: Scores, cand: Scores) -> list[str]:
+    """The tasks whose samples disagree: where more samples can change the call."""
+    return [t for t in base if not task_settled(base[t], cand.get(t, ()))]
+
+
+def _lost(base: Scores, cand: Scores) -> list[str]:
+    """The tasks where a paired sample went down."""
+    return [t for t in base if any(c < b for b, c in zip(base[t], cand.get(t, ()), strict=False))]
 
 
 FRESH = 1000
@@ -255,16 +264,16 @@ async def compare(
     cand: Docs,
     *,
     phase: str,
-    enough: Settled | None = None,
+    plan: Plan = unsettled,
     offset: int = 0,
 ) -> tuple[Measured, Measured]:
     """Both arms on ``tasks``, paired by sample id, sampled adaptively.
 
     First ``samples_per_task`` samples of each arm (samples the baseline already has come
     from the replayer's memory, not a new call). Then, wave by wave (4, 8, ... up to
-    ``max_samples_per_task``), more samples of both arms only on the tasks whose samples
-    disagree, until ``enough`` says the evidence decides. A clean model pays one pair per
-    unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
+    ``max_samples_per_task``), more samples of both arms only on the tasks ``plan`` names
+    (by default the ones whose samples disagree), until it names none. A clean model pays
+    one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
     measurement on samples no earlier decision saw).
     """
     cfg = night.gate.config
@@ -272,14 +281,13 @@ async def compare(
     first = range(offset, offset + stages[0])
     (b, b_res), (c, c_res) = await _both(night, tasks, base, cand, first, phase)
     for done, upto in itertools.pairwise(stages):
-        if enough is not None and enough(b, c):
-            break
-        unsettled = [t for t in tasks if not task_settled(b[t.id], c[t.id])]
-        if not unsettled:
+        again = set(plan(b, c))
+        todo = [t for t in tasks if t.id in again]
+        if not todo:
             break
         more = range(offset + done, offset + upto)
-        (b2, b2_res), (c2, c2_res) = await _both(night, unsettled, base, cand, more, phase)
-        for t in unsettled:
+        (b2, b2_res), (c2, c2_res) = await _both(night, todo, base, cand, more, phase)
+        for t in todo:
             b[t.id].extend(b2[t.id])
             c[t.id].extend(c2[t.id])
         b_res, c_res = [*b_res, *b2_res], [*c_res, *c2_res]
@@ -455,7 +463,7 @@ async def _singles(
             trial.note = "no task tonight is held out from this edit's reflection"
         else:
             b, c = await compare(night, held, best, docs, phase="trial",
-                                 enough=clear_pass(night), offset=first_id)  # fmt: skip
+                                 plan=clear_pass(night), offset=first_id)  # fmt: skip
             results.extend(c.results)
             trial.decision = decide_paired(
                 b.scores, c.scores, config=night.gate.config,
@@ -474,24 +482,33 @@ async def _singles(
     return out
 
 
-def clear_pass(night: Night) -> Settled:
-    """Enough evidence: a pass with no sample lost, nothing moved, a candidate already
-    significantly worse than the baseline, or one still no better than chance after several
-    samples of every task where samples disagree (either is rejected; more samples would
-    only price the rejection)."""
-    cfg = night.gate.config
+def clear_pass(night: Night) -> Plan:
+    """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
+    return functools.partial(next_samples, config=night.gate.config)
 
-    def enough(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
-        test = paired_test(base, cand, confidence=cfg.confidence, min_delta=cfg.min_delta)
-        if test.passed:
-            return _no_loss(base, cand)  # a clear pass; a lost sample may be a regression
-        if test.untested or test.harmful:
-            return True
-        # no better than chance even with several samples of every disagreeing task
-        sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
-        return sampled >= 4 and test.p_improve > 0.5
 
-    return enough
+def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
+    """The tasks to sample again: where more samples can still change the decision.
+
+    None on a pass with no sample lost, when nothing moved, on a candidate already
+    significantly worse than the baseline, or on one still no better than chance after
+    several samples of every task where samples disagree (either is rejected; more samples
+    would only price the rejection). Once the gain is clear beyond doubt (significant at a
+    tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
+    that lost a paired sample are sampled again, since a regression could only hide there.
+    Otherwise every task whose samples disagree.
+    """
+    test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
+    if test.passed:
+        lost = _lost(base, cand)  # a lost sample may be a regression
+        return lost if not lost or test.p_improve <= test.alpha / 10 else unsettled(base, cand)
+    if test.untested or test.harmful:
+        return []
+    # no better than chance even with several samples of every disagreeing task
+    sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
+    if sampled >= 4 and test.p_improve > 0.5:
+        return []
+    return unsettled(base, cand)
 
 
 async def _union(
@@ -573,7 +590,7 @@ async def _settle(
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
         b, c = await compare(
-            night, tasks, base.docs, docs, phase="union", enough=clear_pass(night), offset=offset
+            night, tasks, base.docs, docs, phase="union", plan=clear_pass(night), offset=offset
         )
         decision = decide_paired(
             b.scores, c.scores, config=night.gate.config, task_ids=[t.id for t in tasks]

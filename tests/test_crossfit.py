@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from skillopt.backends.mock import World
+from skillopt.gate import GateConfig
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.crossfit import ROUND, next_samples
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
@@ -179,3 +181,58 @@ async def test_a_noisy_model_never_gets_the_harmful_rule_accepted(tmp_path: Path
         assert HARMFUL.text not in accepted, seed
         accepted_good += bool(accepted)
     assert accepted_good >= 4
+
+
+async def test_a_noisy_night_tries_again_on_samples_of_its_own(tmp_path: Path) -> None:
+    """A round that kept nothing ends a deterministic night, but not a noisy one: there
+    the next round is an independent try, on rollouts and samples no round drew before."""
+    intents = [  # each needs a skill rule; only the memory may change: nothing can help
+        "Where is the retry delay computed?",
+        "Where do we parse the config file?",
+        "Fix the failing date parser test",
+        "Fix the bug in the cache eviction",
+    ]
+    night = {"evolve_skill": False, "rounds": 3}
+    calm = prepare_demo(tmp_path / "calm")
+    outcome = await run_night(
+        _config(calm, night={**night, "dream_rollouts": 1}),
+        project=calm.project,
+        tasks_file=_tasks_file(calm, intents),
+    )
+    assert "rounds 2-3 skipped: nothing changed" in _report(outcome)["notes"]
+
+    noisy = prepare_demo(tmp_path / "noisy")
+    outcome = await run_night(
+        _config(noisy, night=night, flip=0.2, flip_seed=1),
+        project=noisy.project,
+        tasks_file=_tasks_file(noisy, intents),
+    )
+    assert outcome.status is RunStatus.COMPLETE and not outcome.accepted
+    stages = {s["name"] for s in json.loads((outcome.run_dir / "run.json").read_text())["stages"]}
+    assert {"round2.rollouts", "round3.rollouts"} <= stages
+    rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    drawn = {r["sample_id"] for r in rows if r["phase"] == "rollout"}
+    k = noisy.config.night.dream_rollouts
+    assert drawn == {r * ROUND + i for r in range(3) for i in range(k)}
+
+
+def test_sampling_goes_only_where_it_can_still_change_the_decision() -> None:
+    config = GateConfig()
+    up = {f"up{i}": ([0.0], [1.0]) for i in range(12)}
+
+    def plan(pairs: dict[str, tuple[list[float], list[float]]]) -> list[str]:
+        base = {t: b for t, (b, _) in pairs.items()}
+        cand = {t: c for t, (_, c) in pairs.items()}
+        return sorted(next_samples(base, cand, config=config))
+
+    # a gain beyond doubt: only the task that lost a sample could hide a regression
+    assert plan({**up, "lost": ([1.0], [0.0]), "same": ([1.0], [1.0])}) == ["lost"]
+    # a pass, but not beyond doubt: every task whose samples disagree
+    marginal = {k: up[k] for k in list(up)[:6]}
+    assert plan({**marginal, "lost": ([1.0], [0.0])}) == sorted([*marginal, "lost"])
+    # nothing lost on a pass, nothing moved, or already significantly worse: stop
+    assert plan(up) == []
+    assert plan({"same": ([1.0], [1.0])}) == []
+    assert plan({f"down{i}": ([1.0], [0.0]) for i in range(12)}) == []
+    # not significant yet: every task whose samples disagree
+    assert plan({"up": ([0.0], [1.0]), "same": ([1.0], [1.0])}) == ["up"]

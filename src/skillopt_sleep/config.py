@@ -73,7 +73,10 @@ class NightSettings(StrictModel):
     retire_after_passes: int = Field(default=3, ge=0)  # consecutive passing nights; 0 = never
     retire_after_days: float = Field(default=30.0, ge=0)  # unseen that long; 0 = never
     dream_rollouts: int = Field(default=2, ge=1, le=16)  # K samples per train task
-    rounds: int = Field(default=1, ge=1, le=10)  # rollout -> reflect -> trial iterations
+    # rollout -> reflect -> trial iterations, each on samples of its own. A round runs
+    # while something still fails and the round before it kept an edit, or the model
+    # answered noisily (an empty round may then be bad luck, not convergence)
+    rounds: int = Field(default=3, ge=1, le=10)
     edit_budget: int = Field(default=4, ge=0, le=32)
     evolve_skill: bool = True
     evolve_memory: bool = True

@@ -19,6 +19,7 @@ from typing import Any
 
 from skillopt.errors import BudgetExceededError
 from skillopt.gate import decide_paired
+from skillopt.paired import task_settled
 from skillopt.types import (
     EditRecord,
     EditTarget,
@@ -30,6 +31,7 @@ from skillopt.types import (
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.crossfit import (
     FRESH,
+    ROUND,
     Candidate,
     Measured,
     Trial,
@@ -256,11 +258,21 @@ def _all_pass(measured: Measured) -> bool:
     return all(v >= 1.0 for values in measured.scores.values() for v in values)
 
 
-async def _rollouts(night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs) -> Measured:
+def _settled(rolled: Measured) -> bool:
+    """Every task's rollouts agree: the model answers deterministically, so a round that
+    kept nothing would keep nothing again. A noisy model gets another round instead: its
+    empty round may have missed by chance, and the next one is an independent try (fresh
+    rollouts, re-dealt folds, a new reflection)."""
+    return all(task_settled(values, values) for values in rolled.scores.values())
+
+
+async def _rollouts(
+    night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
+) -> Measured:
     """K samples of every learnable task under ``docs``: reflection material and baseline."""
     night.begin(stage)
     samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
-    measured = await measure(night, tasks, docs, samples=samples, phase="rollout")
+    measured = await measure(night, tasks, docs, samples=samples, phase="rollout", first=first)
     night.check_degenerate(stage, measured.results)
     night.end(stage, rollouts=len(measured.results))
     night.check_budget(stage)
@@ -309,23 +321,27 @@ async def consolidate(
     untested: dict[EditRecord, Candidate] = {}
     targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
                                (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    rolled = base  # the current round's rollouts
     for round_no in range(1, cfg.night.rounds + 1):
-        if round_no > 1 and (best == round_start or _all_pass(measured)):
-            why = "nothing changed" if best == round_start else "every task passes"
+        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
+            why = "every task passes" if _all_pass(measured) else "nothing changed"
             night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
             break
         round_start = best
+        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
         if round_no > 1:
-            measured = await _rollouts(night, f"round{round_no}.rollouts", tasks, best)
+            measured = rolled = await _rollouts(night, f"round{round_no}.rollouts", tasks, best,
+                                                first_id)  # fmt: skip
             folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
                                rotation=rotation * 100 + round_no)  # fmt: skip
         for target in targets:
             if len(next(iter(measured.scores.values()), ())) < cfg.night.dream_rollouts:
                 measured = await _rollouts(night, f"round{round_no}.rollouts_{target.value}",
-                                           tasks, best)  # fmt: skip
+                                           tasks, best, first_id)  # fmt: skip
             step = await learn_target(
                 night, round_no=round_no, target=target, tasks=tasks, best=best,
                 base=measured, folds=folds, carried=carried if round_no == 1 else (),
+                first_id=first_id,
             )  # fmt: skip
             best, measured = step.best, step.measured
             applied.extend(step.accepted)
@@ -355,7 +371,7 @@ async def _final(
     samples both arms already have); every accepted edit must have been leak-free."""
     night.begin("final")
     b, c = await compare(
-        night, tasks, start, best, phase="final", enough=clear_pass(night), offset=FRESH
+        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
     )
     night.check_degenerate("final", c.results, candidate=True)
     final = decide_paired(b.scores, c.scores, config=night.gate.config,

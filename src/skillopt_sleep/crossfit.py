@@ -14,11 +14,14 @@ A walk through one step (:func:`learn_target`):
    (:func:`compare`, adaptive sampling), decided by :func:`skillopt.gate.decide_paired`:
    accepted, rejected (a held-out task regressed, or no significant gain) or *untested*
    (no held-out task moved: carried to a later night, not rejected as a tie).
-4. **Union.** The accepted singles together, measured on every learnable task. The union
-   must keep every task its singles improved and regress none; when it does not, the edits
-   whose removal restores those tasks are dropped (leave-one-out on the conflicting tasks
-   only), and failing that only the strongest single edit is kept. This is what stops a
-   harmful generalisation that only shows once good edits are in place.
+4. **Union.** The accepted singles together (an edit several folds proposed counts once),
+   measured on every learnable task. The union must pass the gate, keep every task its
+   singles improved and regress none; when it does not, each edit is attributed by
+   leave-one-out on the tasks the singles improved (where a spoiler shows), the edits
+   whose removal makes those tasks significantly better are dropped and the rest is
+   measured again on unseen samples, and failing that only the strongest single edit is
+   kept. This is what stops a harmful generalisation that only shows once good edits are
+   in place (it passes alone by luck where nothing passes yet, then breaks the union).
 
 The union's all-task measurement is the next step's baseline. No edit is ever accepted on
 a task its reflection saw: the leak check is part of every single decision.
@@ -27,15 +30,16 @@ a task its reflection saw: the leak check is part of every single decision.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skillopt.gate import decide_paired
+from skillopt.gate import GateConfig, decide_paired
 from skillopt.paired import paired_test, task_settled
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRESH",
+    "RETEST",
+    "ROUND",
     "Candidate",
     "Measured",
     "StepResult",
@@ -58,6 +64,7 @@ __all__ = [
     "compare",
     "learn_target",
     "make_folds",
+    "next_samples",
 ]
 
 
@@ -207,25 +214,39 @@ async def _scores(
 
 
 async def measure(
-    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str
+    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str, first: int = 0
 ) -> Measured:
-    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave)."""
-    scores, results = await _scores(night, tasks, docs, range(samples), phase)
+    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave), sample
+    ids from ``first``."""
+    scores, results = await _scores(night, tasks, docs, range(first, first + samples), phase)
     return Measured(
         docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
     )
 
 
-Settled = Callable[[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]], bool]
+Scores = Mapping[str, Sequence[float]]
+Plan = Callable[[Scores, Scores], Collection[str]]
+"""After a wave: the tasks to sample again (none: the evidence decides)."""
 
 
-def _no_loss(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
-    """No paired sample went down: more samples could only confirm what is seen."""
-    return all(c >= b for t in base for b, c in zip(base[t], cand.get(t, ()), strict=False))
+def unsettled(base: Scores, cand: Scores) -> list[str]:
+    """The tasks whose samples disagree: where more samples can change the call."""
+    return [t for t in base if not task_settled(base[t], cand.get(t, ()))]
+
+
+def _lost(base: Scores, cand: Scores) -> list[str]:
+    """The tasks where a paired sample went down."""
+    return [t for t in base if any(c < b for b, c in zip(base[t], cand.get(t, ()), strict=False))]
 
 
 FRESH = 1000
 """First sample id of a confirmatory measurement: samples nobody has looked at yet."""
+RETEST = 2000
+"""First sample id of a re-measurement after choices made on the :data:`FRESH` samples."""
+ROUND = 10_000
+"""Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
+documents an earlier round already measured draws new samples instead of reading back the
+earlier round's answers (the replayer keeps every answer by task, documents and sample)."""
 
 
 def sample_stages(first: int, most: int) -> list[int]:
@@ -243,16 +264,16 @@ async def compare(
     cand: Docs,
     *,
     phase: str,
-    enough: Settled | None = None,
+    plan: Plan = unsettled,
     offset: int = 0,
 ) -> tuple[Measured, Measured]:
     """Both arms on ``tasks``, paired by sample id, sampled adaptively.
 
     First ``samples_per_task`` samples of each arm (samples the baseline already has come
     from the replayer's memory, not a new call). Then, wave by wave (4, 8, ... up to
-    ``max_samples_per_task``), more samples of both arms only on the tasks whose samples
-    disagree, until ``enough`` says the evidence decides. A clean model pays one pair per
-    unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
+    ``max_samples_per_task``), more samples of both arms only on the tasks ``plan`` names
+    (by default the ones whose samples disagree), until it names none. A clean model pays
+    one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
     measurement on samples no earlier decision saw).
     """
     cfg = night.gate.config
@@ -260,14 +281,13 @@ async def compare(
     first = range(offset, offset + stages[0])
     (b, b_res), (c, c_res) = await _both(night, tasks, base, cand, first, phase)
     for done, upto in itertools.pairwise(stages):
-        if enough is not None and enough(b, c):
-            break
-        unsettled = [t for t in tasks if not task_settled(b[t.id], c[t.id])]
-        if not unsettled:
+        again = set(plan(b, c))
+        todo = [t for t in tasks if t.id in again]
+        if not todo:
             break
         more = range(offset + done, offset + upto)
-        (b2, b2_res), (c2, c2_res) = await _both(night, unsettled, base, cand, more, phase)
-        for t in unsettled:
+        (b2, b2_res), (c2, c2_res) = await _both(night, todo, base, cand, more, phase)
+        for t in todo:
             b[t.id].extend(b2[t.id])
             c[t.id].extend(c2[t.id])
         b_res, c_res = [*b_res, *b2_res], [*c_res, *c2_res]
@@ -325,8 +345,10 @@ async def learn_target(
     base: Measured,
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
+    first_id: int = 0,
 ) -> StepResult:
-    """Reflect per fold, gate every edit alone on its held-out fold, then the union."""
+    """Reflect per fold, gate every edit alone on its held-out fold, then the union.
+    ``first_id``: where this round's sample ids start (:data:`ROUND`)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -346,7 +368,7 @@ async def learn_target(
     if not candidates:
         return step
     by_id = {t.id: t for t in tasks}
-    singles = await _singles(night, round_no, target, best, base, candidates, by_id)
+    singles = await _singles(night, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
         verdict = trial.verdict
@@ -357,7 +379,10 @@ async def learn_target(
         elif verdict == "rejected":
             step.rejected.append(cand.edit)
     if passed:
-        await _union(night, round_no, target, tasks, base, passed, step)
+        await _union(night, round_no, target, tasks, base, passed, step, first_id)
+    kept = {_same(e) for e in step.accepted}
+    step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
+    step.accepted = list(dict.fromkeys(step.accepted))
     accepted = set(step.accepted)
     step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
     step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
@@ -406,6 +431,7 @@ async def _singles(
     base: Measured,
     candidates: Sequence[Candidate],
     by_id: Mapping[str, Task],
+    first_id: int,
 ) -> list[tuple[Candidate, Trial, Docs]]:
     name = f"round{round_no}.trial_{target.value}"
     night.begin(name)
@@ -436,7 +462,8 @@ async def _singles(
         elif not held:
             trial.note = "no task tonight is held out from this edit's reflection"
         else:
-            b, c = await compare(night, held, best, docs, phase="trial", enough=clear_pass(night))
+            b, c = await compare(night, held, best, docs, phase="trial",
+                                 plan=clear_pass(night), offset=first_id)  # fmt: skip
             results.extend(c.results)
             trial.decision = decide_paired(
                 b.scores, c.scores, config=night.gate.config,
@@ -455,23 +482,33 @@ async def _singles(
     return out
 
 
-def clear_pass(night: Night) -> Settled:
-    """Enough evidence: a pass with no sample lost, nothing moved, or a candidate still no
-    better than chance after several samples of every task where samples disagree (it is
-    rejected either way; more samples would only price the rejection)."""
-    cfg = night.gate.config
+def clear_pass(night: Night) -> Plan:
+    """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
+    return functools.partial(next_samples, config=night.gate.config)
 
-    def enough(base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]) -> bool:
-        test = paired_test(base, cand, confidence=cfg.confidence, min_delta=cfg.min_delta)
-        if test.passed:
-            return _no_loss(base, cand)  # a clear pass; a lost sample may be a regression
-        if test.untested:
-            return True
-        # no better than chance even with several samples of every disagreeing task
-        sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
-        return sampled >= 4 and test.p_improve > 0.5
 
-    return enough
+def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
+    """The tasks to sample again: where more samples can still change the decision.
+
+    None on a pass with no sample lost, when nothing moved, on a candidate already
+    significantly worse than the baseline, or on one still no better than chance after
+    several samples of every task where samples disagree (either is rejected; more samples
+    would only price the rejection). Once the gain is clear beyond doubt (significant at a
+    tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
+    that lost a paired sample are sampled again, since a regression could only hide there.
+    Otherwise every task whose samples disagree.
+    """
+    test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
+    if test.passed:
+        lost = _lost(base, cand)  # a lost sample may be a regression
+        return lost if not lost or test.p_improve <= test.alpha / 10 else unsettled(base, cand)
+    if test.untested or test.harmful:
+        return []
+    # no better than chance even with several samples of every disagreeing task
+    sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
+    if sampled >= 4 and test.p_improve > 0.5:
+        return []
+    return unsettled(base, cand)
 
 
 async def _union(
@@ -482,6 +519,7 @@ async def _union(
     base: Measured,
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
+    first_id: int,
 ) -> None:
     """Measure the accepted singles together on every task; drop edits that conflict."""
     name = f"round{round_no}.union_{target.value}"
@@ -489,14 +527,24 @@ async def _union(
     ranked = sorted(
         passed, key=lambda p: p[1].decision.delta if p[1].decision else 0.0, reverse=True
     )
-    edits = list(dict.fromkeys(c.edit for c, _, _ in ranked))
+    unique: dict[tuple[str, str, str, str], EditRecord] = {}
+    for cand, _, _ in ranked:  # the same edit proposed by several folds is tried once
+        unique.setdefault(_same(cand.edit), cand.edit)
+    edits = list(unique.values())
     promised = _promised(ranked)
-    chosen, measured, note = await _settle(night, round_no, target, tasks, base, edits, promised)
+    chosen, measured, note = await _settle(
+        night, round_no, target, tasks, base, edits, promised, first_id
+    )
     if chosen:
         step.best, step.measured = measured.docs, measured
         step.accepted = chosen
     night.end(name, accepted=len(chosen), proposed=len(edits), note=note)
     night.check_budget(name)
+
+
+def _same(edit: EditRecord) -> tuple[str, str, str, str]:
+    """What makes two proposals the same edit (folds word their rationales differently)."""
+    return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
 
 
 def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> set[str]:
@@ -520,20 +568,29 @@ async def _settle(
     base: Measured,
     edits: list[EditRecord],
     promised: set[str],
+    first_id: int,
 ) -> tuple[list[EditRecord], Measured, str]:
-    """The union, else the union without the edits that undo the others, else the
-    strongest single. Each is measured on fresh samples of every task, paired with fresh
-    baseline samples (no earlier decision saw them), and must pass the paired gate."""
-    attempts: list[tuple[str, list[EditRecord]]] = [("union", edits)]
+    """The union, else the union without the edits that spoil it, else the strongest
+    single. Each is measured on fresh samples of every task, paired with fresh baseline
+    samples (no earlier decision saw them), and must pass the paired gate.
+
+    A union of several edits that loses a task a single improved, or fails the gate, is
+    attributed edit by edit (:func:`_leave_one_out`) on the tasks the singles improved:
+    that is where a spoiler shows (a rule that breaks what the others fixed), and those
+    tasks were chosen from the singles' samples, not the union's, so the union's samples
+    can serve as one arm without biasing the test. The union without the spoilers is then
+    measured on samples nobody has looked at (:data:`RETEST`), since the spoilers were
+    picked on the union's."""
+    attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
-        kind, chosen = attempts.pop(0)
+        kind, chosen, offset = attempts.pop(0)
         if chosen in tried or not chosen:
             continue
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
         b, c = await compare(
-            night, tasks, base.docs, docs, phase="union", enough=clear_pass(night), offset=FRESH
+            night, tasks, base.docs, docs, phase="union", plan=clear_pass(night), offset=offset
         )
         decision = decide_paired(
             b.scores, c.scores, config=night.gate.config, task_ids=[t.id for t in tasks]
@@ -553,14 +610,18 @@ async def _settle(
             else "",
         )
         night.trials.append(trial)
-        if conflicts and kind == "union":
-            drop = await _leave_one_out(night, tasks, docs, chosen, base.docs, target, conflicts)
+        if kind == "union" and len(chosen) > 1 and (conflicts or not decision.accepted):
+            on = sorted(promised) or [t.id for t in tasks]
+            drop = await _leave_one_out(
+                night, tasks, docs, chosen, base.docs, target, on, first_id + FRESH
+            )
             if drop:
-                attempts.insert(0, ("without_conflicting", [e for e in chosen if e not in drop]))
+                rest = [e for e in chosen if e not in drop]
+                attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
         if decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", chosen[:1]))
+        attempts.append(("strongest_single", chosen[:1], first_id + FRESH))
     return [], base, "no combination passed the paired gate on every task"
 
 
@@ -582,10 +643,12 @@ async def _leave_one_out(
     chosen: list[EditRecord],
     start: Docs,
     target: EditTarget,
-    conflicts: Sequence[str],
+    task_ids: Sequence[str],
+    union_from: int,
 ) -> set[EditRecord]:
-    """The edits whose removal makes the conflicting tasks significantly better."""
-    on = [t for t in tasks if t.id in set(conflicts)]
+    """The edits whose removal makes ``task_ids`` significantly better (the union's
+    samples are one arm: they are reused, not paid again)."""
+    on = [t for t in tasks if t.id in set(task_ids)]
     # one test per edit: Bonferroni, so noise alone rarely drops a good edit
     alpha = (1.0 - night.gate.config.confidence) / len(chosen)
     cfg = dataclasses.replace(night.gate.config, confidence=1.0 - alpha)
@@ -594,7 +657,7 @@ async def _leave_one_out(
     async def one(i: int) -> None:
         rest = [e for j, e in enumerate(chosen) if j != i]
         docs, _ = apply_to(start, rest, target)
-        u, without = await compare(night, on, union, docs, phase="attribution", offset=FRESH)
+        u, without = await compare(night, on, union, docs, phase="attribution", offset=union_from)
         out[i] = decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
 
     async with anyio.create_task_group() as tg:
@@ -612,9 +675,9 @@ async def _leave_one_out(
                 applied=[e],
                 unmatched=[],
                 decision=d,
-                note="without it the conflicting tasks are significantly better: dropped"
+                note="without it the tasks the singles improved are significantly better: dropped"
                 if e in drop
-                else "kept: removing it does not restore the conflicting tasks",
+                else "kept: removing it does not make the tasks the singles improved better",
             )
         )
     return drop

@@ -29,6 +29,15 @@ def build_environment(cfg: TrainerConfig) -> Environment:
     see :mod:`skillopt.trainer.envs.registry`); ``qa_exec`` needs :func:`open_environment`."""
     if cfg.env.name == "qa":
         return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    if cfg.env.name == "mcq":
+        from skillopt.trainer.envs.mcq import MCQEnvironment
+
+        return MCQEnvironment.from_options(
+            cfg.env.data_dir,
+            limit=cfg.env.limit,
+            options=cfg.env.options,
+            default_seed=cfg.train.seed,
+        )
     if cfg.env.name in ENVIRONMENTS:
         raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
     env = load_factory(cfg.env.name)(cfg)

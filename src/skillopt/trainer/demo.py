@@ -24,7 +24,7 @@ import anyio
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 
-__all__ = ["HARMFUL_RULE", "RULES", "DemoWorld", "infer_stage"]
+__all__ = ["ENV_RULES", "HARMFUL_RULE", "RULES", "DemoWorld", "infer_stage"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +61,17 @@ RULES: dict[str, _Rule] = {
         mistake="{a}, a place mentioned in the text",
     ),
 }
+
+#: Rules of the other bundled environments' items (by the task type the target is told).
+ENV_RULES: dict[str, _Rule] = {
+    "mcq": _Rule(
+        phrase="work out the answer",
+        text="For a multiple-choice question, work out the answer yourself first, then pick "
+        "the option that matches it; never default to the first option.",
+        mistake="A",  # position bias: without the rule the demo target always picks A
+    ),
+}
+_RULES_BY_TYPE = {**RULES, **ENV_RULES}
 
 HARMFUL_RULE = (
     "Always restate the question in a full sentence before giving the answer, "
@@ -133,7 +144,7 @@ class DemoWorld:
             return "<answer>unknown</answer>"
         gold = str(item["answers"][0])
         skill = request.system.lower()
-        rule = RULES.get(str(item["task_type"]))
+        rule = _RULES_BY_TYPE.get(str(item["task_type"]))
         if _HARMFUL_PHRASE in skill:
             answer = f"The question asks this, and the answer is {gold}"
         elif rule is None or rule.phrase in skill:
@@ -185,7 +196,7 @@ class DemoWorld:
         if failing:
             counts = Counter(types)
             for task_type, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-                rule = RULES.get(task_type)
+                rule = _RULES_BY_TYPE.get(task_type)
                 patterns.append({"label": task_type, "count": count, "description": task_type})
                 if rule is not None and rule.phrase not in skill:
                     edits.append({"op": "append", "target": "", "content": rule.text})

@@ -2,7 +2,8 @@
 
 A name is one of:
 
-- a built-in (:data:`BUILTIN`: ``qa``, ``qa_exec``), built by :mod:`skillopt.trainer.build`;
+- a built-in (:data:`BUILTIN`: ``qa``, ``qa_exec``, ``mcq``, ``exec_check``), built by
+  :mod:`skillopt.trainer.build`;
 - an installed entry point of the ``skillopt.environments`` group, declared by the package
   that provides it (``[project.entry-points."skillopt.environments"]
   arith = "my_envs.arith:make_env"``);
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "EnvironmentFactory", "installed", "load_factory"]
 
-BUILTIN = ("qa", "qa_exec")
+BUILTIN = ("qa", "qa_exec", "mcq", "exec_check")
 ENTRY_POINT_GROUP = "skillopt.environments"
 
 EnvironmentFactory = Callable[["TrainerConfig"], "Environment"]

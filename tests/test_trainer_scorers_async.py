@@ -8,6 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
@@ -131,11 +132,14 @@ async def test_a_checker_past_its_time_is_killed_with_its_children(tmp_path: Pat
         "time.sleep(300)\n",
     )
     scorer = ProgramScorer(checker="{python} {data_dir}/check.py", data_dir=str(tmp_path / "data"),
-                           timeout_s=2.0, isolate_network=NetworkIsolation.OFF)  # fmt: skip
+                           timeout_s=3.0, isolate_network=NetworkIsolation.OFF)  # fmt: skip
     verdict = await scorer.score("", {"id": "p3"}, ctx_for(tmp_path))
     assert verdict.hard == 0.0 and verdict.reason.startswith("checker_failed:")
     assert "timed out" in verdict.reason
-    assert not _alive(int(pid_file.read_text()))
+    child = int(pid_file.read_text())
+    with anyio.fail_after(30):  # the kill is sent; the child is gone once it is reaped
+        while _alive(child):  # noqa: ASYNC110 - /proc has no event
+            await anyio.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:

@@ -17,6 +17,7 @@ from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.envs.registry import BUILTIN, load_factory
 
 if TYPE_CHECKING:
+    from skillopt.backends.cli import CliBackend
     from skillopt.config import PoolConfig
 
 __all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
@@ -38,6 +39,15 @@ def build_environment(cfg: TrainerConfig) -> Environment:
             options=cfg.env.options,
             default_seed=cfg.train.seed,
         )
+    if cfg.env.name == "exec_check" and not cfg.env.exec_member:
+        from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
+
+        return ExecCheckEnvironment(
+            cfg.env.data_dir,
+            limit=cfg.env.limit,
+            options=cfg.env.options,
+            keep_workspace=cfg.env.keep_workspace,
+        )
     if cfg.env.name in ENVIRONMENTS:
         raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
     env = load_factory(cfg.env.name)(cfg)
@@ -54,6 +64,10 @@ def build_environment(cfg: TrainerConfig) -> Environment:
 async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     """Any environment. One that runs an agent CLI is closed (its homes removed) on exit,
     and so is one of your own that has an ``async aclose()``."""
+    if cfg.env.name == "exec_check" and cfg.env.exec_member:
+        async with _open_exec_check(cfg) as env:
+            yield env
+        return
     if cfg.env.name != "qa_exec":
         env = build_environment(cfg)
         try:
@@ -63,14 +77,25 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
             if close is not None:
                 await close()
         return
+    from skillopt.trainer.envs.exec_cli import ExecQAEnvironment
+
+    backend = await _cli_member(cfg)
+    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    try:
+        yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
+    finally:
+        await backend.aclose()
+
+
+async def _cli_member(cfg: TrainerConfig) -> CliBackend:
+    """The agent CLI ``env.exec_member`` names in ``backend.pool_config``."""
     from skillopt.backends.cli import CliBackend
     from skillopt.backends.factory import build_member
     from skillopt.config import load_pool_config
-    from skillopt.trainer.envs.exec_cli import ExecQAEnvironment
 
     if not cfg.env.exec_member or not cfg.backend.pool_config:
         raise ConfigError(
-            "qa_exec needs env.exec_member, a CLI member of backend.pool_config",
+            f"{cfg.env.name} needs env.exec_member, a CLI member of backend.pool_config",
             key="env.exec_member",
         )
     member = load_pool_config(cfg.backend.pool_config).member(cfg.env.exec_member)
@@ -78,9 +103,22 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     if not isinstance(backend, CliBackend):
         await backend.aclose()
         raise ConfigError(f"member {member.name!r} is not an agent CLI", key="env.exec_member")
-    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    return backend
+
+
+@asynccontextmanager
+async def _open_exec_check(cfg: TrainerConfig) -> AsyncIterator[Environment]:
+    from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
+
+    backend = await _cli_member(cfg)
     try:
-        yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
+        yield ExecCheckEnvironment(
+            cfg.env.data_dir,
+            limit=cfg.env.limit,
+            options=cfg.env.options,
+            backend=backend,
+            keep_workspace=cfg.env.keep_workspace,
+        )
     finally:
         await backend.aclose()
 

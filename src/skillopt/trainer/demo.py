@@ -70,6 +70,12 @@ ENV_RULES: dict[str, _Rule] = {
         "the option that matches it; never default to the first option.",
         mistake="A",  # position bias: without the rule the demo target always picks A
     ),
+    "csv_report": _Rule(
+        phrase="header row",
+        text="When writing a CSV file, start it with a header row naming the columns "
+        "(for per-group totals: the group column, then total).",
+        mistake="{rest}",  # the file without its header line
+    ),
 }
 _RULES_BY_TYPE = {**RULES, **ENV_RULES}
 
@@ -150,7 +156,8 @@ class DemoWorld:
         elif rule is None or rule.phrase in skill:
             answer = gold
         else:
-            answer = rule.mistake.format(a=gold, last=gold.split()[-1])
+            rest = "\n".join(gold.splitlines()[1:])
+            answer = rule.mistake.format(a=gold, last=gold.split()[-1], rest=rest)
         return f"Reading the context.\n<answer>{answer}</answer>"
 
     def chat_reply(self, *, system: str, user: str, items: Mapping[str, Mapping[str, Any]]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 
@@ -28,7 +29,7 @@ from skillopt.logging import get_logger
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
 
-__all__ = ["ExecQAEnvironment"]
+__all__ = ["ExecQAEnvironment", "run_with_retries"]
 
 _log = get_logger(__name__)
 
@@ -115,22 +116,36 @@ class ExecQAEnvironment:
     async def _run_with_retries(
         self, spec: WorkspaceSpec, ctx: RolloutContext, options: HarnessOptions
     ) -> RolloutOutcome:
-        attempt = 1
-        while True:
-            try:
-                return await run_rollout(
-                    self._backend, spec, rollout_dir=ctx.workdir, options=options
-                )
-            except RetryableBackendError as exc:
-                if attempt >= self._retry.max_attempts:
-                    raise
-                delay = retry_delay(self._retry, attempt, retry_after=None, rng=self._rng)
-                _log.info(
-                    "exec_rollout_retry",
-                    member=self._backend.name,
-                    attempt=attempt,
-                    error=exc.error_class,
-                    delay_s=round(delay, 3),
-                )
-                attempt += 1
-                await anyio.sleep(delay)
+        return await run_with_retries(
+            self._backend, spec, ctx.workdir, options, retry=self._retry, rng=self._rng
+        )
+
+
+async def run_with_retries(
+    backend: CliBackend,
+    spec: WorkspaceSpec,
+    rollout_dir: Path,
+    options: HarnessOptions,
+    *,
+    retry: RetryPolicy,
+    rng: random.Random,
+) -> RolloutOutcome:
+    """One exec rollout; a retryable failure is re-run with jittered backoff (the CLI member
+    is called directly, so the pool's retry policy does not cover it)."""
+    attempt = 1
+    while True:
+        try:
+            return await run_rollout(backend, spec, rollout_dir=rollout_dir, options=options)
+        except RetryableBackendError as exc:
+            if attempt >= retry.max_attempts:
+                raise
+            delay = retry_delay(retry, attempt, retry_after=None, rng=rng)
+            _log.info(
+                "exec_rollout_retry",
+                member=backend.name,
+                attempt=attempt,
+                error=exc.error_class,
+                delay_s=round(delay, 3),
+            )
+            attempt += 1
+            await anyio.sleep(delay)

@@ -12,15 +12,15 @@ run's ``train.seed``). The bundled sample (``envs/data/mcq_sample``) is used whe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_text
-from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
-from skillopt.trainer.envs.splits import bundled, load_splits
+from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
+from skillopt.trainer.envs.splits import SplitItems, bundled, load_splits
 from skillopt.trainer.scorers.choice import Presentation, present, render_options, score_choice
 
 __all__ = ["MCQEnvironment", "answer_index", "check_mcq_item"]
@@ -69,14 +69,14 @@ def check_mcq_item(item: Mapping[str, Any]) -> str:
     return str(item.get("task_type") or "mcq")
 
 
-class MCQEnvironment:
+class MCQEnvironment(SplitItems):
     """Multiple choice with seeded per-sample shuffling and robust letter extraction."""
 
     def __init__(
         self, data_dir: str | Path = "", *, limit: int = 0, seed: int = 0, shuffle: bool = True
     ) -> None:
         root = Path(data_dir) if data_dir else bundled("mcq_sample")
-        self._splits = load_splits(root, check_mcq_item, limit=limit)
+        super().__init__(load_splits(root, check_mcq_item, limit=limit))
         self._seed = seed
         self._shuffle = shuffle
 
@@ -98,12 +98,6 @@ class MCQEnvironment:
     @property
     def name(self) -> str:
         return "mcq"
-
-    def items(self, split: Split) -> Sequence[EnvItem]:
-        return self._splits[split]
-
-    def task_types(self) -> list[str]:
-        return sorted({item.task_type for items in self._splits.values() for item in items})
 
     def presentation(self, item: EnvItem, sample_id: int) -> Presentation:
         return present(
@@ -152,13 +146,6 @@ class MCQEnvironment:
                 f"Verification: {verdict.check}",
             ]
         )
-        return RolloutResult(
-            task_id=item.id,
-            hard=verdict.hard,
-            soft=verdict.soft,
-            task_type=item.task_type,
-            reason=verdict.reason,
-            response=str(verdict.extras.get("chosen_original", "")),
-            trajectory=trajectory,
-            extras=dict(verdict.extras),
+        return verdict.result(
+            item, response=str(verdict.extras["chosen_original"]), trajectory=trajectory
         )

@@ -5,7 +5,7 @@ environment checks its own fields with a function that names the field it reject
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from skillopt.errors import DataError
 from skillopt.trainer.envs.base import EnvItem, Split
 
-__all__ = ["ItemCheck", "bundled", "load_splits"]
+__all__ = ["ItemCheck", "SplitItems", "bundled", "load_splits"]
 
 #: Returns the item's task type, or raises ValueError naming the field that is wrong.
 ItemCheck = Callable[[Mapping[str, Any]], str]
@@ -54,3 +54,16 @@ def _load(path: Path, check: ItemCheck, limit: int) -> list[EnvItem]:
 
 def load_splits(root: Path, check: ItemCheck, *, limit: int = 0) -> dict[Split, list[EnvItem]]:
     return {split: _load(root / f"{split.value}.jsonl", check, limit) for split in Split}
+
+
+class SplitItems:
+    """The ``items`` / ``task_types`` half of an environment, over loaded splits."""
+
+    def __init__(self, splits: Mapping[Split, list[EnvItem]]) -> None:
+        self._splits = dict(splits)
+
+    def items(self, split: Split) -> Sequence[EnvItem]:
+        return self._splits[split]
+
+    def task_types(self) -> list[str]:
+        return sorted({item.task_type for items in self._splits.values() for item in items})

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from skillopt.backends.base import Completer
+from skillopt.trainer.envs.base import EnvItem
+from skillopt.types import RolloutResult
 
 __all__ = ["ScoreContext", "Scorer", "Verdict", "passed"]
 
@@ -27,6 +29,27 @@ class Verdict:
     check: str  # one line for the trajectory ("Verification: ...")
     extras: Mapping[str, Any] = field(default_factory=dict)
     error: str = ""  # the attempt could not be scored (an error row, not a zero)
+
+    def result(
+        self,
+        item: EnvItem,
+        *,
+        response: str,
+        trajectory: str,
+        extras: Mapping[str, Any] | None = None,
+    ) -> RolloutResult:
+        """The rollout result of ``item`` scored by this verdict (its extras merged in)."""
+        return RolloutResult(
+            task_id=item.id,
+            hard=self.hard,
+            soft=self.soft,
+            task_type=item.task_type,
+            reason=self.reason,
+            response=response,
+            trajectory=trajectory,
+            error=self.error,
+            extras={**dict(extras or {}), **self.extras},
+        )
 
 
 def passed(

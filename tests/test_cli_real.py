@@ -8,7 +8,6 @@ can leave the machine. A CLI that is not installed is skipped with the reason sh
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,78 +17,32 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli_common import CliKind
 from skillopt.backends.harness import HarnessOptions, run_rollout
 from skillopt.backends.harness_trace import AnswerFormat, ReadStatus
 from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from support.fake_agent_server import FakeAgentServer, dead_port
-from support.netns import private_network
-from support.real_cli import TOOLS_BIN, find_cli
+from support.real_cli import KINDS, installed, loopback_server, make_member
 
 pytestmark = pytest.mark.realcli
-
-KINDS = [CliKind.CODEX, CliKind.CLAUDE, CliKind.COPILOT]
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeAgentServer]:
-    with private_network() as (entered, why):
-        if not entered:
-            print(f"\nreal-CLI tests run in the current namespace (loopback-only config): {why}")
-        with FakeAgentServer() as fake:
-            yield fake
+    with loopback_server() as fake:
+        yield fake
 
 
 @pytest.fixture(params=KINDS, ids=[k.value for k in KINDS])
 def kind(request: pytest.FixtureRequest) -> CliKind:
-    value: CliKind = request.param
-    if find_cli(value.value) is None:
-        pytest.skip(f"{value} CLI not installed (run `make tools`; needs npm)")
-    if shutil.which("node") is None and value is not CliKind.CLAUDE:
-        pytest.skip(f"{value} CLI needs node on PATH")
-    return value
+    return installed(request.param)
 
 
 @pytest.fixture(scope="module")
 def homes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One home per CLI for the module: a warm home keeps calls near their start-up cost."""
     return tmp_path_factory.mktemp("cli-homes")
-
-
-def make_member(
-    kind: CliKind,
-    server_url: str,
-    homes: Path,
-    *,
-    max_concurrency: int = 2,
-    timeout: float = 60,
-    mark: str = "",
-) -> CliBackend:
-    executable = find_cli(kind.value)
-    assert executable is not None
-    home = homes / kind.value
-    environ = {
-        "PATH": f"{TOOLS_BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home / "user"),
-        "FAKE_LLM_KEY": "dummy-key",
-        "LANG": "C.UTF-8",
-    }
-    spec = CliSpec(
-        kind=kind,
-        name=f"real-{kind}",
-        executable=executable,
-        model="fake-model",
-        isolated_home=True,
-        home_dir=home / "cli",
-        provider_base_url=f"{server_url}/v1",
-        provider_key_env="FAKE_LLM_KEY",
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-        extra_env=(("SKILLOPT_TEST_MARK", mark),) if mark else (),
-    )
-    return CliBackend(spec, environ=environ, scratch_root=homes / "scratch")
 
 
 def req(prompt: str) -> CompletionRequest:

@@ -39,6 +39,10 @@ def build_environment(cfg: TrainerConfig) -> Environment:
             options=cfg.env.options,
             default_seed=cfg.train.seed,
         )
+    if cfg.env.name == "chat":
+        from skillopt.trainer.envs.chat import ChatEnvironment
+
+        return ChatEnvironment(cfg.env.data_dir, limit=cfg.env.limit, options=cfg.env.options)
     if cfg.env.name == "exec_check" and not cfg.env.exec_member:
         from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
 

@@ -70,6 +70,12 @@ ENV_RULES: dict[str, _Rule] = {
         "the option that matches it; never default to the first option.",
         mistake="A",  # position bias: without the rule the demo target always picks A
     ),
+    "explain": _Rule(
+        phrase="name the cause",
+        text="When asked why something happens, name the cause and how it works, in one or "
+        "two sentences.",
+        mistake="{last}",  # a bare last word, which misses most of the rubric
+    ),
     "csv_report": _Rule(
         phrase="header row",
         text="When writing a CSV file, start it with a header row naming the columns "
@@ -104,6 +110,7 @@ def infer_stage(prompt: str) -> str:
         ("<suggestions>", "rewrite"),
         ("slow_update_content", "slow_update"),
         ("meta_skill_content", "meta_skill"),
+        ("<rubric>", "judge"),
     ):
         if marker in prompt:
             return stage
@@ -187,6 +194,7 @@ class DemoWorld:
             "rewrite": self._rewrite,
             "slow_update": self._slow_update,
             "meta_skill": self._meta_skill,
+            "judge": self._judge,
         }.get(request.stage)
         if handler is None:
             return _json({"reasoning": "unknown stage"})
@@ -278,6 +286,18 @@ class DemoWorld:
                 "slow_update_content": "- Copy the answer's exact wording from the context.",
             }
         )
+
+    @staticmethod
+    def _judge(prompt: str) -> str:
+        """A rubric line is met when the answer holds every term it quotes."""
+        answer = _section(prompt, "answer").lower()
+        lines = [ln.lstrip("- ").strip() for ln in _section(prompt, "rubric").splitlines()]
+        met = {
+            ln: all(t.lower() in answer for t in re.findall(r'"([^"]+)"', ln)) for ln in lines if ln
+        }
+        criteria = [{"criterion": ln, "met": ok} for ln, ok in met.items()]
+        score = sum(met.values()) / max(len(met), 1)
+        return _json({"criteria": criteria, "score": score, "reasoning": "demo judge"})
 
     @staticmethod
     def _meta_skill(prompt: str) -> str:

@@ -2,7 +2,8 @@
 
 A name is one of:
 
-- a built-in (:data:`BUILTIN`: ``qa``, ``qa_exec``, ``mcq``, ``exec_check``), built by
+- a built-in (:data:`BUILTIN`: ``qa``, ``qa_exec``, ``mcq``, ``exec_check``,
+  ``chat``), built by
   :mod:`skillopt.trainer.build`;
 - an installed entry point of the ``skillopt.environments`` group, declared by the package
   that provides it (``[project.entry-points."skillopt.environments"]
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "EnvironmentFactory", "installed", "load_factory"]
 
-BUILTIN = ("qa", "qa_exec", "mcq", "exec_check")
+BUILTIN = ("qa", "qa_exec", "mcq", "exec_check", "chat")
 ENTRY_POINT_GROUP = "skillopt.environments"
 
 EnvironmentFactory = Callable[["TrainerConfig"], "Environment"]

@@ -123,6 +123,7 @@ async def test_a_run_with_an_agent_that_leaves_out_the_header(tmp_path: Path) ->
         ({"id": "x", "instructions": "do", "files": {"../up": "t"}}, "relative path"),
         ({"id": "x", "instructions": "do", "files": {"a": 3}}, "'files'['a']"),
         ({"id": "x", "instructions": "do", "output": ""}, "'output'"),
+        ({"id": "x", "instructions": "do", "files": {"a": {"path": "../b"}}}, "data directory"),
     ],
 )
 def test_bad_items_are_named_by_file_line_and_field(

@@ -121,6 +121,7 @@ async def test_the_checker_runs_in_the_workspace_with_a_minimal_environment(
     verdict = await scorer.score("", item, ctx)
     assert verdict.hard == 1.0, verdict.reason
     assert str(ctx.workspace) in verdict.check
+    assert not (tmp_path / "rollout" / "checker").exists()  # the item file is gone again
 
 
 async def test_a_checker_past_its_time_is_killed_with_its_children(tmp_path: Path) -> None:

@@ -63,15 +63,21 @@ _OPTIONS = ("scorer", "agent_hint")
 _FILE_CHARS = 4000
 
 
+def _inside(path: str) -> bool:
+    rel = PurePosixPath(path)
+    return bool(path) and not rel.is_absolute() and ".." not in rel.parts
+
+
 def _file_source(name: str, value: Any) -> None:
-    rel = PurePosixPath(name)
-    if not name or rel.is_absolute() or ".." in rel.parts:
+    if not _inside(name):
         raise ValueError(f"'files' name {name!r} must be a relative path inside the workspace")
     if isinstance(value, str):
         return
-    if isinstance(value, dict) and isinstance(value.get("path"), str) and value["path"]:
+    if isinstance(value, dict) and isinstance(value.get("path"), str) and _inside(value["path"]):
         return
-    raise ValueError(f'\'files\'[{name!r}] must be text or {{"path": "..."}}')
+    raise ValueError(
+        f'\'files\'[{name!r}] must be text or {{"path": "..."}} inside the data directory'
+    )
 
 
 def check_exec_item(item: Mapping[str, Any]) -> str:

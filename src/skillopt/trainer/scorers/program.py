@@ -196,4 +196,6 @@ class ProgramScorer:
             outcome = CheckOutcome(
                 returncode=done.returncode, stdout=done.stdout, stderr=done.stderr
             )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)  # the item (expected values) goes too
         return verdict_from_check(outcome)

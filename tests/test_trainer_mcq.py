@@ -145,3 +145,15 @@ async def test_the_offline_demo_learns_past_position_bias(tmp_path: Path) -> Non
     assert "work out the answer" in best.lower()
     rows = json.loads((tmp_path / "run/test_eval/results.json").read_text())["results"]
     assert all(r["prediction"] == r["extras"]["gold_original"] for r in rows)
+
+
+async def test_two_demo_runs_write_the_same_files(tmp_path: Path) -> None:
+    """The permutation depends on the seed, the item and the sample only, never on order."""
+    files = ("history.json", "selection_eval_baseline/results.json", "test_eval/results.json")
+    texts = []
+    for name in ("one", "two"):
+        out = f"out_root={json.dumps(str(tmp_path / name))}"
+        cfg = load_trainer_config(DEMO, overrides=[out, "train.num_epochs=1"])
+        await Trainer(cfg, build_environment(cfg), pool_of(DemoWorld())).run()
+        texts.append([(tmp_path / name / rel).read_text() for rel in files])
+    assert texts[0] == texts[1]

@@ -236,11 +236,11 @@ class SharedPool:
 
 
 def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
-    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run_night`."""
+    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run.run_night`."""
 
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.commands._runs import recover_adoptions
-        from skillopt_sleep.night import run_night
+        from skillopt_sleep.night.run import run_night
 
         recover_adoptions(cfg, request.project.path)  # logged; the night reads the live files
         outcome = await run_night(cfg, project=request.project.path, pool=await shared.get())

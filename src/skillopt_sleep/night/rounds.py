@@ -2,7 +2,7 @@
 
 :class:`Night` holds one running night (run directory, spend-capped pool, replayer,
 reflector, gate) and its stage helpers; :func:`consolidate` drives the rounds (each target
-document in turn through :func:`skillopt_sleep.crossfit.learn_target`) and the final paired
+document in turn through :func:`skillopt_sleep.night.crossfit.learn_target`) and the final paired
 check of the best documents against the live ones, and returns a :class:`Decision`. Every
 stage is journalled in ``run.json``.
 """
@@ -29,7 +29,10 @@ from skillopt.types import (
     TaskRecord,
 )
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.crossfit import (
+from skillopt_sleep.gating import Gate
+from skillopt_sleep.harvest import SELF_MARKER
+from skillopt_sleep.judging import check_judging
+from skillopt_sleep.night.crossfit import (
     FRESH,
     ROUND,
     Candidate,
@@ -41,11 +44,8 @@ from skillopt_sleep.crossfit import (
     make_folds,
     measure,
 )
-from skillopt_sleep.gating import Gate
-from skillopt_sleep.harvest import SELF_MARKER
-from skillopt_sleep.judging import check_judging
+from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.outcome import NightFailed
 from skillopt_sleep.progress import NightProgress
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer

@@ -14,8 +14,8 @@ tasks; work already done is replayed from the checkpoints without a model call, 
 reaches the same decision. A night that cannot be resumed is marked ``aborted``.
 
 The live skill and memory files are only read; staging writes a proposal, and adopt is a
-separate explicit step (unless ``auto_adopt``). Module map: :mod:`.consolidate` (the
-learning stages), :mod:`.pipeline` (gather, decide, persist), :mod:`.outcome` (results).
+separate explicit step (unless ``auto_adopt``). Module map: :mod:`.rounds` (the
+learning stages), :mod:`.stages` (gather, decide, persist), :mod:`.outcome` (results).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import structlog
 
 from skillopt.errors import ConfigError, RefusedError, SkillOptError
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.consolidate import Night
+from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
+from skillopt_sleep.night.rounds import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.outcome import Clock, NightFailed, NightOutcome, NightResult
 from skillopt_sleep.progress import LogProgress, NightProgress
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.spend import ModelPool
@@ -164,7 +164,7 @@ async def run_night(
     an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
     when each stage starts and ends (a seam for tests and tools).
     """
-    from skillopt_sleep.pipeline import drive
+    from skillopt_sleep.night.stages import drive
 
     check_startable(config, resolve_project(project))
     if pool is None:

@@ -1,6 +1,6 @@
 """Drive one night through its stages and persist what it produced.
 
-:func:`drive` is called by :func:`skillopt_sleep.night.run_night` once the run directory,
+:func:`drive` is called by :func:`skillopt_sleep.night.run.run_night` once the run directory,
 pool and progress display exist. It turns every way a night can end into a
 :class:`NightOutcome` and always leaves ``run.json``, ``trials.json``,
 ``diagnostics.json``, ``report.json`` and ``report.md`` behind. The proposal and the skill
@@ -23,13 +23,18 @@ from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import EditRecord, ReferenceKind, Split, TaskRecord
 from skillopt_sleep import rundir
-from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_spend
-from skillopt_sleep.crossfit import Candidate
-from skillopt_sleep.gather import Gathered, commit_gathered, gather_night, uses_llm_miner
 from skillopt_sleep.html import publish_night
-from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
+from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.gather_tasks import (
+    Gathered,
+    commit_gathered,
+    gather_night,
+    uses_llm_miner,
+)
+from skillopt_sleep.night.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
+from skillopt_sleep.night.report_markdown import render_markdown
+from skillopt_sleep.night.rounds import Decision, Night, consolidate, estimate_spend
 from skillopt_sleep.replay import Docs
-from skillopt_sleep.report import render_markdown
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.staging import (

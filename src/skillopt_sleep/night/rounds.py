@@ -1,23 +1,26 @@
-"""The learning part of a night: rollouts -> cross-fitted rounds -> final paired check.
+"""The learning stages of a night: rounds of cross-fitted learning, then the final check.
 
-:class:`Night` holds one running night (run directory, spend-capped pool, replayer,
-reflector, gate) and its stage helpers; :func:`consolidate` drives the rounds (each target
-document in turn through :func:`skillopt_sleep.night.crossfit.learn_target`) and the final paired
-check of the best documents against the live ones, and returns a :class:`Decision`. Every
-stage is journalled in ``run.json``.
+One night's learning (:func:`consolidate`), returning a :class:`Decision`:
+
+1. **Rollouts.** K samples of every learnable task under the live documents: reflection
+   material and the baseline. When every task already passes, or there is only one task
+   (nothing could be held out), the night stops here with nothing to learn.
+2. **Rounds** (up to ``night.rounds``). Each round deals the tasks into folds and takes each
+   target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
+   on held-out folds, the union); a later round starts from the best documents so far, on
+   samples of its own. Rounds stop early when every task passes or a settled round kept
+   nothing.
+3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
+   paired per task and sample; every accepted edit must have been leak-free.
+
+Every stage is journalled in ``run.json`` through :class:`.running.Night`.
 """
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from pathlib import Path
-from typing import Any
 
-from skillopt.errors import BudgetExceededError
 from skillopt.gate import decide_paired
 from skillopt.paired import task_settled
 from skillopt.types import (
@@ -25,13 +28,8 @@ from skillopt.types import (
     EditTarget,
     GateAction,
     GateDecision,
-    RolloutResult,
     TaskRecord,
 )
-from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.gating import Gate
-from skillopt_sleep.harvest import SELF_MARKER
-from skillopt_sleep.judging import check_judging
 from skillopt_sleep.night.crossfit import (
     FRESH,
     ROUND,
@@ -44,198 +42,10 @@ from skillopt_sleep.night.crossfit import (
     make_folds,
     measure,
 )
-from skillopt_sleep.night.outcome import NightFailed
-from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import NightProgress
-from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import Docs, Job, Replayer
-from skillopt_sleep.rundir import RunDir
-from skillopt_sleep.spend import ModelPool, SpendEstimate, SpendingPool
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.replay import Docs
 
-Clock = Callable[[], datetime]
-
-
-def estimate_spend(
-    *, n_learn: int, n_test: int, cfg: SleepConfig, rubric_share: float, n_carried: int = 0
-) -> SpendEstimate:
-    """A rough upper estimate of the night's calls, printed before any spend.
-
-    Rollouts cover every learnable task; each proposed edit is tried alone on its fold
-    (so a round's singles cost about ``edit_budget`` passes over the tasks), then the
-    union once over every task. Adaptive extra samples are not counted.
-    """
-    night, gate = cfg.night, cfg.gate
-    judge = 1.0 + rubric_share
-    targets = int(night.evolve_skill) + int(night.evolve_memory)
-    folds = min(night.folds, max(n_learn, 1))
-    rollouts = max(night.dream_rollouts, gate.samples_per_task)
-    per_pass = n_learn * gate.samples_per_task * judge
-    by_stage = {
-        "rollouts": int(n_learn * rollouts * judge * night.rounds),
-        "reflect": 2 * folds * targets * night.rounds,
-        "trials": int(
-            (night.edit_budget * per_pass + n_carried * per_pass) * targets * night.rounds
-        ),
-        "union": int(per_pass * targets * night.rounds),
-        "test": int(2 * n_test * judge),
-    }
-    calls = sum(by_stage.values())
-    return SpendEstimate(calls=calls, tokens=calls * 900, by_stage=by_stage)
-
-
-class Night:
-    """The state of one night while it runs. Use :func:`run_night`."""
-
-    def __init__(
-        self,
-        *,
-        config: SleepConfig,
-        project: Path,
-        pool: ModelPool,
-        run: RunDir,
-        clock: Clock,
-        progress: NightProgress,
-        dry_run: bool,
-        resumed: bool,
-        observer: StageObserver = NO_OBSERVER,
-    ) -> None:
-        self.cfg = config
-        self.observer = observer
-        self.project = project
-        self.spend = SpendingPool(
-            pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
-        )
-        self.run = run
-        self.clock = clock
-        self.progress = progress
-        self.dry_run = dry_run
-        self.resumed = resumed
-        self.gate = Gate(settings=config.gate)
-        evidence = (
-            functools.partial(
-                run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
-            )
-            if config.night.evidence
-            else None
-        )
-        self.replayer = Replayer(
-            pool=self.spend,
-            marker=SELF_MARKER,
-            record=self._record_rollouts,
-            evidence=evidence,
-            progress=progress,
-        )
-        self.reflector = Reflector(
-            pool=self.spend,
-            marker=SELF_MARKER,
-            preferences=config.night.preferences,
-            score=self.gate.score,
-            evidence=evidence,
-            progress=progress,
-        )
-        self.trials: list[Trial] = []
-        self.reflections: dict[str, ReflectOutcome] = {}
-        self.notes: list[str] = []
-        self.no_edit_reasons: list[str] = []
-        self._rollouts_recorded = 0
-        self._calls_at: dict[str, int] = {}
-        self.stage = ""
-
-    # -- small helpers ---------------------------------------------------------------
-
-    def _record_rollouts(self, rows: list[dict[str, Any]]) -> None:
-        self.run.append_rollouts(rows)
-        self._rollouts_recorded += len(rows)
-        self.observer.rollouts_recorded(self._rollouts_recorded)
-
-    def begin(self, name: str) -> None:
-        self.stage = name
-        self.progress.stage(name)
-        self._calls_at[name] = self.spend.calls
-        self.run.begin_stage(name, self.clock())
-        self.observer.stage_started(name)
-
-    def end(self, name: str, **extra: Any) -> None:
-        calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
-        self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
-        self.observer.stage_ended(name)
-
-    def jobs(
-        self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool
-    ) -> list[Job]:
-        return [
-            Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=fresh)
-            for t in tasks
-            for k in range(samples)
-        ]
-
-    def check_budget(self, stage: str) -> None:
-        if self.spend.exhausted:
-            raise BudgetExceededError(stage)
-
-    # -- stages ----------------------------------------------------------------------
-
-    def check_degenerate(
-        self, stage: str, results: Sequence[RolloutResult], *, candidate: bool = False
-    ) -> None:
-        """Fail the night on an outage. ``candidate``: results under a candidate document,
-        whose empty answers may be the edit's own (bad) effect rather than an outage."""
-        if not results:
-            return
-        errors = [r.error for r in results if r.error]
-        if len(errors) == len(results):
-            cause = Counter(errors).most_common(1)[0][0]
-            if self.spend.exhausted:
-                raise BudgetExceededError(stage)
-            raise NightFailed(stage, f"every model call failed ({len(errors)} calls): {cause}")
-        if not candidate and all(not r.response.strip() for r in results):
-            raise NightFailed(stage, "every rollout came back empty")
-        if errors and all(r.hard == 0 and r.soft == 0 for r in results):
-            cause = Counter(errors).most_common(1)[0][0]
-            raise NightFailed(
-                stage, f"all scores are zero alongside {len(errors)} call errors: {cause}"
-            )
-        check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
-
-    async def reflect(
-        self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
-    ) -> ReflectOutcome:
-        saved = self.run.journal["checkpoint"].get(f"reflect.{key}")
-        if saved is not None:
-            outcome = ReflectOutcome.from_dict(saved)
-        else:
-            outcome = await self.reflector.reflect(
-                target=target, docs=docs, sets=sets, budget=self.cfg.night.edit_budget
-            )
-            self.run.checkpoint(f"reflect.{key}", outcome.to_dict())
-        self.reflections[key] = outcome
-        if not outcome.edits and outcome.reason:
-            self.no_edit_reasons.append(f"{key}: {outcome.reason}")
-        return outcome
-
-    def check_reflections(self, stage: str, outcomes: Sequence[ReflectOutcome]) -> None:
-        """Fail the night when every reflection call of a stage failed (an outage)."""
-        asked = [o for o in outcomes if o.calls]
-        failed = [o for o in asked if not o.edits and o.errors and not o.raw]
-        if asked and len(failed) == len(asked):
-            self.check_budget(stage)
-            calls = sum(o.calls for o in failed)
-            errors = [e for o in failed for e in o.errors]
-            # an open circuit is a consequence: name the failure that opened it
-            root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
-            raise NightFailed(stage, f"every reflection call failed ({calls}): {root}")
-
-    async def measure(
-        self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True
-    ) -> list[RolloutResult]:
-        """Results under ``docs`` (gate samples, fresh); ``check``: fail on an outage."""
-        samples = self.cfg.gate.samples_per_task
-        results = await self.replayer.run(
-            self.jobs(tasks, docs, samples=samples, phase=phase, fresh=True)
-        )
-        if check:
-            self.check_degenerate(self.stage, results, candidate=True)
-        return results
+__all__ = ["Decision", "consolidate"]
 
 
 @dataclass(kw_only=True)

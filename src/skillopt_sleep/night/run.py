@@ -1,21 +1,21 @@
-"""One night, end to end: :func:`run_night` (the entry point the CLI and the daemon call).
+"""One night, end to end: :func:`run_night`, the entry point the CLI and the daemon call.
 
-::
+A walk through one night:
 
-    harvest+mine+split -> [val baseline | train rollouts x K] (concurrent, judged as they land)
-      -> for each round: reflect(skill) -> trial -> [attribution] -> rollouts -> reflect(memory)
-         -> trial (hill-climbing: each trial is measured against the best candidate so far)
-      -> final FRESH replay on val vs the original baseline (core gate) -> test split
-      -> stage (report, proposal, versions) -> [auto-adopt] -> save state
-
-Resume: every judged rollout is appended to ``rollouts.jsonl`` and every reflect result is
-checkpointed in ``run.json``. A killed night is re-run by the next ``once`` with the same
-tasks; work already done is replayed from the checkpoints without a model call, so it
-reaches the same decision. A night that cannot be resumed is marked ``aborted``.
+1. **Refuse early** (:func:`check_startable`): a project that is not a directory, or a
+   document the night may change that adoption could not write, stops it before any run
+   directory or model call; so does a missing ``[pool]``.
+2. **Open the stack** from ``config.pool`` unless the caller hands one in (and close it
+   afterwards).
+3. **Open the run** (:func:`_open_run`): resume the last run when :mod:`.resume` says it
+   can be, else create a new run directory and its journal (``run.json``).
+4. **Build the running night** (:class:`.running.Night`) and **drive it** through its
+   stages (:func:`.stages.drive`): gather -> rollouts -> rounds -> final check -> test
+   split -> stage the proposal -> commit -> report. Every way it ends is a
+   :class:`.outcome.NightOutcome`; configuration problems raise :class:`ConfigError`.
 
 The live skill and memory files are only read; staging writes a proposal, and adopt is a
-separate explicit step (unless ``auto_adopt``). Module map: :mod:`.rounds` (the
-learning stages), :mod:`.stages` (gather, decide, persist), :mod:`.outcome` (results).
+separate explicit step (unless ``auto_adopt``).
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from pathlib import Path
 
 import structlog
 
-from skillopt.errors import ConfigError, RefusedError, SkillOptError
+from skillopt.errors import ConfigError, RefusedError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
-from skillopt_sleep.night.rounds import Night
+from skillopt_sleep.night.resume import find_resumable
+from skillopt_sleep.night.running import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import LogProgress, NightProgress
-from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
+from skillopt_sleep.rundir import RunDir, utc_now
 from skillopt_sleep.spend import ModelPool
 from skillopt_sleep.state import project_dir
 
@@ -49,53 +50,6 @@ def now_clock() -> datetime:
 
 def runs_dir(cfg: SleepConfig, project: Path) -> Path:
     return project_dir(cfg.state_path(), project) / "runs"
-
-
-# --------------------------------------------------------------------------- entry point
-
-
-def _find_resumable(
-    root: Path, cfg: SleepConfig, *, dry_run: bool, now: datetime
-) -> tuple[RunDir | None, list[str]]:
-    """The last run if it was killed mid-night and can be resumed; abort it otherwise.
-
-    The caller holds the project lock, so a run still marked ``running`` is dead.
-    """
-    notes: list[str] = []
-    runs = RunDir.list_runs(root)
-    if not runs:
-        return None, notes
-    try:
-        last = RunDir.open(runs[-1])
-    except SkillOptError as exc:
-        notes.append(f"ignored an unreadable earlier run: {exc}")
-        return None, notes
-    stopped = last.status in (RunStatus.ABORTED, RunStatus.FAILED)
-    interrupted = stopped and last.journal.get("resumable")
-    if last.status is not RunStatus.RUNNING and not interrupted:
-        return None, notes
-    reason = ""
-    if last.status is RunStatus.FAILED and len(last.journal["resumed"]) >= MAX_FAILED_RESUMES:
-        reason = f"failed again after {MAX_FAILED_RESUMES} resumes; a new night starts"
-    elif last.journal.get("dry_run") != dry_run:
-        reason = "interrupted; the next night was a different kind (dry run vs real)"
-    elif last.journal.get("config_hash") != cfg.fingerprint():
-        reason = "interrupted; the configuration changed before it could be resumed"
-    elif not last.stage_done("harvest"):
-        reason = "interrupted before its tasks were saved; a new night starts from scratch"
-    if reason:
-        last.journal["resumable"] = False
-        last.finish(RunStatus.ABORTED, now, outcome="aborted", reason=reason)
-        notes.append(f"earlier run {last.run_id} marked aborted: {reason}")
-        return None, notes
-    if last.status is RunStatus.FAILED:
-        asked_again = _forget_failed_reflections(last)
-        notes.append(
-            f"run {last.run_id} failed ({last.journal.get('reason') or 'an outage'}); "
-            "resuming it keeps every call that answered"
-            + (f", and asks {asked_again} failed reflection(s) again" if asked_again else "")
-        )
-    return last, notes
 
 
 def check_startable(config: SleepConfig, project: Path) -> None:
@@ -122,27 +76,6 @@ def check_startable(config: SleepConfig, project: Path) -> None:
                 f"(or set night.evolve_{key.removesuffix('_path')} = false)",
                 key=key,
             ) from None
-
-
-MAX_FAILED_RESUMES = 3
-
-
-def _forget_failed_reflections(run: RunDir) -> int:
-    """Reflections none of whose calls answered are asked again on resume: they were an
-    outage, not a reply (checkpoints of answered reflections are kept)."""
-    checkpoint = run.journal["checkpoint"]
-    failed = [
-        key
-        for key, saved in checkpoint.items()
-        if key.startswith("reflect.")
-        and isinstance(saved, dict)
-        and saved.get("errors")
-        and not saved.get("edits")
-        and not saved.get("raw")
-    ]
-    for key in failed:
-        del checkpoint[key]
-    return len(failed)
 
 
 async def run_night(
@@ -192,23 +125,7 @@ async def run_night(
     progress = progress or LogProgress()
     try:
         project = resolve_project(project)
-        root = runs_dir(config, project)
-        started = clock()
-        run, notes = _find_resumable(root, config, dry_run=dry_run, now=started)
-        resumed = run is not None
-        if run is None:
-            run = RunDir.create(
-                root,
-                now=started,
-                project=str(project),
-                project_key=root.parent.name,
-                config=config.snapshot(),
-                config_hash=config.fingerprint(),
-                dry_run=dry_run,
-            )
-        else:
-            run.mark_resumed(started, pid=os.getpid())
-            notes.append(f"resumed run {run.run_id} from its last complete stage")
+        run, resumed, notes = _open_run(config, project, dry_run=dry_run, now=clock())
         run.journal["demo"] = demo
         night = Night(
             config=config,
@@ -226,3 +143,26 @@ async def run_night(
             return await drive(night, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()
+
+
+def _open_run(
+    config: SleepConfig, project: Path, *, dry_run: bool, now: datetime
+) -> tuple[RunDir, bool, list[str]]:
+    """The run directory tonight works in: the last one resumed, or a new one; whether it
+    was resumed; and what to note about earlier runs."""
+    root = runs_dir(config, project)
+    run, notes = find_resumable(root, config, dry_run=dry_run, now=now)
+    if run is not None:
+        run.mark_resumed(now, pid=os.getpid())
+        notes.append(f"resumed run {run.run_id} from its last complete stage")
+        return run, True, notes
+    run = RunDir.create(
+        root,
+        now=now,
+        project=str(project),
+        project_key=root.parent.name,
+        config=config.snapshot(),
+        config_hash=config.fingerprint(),
+        dry_run=dry_run,
+    )
+    return run, False, notes

@@ -9,10 +9,10 @@ night, :func:`learn_tokens` folds tonight's measured tokens per call into the mo
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.night.course import Estimate
 from skillopt_sleep.night.running import Night, log
 from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.state import project_dir
@@ -51,7 +51,7 @@ def estimate_spend(
 
 def announce_estimate(
     night: Night, tasks: list[TaskRecord], learn: list[TaskRecord], test: list[TaskRecord]
-) -> tuple[str, dict[str, Any]]:
+) -> Estimate:
     """The up-front spend estimate, said before any model call of the learning stages: calls
     per stage, priced per member from what earlier calls and nights measured, and whether
     the budget will cut the night short."""
@@ -76,7 +76,7 @@ def announce_estimate(
     log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
                 per_call=priced.per_call, sources=priced.sources)  # fmt: skip
     detail = {"calls": estimate.calls, **priced.to_dict(), "budget_warning": warning}
-    return said, detail
+    return Estimate(said=said, detail=detail)
 
 
 def learn_tokens(night: Night) -> None:

@@ -10,20 +10,22 @@ from skillopt.backends.patience import current_patience
 from skillopt_sleep import rundir
 from skillopt_sleep.html import publish_night
 from skillopt_sleep.night.gather_tasks import Gathered
+from skillopt_sleep.night.report import NightReport
 from skillopt_sleep.night.report_markdown import render_markdown
 from skillopt_sleep.night.running import Night
 
 __all__ = ["write_outputs"]
 
 
-def write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | None) -> None:
+def write_outputs(night: Night, report: NightReport, gathered: Gathered | None) -> None:
     run = night.run
-    run.write_json(rundir.TRIALS, {"trials": report.get("trials", [])})
+    data = report.to_json()
+    run.write_json(rundir.TRIALS, {"trials": data["trials"]})
     diagnostics = {
         "run_id": run.run_id,
-        "status": report.get("status"),
-        "failed_stage": report.get("failed_stage"),
-        "reason": report.get("reason"),
+        "status": data["status"],
+        "failed_stage": data["failed_stage"],
+        "reason": data["reason"],
         "pool": _safe_accounting(night),
         "spend": night.spend.summary(),
         "rollout_errors": night.replayer.errors.to_list(),
@@ -36,8 +38,8 @@ def write_outputs(night: Night, report: dict[str, Any], gathered: Gathered | Non
     if patience is not None:
         diagnostics["outage_patience"] = patience.to_dict()
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
-    run.write_json(rundir.REPORT_JSON, report)
-    run.write_text(rundir.REPORT_MD, render_markdown(report))
+    run.write_json(rundir.REPORT_JSON, data)
+    run.write_text(rundir.REPORT_MD, render_markdown(data))
     publish_night(run.path)  # report.html + the index across nights; never raises
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skillopt.errors import RefusedError, SkillOptError
-from skillopt_sleep.night.course import Course
+from skillopt_sleep.night.course import Course, Staged
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.night.running import Night
@@ -29,26 +29,24 @@ from skillopt_sleep.state import project_dir
 __all__ = ["auto_adopt", "conclude", "stage_proposal"]
 
 
-def conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
-    """Stage an accepted night's documents (not a dry run), then auto-adopt if configured."""
+def conclude(night: Night, course: Course, live: Live, night_no: int) -> Staged | None:
+    """Stage an accepted night's documents (not a dry run), then auto-adopt if configured;
+    ``None`` when there is nothing to stage."""
     decision = course.decision
     if not (course.committed and course.accepted and not night.dry_run and decision):
-        return
+        return None
     if (night.run.path / RECEIPTS_NAME).exists():
         # Staged and adopted before a kill: the proposal stands as it was adopted.
-        course.proposal_dir = night.run.path / "proposal"
-        return
+        return Staged(proposal_dir=night.run.path / "proposal")
     night.begin("stage")
     try:
-        course.proposal_dir = stage_proposal(night, live, decision, night_no)
+        proposal_dir = stage_proposal(night, live, decision, night_no)
     except (RefusedError, SkillOptError, OSError) as exc:
-        course.fail("stage", str(exc))
-        course.staging_failed = True
         night.end("stage", status="failed")
-        return
+        return Staged(failure=str(exc))
     night.end("stage")
-    if night.cfg.auto_adopt:
-        course.adopted = auto_adopt(night)
+    adopted = auto_adopt(night) if night.cfg.auto_adopt else []
+    return Staged(proposal_dir=proposal_dir, adopted=tuple(adopted))
 
 
 def stage_proposal(night: Night, live: Live, decision: Decision, night_no: int) -> Path:

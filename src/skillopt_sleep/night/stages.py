@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
@@ -33,7 +32,7 @@ from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.night.archive import carried_edits, commit_archive
-from skillopt_sleep.night.course import Course
+from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
 from skillopt_sleep.night.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
@@ -78,22 +77,27 @@ async def _drive(
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
     _note_patience(night)
-    conclude(night, course, live, night_no)
+    staged = conclude(night, course, live, night_no)
+    if staged is not None:
+        course.staged(staged)
     ended = night.clock()
     report = build_report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
     keep = course.committed and not night.dry_run
     if keep:
         night.begin("commit")
+    changes = None
     if keep and course.gathered is not None:
-        report["archive_changes"] = commit_archive(
+        changes = commit_archive(
             night, archive, course.gathered, course.decision, course.carried_ids,
             night_no=night_no, now=ended, docs_hash=Docs(skill=live.skill, memory=live.memory).key,
         )  # fmt: skip
-    report["archive"] = archive.stats().to_dict()
+    report = report.model_copy(
+        update={"archive_changes": changes, "archive": archive.stats().to_dict()}
+    )
     write_outputs(night, report, course.gathered)
     learn_tokens(night)
     if keep:
-        store.save(state.record_night(history_entry(night, course, report, night_no)))
+        store.save(state.record_night(history_entry(night, course, report)))
         night.end("commit")
     night.run.finish(
         course.status, ended, outcome=course.result.value, reason=course.reason,
@@ -103,8 +107,8 @@ async def _drive(
     night.progress.close()  # the last stage's line comes before the night's
     log().info(
         "night.done", run_id=night.run.run_id, status=course.status.value,
-        result=course.result.value, accepted=course.accepted, baseline=report["baseline"],
-        candidate=report["candidate"], calls=night.spend.calls,
+        result=course.result.value, accepted=course.accepted, baseline=report.baseline,
+        candidate=report.candidate, calls=night.spend.calls,
     )  # fmt: skip
     return night_outcome(night, course, report)
 
@@ -127,7 +131,7 @@ async def _learn(
         if not learn:
             course.result = NightResult.NO_TASKS
             return
-        course.estimate, course.estimate_detail = announce_estimate(night, tasks, learn, test)
+        course.estimate = announce_estimate(night, tasks, learn, test)
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = carried_edits(archive)
         course.decision = await consolidate(
@@ -226,7 +230,8 @@ async def _gather(
 
 async def _score_test(
     night: Night, test: list[TaskRecord], decision: Decision, start: Docs
-) -> dict[str, Any] | None:
+) -> TestScore | None:
+    """The test split, never seen by reflection or the gate, scored after the decision."""
     if not test:
         return None
     night.begin("test")
@@ -235,7 +240,7 @@ async def _score_test(
     if decision.accepted:
         before = night.gate.mean(await night.measure(test, start, "test"))
     night.end("test")
-    return {"n": len(test), "score": night.gate.mean(after), "before": before}
+    return TestScore(n=len(test), score=night.gate.mean(after), before=before)
 
 
 def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:

@@ -106,7 +106,7 @@ async def test_a_night_an_outage_fails_is_resumed_paying_only_for_what_never_ans
     failed, sent = await _night(setup, storm, patience=0.5)
     assert failed.status is RunStatus.FAILED and failed.exit_code == 1, failed.reason
     journal = RunDir.open(failed.run_dir).journal
-    assert journal["resumable"] is True
+    assert journal.resumable is True
     answered = sent - storm.failed
 
     resumed, paid = await _night(setup, None, patience=60)

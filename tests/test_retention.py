@@ -45,7 +45,7 @@ class Project:
             write_proposal(run.path, [Proposal(name="s", live_path=self.live,
                                                text=f"# s\nnight {self.count}\n",
                                                live_sha256=sha256_file(self.live))])  # fmt: skip
-        run.journal["resumable"] = resumable
+        run.update(resumable=resumable)
         if status is not RunStatus.RUNNING:
             run.finish(status, T0 + timedelta(days=self.count, hours=1), outcome=outcome)
         return run.path

@@ -199,15 +199,15 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
     if not runs:
         return None
     journal = RunDir.open(runs[-1]).journal
-    if journal.get("status") != "aborted" or journal.get("pid") != os.getpid():
+    if journal.status != "aborted" or journal.pid != os.getpid():
         return None
-    spend = journal.get("spend") or {}
+    spend = journal.spend or {}
     return NightSummary(
         status=NightStatus.ABORTED,
         calls=int(spend.get("calls", 0) or 0),
         tokens=int(spend.get("tokens", 0) or 0),
         run_dir=runs[-1],
-        detail=f"aborted: {journal.get('reason') or 'interrupted'}",
+        detail=f"aborted: {journal.reason or 'interrupted'}",
     )
 
 

@@ -66,7 +66,7 @@ def stage_proposal(night: Night, live: Live, decision: Decision, night_no: int) 
         name = live.skill_path.parent.name or "skill"
         text = scaffold_skill(skill, name=name, project=night.project)
         version = store.add_version(name, text, run_id=run.run_id, night=night_no)
-        run.journal["versions"][name] = version.number
+        run.update(versions={**run.journal.versions, name: version.number})
         proposals.append(
             Proposal(
                 name=name,

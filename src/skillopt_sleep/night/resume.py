@@ -49,27 +49,27 @@ def find_resumable(
         notes.append(f"ignored an unreadable earlier run: {exc}")
         return None, notes
     stopped = last.status in (RunStatus.ABORTED, RunStatus.FAILED)
-    interrupted = stopped and last.journal.get("resumable")
+    interrupted = stopped and last.journal.resumable
     if last.status is not RunStatus.RUNNING and not interrupted:
         return None, notes
     reason = ""
-    if last.status is RunStatus.FAILED and len(last.journal["resumed"]) >= MAX_FAILED_RESUMES:
+    if last.status is RunStatus.FAILED and len(last.journal.resumed) >= MAX_FAILED_RESUMES:
         reason = f"failed again after {MAX_FAILED_RESUMES} resumes; a new night starts"
-    elif last.journal.get("dry_run") != dry_run:
+    elif last.journal.dry_run != dry_run:
         reason = "interrupted; the next night was a different kind (dry run vs real)"
-    elif last.journal.get("config_hash") != cfg.fingerprint():
+    elif last.journal.config_hash != cfg.fingerprint():
         reason = "interrupted; the configuration changed before it could be resumed"
     elif not last.stage_done("harvest"):
         reason = "interrupted before its tasks were saved; a new night starts from scratch"
     if reason:
-        last.journal["resumable"] = False
+        last.update(resumable=False)
         last.finish(RunStatus.ABORTED, now, outcome="aborted", reason=reason)
         notes.append(f"earlier run {last.run_id} marked aborted: {reason}")
         return None, notes
     if last.status is RunStatus.FAILED:
         asked_again = forget_failed_reflections(last)
         notes.append(
-            f"run {last.run_id} failed ({last.journal.get('reason') or 'an outage'}); "
+            f"run {last.run_id} failed ({last.journal.reason or 'an outage'}); "
             "resuming it keeps every call that answered"
             + (f", and asks {asked_again} failed reflection(s) again" if asked_again else "")
         )
@@ -79,7 +79,7 @@ def find_resumable(
 def forget_failed_reflections(run: RunDir) -> int:
     """Reflections none of whose calls answered are asked again on resume: they were an
     outage, not a reply (checkpoints of answered reflections are kept)."""
-    checkpoint = run.journal["checkpoint"]
+    checkpoint = run.journal.checkpoint
     failed = [
         key
         for key, saved in checkpoint.items()
@@ -89,6 +89,5 @@ def forget_failed_reflections(run: RunDir) -> int:
         and not saved.get("edits")
         and not saved.get("raw")
     ]
-    for key in failed:
-        del checkpoint[key]
+    run.update(checkpoint={k: v for k, v in checkpoint.items() if k not in failed})
     return len(failed)

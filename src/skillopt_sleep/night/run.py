@@ -126,7 +126,7 @@ async def run_night(
     try:
         project = resolve_project(project)
         run, resumed, notes = _open_run(config, project, dry_run=dry_run, now=clock())
-        run.journal["demo"] = demo
+        run.update(demo=demo)
         night = Night(
             config=config,
             project=project,

@@ -167,7 +167,7 @@ class Night:
     async def reflect(
         self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
     ) -> ReflectOutcome:
-        saved = self.run.journal["checkpoint"].get(f"reflect.{key}")
+        saved = self.run.journal.checkpoint.get(f"reflect.{key}")
         if saved is not None:
             outcome = ReflectOutcome.from_dict(saved)
         else:

@@ -51,7 +51,7 @@ __all__ = ["drive"]
 
 
 async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOutcome:
-    started = datetime.fromisoformat(str(night.run.journal["started_at"]).replace("Z", "+00:00"))
+    started = datetime.fromisoformat(night.run.journal.started_at.replace("Z", "+00:00"))
     path = archive_path(project_dir(night.cfg.state_path(), night.project))
     try:
         archive = open_archive(path, now=started)
@@ -122,7 +122,7 @@ async def _learn(
     tasks_file: Path | None,
 ) -> None:
     """Gather, learn, score the test split; how a stage failed goes into ``course``."""
-    started = datetime.fromisoformat(str(night.run.journal["started_at"]).replace("Z", "+00:00"))
+    started = datetime.fromisoformat(night.run.journal.started_at.replace("Z", "+00:00"))
     try:
         course.gathered = await _gather(night, archive, started, tasks_file)
         tasks = list(course.gathered.tasks)
@@ -145,7 +145,7 @@ async def _learn(
     except NightFailed as exc:
         course.fail(exc.stage, exc.cause)
         # An outage: the next night resumes this one and pays only for what never answered.
-        night.run.journal["resumable"] = True
+        night.run.update(resumable=True)
     except BudgetExceededError as exc:
         course.result = NightResult.BUDGET_REACHED
         course.reason = f"night budget reached during {exc}"
@@ -154,8 +154,8 @@ async def _learn(
         course.fail("stage", str(exc))
     except BaseException as exc:
         # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
-        night.run.journal["resumable"] = True
-        night.run.journal["spend"] = night.spend.summary()  # what this attempt paid, for the logs
+        # what this attempt paid, for the logs
+        night.run.update(resumable=True, spend=night.spend.summary())
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
         night.run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
         raise
@@ -201,7 +201,7 @@ async def _gather(
     run = night.run
     if night.resumed and run.stage_done("harvest"):
         rows = run.read_tasks()
-        info = run.journal["checkpoint"].get("gather", {})
+        info = run.journal.checkpoint.get("gather", {})
         return Gathered.restore([TaskRecord.from_dict(r) for r in rows], info)
     night.begin("harvest")
     gathered = await gather_night(
@@ -252,13 +252,13 @@ def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:
     without reserving it.
     """
     state = store.load(night.project)
-    night_no = int(night.run.journal.get("night") or 0)
+    night_no = night.run.journal.night or 0
     if not night_no:
         reserved, night_no = state.begin_night()
         if not night.dry_run:
             state = reserved
             store.save(state)
-        night.run.journal["night"] = night_no
+        night.run.update(night=night_no)
         night.run.save()
     return state, night_no
 

@@ -3,17 +3,20 @@ run directory, the stack and the progress display exist.
 
 A walk through one night's stages (:func:`_drive`):
 
-1. **Number** the night (reserved in the project state before the journal records it) and,
-   when resuming, preload every rollout already judged.
-2. **Read the live documents** (their pins for staging; older region markers migrated).
+1. **Number** the night (:func:`_number`: reserved in the project state before the journal
+   records it, kept by a resumed night).
+2. **Open the documents** (:func:`_open_documents`): a resumed night preloads every rollout
+   already judged; the live documents are read, pinned for staging, older region markers
+   migrated.
 3. **Learn** (:func:`_learn`): gather tonight's tasks (:mod:`.gather_tasks`), announce the
    spend estimate (:mod:`.estimate`), consolidate (:mod:`.rounds`), score the test split.
    How a stage failed goes into the :class:`.course.Course`, never out as an exception
    (but an interruption, which marks the run aborted and resumable).
-4. **Conclude** (:mod:`.proposal`): stage an accepted night's proposal, auto-adopt.
-5. **Report** (:mod:`.report`), **commit** a complete real night (archive
-   (:mod:`.archive`), state), **write the outputs** (:mod:`.outputs`), **finish** the
-   journal and apply retention.
+4. **Stage** (:func:`.proposal.conclude`): an accepted night's proposal, then auto-adopt.
+5. **Report** (:func:`.report.build_report`), then **commit** (:func:`_commit`): a complete
+   real night's archive (:mod:`.archive`), the files every night leaves (:mod:`.outputs`),
+   the project state.
+6. **Finish** (:func:`_finish`): the journal says how the night ended; retention.
 
 It always leaves ``run.json``, ``trials.json``, ``diagnostics.json``, ``report.json`` and
 ``report.md`` behind. The proposal and the skill store are written only for a complete,
@@ -38,7 +41,7 @@ from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_m
 from skillopt_sleep.night.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
-from skillopt_sleep.night.report import build_report, history_entry, night_outcome
+from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import Decision, consolidate
 from skillopt_sleep.night.running import Night, log
 from skillopt_sleep.replay import Docs
@@ -67,13 +70,10 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
 async def _drive(
     night: Night, archive: TaskArchive, *, tasks_file: Path | None, demo: bool
 ) -> NightOutcome:
-    """The night as a list of stages; every way it can end becomes a NightOutcome."""
+    """The night as its list of stages; every way it can end becomes a NightOutcome."""
     store = StateStore(night.cfg.state_path())
     state, night_no = _number(night, store)
-    if night.resumed:
-        night.replayer.preload(night.run.read_rollouts())
-    live = _live(night)
-    _warn_withheld(night, live)
+    live = _open_documents(night)
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
     _note_patience(night)
@@ -82,6 +82,34 @@ async def _drive(
         course.staged(staged)
     ended = night.clock()
     report = build_report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
+    report = _commit(night, archive, store, state, course, report, live=live, ended=ended)
+    _finish(night, course, report, ended)
+    return night_outcome(night, course, report)
+
+
+def _open_documents(night: Night) -> Live:
+    """A resumed night's judged rollouts preloaded; the live documents read (and pinned)."""
+    if night.resumed:
+        night.replayer.preload(night.run.read_rollouts())
+    live = _live(night)
+    _warn_withheld(night, live)
+    return live
+
+
+def _commit(
+    night: Night,
+    archive: TaskArchive,
+    store: StateStore,
+    state: ProjectState,
+    course: Course,
+    report: NightReport,
+    *,
+    live: Live,
+    ended: datetime,
+) -> NightReport:
+    """Commit a complete real night (the archive, then the outputs, then the project state:
+    a night killed in between resumes and commits once) and write the files every night
+    leaves; the report gains what the archive did."""
     keep = course.committed and not night.dry_run
     if keep:
         night.begin("commit")
@@ -89,7 +117,8 @@ async def _drive(
     if keep and course.gathered is not None:
         changes = commit_archive(
             night, archive, course.gathered, course.decision, course.carried_ids,
-            night_no=night_no, now=ended, docs_hash=Docs(skill=live.skill, memory=live.memory).key,
+            night_no=report.night, now=ended,
+            docs_hash=Docs(skill=live.skill, memory=live.memory).key,
         )  # fmt: skip
     report = report.model_copy(
         update={"archive_changes": changes, "archive": archive.stats().to_dict()}
@@ -99,6 +128,11 @@ async def _drive(
     if keep:
         store.save(state.record_night(history_entry(night, course, report)))
         night.end("commit")
+    return report
+
+
+def _finish(night: Night, course: Course, report: NightReport, ended: datetime) -> None:
+    """The journal says how the night ended; old run directories are let go."""
     night.run.finish(
         course.status, ended, outcome=course.result.value, reason=course.reason,
         failed_stage=course.failed_stage,
@@ -110,7 +144,6 @@ async def _drive(
         result=course.result.value, accepted=course.accepted, baseline=report.baseline,
         candidate=report.candidate, calls=night.spend.calls,
     )  # fmt: skip
-    return night_outcome(night, course, report)
 
 
 async def _learn(

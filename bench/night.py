@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from skillopt.logging import configure_logging  # noqa: E402
 from skillopt.types import ReferenceKind, TaskRecord  # noqa: E402
 from skillopt_sleep.config import SleepConfig  # noqa: E402
-from skillopt_sleep.night import run_night  # noqa: E402
+from skillopt_sleep.night.run import run_night  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
 

@@ -10,7 +10,7 @@ from typing import Any
 from skillopt.backends.mock import World
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night import NightOutcome, NightResult, run_night
+from skillopt_sleep.night.run import NightOutcome, NightResult, run_night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive
 

@@ -15,9 +15,9 @@ from skillopt.backends.mock import World
 from skillopt.gate import GateConfig
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.crossfit import ROUND, next_samples
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.night.crossfit import ROUND, next_samples
+from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.tasks_file import write_tasks_file
 

@@ -13,10 +13,10 @@ from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 from skillopt.errors import BudgetExceededError, ReplyFormatError
 from skillopt.replies import json_values
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
+from skillopt_sleep.night.report_markdown import cell, render_markdown, score_chart
 from skillopt_sleep.progress import TtyProgress
 from skillopt_sleep.reflect import Reflector, RolloutSet, parse_edits
 from skillopt_sleep.replay import Docs, parse_judge_reply
-from skillopt_sleep.report import cell, render_markdown, score_chart
 from skillopt_sleep.spend import SpendingPool
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.rundir import RunDir, RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.world_http import world_reply
@@ -106,7 +106,7 @@ async def test_a_night_an_outage_fails_is_resumed_paying_only_for_what_never_ans
     failed, sent = await _night(setup, storm, patience=0.5)
     assert failed.status is RunStatus.FAILED and failed.exit_code == 1, failed.reason
     journal = RunDir.open(failed.run_dir).journal
-    assert journal["resumable"] is True
+    assert journal.resumable is True
     answered = sent - storm.failed
 
     resumed, paid = await _night(setup, None, patience=60)

@@ -15,7 +15,7 @@ from skillopt_sleep.adopt import adopt
 from skillopt_sleep.adopt_journal import JOURNAL_NAME
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night import run_night
+from skillopt_sleep.night.run import run_night
 from skillopt_sleep.retention import RunFacts, apply_retention, plan_retention
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.staging import Proposal, SkillStore, sha256_file, write_proposal
@@ -45,7 +45,7 @@ class Project:
             write_proposal(run.path, [Proposal(name="s", live_path=self.live,
                                                text=f"# s\nnight {self.count}\n",
                                                live_sha256=sha256_file(self.live))])  # fmt: skip
-        run.journal["resumable"] = resumable
+        run.update(resumable=resumable)
         if status is not RunStatus.RUNNING:
             run.finish(status, T0 + timedelta(days=self.count, hours=1), outcome=outcome)
         return run.path

@@ -2,18 +2,18 @@
 
 Issue 11 item 11: a SIGTERM before the night's own signal handling existed killed the
 process with -15 and nothing said. The start-up is held at a known point without sleeping:
-the config file is a FIFO, so the process blocks reading it until the test opens the other
-end, and the test signals only once it knows the process is there.
+the config file is a FIFO, so the process blocks reading it while the test holds the other
+end open, and the test signals only once the kernel has told it the process opened it.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import anyio
@@ -23,17 +23,26 @@ from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
 
 
 def _open_writer_once_read(fifo: Path, proc: subprocess.Popen[bytes]) -> int:
-    """The FIFO's write end, opened as soon as the process has opened the read end."""
-    deadline = time.monotonic() + 120  # generous: a cold interpreter on a loaded machine
-    while True:
-        try:
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the process never opened its config"
-        time.sleep(0.01)
+    """The FIFO's write end, opened when the process opens the read end.
+
+    A blocking open of a FIFO's write end returns when a reader opens the other end: the
+    kernel hands the test the child's event, with no polling and no deadline. Should the
+    process exit before it gets there, a watcher opens the read end itself to release the
+    open, and the test fails with what the process said.
+    """
+
+    def release_if_it_exits() -> None:
+        proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+
+    watcher = threading.Thread(target=release_if_it_exits, daemon=True)
+    watcher.start()
+    writer = os.open(fifo, os.O_WRONLY)
+    if proc.poll() is not None:
+        os.close(writer)
+        raise AssertionError(f"the process exited before it read its config: {proc.communicate()}")
+    return writer
 
 
 def test_sigterm_while_reading_the_config_exits_130(tmp_path: Path) -> None:
@@ -46,7 +55,7 @@ def test_sigterm_while_reading_the_config_exits_130(tmp_path: Path) -> None:
     writer = _open_writer_once_read(fifo, proc)
     try:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate()
     finally:
         os.close(writer)
     assert proc.returncode == 130, err.decode(errors="replace")[-2000:]

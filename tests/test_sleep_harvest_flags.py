@@ -14,9 +14,9 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.cli import build_parser, main
 from skillopt_sleep.commands._common import load_config
 from skillopt_sleep.config import SleepConfig, load_sleep_config
-from skillopt_sleep.gather import sources_for
 from skillopt_sleep.harvest import SourceKind
 from skillopt_sleep.harvest.locations import Homes, default_vscode_user_dirs, resolve
+from skillopt_sleep.night.gather_tasks import sources_for
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path
 from support.agent_sessions import write_copilot_cli_session
@@ -218,7 +218,7 @@ def test_a_night_over_database_sessions_commits_each_one(tmp_path: Path) -> None
 
     import anyio
 
-    from skillopt_sleep.gather import commit_gathered, gather_night
+    from skillopt_sleep.night.gather_tasks import commit_gathered, gather_night
     from skillopt_sleep.tasks.archive import open_archive
     from support.agent_sessions import OPENCODE_SCHEMA, StoredSession, store_opencode_sessions
 

@@ -13,7 +13,7 @@ import pytest
 
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import load_sleep_config
-from skillopt_sleep.gather import commit_gathered, gather_night
+from skillopt_sleep.night.gather_tasks import commit_gathered, gather_night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive
 from support.sleep_setup import MOCK_POOL

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.night.run import NightResult, run_night
 
 
 async def test_only_the_newest_no_task_run_is_kept(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from skillopt_sleep.daemon_health import project_health
 from skillopt_sleep.daemon_settings import DaemonSettings
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.lock import project_key
-from skillopt_sleep.night import NightResult, run_night
+from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.schedule import ROOT_ENV
 from support.sleep_setup import write_config
 

@@ -8,7 +8,7 @@ calls) the night fails instead, naming the stage and the commonest cause.
 
 from __future__ import annotations
 
-from skillopt_sleep.outcome import NightFailed
+from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.replay import JudgeTally
 
 MIN_FAILURES = 3

@@ -67,9 +67,9 @@ def read_facts(path: Path) -> RunFacts:
     waiting = _pending(path)
     return RunFacts(
         path=path,
-        status=str(journal.get("status") or ""),
-        outcome=str(journal.get("outcome") or ""),
-        resumable=bool(journal.get("resumable")),
+        status=journal.status.value,
+        outcome=journal.outcome or "",
+        resumable=bool(journal.resumable),
         adopting=(path / JOURNAL_NAME).exists(),
         adopted=bool(_adopted(path)),
         pending=bool(waiting),

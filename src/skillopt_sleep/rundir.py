@@ -6,8 +6,10 @@
       run.json  tasks.jsonl  rollouts.jsonl  trials.json  diagnostics.json
       evidence.jsonl  report.md  report.json  proposal/
 
-``run.json`` is the journal: status, per-stage timings, and the small checkpoints
-(reflect results, the decision) that let a killed night resume. Large stage outputs live
+``run.json`` is the journal (:class:`RunJournal`, a frozen model; every change makes a new
+one): status, per-stage timings, and the small checkpoints (reflect results, the gathered
+tasks' cursor) that let a killed night resume. Its JSON keeps the keys and meanings of
+every earlier ``run.json``, so old run directories still load. Large stage outputs live
 in their own files: tasks in ``tasks.jsonl`` (written once, whole), every judged attempt
 in ``rollouts.jsonl`` (appended line by line as it finishes, so a killed night keeps every
 answered call; fsyncs are batched by time and done at each stage boundary). Every string
@@ -23,6 +25,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillopt.atomicio import (
     AppendJournal,
@@ -81,6 +85,83 @@ class RunStatus(StrEnum):
     ABORTED = "aborted"
 
 
+class StageRecord(BaseModel):
+    """One stage in the journal. What a stage adds when it ends (``model_calls``,
+    ``tasks``, ``rollouts``, ...) is kept as it was given."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str
+    status: str  # running | done | failed
+    started_at: str
+    seconds: float | None = None
+    ended_at: str | None = None  # absent while the stage runs
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if data["ended_at"] is None:
+            del data["ended_at"]
+        return data
+
+
+class ResumeRecord(BaseModel):
+    """One resume of the run: when, and which process had it before."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    at: str
+    previous_pid: int | None = None
+
+
+class RunJournal(BaseModel):
+    """``run.json``. Keys a newer (or older) version wrote are kept as they are; every
+    key but ``status`` may be missing from a journal written by something else."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    schema_: str = Field(default="skillopt-sleep-run/1", alias="schema")
+    run_id: str = ""
+    project: str = ""
+    project_key: str = ""
+    status: RunStatus
+    started_at: str = ""
+    ended_at: str | None = None
+    pid: int | None = None
+    dry_run: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+    config_hash: str = ""
+    stages: tuple[StageRecord, ...] = ()
+    resumed: tuple[ResumeRecord, ...] = ()
+    outcome: str | None = None
+    reason: str = ""
+    failed_stage: str = ""
+    versions: dict[str, int] = Field(default_factory=dict)
+    checkpoint: dict[str, Any] = Field(default_factory=dict)
+    # set as the night goes; absent from run.json until then
+    night: int | None = None
+    demo: bool | None = None
+    resumable: bool | None = None
+    spend: dict[str, Any] | None = None
+
+    def with_(self, **changes: Any) -> RunJournal:
+        """A copy with ``changes`` (validated, so a stage or status is always typed)."""
+        return RunJournal.model_validate({**self._fields(), **changes})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of ``run.json``."""
+        data = self.model_dump(mode="json", by_alias=True, exclude={"stages"})
+        data["stages"] = [s.to_json() for s in self.stages]
+        return {k: v for k, v in data.items() if not (k in _ABSENT_WHEN_NONE and v is None)}
+
+    def _fields(self) -> dict[str, Any]:
+        data = dict(self)  # declared fields and the kept extras
+        data["schema"] = data.pop("schema_")
+        return data
+
+
+_ABSENT_WHEN_NONE = frozenset({"night", "demo", "resumable", "spend"})
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -102,7 +183,7 @@ def _run_seq(path: Path) -> int:
 class RunDir:
     """A run directory plus its in-memory journal (mirrored to ``run.json``)."""
 
-    def __init__(self, path: Path, journal: dict[str, Any]) -> None:
+    def __init__(self, path: Path, journal: RunJournal) -> None:
         self.path = path
         self.journal = journal
         self._rollouts = AppendJournal(path / ROLLOUTS)
@@ -132,26 +213,17 @@ class RunDir:
         seq = max((_run_seq(p) for p in existing), default=0) + 1
         path = root / f"{stamp}-{seq:04d}"
         path.mkdir(parents=True, exist_ok=False)
-        journal: dict[str, Any] = {
-            "schema": "skillopt-sleep-run/1",
-            "run_id": path.name,
-            "project": project,
-            "project_key": project_key,
-            "status": RunStatus.RUNNING.value,
-            "started_at": iso(now),
-            "ended_at": None,
-            "pid": os.getpid(),
-            "dry_run": dry_run,
-            "config": dict(config),
-            "config_hash": config_hash,
-            "stages": [],
-            "resumed": [],
-            "outcome": None,
-            "reason": "",
-            "failed_stage": "",
-            "versions": {},
-            "checkpoint": {},
-        }
+        journal = RunJournal(
+            run_id=path.name,
+            project=project,
+            project_key=project_key,
+            status=RunStatus.RUNNING,
+            started_at=iso(now),
+            pid=os.getpid(),
+            dry_run=dry_run,
+            config=dict(config),
+            config_hash=config_hash,
+        )
         run = cls(path, journal)
         run.save()
         return run
@@ -159,12 +231,15 @@ class RunDir:
     @classmethod
     def open(cls, path: Path) -> RunDir:
         try:
-            journal = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+            data = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise CorruptStateError(str(path / RUN_JSON), f"unreadable run journal: {exc}") from exc
-        if not isinstance(journal, dict):
+        if not isinstance(data, dict):
             raise CorruptStateError(str(path / RUN_JSON), "run journal is not an object")
-        return cls(path, journal)
+        try:
+            return cls(path, RunJournal.model_validate(data))
+        except ValidationError as exc:
+            raise CorruptStateError(str(path / RUN_JSON), f"invalid run journal: {exc}") from exc
 
     @staticmethod
     def list_runs(root: Path) -> list[Path]:
@@ -182,40 +257,36 @@ class RunDir:
 
     @property
     def run_id(self) -> str:
-        return str(self.journal["run_id"])
+        return self.journal.run_id or self.path.name
 
     @property
     def status(self) -> RunStatus:
-        return RunStatus(self.journal["status"])
+        return self.journal.status
+
+    def update(self, **changes: Any) -> None:
+        """Change the journal in memory; the next :meth:`save` (or stage) writes it."""
+        self.journal = self.journal.with_(**changes)
 
     def save(self) -> None:
         self.sync()  # what the journal says is done is durable before it says so
-        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal))
+        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal.to_json()))
 
     def stage_done(self, name: str) -> bool:
-        return any(s["name"] == name and s["status"] == "done" for s in self.journal["stages"])
+        return any(s.name == name and s.status == "done" for s in self.journal.stages)
 
     def begin_stage(self, name: str, now: datetime) -> None:
-        self.journal["stages"] = [s for s in self.journal["stages"] if s["name"] != name]
-        self.journal["stages"].append(
-            {"name": name, "status": "running", "started_at": iso(now), "seconds": None}
-        )
+        stages = [s for s in self.journal.stages if s.name != name]
+        stages.append(StageRecord(name=name, status="running", started_at=iso(now)))
+        self.update(stages=stages)
         self.save()
 
     def end_stage(self, name: str, now: datetime, *, status: str = "done", **extra: Any) -> None:
-        for stage in self.journal["stages"]:
-            if stage["name"] == name:
-                started = datetime.fromisoformat(stage["started_at"].replace("Z", "+00:00"))
-                stage.update(
-                    status=status,
-                    ended_at=iso(now),
-                    seconds=round((now - started).total_seconds(), 3),
-                    **extra,
-                )
+        self.update(stages=[_ended(s, now, status, extra) if s.name == name else s
+                            for s in self.journal.stages])  # fmt: skip
         self.save()
 
     def checkpoint(self, key: str, value: Any) -> None:
-        self.journal["checkpoint"][key] = value
+        self.update(checkpoint={**self.journal.checkpoint, key: value})
         self.save()
 
     def finish(
@@ -227,8 +298,8 @@ class RunDir:
         reason: str = "",
         failed_stage: str = "",
     ) -> None:
-        self.journal.update(
-            status=status.value,
+        self.update(
+            status=status,
             ended_at=iso(now),
             outcome=outcome,
             reason=sanitize(reason),
@@ -237,9 +308,8 @@ class RunDir:
         self.save()
 
     def mark_resumed(self, now: datetime, *, pid: int) -> None:
-        self.journal["resumed"].append({"at": iso(now), "previous_pid": self.journal.get("pid")})
-        self.journal["pid"] = pid
-        self.journal["status"] = RunStatus.RUNNING.value
+        resume = ResumeRecord(at=iso(now), previous_pid=self.journal.pid)
+        self.update(resumed=[*self.journal.resumed, resume], pid=pid, status=RunStatus.RUNNING)
         sweep_temp_files(self.path)
         self.save()
 
@@ -280,3 +350,11 @@ class RunDir:
 
     def write_text(self, name: str, text: str) -> None:
         atomic_write_text(self.path / name, sanitize(text))
+
+
+def _ended(stage: StageRecord, now: datetime, status: str, extra: dict[str, Any]) -> StageRecord:
+    started = datetime.fromisoformat(stage.started_at.replace("Z", "+00:00"))
+    seconds = round((now - started).total_seconds(), 3)
+    return StageRecord.model_validate(
+        {**dict(stage), "status": status, "ended_at": iso(now), "seconds": seconds, **extra}
+    )

@@ -28,7 +28,7 @@ from skillopt_sleep.commands._common import (
 from skillopt_sleep.commands._runs import recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
-from skillopt_sleep.night import NightOutcome, run_night
+from skillopt_sleep.night.run import NightOutcome, run_night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import default_progress
 from skillopt_sleep.shutdown import GracefulStop

@@ -24,14 +24,14 @@ def run_summary(path: Path) -> dict[str, Any]:
     except SkillOptError as exc:
         return {"run_id": path.name, "status": "unreadable", "reason": str(exc)}
     return {
-        "run_id": journal.get("run_id", path.name),
-        "night": journal.get("night"),
-        "status": journal.get("status"),
-        "outcome": journal.get("outcome"),
-        "reason": journal.get("reason", ""),
-        "started_at": journal.get("started_at"),
-        "ended_at": journal.get("ended_at"),
-        "dry_run": journal.get("dry_run", False),
+        "run_id": journal.run_id or path.name,
+        "night": journal.night,
+        "status": journal.status.value,
+        "outcome": journal.outcome,
+        "reason": journal.reason,
+        "started_at": journal.started_at or None,
+        "ended_at": journal.ended_at,
+        "dry_run": journal.dry_run,
         "run_dir": str(path),
     }
 
@@ -101,7 +101,7 @@ def find_run(runs: list[Path], wanted: str | None, *, any_path: bool = True) -> 
     if wanted.isdigit():
         for run in reversed(runs):
             try:
-                night = RunDir.open(run).journal.get("night")
+                night = RunDir.open(run).journal.night
             except SkillOptError:
                 continue
             if str(night) == wanted:

@@ -199,15 +199,15 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
     if not runs:
         return None
     journal = RunDir.open(runs[-1]).journal
-    if journal.get("status") != "aborted" or journal.get("pid") != os.getpid():
+    if journal.status != "aborted" or journal.pid != os.getpid():
         return None
-    spend = journal.get("spend") or {}
+    spend = journal.spend or {}
     return NightSummary(
         status=NightStatus.ABORTED,
         calls=int(spend.get("calls", 0) or 0),
         tokens=int(spend.get("tokens", 0) or 0),
         run_dir=runs[-1],
-        detail=f"aborted: {journal.get('reason') or 'interrupted'}",
+        detail=f"aborted: {journal.reason or 'interrupted'}",
     )
 
 
@@ -236,11 +236,11 @@ class SharedPool:
 
 
 def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
-    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run_night`."""
+    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run.run_night`."""
 
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.commands._runs import recover_adoptions
-        from skillopt_sleep.night import run_night
+        from skillopt_sleep.night.run import run_night
 
         recover_adoptions(cfg, request.project.path)  # logged; the night reads the live files
         outcome = await run_night(cfg, project=request.project.path, pool=await shared.get())

@@ -48,7 +48,7 @@ from skillopt_sleep.commands._common import (
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
-    from skillopt_sleep.gather import Gathered, ProjectPreview
+    from skillopt_sleep.night.gather_tasks import Gathered, ProjectPreview
     from skillopt_sleep.tasks.archive import TaskArchive
 
 NAME = "harvest"
@@ -163,7 +163,7 @@ async def _preview(
     cfg: SleepConfig, project: Path, archive: TaskArchive, llm_allowed: bool, now: datetime
 ) -> Gathered:
     from skillopt.backends.open import open_completer
-    from skillopt_sleep.gather import gather_night, uses_llm_miner
+    from skillopt_sleep.night.gather_tasks import gather_night, uses_llm_miner
 
     if not (llm_allowed and uses_llm_miner(cfg)):
         return await gather_night(
@@ -218,7 +218,7 @@ def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -
 
 def _run_all(args: argparse.Namespace) -> int:
     """``--scope all``: every project's sessions, heuristic miner, nothing recorded."""
-    from skillopt_sleep.gather import preview_all_projects
+    from skillopt_sleep.night.gather_tasks import preview_all_projects
 
     given = [flag for flag, on in (("--since", args.since), ("--reset", args.reset),
                                    ("--output", args.output)) if on]  # fmt: skip

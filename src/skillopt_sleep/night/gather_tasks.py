@@ -1,15 +1,20 @@
 """The night's first stage: transcripts -> session digests -> mined tasks -> splits.
 
-Synchronous local-disk work (the night runs it in a worker thread). A reviewed tasks file
-replaces harvest and mining. Splits are the core's deterministic hash split, so a task
-keeps its split across nights.
+One night's gathering (:func:`gather_night`):
 
-:func:`gather_night` is the compounding night's version: a per-file harvest cursor kept in
-the project's task archive (nothing is skipped for ever), mining through the archive's
-cache (no session mined twice), and a task set of new plus recalled archive tasks. It
-only reads the archive (and fills the mining cache): the night calls
-:func:`commit_gathered` once it has completed, so a failed or aborted night consumes
-no session.
+1. **Window.** The project's task archive says which session files are pending: a
+   per-file harvest cursor (nothing is skipped for ever) within the lookback window.
+2. **Harvest** (local disk, in a worker thread): the pending transcripts become session
+   digests.
+3. **Mine** through the archive's cache (no session mined twice): the LLM miner when
+   configured, else the heuristic one.
+4. **Compose** tonight's set: new tasks first, then recalled archive tasks up to capacity;
+   splits are the core's deterministic hash split, so a task keeps its split across nights.
+5. **Commit** happens later (:func:`commit_gathered`), once the night has completed: this
+   stage only reads the archive (and fills the mining cache), so a failed or aborted night
+   consumes no session.
+
+A reviewed tasks file replaces all of it (no harvest, no recall).
 """
 
 from __future__ import annotations

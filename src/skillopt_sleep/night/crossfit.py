@@ -49,7 +49,7 @@ from skillopt_sleep.reflect import RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
 if TYPE_CHECKING:
-    from skillopt_sleep.consolidate import Night
+    from skillopt_sleep.night.running import Night
 
 __all__ = [
     "FRESH",

@@ -1,0 +1,29 @@
+"""One night of learning, one module per job.
+
+Entry and driver:
+
+- :mod:`.run`: :func:`~.run.run_night`, the entry point (refuse early, the stack, open or
+  resume the run, drive it)
+- :mod:`.resume`: which earlier run a night picks up, and what it asks again
+- :mod:`.stages`: the driver, the night as its list of stages
+- :mod:`.running`: :class:`~.running.Night`, the running night's state and stage bookkeeping
+- :mod:`.course`: how the night has gone so far, filled in stage by stage
+
+The stages:
+
+- :mod:`.gather_tasks`: pending sessions mined and archive tasks recalled -> tonight's tasks
+- :mod:`.estimate`: the up-front spend estimate and the per-call token model
+- :mod:`.rounds`: the learning (rollouts, rounds of cross-fitted learning, the final check)
+- :mod:`.crossfit`: one target document in one round
+- :mod:`.proposal`: staging an accepted night (skill store, proposal, auto-adopt)
+- :mod:`.archive`: carried edits in, tonight's harvest and outcomes back to the task archive
+
+What it leaves:
+
+- :mod:`.outcome`: what a night returns and how it fails; the live documents as read
+- :mod:`.report`: ``report.json``, the history entry and the outcome drawn from it
+- :mod:`.report_markdown`: ``report.md`` from ``report.json`` (pure)
+- :mod:`.outputs`: the files every night leaves in its run directory
+
+Nothing is imported here, so importing one module does not load the whole night.
+"""

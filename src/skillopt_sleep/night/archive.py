@@ -1,0 +1,85 @@
+"""What a night takes from the task archive and gives back to it.
+
+It takes the edits earlier nights could not test (:func:`carried_edits`); once it has completed,
+it commits tonight's harvest, each task's outcome under the live documents, the fate of
+every carried edit, and retires tasks solved or no longer asked for (:func:`commit_archive`,
+idempotent, so a resumed night commits once).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from skillopt.types import EditRecord
+from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
+from skillopt_sleep.night.rounds import Decision
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.tasks.archive import TaskArchive
+from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
+
+__all__ = ["MAX_CARRIED_NIGHTS", "carried_edits", "commit_archive"]
+
+MAX_CARRIED_NIGHTS = 5
+
+
+def carried_edits(archive: TaskArchive) -> tuple[list[Candidate], dict[EditRecord, int]]:
+    """Edits earlier nights could not test, with what their reflections saw."""
+    pending = archive.carried_edits()
+    candidates = [
+        Candidate(
+            edit=c.edit,
+            fold=-1,
+            seen=c.seen_task_ids,
+            held_out=(),
+            carried_nights=c.nights_carried,
+        )
+        for c in pending
+    ]
+    return candidates, {c.edit: c.id for c in pending}
+
+
+def commit_archive(
+    night: Night,
+    archive: TaskArchive,
+    gathered: Gathered,
+    decision: Decision | None,
+    carried_ids: dict[EditRecord, int],
+    *,
+    night_no: int,
+    now: datetime,
+    docs_hash: str,
+) -> dict[str, Any]:
+    """Tonight's harvest, outcomes and carried edits into the archive (idempotent)."""
+    commit_gathered(archive, gathered, night=night_no, now=now)
+    if decision is None:
+        return {}
+    scores = decision.start_scores
+    archive.record_outcomes(
+        night=night_no,
+        run_id=night.run.run_id,
+        docs_hash=docs_hash,
+        scores={t: s for t, s in scores.items() if math.isfinite(s)},
+        passed={t: s >= 1.0 for t, s in scores.items()},
+        now=now,
+    )
+    settled = {c.edit: c for c in decision.untested}
+    for edit, edit_id in carried_ids.items():
+        if edit in decision.applied:
+            archive.resolve_edit(edit_id, status=EditStatus.ACCEPTED, night=night_no, now=now,
+                                 why="kept by the gate")  # fmt: skip
+        elif edit in decision.rejected:
+            archive.resolve_edit(edit_id, status=EditStatus.REJECTED, night=night_no, now=now,
+                                 why="rejected by the gate")  # fmt: skip
+    for cand in decision.untested:
+        archive.carry_edits([cand.edit], seen_task_ids=cand.seen, night=night_no, now=now)
+    for carried in archive.carried_edits():
+        if carried.nights_carried > MAX_CARRIED_NIGHTS and carried.edit not in settled:
+            archive.resolve_edit(
+                carried.id, status=EditStatus.DROPPED, night=night_no, now=now,
+                why=f"no night exercised it in {carried.nights_carried} nights",
+            )  # fmt: skip
+    retired = archive.retire(now=now, policy=ArchivePolicy.from_settings(night.cfg.night))
+    return {"retired": [{"task_id": t, "why": w} for t, w in retired]}

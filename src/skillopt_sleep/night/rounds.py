@@ -1,0 +1,209 @@
+"""The learning stages of a night: rounds of cross-fitted learning, then the final check.
+
+One night's learning (:func:`consolidate`), returning a :class:`Decision`:
+
+1. **Rollouts.** K samples of every learnable task under the live documents: reflection
+   material and the baseline. When every task already passes, or there is only one task
+   (nothing could be held out), the night stops here with nothing to learn.
+2. **Rounds** (up to ``night.rounds``). Each round deals the tasks into folds and takes each
+   target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
+   on held-out folds, the union); a later round starts from the best documents so far, on
+   samples of its own. Rounds stop early when every task passes or a settled round kept
+   nothing.
+3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
+   paired per task and sample; every accepted edit must have been leak-free.
+
+Every stage is journalled in ``run.json`` through :class:`.running.Night`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from skillopt.gate import decide_paired
+from skillopt.paired import task_settled
+from skillopt.types import (
+    EditRecord,
+    EditTarget,
+    GateAction,
+    GateDecision,
+    TaskRecord,
+)
+from skillopt_sleep.night.crossfit import (
+    FRESH,
+    ROUND,
+    Candidate,
+    Measured,
+    Trial,
+    clear_pass,
+    compare,
+    learn_target,
+    make_folds,
+    measure,
+)
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.replay import Docs
+
+__all__ = ["Decision", "consolidate"]
+
+
+@dataclass(kw_only=True)
+class Decision:
+    accepted: bool
+    action: str
+    baseline: float
+    candidate: float
+    final: GateDecision | None
+    docs: Docs
+    applied: list[EditRecord]
+    rejected: list[EditRecord]
+    untested: list[Candidate] = field(default_factory=list)
+    folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
+    nothing_to_learn: bool = False
+    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
+
+
+def _all_pass(measured: Measured) -> bool:
+    return all(v >= 1.0 for values in measured.scores.values() for v in values)
+
+
+def _settled(rolled: Measured) -> bool:
+    """Every task's rollouts agree: the model answers deterministically, so a round that
+    kept nothing would keep nothing again. A noisy model gets another round instead: its
+    empty round may have missed by chance, and the next one is an independent try (fresh
+    rollouts, re-dealt folds, a new reflection)."""
+    return all(task_settled(values, values) for values in rolled.scores.values())
+
+
+async def _rollouts(
+    night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
+) -> Measured:
+    """K samples of every learnable task under ``docs``: reflection material and baseline."""
+    night.begin(stage)
+    samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
+    measured = await measure(night, tasks, docs, samples=samples, phase="rollout", first=first)
+    night.check_degenerate(stage, measured.results)
+    night.end(stage, rollouts=len(measured.results))
+    night.check_budget(stage)
+    return measured
+
+
+async def consolidate(
+    night: Night,
+    *,
+    tasks: Sequence[TaskRecord],
+    start: Docs,
+    rotation: int,
+    carried: Sequence[Candidate] = (),
+) -> Decision:
+    """Cross-fitted rounds over ``tasks``, then the final paired check against ``start``."""
+    cfg = night.cfg
+    base = await _rollouts(night, "rollouts", tasks, start)
+    baseline = base.mean()
+    folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
+    fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
+    rejected_all = Decision(
+        accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
+        final=None, docs=start, applied=[], rejected=[], folds=fold_of,
+        start_scores=base.task_means(),
+    )  # fmt: skip
+    why = ""
+    if _all_pass(base):
+        why = (
+            f"every one of the {len(tasks)} task(s) already passes under the live documents: "
+            "nothing to learn tonight"
+        )
+    elif len(tasks) < 2:
+        why = (
+            "only one learnable task: nothing can be held out from its own reflection "
+            "(cross-fitting needs at least two tasks), so no edit is proposed"
+        )
+    if why:
+        night.no_edit_reasons.append(why)
+        night.progress.note(why)
+        rejected_all.nothing_to_learn = True
+        return rejected_all
+    best, measured = start, base
+    round_start = start
+    applied: list[EditRecord] = []
+    proposed: list[EditRecord] = []
+    untested: dict[EditRecord, Candidate] = {}
+    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
+                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    rolled = base  # the current round's rollouts
+    for round_no in range(1, cfg.night.rounds + 1):
+        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
+            why = "every task passes" if _all_pass(measured) else "nothing changed"
+            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
+            break
+        round_start = best
+        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
+        if round_no > 1:
+            measured = rolled = await _rollouts(night, f"round{round_no}.rollouts", tasks, best,
+                                                first_id)  # fmt: skip
+            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
+                               rotation=rotation * 100 + round_no)  # fmt: skip
+        for target in targets:
+            if len(next(iter(measured.scores.values()), ())) < cfg.night.dream_rollouts:
+                measured = await _rollouts(night, f"round{round_no}.rollouts_{target.value}",
+                                           tasks, best, first_id)  # fmt: skip
+            step = await learn_target(
+                night, round_no=round_no, target=target, tasks=tasks, best=best,
+                base=measured, folds=folds, carried=carried if round_no == 1 else (),
+                first_id=first_id,
+            )  # fmt: skip
+            best, measured = step.best, step.measured
+            applied.extend(step.accepted)
+            proposed.extend(step.proposed)
+            for cand in step.untested:
+                untested.setdefault(cand.edit, cand)
+    applied = list(dict.fromkeys(applied))
+    rejected = [e for e in dict.fromkeys(proposed) if e not in applied and e not in untested]
+    rejected_all.rejected = rejected
+    rejected_all.untested = [c for e, c in untested.items() if e not in applied]
+    if not applied:
+        if untested and not rejected:
+            rejected_all.action = GateAction.UNTESTED.value
+        return rejected_all
+    return await _final(night, tasks, start, best, applied, rejected_all)
+
+
+async def _final(
+    night: Night,
+    tasks: Sequence[TaskRecord],
+    start: Docs,
+    best: Docs,
+    applied: list[EditRecord],
+    decision: Decision,
+) -> Decision:
+    """The best documents against the live ones on every task, paired (no extra calls for
+    samples both arms already have); every accepted edit must have been leak-free."""
+    night.begin("final")
+    b, c = await compare(
+        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
+    )
+    night.check_degenerate("final", c.results, candidate=True)
+    final = decide_paired(b.scores, c.scores, config=night.gate.config,
+                          task_ids=[t.id for t in tasks])  # fmt: skip
+    leaks = [
+        e.content[:80] for t in night.trials if t.kind == "single" and t.decision
+        and t.decision.accepted and t.decision.leaked for e in t.edits
+    ]  # fmt: skip
+    if leaks and final.accepted:
+        final = replace(final, action=GateAction.REJECT_UNVERIFIED, accepted=False, leaked=True)
+    final.arithmetic["per_edit_leak_check"] = {"edits": len(applied), "leaked": leaks}
+    night.trials.append(
+        Trial(name="final", kind="final", round=night.cfg.night.rounds, target="both",
+              edits=applied, applied=applied, unmatched=[], decision=final,
+              note="the night's best documents against the live ones, paired per task and sample")
+    )  # fmt: skip
+    night.end("final", accepted=final.accepted)
+    decision.final = final
+    decision.action = final.action.value
+    decision.baseline, decision.candidate = final.baseline, final.candidate
+    if final.accepted:
+        decision.accepted, decision.docs, decision.applied = True, best, applied
+    else:
+        decision.rejected = list(dict.fromkeys([*decision.rejected, *applied]))
+    return decision

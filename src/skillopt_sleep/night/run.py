@@ -1,0 +1,168 @@
+"""One night, end to end: :func:`run_night`, the entry point the CLI and the daemon call.
+
+A walk through one night:
+
+1. **Refuse early** (:func:`check_startable`): a project that is not a directory, or a
+   document the night may change that adoption could not write, stops it before any run
+   directory or model call; so does a missing ``[pool]``.
+2. **Open the stack** from ``config.pool`` unless the caller hands one in (and close it
+   afterwards).
+3. **Open the run** (:func:`_open_run`): resume the last run when :mod:`.resume` says it
+   can be, else create a new run directory and its journal (``run.json``).
+4. **Build the running night** (:class:`.running.Night`) and **drive it** through its
+   stages (:func:`.stages.drive`): gather -> rollouts -> rounds -> final check -> test
+   split -> stage the proposal -> commit -> report. Every way it ends is a
+   :class:`.outcome.NightOutcome`; configuration problems raise :class:`ConfigError`.
+
+The live skill and memory files are only read; staging writes a proposal, and adopt is a
+separate explicit step (unless ``auto_adopt``).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+
+from skillopt.errors import ConfigError, RefusedError
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
+from skillopt_sleep.night.resume import find_resumable
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
+from skillopt_sleep.progress import LogProgress, NightProgress
+from skillopt_sleep.rundir import RunDir, utc_now
+from skillopt_sleep.spend import ModelPool
+from skillopt_sleep.state import project_dir
+
+__all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
+
+
+def resolve_project(project: Path) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(project)))
+
+
+def now_clock() -> datetime:
+    return utc_now()
+
+
+def runs_dir(cfg: SleepConfig, project: Path) -> Path:
+    return project_dir(cfg.state_path(), project) / "runs"
+
+
+def check_startable(config: SleepConfig, project: Path) -> None:
+    """What would make the night useless, refused before any run directory or model call:
+    a project that is not a directory, a document the night may change that adoption
+    could not write (outside ``skill_roots``)."""
+    from skillopt_sleep.adopt import check_adoptable
+
+    if not project.is_dir():
+        raise ConfigError(f"{project} is not a directory", key="project")
+    roots = config.adopt_roots(project)
+    documents = (
+        ("skill_path", config.night.evolve_skill, config.live_skill_path()),
+        ("memory_path", config.night.evolve_memory, config.live_memory_path(project)),
+    )
+    for key, evolves, path in documents:
+        if not evolves:
+            continue
+        try:
+            check_adoptable(path.name, path, roots)
+        except RefusedError as exc:
+            raise ConfigError(
+                f"{exc}; a night would stage a proposal nobody could adopt, so none starts "
+                f"(or set night.evolve_{key.removesuffix('_path')} = false)",
+                key=key,
+            ) from None
+
+
+async def run_night(
+    config: SleepConfig,
+    *,
+    project: Path,
+    dry_run: bool = False,
+    demo: bool = False,
+    pool: ModelPool | None = None,
+    clock: Clock | None = None,
+    progress: NightProgress | None = None,
+    tasks_file: Path | None = None,
+    observer: StageObserver = NO_OBSERVER,
+) -> NightOutcome:
+    """Run (or resume) one night for ``project``. The caller holds the project lock.
+
+    ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
+    labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
+    an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
+    when each stage starts and ends (a seam for tests and tools).
+    """
+    from skillopt_sleep.night.stages import drive
+
+    check_startable(config, resolve_project(project))
+    if pool is None:
+        if config.pool is None:  # checked before any run directory is made
+            raise ConfigError(
+                "no model endpoints configured: add a [pool] section to the sleep config "
+                "(see docs/night.md), or try `skillopt-sleep once --demo`",
+                key="pool",
+            )
+        from skillopt.backends.open import open_completer
+
+        async with open_completer(config.pool) as stack:
+            return await run_night(
+                config,
+                project=project,
+                dry_run=dry_run,
+                demo=demo,
+                pool=stack,
+                clock=clock,
+                progress=progress,
+                tasks_file=tasks_file,
+                observer=observer,
+            )
+    clock = clock or now_clock
+    progress = progress or LogProgress()
+    try:
+        project = resolve_project(project)
+        run, resumed, notes = _open_run(config, project, dry_run=dry_run, now=clock())
+        run.update(demo=demo)
+        night = Night(
+            config=config,
+            project=project,
+            pool=pool,
+            run=run,
+            clock=clock,
+            progress=progress,
+            dry_run=dry_run,
+            resumed=resumed,
+            observer=observer,
+        )
+        night.notes.extend(notes)
+        with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):
+            return await drive(night, tasks_file=tasks_file, demo=demo)
+    finally:
+        progress.close()
+
+
+def _open_run(
+    config: SleepConfig, project: Path, *, dry_run: bool, now: datetime
+) -> tuple[RunDir, bool, list[str]]:
+    """The run directory tonight works in: the last one resumed, or a new one; whether it
+    was resumed; and what to note about earlier runs."""
+    root = runs_dir(config, project)
+    run, notes = find_resumable(root, config, dry_run=dry_run, now=now)
+    if run is not None:
+        run.mark_resumed(now, pid=os.getpid())
+        notes.append(f"resumed run {run.run_id} from its last complete stage")
+        return run, True, notes
+    run = RunDir.create(
+        root,
+        now=now,
+        project=str(project),
+        project_key=root.parent.name,
+        config=config.snapshot(),
+        config_hash=config.fingerprint(),
+        dry_run=dry_run,
+    )
+    return run, False, notes

@@ -1,0 +1,205 @@
+"""The running night: :class:`Night`, its state and the bookkeeping every stage shares.
+
+One night, as this object sees it:
+
+1. :func:`.run.run_night` builds it over the run directory, the stack (wrapped here in the
+   night's spend cap), the replayer and the reflector.
+2. Each stage calls :meth:`Night.begin`, does its work through :meth:`Night.measure` and
+   :meth:`Night.reflect` (a reflection is checkpointed in ``run.json`` and read back on
+   resume), checks for an outage (:meth:`Night.check_degenerate`,
+   :meth:`Night.check_reflections`) and the budget, then calls :meth:`Night.end`, which
+   journals the stage with the model calls it made.
+3. What the stages learned accumulates in ``trials``, ``reflections``, ``notes`` and
+   ``no_edit_reasons``; the report reads them at the end.
+
+Only the public attributes and methods are for other modules.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from skillopt.errors import BudgetExceededError
+from skillopt.logging import get_logger
+from skillopt.types import EditTarget, RolloutResult, TaskRecord
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.gating import Gate
+from skillopt_sleep.harvest import SELF_MARKER
+from skillopt_sleep.judging import check_judging
+from skillopt_sleep.night.crossfit import Trial
+from skillopt_sleep.night.outcome import NightFailed
+from skillopt_sleep.observer import NO_OBSERVER, StageObserver
+from skillopt_sleep.progress import NightProgress
+from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
+from skillopt_sleep.replay import Docs, Job, Replayer
+from skillopt_sleep.rundir import RunDir
+from skillopt_sleep.spend import ModelPool, SpendingPool
+
+__all__ = ["Clock", "Night", "log"]
+
+Clock = Callable[[], datetime]
+
+
+def log() -> Any:
+    """The night's logger, looked up per call so the logging config set by the CLI applies."""
+    return get_logger("skillopt_sleep.night")
+
+
+class Night:
+    """The state of one night while it runs. Use :func:`.run.run_night`."""
+
+    def __init__(
+        self,
+        *,
+        config: SleepConfig,
+        project: Path,
+        pool: ModelPool,
+        run: RunDir,
+        clock: Clock,
+        progress: NightProgress,
+        dry_run: bool,
+        resumed: bool,
+        observer: StageObserver = NO_OBSERVER,
+    ) -> None:
+        self.cfg = config
+        self.observer = observer
+        self.project = project
+        self.spend = SpendingPool(
+            pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
+        )
+        self.run = run
+        self.clock = clock
+        self.progress = progress
+        self.dry_run = dry_run
+        self.resumed = resumed
+        self.gate = Gate(settings=config.gate)
+        evidence = (
+            functools.partial(
+                run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
+            )
+            if config.night.evidence
+            else None
+        )
+        self.replayer = Replayer(
+            pool=self.spend,
+            marker=SELF_MARKER,
+            record=self._record_rollouts,
+            evidence=evidence,
+            progress=progress,
+        )
+        self.reflector = Reflector(
+            pool=self.spend,
+            marker=SELF_MARKER,
+            preferences=config.night.preferences,
+            score=self.gate.score,
+            evidence=evidence,
+            progress=progress,
+        )
+        self.trials: list[Trial] = []
+        self.reflections: dict[str, ReflectOutcome] = {}
+        self.notes: list[str] = []
+        self.no_edit_reasons: list[str] = []
+        self._rollouts_recorded = 0
+        self._calls_at: dict[str, int] = {}
+        self.stage = ""
+
+    # -- small helpers ---------------------------------------------------------------
+
+    def _record_rollouts(self, rows: list[dict[str, Any]]) -> None:
+        self.run.append_rollouts(rows)
+        self._rollouts_recorded += len(rows)
+        self.observer.rollouts_recorded(self._rollouts_recorded)
+
+    def begin(self, name: str) -> None:
+        self.stage = name
+        self.progress.stage(name)
+        self._calls_at[name] = self.spend.calls
+        self.run.begin_stage(name, self.clock())
+        self.observer.stage_started(name)
+
+    def end(self, name: str, **extra: Any) -> None:
+        calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
+        self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
+        self.observer.stage_ended(name)
+
+    def jobs(
+        self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool
+    ) -> list[Job]:
+        return [
+            Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=fresh)
+            for t in tasks
+            for k in range(samples)
+        ]
+
+    def check_budget(self, stage: str) -> None:
+        if self.spend.exhausted:
+            raise BudgetExceededError(stage)
+
+    # -- stages ----------------------------------------------------------------------
+
+    def check_degenerate(
+        self, stage: str, results: Sequence[RolloutResult], *, candidate: bool = False
+    ) -> None:
+        """Fail the night on an outage. ``candidate``: results under a candidate document,
+        whose empty answers may be the edit's own (bad) effect rather than an outage."""
+        if not results:
+            return
+        errors = [r.error for r in results if r.error]
+        if len(errors) == len(results):
+            cause = Counter(errors).most_common(1)[0][0]
+            if self.spend.exhausted:
+                raise BudgetExceededError(stage)
+            raise NightFailed(stage, f"every model call failed ({len(errors)} calls): {cause}")
+        if not candidate and all(not r.response.strip() for r in results):
+            raise NightFailed(stage, "every rollout came back empty")
+        if errors and all(r.hard == 0 and r.soft == 0 for r in results):
+            cause = Counter(errors).most_common(1)[0][0]
+            raise NightFailed(
+                stage, f"all scores are zero alongside {len(errors)} call errors: {cause}"
+            )
+        check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
+
+    async def reflect(
+        self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+    ) -> ReflectOutcome:
+        saved = self.run.journal.checkpoint.get(f"reflect.{key}")
+        if saved is not None:
+            outcome = ReflectOutcome.from_dict(saved)
+        else:
+            outcome = await self.reflector.reflect(
+                target=target, docs=docs, sets=sets, budget=self.cfg.night.edit_budget
+            )
+            self.run.checkpoint(f"reflect.{key}", outcome.to_dict())
+        self.reflections[key] = outcome
+        if not outcome.edits and outcome.reason:
+            self.no_edit_reasons.append(f"{key}: {outcome.reason}")
+        return outcome
+
+    def check_reflections(self, stage: str, outcomes: Sequence[ReflectOutcome]) -> None:
+        """Fail the night when every reflection call of a stage failed (an outage)."""
+        asked = [o for o in outcomes if o.calls]
+        failed = [o for o in asked if not o.edits and o.errors and not o.raw]
+        if asked and len(failed) == len(asked):
+            self.check_budget(stage)
+            calls = sum(o.calls for o in failed)
+            errors = [e for o in failed for e in o.errors]
+            # an open circuit is a consequence: name the failure that opened it
+            root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
+            raise NightFailed(stage, f"every reflection call failed ({calls}): {root}")
+
+    async def measure(
+        self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True
+    ) -> list[RolloutResult]:
+        """Results under ``docs`` (gate samples, fresh); ``check``: fail on an outage."""
+        samples = self.cfg.gate.samples_per_task
+        results = await self.replayer.run(
+            self.jobs(tasks, docs, samples=samples, phase=phase, fresh=True)
+        )
+        if check:
+            self.check_degenerate(self.stage, results, candidate=True)
+        return results

@@ -1,0 +1,344 @@
+"""The night as its list of stages: :func:`drive`, called by :func:`.run.run_night` once the
+run directory, the stack and the progress display exist.
+
+A walk through one night's stages (:func:`_drive`):
+
+1. **Number** the night (:func:`_number`: reserved in the project state before the journal
+   records it, kept by a resumed night).
+2. **Open the documents** (:func:`_open_documents`): a resumed night preloads every rollout
+   already judged; the live documents are read, pinned for staging, older region markers
+   migrated.
+3. **Learn** (:func:`_learn`): gather tonight's tasks (:mod:`.gather_tasks`), announce the
+   spend estimate (:mod:`.estimate`), consolidate (:mod:`.rounds`), score the test split.
+   How a stage failed goes into the :class:`.course.Course`, never out as an exception
+   (but an interruption, which marks the run aborted and resumable).
+4. **Stage** (:func:`.proposal.conclude`): an accepted night's proposal, then auto-adopt.
+5. **Report** (:func:`.report.build_report`), then **commit** (:func:`_commit`): a complete
+   real night's archive (:mod:`.archive`), the files every night leaves (:mod:`.outputs`),
+   the project state.
+6. **Finish** (:func:`_finish`): the journal says how the night ended; retention.
+
+It always leaves ``run.json``, ``trials.json``, ``diagnostics.json``, ``report.json`` and
+``report.md`` behind. The proposal and the skill store are written only for a complete,
+accepted, non-dry night; state (harvest cursor, night history) only for a complete non-dry
+night.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from skillopt.backends.patience import Patience, current_patience, patience_for
+from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
+from skillopt.redact import secret_kinds
+from skillopt.skilldoc import migrate_on_read
+from skillopt.types import Split, TaskRecord
+from skillopt_sleep.night.archive import carried_edits, commit_archive
+from skillopt_sleep.night.course import Course, TestScore
+from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
+from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
+from skillopt_sleep.night.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
+from skillopt_sleep.night.outputs import write_outputs
+from skillopt_sleep.night.proposal import conclude
+from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
+from skillopt_sleep.night.rounds import Decision, consolidate
+from skillopt_sleep.night.running import Night, log
+from skillopt_sleep.replay import Docs
+from skillopt_sleep.retention import apply_retention
+from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.state import ProjectState, StateStore, project_dir
+from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
+
+__all__ = ["drive"]
+
+
+async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOutcome:
+    started = datetime.fromisoformat(night.run.journal.started_at.replace("Z", "+00:00"))
+    path = archive_path(project_dir(night.cfg.state_path(), night.project))
+    try:
+        archive = open_archive(path, now=started)
+    except SkillOptError as exc:
+        night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
+                         failed_stage="harvest")  # fmt: skip
+        raise
+    patience = Patience(night.cfg.budget.outage_patience_seconds)
+    with archive, patience_for(patience):
+        return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
+
+
+async def _drive(
+    night: Night, archive: TaskArchive, *, tasks_file: Path | None, demo: bool
+) -> NightOutcome:
+    """The night as its list of stages; every way it can end becomes a NightOutcome."""
+    store = StateStore(night.cfg.state_path())
+    state, night_no = _number(night, store)
+    live = _open_documents(night)
+    course = Course()
+    await _learn(night, archive, course, live, night_no, tasks_file)
+    _note_patience(night)
+    staged = conclude(night, course, live, night_no)
+    if staged is not None:
+        course.staged(staged)
+    ended = night.clock()
+    report = build_report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
+    report = _commit(night, archive, store, state, course, report, live=live, ended=ended)
+    _finish(night, course, report, ended)
+    return night_outcome(night, course, report)
+
+
+def _open_documents(night: Night) -> Live:
+    """A resumed night's judged rollouts preloaded; the live documents read (and pinned)."""
+    if night.resumed:
+        night.replayer.preload(night.run.read_rollouts())
+    live = _live(night)
+    _warn_withheld(night, live)
+    return live
+
+
+def _commit(
+    night: Night,
+    archive: TaskArchive,
+    store: StateStore,
+    state: ProjectState,
+    course: Course,
+    report: NightReport,
+    *,
+    live: Live,
+    ended: datetime,
+) -> NightReport:
+    """Commit a complete real night (the archive, then the outputs, then the project state:
+    a night killed in between resumes and commits once) and write the files every night
+    leaves; the report gains what the archive did."""
+    keep = course.committed and not night.dry_run
+    if keep:
+        night.begin("commit")
+    changes = None
+    if keep and course.gathered is not None:
+        changes = commit_archive(
+            night, archive, course.gathered, course.decision, course.carried_ids,
+            night_no=report.night, now=ended,
+            docs_hash=Docs(skill=live.skill, memory=live.memory).key,
+        )  # fmt: skip
+    report = report.model_copy(
+        update={"archive_changes": changes, "archive": archive.stats().to_dict()}
+    )
+    write_outputs(night, report, course.gathered)
+    learn_tokens(night)
+    if keep:
+        store.save(state.record_night(history_entry(night, course, report)))
+        night.end("commit")
+    return report
+
+
+def _finish(night: Night, course: Course, report: NightReport, ended: datetime) -> None:
+    """The journal says how the night ended; old run directories are let go."""
+    night.run.finish(
+        course.status, ended, outcome=course.result.value, reason=course.reason,
+        failed_stage=course.failed_stage,
+    )  # fmt: skip
+    _retain(night)
+    night.progress.close()  # the last stage's line comes before the night's
+    log().info(
+        "night.done", run_id=night.run.run_id, status=course.status.value,
+        result=course.result.value, accepted=course.accepted, baseline=report.baseline,
+        candidate=report.candidate, calls=night.spend.calls,
+    )  # fmt: skip
+
+
+async def _learn(
+    night: Night,
+    archive: TaskArchive,
+    course: Course,
+    live: Live,
+    night_no: int,
+    tasks_file: Path | None,
+) -> None:
+    """Gather, learn, score the test split; how a stage failed goes into ``course``."""
+    started = datetime.fromisoformat(night.run.journal.started_at.replace("Z", "+00:00"))
+    try:
+        course.gathered = await _gather(night, archive, started, tasks_file)
+        tasks = list(course.gathered.tasks)
+        learn = [t for t in tasks if t.split is not Split.TEST]
+        test = [t for t in tasks if t.split is Split.TEST]
+        if not learn:
+            course.result = NightResult.NO_TASKS
+            return
+        course.estimate = announce_estimate(night, tasks, learn, test)
+        start = Docs(skill=live.skill, memory=live.memory)
+        carried, course.carried_ids = carried_edits(archive)
+        course.decision = await consolidate(
+            night, tasks=learn, start=start, rotation=night_no, carried=carried
+        )
+        course.test = await _score_test(night, test, course.decision, start)
+        if course.decision.accepted:
+            course.result = NightResult.ACCEPTED
+        elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
+            course.result = NightResult.NO_EDITS
+    except NightFailed as exc:
+        course.fail(exc.stage, exc.cause)
+        # An outage: the next night resumes this one and pays only for what never answered.
+        night.run.update(resumable=True)
+    except BudgetExceededError as exc:
+        course.result = NightResult.BUDGET_REACHED
+        course.reason = f"night budget reached during {exc}"
+        night.notes.append(course.reason)
+    except RefusedError as exc:
+        course.fail("stage", str(exc))
+    except BaseException as exc:
+        # Interrupted (Ctrl-C, SIGTERM cancellation) or a bug: keep the run resumable.
+        # what this attempt paid, for the logs
+        night.run.update(resumable=True, spend=night.spend.summary())
+        why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
+        night.run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
+        raise
+
+
+def _live(night: Night) -> Live:
+    """The live documents as the night reads them: the pins are the bytes on disk; the
+    text has the reference tool's older region markers migrated (once, recorded), so a
+    learned block written by it is the one the night edits, never a second one."""
+    skill_path = night.cfg.live_skill_path()
+    memory_path = night.cfg.live_memory_path(night.project)
+    skill, skill_sha = read_live(skill_path)
+    memory, memory_sha = read_live(memory_path)
+    skill, memory = (_migrated(night, path, text) for path, text in
+                     ((skill_path, skill), (memory_path, memory)))  # fmt: skip
+    return Live(
+        skill_path=skill_path,
+        memory_path=memory_path,
+        skill=skill,
+        memory=memory,
+        skill_sha=skill_sha,
+        memory_sha=memory_sha,
+    )
+
+
+def _migrated(night: Night, path: Path, text: str) -> str:
+    migration = migrate_on_read(text)
+    if migration.markers:
+        note = (
+            f"{path.name}: {migration.markers} older skillopt-sleep region marker(s) migrated "
+            "to the current ones; the proposal carries the migrated document"
+        )
+        if note not in night.notes:
+            night.notes.append(note)
+    return migration.text
+
+
+async def _gather(
+    night: Night, archive: TaskArchive, started: datetime, tasks_file: Path | None
+) -> Gathered:
+    """Pending sessions mined (cached per session) plus recalled archive tasks; a resumed
+    night reads back exactly what it gathered, so it commits what the original would."""
+    run = night.run
+    if night.resumed and run.stage_done("harvest"):
+        rows = run.read_tasks()
+        info = run.journal.checkpoint.get("gather", {})
+        return Gathered.restore([TaskRecord.from_dict(r) for r in rows], info)
+    night.begin("harvest")
+    gathered = await gather_night(
+        night.cfg,
+        project=night.project,
+        archive=archive,
+        pool=night.spend,
+        use_llm=uses_llm_miner(night.cfg),
+        now=started,
+        tasks_file=tasks_file,
+        clock=night.clock,
+    )
+    run.write_tasks(t.to_dict() for t in gathered.tasks)
+    run.checkpoint("gather", gathered.checkpoint())
+    for note in gathered.notes:
+        night.progress.note(note)
+    night.end(
+        "harvest",
+        tasks=len(gathered.tasks),
+        sessions=gathered.n_sessions,
+        recalled=gathered.n_recalled,
+        backlog=gathered.backlog,
+    )
+    return gathered
+
+
+async def _score_test(
+    night: Night, test: list[TaskRecord], decision: Decision, start: Docs
+) -> TestScore | None:
+    """The test split, never seen by reflection or the gate, scored after the decision."""
+    if not test:
+        return None
+    night.begin("test")
+    after = await night.measure(test, decision.docs, "test")
+    before = None
+    if decision.accepted:
+        before = night.gate.mean(await night.measure(test, start, "test"))
+    night.end("test")
+    return TestScore(n=len(test), score=night.gate.mean(after), before=before)
+
+
+def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:
+    """Tonight's number: reserved once, kept by a resumed night.
+
+    A real night's number is saved in the project state before the run journal records
+    it, so a run killed at any point never hands its number to a later night (a run that
+    is never resumed leaves a gap, never a duplicate). A dry run borrows the next number
+    without reserving it.
+    """
+    state = store.load(night.project)
+    night_no = night.run.journal.night or 0
+    if not night_no:
+        reserved, night_no = state.begin_night()
+        if not night.dry_run:
+            state = reserved
+            store.save(state)
+        night.run.update(night=night_no)
+        night.run.save()
+    return state, night_no
+
+
+def _warn_withheld(night: Night, live: Live) -> None:
+    """Say once that a live document holds secret-shaped text the model never saw (it was
+    redacted on the way out) and that staging keeps it as it is."""
+    found = [
+        f"{path} ({', '.join(kinds)})"
+        for path, text in ((live.skill_path, live.skill), (live.memory_path, live.memory))
+        if (kinds := secret_kinds(text))
+    ]
+    if not found:
+        return
+    night.notes.append(
+        "secret-shaped text in " + "; ".join(found) + " was withheld from the model "
+        "(redacted in every prompt); a proposal keeps your lines as they are"
+    )
+    night.progress.note(night.notes[-1])
+    log().warning("night.secret_in_live_document", documents=found)
+
+
+def _note_patience(night: Night) -> None:
+    """Say how long the night waited for endpoints whose circuits were all open."""
+    patience = current_patience()
+    if patience is None or not patience.episodes:
+        return
+    waited = patience.spent()
+    night.notes.append(
+        f"waited {waited:.0f}s in all ({patience.episodes} time(s)) for endpoints whose "
+        f"circuits were all open (patience {patience.budget:g}s, "
+        "budget.outage_patience_seconds)"
+    )
+    night.progress.note(night.notes[-1])
+
+
+def _retain(night: Night) -> None:
+    """Delete old run directories the retention policy does not keep (never tonight's,
+    never one a proposal, an adoption, the skill store or a resume needs)."""
+    policy = night.cfg.retention
+    try:
+        apply_retention(
+            night.run.path.parent,
+            project_dir(night.cfg.state_path(), night.project),
+            keep_last=policy.keep_last,
+            keep_adopted=policy.keep_adopted,
+            current=night.run.path,
+        )
+    except OSError as exc:  # housekeeping must not sink a finished night
+        log().warning("retention.failed", error=str(exc))

@@ -1,0 +1,205 @@
+"""Rollouts as Ray tasks (``[executor] kind = "ray"``) on a private local Ray instance.
+
+Ray's servers listen on every interface, so the instance runs inside a private network
+namespace where ``lo`` is the only interface (skipped where that is not permitted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from skillopt.errors import BackendAuthError
+from skillopt.trainer.build import open_environment
+from skillopt.trainer.config import TrainerConfig, load_trainer_config
+from skillopt.trainer.demo import DemoWorld
+from skillopt.trainer.envs.base import RolloutContext
+from skillopt.trainer.loop import Trainer
+from skillopt.types import Split
+from support.fake_cli import FakeCli, codex_events, pid_alive, wait_dead, write_fake_cli
+from support.netns import private_network
+from support.trainer_fakes import pool_of
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+# one short epoch of qa_exec over 6 items, answered by the agent member of the pool file
+SMALL_EXEC_RUN = (
+    *("env.name=qa_exec", "env.exec_member=agent", "env.limit=6"),
+    *("train.batch_size=6", "train.num_epochs=1"),
+    *("evaluation.eval_test=false", "optimizer.use_slow_update=false"),
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    ray = pytest.importorskip("ray")
+    with private_network() as (entered, why):
+        if not entered:
+            pytest.skip(f"Ray listens on every interface; needs a private network: {why}")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            configure_logging=False,
+            log_to_driver=False,
+        )
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+def fake_codex(directory: Path, **behaviour: Any) -> FakeCli:
+    return write_fake_cli(
+        directory,
+        "codex",
+        stdout=codex_events("yes"),
+        last_message=json.dumps({"final_response": "<answer>yes</answer>", "final_answer": "yes"}),
+        **behaviour,
+    )
+
+
+def exec_cfg(tmp_path: Path, fake: FakeCli, out: str, *extra: str, limit: int = 4) -> TrainerConfig:
+    pool_toml = tmp_path / "pool.toml"
+    member = {
+        "kind": '"codex"',
+        "name": '"agent"',
+        "executable": json.dumps(str(fake.path)),
+        "max_concurrency": str(limit),
+        "timeout": "60",
+    }
+    lines = ["[[members]]", *(f"{k} = {v}" for k, v in member.items())]
+    lines += ["[roles]", 'target = ["agent"]', 'optimizer = ["agent"]']
+    pool_toml.write_text("\n".join(lines) + "\n")
+    return load_trainer_config(
+        REPO / "configs/trainer/qa_demo.toml",
+        overrides=[
+            f"out_root={json.dumps(str(tmp_path / out))}",
+            f"backend.pool_config={json.dumps(str(pool_toml))}",
+            *SMALL_EXEC_RUN,
+            *extra,
+        ],
+    )
+
+
+def tree(out: Path) -> dict[str, bytes]:
+    """The run's files but timing and the agents' own transcripts (they name the paths)."""
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "timing.json" and "/work/" not in p.as_posix()
+    }
+
+
+async def train(cfg: TrainerConfig) -> dict[str, Any]:
+    async with open_environment(cfg) as env, pool_of(DemoWorld()) as pool:
+        return await Trainer(cfg, env, pool).run()
+
+
+async def test_exec_run_on_ray_writes_the_local_run_byte_for_byte(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    fake = fake_codex(tmp_path / "bin")
+    local = await train(exec_cfg(tmp_path, fake, "local"))
+    calls_local = len(fake.calls())
+    remote = await train(exec_cfg(tmp_path, fake, "ray", "executor.kind=ray"))
+    assert len(fake.calls()) == 2 * calls_local  # every rollout ran the agent again, on Ray
+    assert remote == local
+    a, b = tree(tmp_path / "local"), tree(tmp_path / "ray")
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+    # the agents ran in Ray's worker processes, not in this one
+    assert {c["pid"] for c in fake.calls()[calls_local:]}.isdisjoint({os.getpid()})
+
+
+async def test_a_chat_environment_on_ray_sends_its_model_calls_through_this_pool(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    def cfg(out: str, *extra: str) -> TrainerConfig:
+        return load_trainer_config(
+            REPO / "configs/trainer/qa_demo.toml",
+            overrides=[
+                f"out_root={json.dumps(str(tmp_path / out))}",
+                "env.limit=6",
+                "train.batch_size=6",
+                "train.num_epochs=1",
+                "optimizer.use_slow_update=false",
+                *extra,
+            ],
+        )
+
+    local = await train(cfg("local"))
+    remote = await train(cfg("ray", "executor.kind=ray"))
+    assert remote == local
+    a, b = tree(tmp_path / "local"), tree(tmp_path / "ray")
+    assert [k for k in a if a.get(k) != b.get(k)] == []
+    assert a.keys() == b.keys()
+
+
+async def test_an_agent_error_on_a_worker_arrives_as_our_error_class(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    fake = fake_codex(tmp_path / "bin", login_file="auth.json")  # "Not logged in", exit 1
+    cfg = exec_cfg(tmp_path, fake, "run", "executor.kind=ray")
+    async with open_environment(cfg) as env:
+        item = env.items(Split.TRAIN)[0]
+        ctx = RolloutContext(
+            completer=DemoWorld(), timeout_s=30, max_output_tokens=64, workdir=tmp_path / "w"
+        )
+        with pytest.raises(BackendAuthError) as caught:
+            await env.rollout(item, "skill", ctx)
+    assert caught.value.member == "agent"
+
+
+async def test_the_exec_members_limit_holds_across_workers(local_ray: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # each agent run holds a lock directory for a while; a second one at the same time
+    # finds it taken and leaves an "overlap" mark
+    probe = (
+        f"mkdir {marks}/lock 2>/dev/null || touch {marks}/overlap; "
+        f"sleep 0.3; rmdir {marks}/lock 2>/dev/null; true"
+    )
+    fake = fake_codex(tmp_path / "bin", run_tools=[["sh", "-c", probe]])
+    cfg = exec_cfg(tmp_path, fake, "run", "executor.kind=ray", limit=1)
+    async with open_environment(cfg) as env:
+        items = list(env.items(Split.TRAIN))[:4]
+        ctx = RolloutContext(
+            completer=DemoWorld(), timeout_s=30, max_output_tokens=64, workdir=tmp_path / "w"
+        )
+        async with anyio.create_task_group() as tg:
+            for n, item in enumerate(items):
+                tg.start_soon(env.rollout, item, "s", replace(ctx, workdir=tmp_path / f"w{n}"))
+    assert len(fake.calls()) == 4
+    assert not (marks / "overlap").exists()
+
+
+async def test_cancelling_the_run_cancels_the_ray_task_and_kills_the_agent(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    fake = fake_codex(tmp_path / "bin", hang=True)
+    cfg = exec_cfg(tmp_path, fake, "run", "executor.kind=ray")
+    async with open_environment(cfg) as env:
+        item = env.items(Split.TRAIN)[0]
+        ctx = RolloutContext(
+            completer=DemoWorld(), timeout_s=600, max_output_tokens=64, workdir=tmp_path / "w"
+        )
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(env.rollout, item, "s", ctx)
+                while not fake.child_pid_path.exists():  # noqa: ASYNC110 (a worker runs it)
+                    await anyio.sleep(0.05)
+                scope.cancel()
+    agent = fake.calls()[0]["pid"]
+    child = int(fake.child_pid_path.read_text())
+    assert wait_dead(child), "the agent's child outlived the cancelled Ray task"
+    assert not pid_alive(agent)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +50,7 @@ def local_ray() -> Iterator[Any]:
             pytest.skip(f"Ray listens on every interface; needs a private network: {why}")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         ray.init(
+            address="local",
             num_cpus=2,
             include_dashboard=False,
             _node_ip_address="127.0.0.1",
@@ -203,3 +208,36 @@ async def test_cancelling_the_run_cancels_the_ray_task_and_kills_the_agent(
     child = int(fake.child_pid_path.read_text())
     assert wait_dead(child), "the agent's child outlived the cancelled Ray task"
     assert not pid_alive(agent)
+
+
+def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: Path) -> None:
+    """``skillopt train`` as a process (its own private Ray instance): SIGTERM while an agent
+    runs on a worker exits 130, and the agent's processes die with the cancelled task."""
+    fake = fake_codex(tmp_path / "bin", hang=True)
+    cfg = exec_cfg(tmp_path, fake, "run", "executor.kind=ray", "env.rollout_timeout_s=600")
+    config = tmp_path / "train.toml"
+    config.write_text(f"base = {json.dumps(str(REPO / 'configs/trainer/qa_demo.toml'))}\n")
+    overrides = [
+        f"out_root={json.dumps(cfg.out_root)}",
+        f"backend.pool_config={json.dumps(cfg.backend.pool_config)}",
+        *SMALL_EXEC_RUN,
+        "executor.kind=ray",
+        "executor.num_cpus=2",
+        "env.rollout_timeout_s=600",
+    ]
+    argv = [sys.executable, "-c", "import sys; from skillopt.cli import main; sys.exit(main())"]
+    argv += ["train", "--config", str(config), *(f"--set={o}" for o in overrides)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not fake.child_pid_path.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert wait_dead(int(fake.child_pid_path.read_text()))
+    assert all(not pid_alive(c["pid"]) for c in fake.calls())

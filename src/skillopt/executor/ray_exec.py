@@ -218,6 +218,7 @@ def _connect(ray: Any, settings: ExecutorSettings) -> bool:
             ray.init(address=settings.address, **common)
         else:
             ray.init(
+                address="local",  # a new instance, never a cluster found on this machine
                 num_cpus=settings.num_cpus or None,
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",

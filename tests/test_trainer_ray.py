@@ -20,13 +20,17 @@ from typing import Any
 import anyio
 import pytest
 
+from skillopt.backends.base import CompletionRequest, Role
+from skillopt.config import PoolConfig
 from skillopt.errors import BackendAuthError
+from skillopt.executor.ray_members import open_night_completer
 from skillopt.trainer.build import open_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import RolloutContext
 from skillopt.trainer.loop import Trainer
 from skillopt.types import Split
+from skillopt_sleep.config import SleepConfig
 from support.fake_cli import FakeCli, codex_events, pid_alive, wait_dead, write_fake_cli
 from support.netns import private_network
 from support.trainer_fakes import pool_of
@@ -241,3 +245,43 @@ def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: P
     assert "interrupted" in err
     assert wait_dead(int(fake.child_pid_path.read_text()))
     assert all(not pid_alive(c["pid"]) for c in fake.calls())
+
+
+async def test_the_nights_opt_in_runs_agent_member_calls_on_ray_through_the_pool(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    """``[night.executor] kind = "ray"``: the pool opened for a night sends each call of an
+    agent CLI member to a Ray worker; the pool's errors and accounting are unchanged."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # the agent notes its parent process: a Ray worker, not this process
+    probe = f"awk '{{print $4}}' /proc/$PPID/stat >> {marks}/parents"
+    fake = write_fake_cli(
+        tmp_path / "bin",
+        "codex",
+        stdout=codex_events("x"),
+        last_message="ANSWER:4",
+        run_tools=[["sh", "-c", probe]],
+    )
+    pool = PoolConfig.model_validate(
+        {
+            "members": [{"kind": "codex", "name": "agent", "executable": str(fake.path)}],
+            "roles": {"target": ["agent"], "optimizer": ["agent"]},
+            "cache": {"enabled": False},
+        }
+    )
+    night = SleepConfig.model_validate({"night": {"executor": {"kind": "ray"}}}).night
+    request = CompletionRequest(role=Role.TARGET, prompt="Say FOUR", timeout=60)
+    async with open_night_completer(pool, executor=night.executor) as stack:
+        done = await stack.complete(request)
+        fake.update(login_file="auth.json")  # "Not logged in" from now on
+        with pytest.raises(BackendAuthError):
+            await stack.complete(replace(request, prompt="again"))
+        accounting = stack.accounting()
+    assert done.text == "ANSWER:4" and done.member == "agent"
+    parents = {int(p) for p in (marks / "parents").read_text().split()}
+    assert parents and os.getpid() not in parents
+    assert len(fake.calls()) == 2
+    # the pool's own accounting: one answered call (with its tokens), one auth failure
+    total = accounting["total"]
+    assert (total["calls"], total["failed"], total["prompt_tokens"]) == (1, 1, 40), total

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +113,15 @@ def tree(out: Path) -> dict[str, bytes]:
 async def train(cfg: TrainerConfig) -> dict[str, Any]:
     async with open_environment(cfg) as env, pool_of(DemoWorld()) as pool:
         return await Trainer(cfg, env, pool).run()
+
+
+def test_ray_listens_on_loopback_only(local_ray: Any) -> None:
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    listening = subprocess.run(["ss", "-ltnuH"], capture_output=True, text=True, check=True)
+    local = [line.split()[4] for line in listening.stdout.splitlines() if line.strip()]
+    assert local, "Ray's servers should be listening"
+    assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]") for a in local)
 
 
 async def test_exec_run_on_ray_writes_the_local_run_byte_for_byte(
@@ -245,6 +255,11 @@ def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: P
     assert "interrupted" in err
     assert wait_dead(int(fake.child_pid_path.read_text()))
     assert all(not pid_alive(c["pid"]) for c in fake.calls())
+    # the same command resumes the interrupted run to its end
+    fake.update(hang=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads((Path(cfg.out_root) / "history.json").read_text())) == 1
 
 
 async def test_the_nights_opt_in_runs_agent_member_calls_on_ray_through_the_pool(

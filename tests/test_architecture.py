@@ -92,6 +92,7 @@ def test_stop_signals_are_handled_only_by_the_shutdown_path() -> None:
         if "open_signal_receiver(" in p.read_text(encoding="utf-8")
     }
     # daemon.py listens for SIGHUP (reload) only; SIGTERM/SIGINT go through shutdown.py.
-    assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon"}
+    # The trainer's CLI turns SIGTERM into a cancellation of the run (exit 130).
+    assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon", "skillopt.cli"}
     daemon = (SRC / "skillopt_sleep" / "daemon.py").read_text(encoding="utf-8")
     assert "open_signal_receiver(signal.SIGHUP)" in daemon

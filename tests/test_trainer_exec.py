@@ -14,23 +14,10 @@ from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import RolloutContext
 from skillopt.trainer.loop import Trainer
 from skillopt.types import Split
-from support.fake_cli import write_fake_cli
+from support.fake_cli import codex_events, write_fake_cli
 from support.trainer_fakes import pool_of
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def codex_events(answer: str) -> str:
-    events = [
-        {"type": "thread.started"},
-        {
-            "type": "item.completed",
-            "item": {"type": "command_execution", "command": "cat task.md", "exit_code": 0},
-        },
-        {"type": "item.completed", "item": {"type": "agent_message", "text": answer}},
-        {"type": "turn.completed", "usage": {"input_tokens": 40, "output_tokens": 5}},
-    ]
-    return "".join(json.dumps(e) + "\n" for e in events)
 
 
 def exec_cfg(tmp_path: Path, *extra: str) -> object:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -21,6 +23,8 @@ from skillopt.logging import configure_logging
 from skillopt.progress import Progress, terminal_progress
 
 __all__ = ["build_parser", "main"]
+
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +60,38 @@ async def _train(args: argparse.Namespace, progress: Progress | None) -> dict[st
     cfg = load_trainer_config(args.config, overrides=args.overrides)
     async with open_environment(cfg) as env, open_pool(cfg) as pool:
         trainer = Trainer(cfg, env, pool, pool_accounting=pool.accounting, progress=progress)
-        return await trainer.run()
+        summary = await _until_sigterm(trainer.run)
+    if summary is None:  # raised here, after every resource above was closed
+        raise KeyboardInterrupt
+    return summary
+
+
+async def _until_sigterm(run: Callable[[], Awaitable[T]]) -> T | None:
+    """``await run()``, or None when SIGTERM ended it as Ctrl-C would: the work in flight is
+    cancelled (Ray tasks with it), the run directory stays resumable (exit 130)."""
+    result: list[T] = []
+    terminated = False
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        nonlocal terminated
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                terminated = True
+                scope.cancel()
+
+    async def work(scope: anyio.CancelScope) -> None:
+        result.append(await run())
+        scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, tg.cancel_scope)
+            tg.start_soon(work, tg.cancel_scope)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    return None if terminated or not result else result[0]
 
 
 def _read_skill(path: str) -> str:

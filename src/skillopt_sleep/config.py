@@ -25,6 +25,7 @@ from skillopt.config import (
     load_toml_model,
     redacted_dump,
 )
+from skillopt.executor.settings import ExecutorSettings
 from skillopt_sleep.daemon_settings import DaemonSettings
 
 DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
@@ -89,6 +90,8 @@ class NightSettings(StrictModel):
     evidence_max_chars: int = Field(default=4000, ge=200)
     # Share of a stage's model-judge calls that may fail before the night fails there.
     max_judge_failures: float = Field(default=0.25, ge=0, le=1)
+    # Opt-in: agent CLI members' calls (the replay's rollouts) run as Ray tasks.
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
 
     @model_validator(mode="before")
     @classmethod

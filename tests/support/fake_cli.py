@@ -188,3 +188,17 @@ def wait_dead(pid: int, within: float = 60.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def codex_events(answer: str) -> str:
+    """codex ``--json`` events of a run that read task.md and answered ``answer``."""
+    events = [
+        {"type": "thread.started"},
+        {
+            "type": "item.completed",
+            "item": {"type": "command_execution", "command": "cat task.md", "exit_code": 0},
+        },
+        {"type": "item.completed", "item": {"type": "agent_message", "text": answer}},
+        {"type": "turn.completed", "usage": {"input_tokens": 40, "output_tokens": 5}},
+    ]
+    return "".join(json.dumps(e) + "\n" for e in events)

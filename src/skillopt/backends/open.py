@@ -15,12 +15,13 @@ on top of the stack it is given.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
 
+from skillopt.backends.base import Backend
 from skillopt.backends.pool import BackendPool
 from skillopt.backends.wrappers import DrainingCompleter, PoolWrapper, RedactingCompleter
 
@@ -50,15 +51,24 @@ class CompleterStack(PoolWrapper):
 
 @asynccontextmanager
 async def open_completer(
-    source: PoolConfig | BackendPool, *, drainable: bool = False
+    source: PoolConfig | BackendPool,
+    *,
+    drainable: bool = False,
+    extra_backends: Mapping[str, Backend] | None = None,
 ) -> AsyncIterator[CompleterStack]:
     """The stack over the pool ``source`` describes (or is); the pool is closed on exit.
 
     ``source`` is a pool config (members are built here) or a pool already built from
     members the caller made (the trainer's offline world model). Missing environment
     variables or member kinds raise :class:`~skillopt.errors.ConfigError` before any call.
+    ``extra_backends`` replace configured members by name (agent CLI members that run on
+    Ray: :func:`skillopt.executor.ray_members.open_night_completer`).
     """
-    pool = source if isinstance(source, BackendPool) else BackendPool.from_config(source)
+    pool = (
+        source
+        if isinstance(source, BackendPool)
+        else BackendPool.from_config(source, extra_backends=extra_backends)
+    )
     try:
         yield CompleterStack(pool, drainable=drainable)
     finally:

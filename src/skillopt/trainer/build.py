@@ -10,6 +10,7 @@ from skillopt.backends.base import Role
 from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.errors import ConfigError
+from skillopt.executor.settings import ExecutorKind
 from skillopt.trainer.config import BackendKind, TrainerConfig
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import Environment
@@ -67,7 +68,14 @@ def build_environment(cfg: TrainerConfig) -> Environment:
 @asynccontextmanager
 async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     """Any environment. One that runs an agent CLI is closed (its homes removed) on exit,
-    and so is one of your own that has an ``async aclose()``."""
+    and so is one of your own that has an ``async aclose()``. With ``[executor] kind =
+    "ray"`` its rollouts run as Ray tasks (:mod:`skillopt.trainer.remote_env`)."""
+    if cfg.executor.kind is ExecutorKind.RAY:
+        from skillopt.trainer.remote_env import open_ray_environment
+
+        async with open_ray_environment(cfg) as remote:
+            yield remote
+        return
     if cfg.env.name == "exec_check" and cfg.env.exec_member:
         async with _open_exec_check(cfg) as env:
             yield env

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from skillopt.config import config_error
 from skillopt.errors import ConfigError
+from skillopt.executor.settings import ExecutorSettings
 from skillopt.gate import GateMetric
 
 __all__ = [
@@ -145,6 +146,7 @@ class TrainerConfig(_Section):
     evaluation: EvaluationSection = EvaluationSection()
     env: EnvSection = EnvSection()
     backend: BackendSection = BackendSection()
+    executor: ExecutorSettings = ExecutorSettings()  # where rollouts run (local, or Ray)
 
     def redacted_dump(self) -> dict[str, Any]:
         """A JSON-ready dump safe to persist (the model holds no secrets; strings redacted)."""

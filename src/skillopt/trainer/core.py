@@ -113,6 +113,7 @@ class TrainerCore:
     def config_dump(self) -> dict[str, Any]:
         dump = self.cfg.redacted_dump()
         dump.pop("out_root", None)  # where the file is; keeps runs comparable byte for byte
+        dump.pop("executor", None)  # where rollouts ran: the same run either way
         return {"config": dump, "plan": self.plan_dict()}
 
     def plan_dict(self) -> dict[str, int]:

@@ -20,9 +20,11 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt.backends.open import CompleterStack, open_completer
+from skillopt.backends.open import CompleterStack
 from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
+from skillopt.executor.ray_members import open_night_completer
+from skillopt.executor.settings import ExecutorSettings
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.commands._common import run_async, say_demo_ignores
 from skillopt_sleep.daemon import (
@@ -178,7 +180,7 @@ def daemon_config(
         raise ConfigError(
             "no model endpoints configured: add a [pool] section (or try --demo)", key="pool"
         )
-    shared = SharedPool(cfg.pool)
+    shared = SharedPool(cfg.pool, executor=cfg.night.executor)
     return DaemonConfig(
         settings=settings,
         state_dir=cfg.state_path(),
@@ -215,14 +217,15 @@ class SharedPool:
     """One model-call stack for every night of one config, opened on first use; a stop
     drains it (no new calls, the ones in flight finish)."""
 
-    def __init__(self, pool_config: Any) -> None:
+    def __init__(self, pool_config: Any, *, executor: ExecutorSettings | None = None) -> None:
         self._config = pool_config
+        self._executor = executor
         self._resources = AsyncExitStack()
         self._stack: CompleterStack | None = None
 
     async def get(self) -> CompleterStack:
         if self._stack is None:  # no checkpoint before the assignment: nights share one
-            opened = open_completer(self._config, drainable=True)
+            opened = open_night_completer(self._config, drainable=True, executor=self._executor)
             self._stack = await self._resources.enter_async_context(opened)
         return self._stack
 

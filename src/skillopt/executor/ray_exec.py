@@ -1,0 +1,261 @@
+"""Async functions run as Ray tasks, their model calls answered by this process's pool.
+
+Design (docs/trainer.md, "Running rollouts on Ray"):
+
+* **What runs remotely** is one whole unit of work (a trainer rollout: the agent CLI process,
+  its workspace, the scoring), given as a module-level ``async def fn(completer, *args)``.
+  The worker runs it under ``anyio.run`` and sends back its result, or its error as data
+  (:mod:`.wire`), so the caller sees the same result types and error classes as locally.
+* **Where the pool lives**: here, in the driver. The ``completer`` a remote function gets is
+  a relay: each model call goes to a small Ray actor (no CPU reserved), which this process
+  drains and answers through its own pool, so per-member limits, retries, Retry-After,
+  the cache, redaction and the call accounting are exactly those of a local run. An agent
+  CLI started on a worker calls its own endpoint (the member's base URL) directly, as it
+  does locally; the caller bounds how many such rollouts are in flight.
+* **Waiting** is async: the driver awaits ``ObjectRef``s on its event loop (no threads of
+  ours). A cancelled wait (SIGTERM, Ctrl-C, a sibling's fatal error) cancels its Ray task,
+  which cancels the function on the worker (its subprocesses are killed by their own
+  cancellation handlers).
+
+Ray is imported only here and only when an executor is opened; a missing Ray is a
+ConfigError naming ``executor.kind``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+
+from skillopt.backends.base import Completer, Completion, CompletionRequest
+from skillopt.errors import ConfigError, SkillOptError
+from skillopt.executor.settings import ExecutorSettings
+from skillopt.executor.wire import WIRE_ERRORS, error_from_wire, error_to_wire
+from skillopt.logging import get_logger
+
+__all__ = ["RayExecutor", "import_ray", "open_ray_executor"]
+
+T = TypeVar("T")
+RemoteFn = Callable[..., Awaitable[Any]]
+
+_log = get_logger(__name__)
+
+_OK, _ERROR = "ok", "error"
+_RELAY_CONCURRENCY = 1_000_000
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ConfigError saying how to install it."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        raise ConfigError(
+            f"Ray is not installed ({exc}); install the extra: pip install 'skillopt[ray]'",
+            key="executor.kind",
+        ) from exc
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+class _Relay:
+    """A Ray actor: workers ``ask`` it for model calls, the driver ``take``s and ``answer``s
+    them. Holds no state beyond the calls in flight."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[int, int, CompletionRequest]] = asyncio.Queue()
+        self._waiting: dict[int, asyncio.Future[tuple[str, Any]]] = {}
+        self._ids = itertools.count()
+        self._stops: dict[int, asyncio.Event] = {}
+
+    async def ask(self, session: int, request: CompletionRequest) -> tuple[str, Any]:
+        call = next(self._ids)
+        future: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[call] = future
+        self._queue.put_nowait((call, session, request))
+        try:
+            return await future
+        finally:
+            self._waiting.pop(call, None)
+
+    async def take(self) -> list[tuple[int, int, CompletionRequest]]:
+        batch = [await self._queue.get()]
+        while not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        return batch
+
+    async def answer(self, call: int, outcome: tuple[str, Any]) -> None:
+        future = self._waiting.get(call)
+        if future is not None and not future.done():
+            future.set_result(outcome)
+
+    async def stopped(self, session: int) -> None:
+        """Returns once the driver ends ``session`` (cancelled, or finished)."""
+        await self._stops.setdefault(session, asyncio.Event()).wait()
+        self._stops.pop(session, None)
+
+    async def stop(self, session: int) -> None:
+        self._stops.setdefault(session, asyncio.Event()).set()
+
+
+class _RelayCompleter:
+    """The completer a remote function gets: every call is made by the driver's pool."""
+
+    def __init__(self, relay: Any, session: int) -> None:
+        self._relay = relay
+        self._session = session
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        kind, payload = await self._relay.ask.remote(self._session, request)
+        if kind == _ERROR:
+            raise error_from_wire(payload)
+        if not isinstance(payload, Completion):
+            raise TypeError(f"relay answered {type(payload).__name__}, not a Completion")
+        return payload
+
+
+def _run_on_worker(fn: RemoteFn, args: tuple[Any, ...], session: int, relay: Any) -> Any:
+    """The Ray task body: ``fn`` on a fresh event loop of this worker."""
+
+    outcome: tuple[str, Any] = (_ERROR, error_to_wire(SkillOptError("cancelled by the driver")))
+
+    async def work(scope: anyio.CancelScope) -> None:
+        nonlocal outcome
+        try:
+            outcome = _OK, await fn(_RelayCompleter(relay, session), *args)
+        except WIRE_ERRORS as exc:
+            outcome = _ERROR, error_to_wire(exc)
+        scope.cancel()
+
+    async def main() -> tuple[str, Any]:
+        # The driver's cancellation arrives as the end of ``stopped``: the function is
+        # cancelled like a local one (its agent's process group is killed).
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(work, tg.cancel_scope)
+            await relay.stopped.remote(session)
+            tg.cancel_scope.cancel()
+        return outcome
+
+    return anyio.run(main)
+
+
+# --------------------------------------------------------------------------- driver side
+
+
+class RayExecutor:
+    """Submits remote functions and answers their model calls (see the module docstring)."""
+
+    def __init__(self, ray: Any, relay: Any, settings: ExecutorSettings) -> None:
+        self._ray = ray
+        self._relay = relay
+        self._task = ray.remote(max_retries=0)(_run_on_worker).options(
+            num_cpus=settings.cpus_per_task
+        )
+        self._sessions: dict[int, Completer] = {}
+        self._ids = itertools.count()
+        self.submitted = 0
+        self.relayed_calls = 0
+
+    async def call(self, fn: RemoteFn, *args: Any, completer: Completer) -> Any:
+        """``await fn(completer, *args)``, run as a Ray task; model calls go to ``completer``."""
+        session = next(self._ids)
+        self._sessions[session] = completer
+        ref = self._task.remote(fn, args, session, self._relay)
+        self.submitted += 1
+        try:
+            kind, payload = await self._wait(ref)
+        finally:
+            self._sessions.pop(session, None)
+            self._relay.stop.remote(session)  # cancels the worker's function, or releases it
+        if kind == _ERROR:
+            raise error_from_wire(payload)
+        return payload
+
+    async def _wait(self, ref: Any) -> Any:
+        try:
+            return await ref
+        except anyio.get_cancelled_exc_class():
+            # ``call`` stops the session, which cancels the function on the worker (a task
+            # still queued stops as soon as it starts). Not ``ray.cancel``: its interrupt
+            # could land while the worker kills the agent's processes.
+            _log.info("ray_task_cancelled", task=ref.hex())
+            raise
+
+    async def serve(self) -> None:
+        """Answer the workers' model calls until cancelled."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                for call, session, request in await self._relay.take.remote():
+                    tg.start_soon(self._answer, call, session, request)
+
+    async def _answer(self, call: int, session: int, request: CompletionRequest) -> None:
+        completer = self._sessions.get(session)
+        if completer is None:  # its task was cancelled meanwhile; nobody waits for it
+            return
+        outcome: tuple[str, Any]
+        try:
+            outcome = _OK, await completer.complete(request)
+        except WIRE_ERRORS as exc:
+            outcome = _ERROR, error_to_wire(exc)
+        self.relayed_calls += 1
+        await self._relay.answer.remote(call, outcome)
+
+
+def _connect(ray: Any, settings: ExecutorSettings) -> bool:
+    """Join or start Ray; True when this process started it (and must shut it down)."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage reports leave the machine
+    common: dict[str, Any] = {"configure_logging": False, "log_to_driver": False}
+    try:
+        if settings.address:
+            ray.init(address=settings.address, **common)
+        else:
+            ray.init(
+                address="local",  # a new instance, never a cluster found on this machine
+                num_cpus=settings.num_cpus or None,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                **common,
+            )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = settings.address or "a private local instance"
+        raise ConfigError(
+            f"cannot start or reach Ray ({where}): {exc}", key="executor.address"
+        ) from exc
+    return True
+
+
+@asynccontextmanager
+async def open_ray_executor(settings: ExecutorSettings) -> AsyncIterator[RayExecutor]:
+    """A connected executor answering model calls; Ray is shut down on exit if we started it.
+
+    ``ray.init`` blocks while a private instance starts (a few seconds, once per run)."""
+    ray = import_ray()
+    started = _connect(ray, settings)
+    # every task in flight holds one ``stopped`` call on it: no small concurrency cap
+    relay = ray.remote(num_cpus=0, max_concurrency=_RELAY_CONCURRENCY)(_Relay).remote()
+    executor = RayExecutor(ray, relay, settings)
+    _log.info("ray_executor_open", address=settings.address or "local", started=started)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(executor.serve)
+            try:
+                yield executor
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        ray.kill(relay)
+        _log.info(
+            "ray_executor_closed",
+            submitted=executor.submitted,
+            relayed_calls=executor.relayed_calls,
+        )
+        if started:
+            ray.shutdown()

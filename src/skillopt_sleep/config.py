@@ -144,7 +144,12 @@ class SleepConfig(StrictModel):
     skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
     memory_path: Path | None = None  # live memory; default <project>/CLAUDE.md
     skill_roots: list[Path] = Field(default_factory=list)  # [] = see adopt_roots()
-    auto_adopt: bool = False
+    # true: adopt an accepted night's managed skill and memory; "all": its per-skill
+    # proposals (the project's own skills) too
+    auto_adopt: bool | Literal["all"] = False
+    # A bare `adopt` on a night with per-skill proposals: "list" them and adopt nothing
+    # (exit 2) until told which (--skill NAME / --all); "all" adopts every one
+    bare_adopt: Literal["list", "all"] = "list"
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     night: NightSettings = Field(default_factory=NightSettings)
     gate: GateSettings = Field(default_factory=GateSettings)

@@ -37,6 +37,7 @@ from skillopt_sleep.staging import (
     Proposal,
     ProposalKind,
     SkillStore,
+    load_manifest,
     scaffold_skill,
     sha256_file,
     staged_text,
@@ -660,7 +661,12 @@ def _auto_adopt(night: Night) -> list[str]:
 
     roots = [str(r) for r in night.cfg.adopt_roots(night.project)]
     try:
-        result = adopt(night.run.path, skill_roots=roots)
+        entries = load_manifest(night.run.path).entries
+        # per-skill proposals only when asked for by name: auto_adopt = "all"
+        select = [e.name for e in entries if night.cfg.auto_adopt == "all" or not e.fanout]
+        if not select:
+            return []
+        result = adopt(night.run.path, skill_roots=roots, select=select)
     except SkillOptError as exc:
         night.notes.append(f"auto-adopt refused: {exc}")
         return []

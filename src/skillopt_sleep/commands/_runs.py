@@ -85,7 +85,10 @@ def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
 def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
     """Finish the adoptions of this project's nights that a killed process left half-done
     (completed or rolled back), so no command reads or reports a half-adopted state."""
-    return recover_interrupted(RunDir.list_runs(runs_root(cfg, project)))
+    from skillopt_sleep.versions import restore_dirs
+
+    return recover_interrupted([*RunDir.list_runs(runs_root(cfg, project)),
+                                *restore_dirs(cfg, project)])  # fmt: skip
 
 
 def say_recovered(recoveries: list[Recovery]) -> None:

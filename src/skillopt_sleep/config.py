@@ -139,6 +139,15 @@ class RetentionSettings(StrictModel):
     keep_adopted: bool = True  # every night whose proposal was adopted, whatever its age
 
 
+class SkillsSettings(StrictModel):
+    """The project's own skills (``.claude/skills/*/SKILL.md`` and the like): a night
+    routes each task to the skill it exercised and learns on each skill with its tasks."""
+
+    fanout: bool = True  # false: one night, the managed skill and memory only
+    roots: list[Path] = Field(default_factory=list)  # more skill folders (relative = project)
+    min_tasks: int = Field(default=3, ge=2)  # a skill with fewer learnable tasks is skipped
+
+
 class SleepConfig(StrictModel):
     state_dir: Path = Path("~/.local/state/skillopt-sleep")
     skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
@@ -155,6 +164,7 @@ class SleepConfig(StrictModel):
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 

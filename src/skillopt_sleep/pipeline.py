@@ -32,6 +32,7 @@ from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus, iso
+from skillopt_sleep.skills.fanout import Fanout
 from skillopt_sleep.staging import (
     RECEIPTS_NAME,
     Proposal,
@@ -258,6 +259,7 @@ class Course:
     proposal_dir: Path | None = None
     adopted: list[str] = field(default_factory=list)
     staging_failed: bool = False
+    fanout: Fanout | None = None  # the project's own skills, each learning on its tasks
 
     def fail(self, stage: str, reason: str) -> None:
         self.status, self.result = RunStatus.FAILED, NightResult.FAILED
@@ -390,11 +392,15 @@ async def _learn(
         course.estimate, course.estimate_detail = _announce_estimate(night, tasks, learn, test)
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = _carried(archive)
-        course.decision = await consolidate(
-            night, tasks=learn, start=start, rotation=night_no, carried=carried
+        fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
+        course.decision = await fan.alongside(
+            lambda tasks: consolidate(
+                night, tasks=tasks, start=start, rotation=night_no, carried=carried
+            ),
+            start,
         )
         course.test = await _score_test(night, test, course.decision, start)
-        if course.decision.accepted:
+        if course.decision.accepted or fan.any_accepted:
             course.result = NightResult.ACCEPTED
         elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
             course.result = NightResult.NO_EDITS
@@ -461,7 +467,9 @@ def _learn_tokens(night: Night) -> None:
 def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
     """Stage an accepted night's documents (not a dry run), then auto-adopt if configured."""
     decision = course.decision
-    if not (course.committed and course.accepted and not night.dry_run and decision):
+    staged_skills = bool(course.fanout and course.fanout.any_accepted)
+    if not (course.committed and (course.accepted or staged_skills) and not night.dry_run
+            and decision):  # fmt: skip
         return
     if (night.run.path / RECEIPTS_NAME).exists():
         # Staged and adopted before a kill: the proposal stands as it was adopted.
@@ -469,7 +477,7 @@ def _conclude(night: Night, course: Course, live: Live, night_no: int) -> None:
         return
     night.begin("stage")
     try:
-        course.proposal_dir = _stage(night, live, decision, night_no)
+        course.proposal_dir = _stage(night, live, decision, night_no, course.fanout)
     except (RefusedError, SkillOptError, OSError) as exc:
         course.fail("stage", str(exc))
         course.staging_failed = True
@@ -526,6 +534,7 @@ def _report(
         "auto_adopted": course.adopted,
         **_edits_report(night, course),
         **_tasks_report(night, gathered),
+        **(course.fanout.report() if course.fanout else {}),
     }
     if course.estimate:
         report["estimate"] = course.estimate
@@ -682,7 +691,9 @@ def _final_deltas(night: Night) -> list[dict[str, Any]]:
     return []
 
 
-def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
+def _stage(
+    night: Night, live: Live, decision: Decision, night_no: int, fanout: Fanout | None = None
+) -> Path:
     """Version the accepted documents and write the proposal (manifest last)."""
     run = night.run
     for path, pinned in ((live.skill_path, live.skill_sha), (live.memory_path, live.memory_sha)):
@@ -720,6 +731,9 @@ def _stage(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
                 live_sha256=live.memory_sha,
             )
         )
+    for proposal in fanout.proposals(store, run_id=run.run_id, night_no=night_no) if fanout else ():
+        run.journal["versions"][proposal.name] = proposal.store_version
+        proposals.append(proposal)
     write_proposal(run.path, proposals, run_id=run.run_id)
     run.save()
     return run.path / "proposal"

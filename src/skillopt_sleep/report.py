@@ -348,6 +348,36 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def skills_section(r: Mapping[str, Any]) -> list[str]:
+    """The project's own skills: what each learned tonight, or why it was not tried."""
+    rows = r.get("skills") or []
+    if not rows:
+        return []
+    out = [
+        "## Your skills",
+        "",
+        f"Each skill learned on the tasks routed to it ({r.get('managed_tasks', 0)} task(s) "
+        "stayed with the managed skill); adopt one with `skillopt-sleep adopt --skill NAME`.",
+        "",
+        "| skill | tasks (hint / match) | result | before | after | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        out.append(
+            f"| {cell(row.get('name'))} | {row.get('tasks', 0)} ({row.get('routed_by_hint', 0)} "
+            f"/ {row.get('routed_by_match', 0)}) | {cell(row.get('status'))}"
+            + (" (staged)" if row.get("staged") else "")
+            + f" | {fmt(row.get('baseline'))} | {fmt(row.get('candidate'))} | "
+            f"{cell(row.get('reason') or row.get('gate_action') or '', 200)} |"
+        )
+    routes = [x for x in r.get("skill_routing") or [] if x.get("skill")]
+    if routes:
+        out += ["", "Routed tasks:", ""]
+        out += [f"- {cell(x.get('task_id'))} -> {cell(x.get('skill'))}: {cell(x.get('why'), 200)}"
+                for x in routes]  # fmt: skip
+    return [*out, ""]
+
+
 def render_markdown(r: Mapping[str, Any]) -> str:
     """``report.md`` from the ``report.json`` data."""
     title = cell(r.get("project_name") or r.get("project", "project"), 80)
@@ -385,6 +415,7 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         r.get("unmatched_edits", []),
         "Duplicates of existing lines, or anchors that were not found.",
     )
+    lines += skills_section(r)
     lines += _edit_stories(r)
     lines += _trials(r.get("trials", []))
     lines += _task_changes(r)

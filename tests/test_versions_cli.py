@@ -26,6 +26,7 @@ def setup(tmp_path: Path) -> DemoSetup:
     return prepare_demo(tmp_path)
 
 
+@pytest.mark.slow
 def test_list_show_diff_restore(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> None:
     cfg, proj = str(write_config(setup)), str(setup.project)
     common = ("--config", cfg, "--project", proj)

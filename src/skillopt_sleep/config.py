@@ -107,6 +107,9 @@ _REPLACED_NIGHT_KEYS = {
 
 
 class GateSettings(StrictModel):
+    # strict: the full gate; greedy: no final check against the live documents; off: no
+    # validation at all (see skillopt_sleep.gate_modes)
+    mode: Literal["strict", "greedy", "off"] = "strict"
     metric: Literal["hard", "soft", "mixed"] = "mixed"
     mixed_weight: float = Field(default=0.5, ge=0, le=1)
     no_regression: bool = False

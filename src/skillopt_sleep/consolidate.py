@@ -41,6 +41,7 @@ from skillopt_sleep.crossfit import (
     make_folds,
     measure,
 )
+from skillopt_sleep.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.judging import check_judging
@@ -289,6 +290,8 @@ async def consolidate(
 ) -> Decision:
     """Cross-fitted rounds over ``tasks``, then the final paired check against ``start``."""
     cfg = night.cfg
+    if cfg.gate.mode == OFF:
+        return await ungated(night, tasks, start)
     base = await _rollouts(night, "rollouts", tasks, start)
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
@@ -356,6 +359,8 @@ async def consolidate(
         if untested and not rejected:
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
+    if cfg.gate.mode == GREEDY:
+        return greedy_final(rejected_all, best, applied)
     return await _final(night, tasks, start, best, applied, rejected_all)
 
 

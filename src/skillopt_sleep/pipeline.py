@@ -27,6 +27,7 @@ from skillopt_sleep.consolidate import Decision, Night, consolidate, estimate_sp
 from skillopt_sleep.crossfit import Candidate
 from skillopt_sleep.gather import Gathered, commit_gathered, gather_night, uses_llm_miner
 from skillopt_sleep.html import publish_night
+from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.report import render_markdown
@@ -281,6 +282,8 @@ async def _drive(
     """The night as a list of stages; every way it can end becomes a NightOutcome."""
     store = StateStore(night.cfg.state_path())
     state, night_no = _number(night, store)
+    models = model_key(night.cfg.pool)
+    _warn_model_change(night, state.last_model_key, models)
     if night.resumed:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
@@ -291,6 +294,8 @@ async def _drive(
     _conclude(night, course, live, night_no)
     ended = night.clock()
     report = _report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
+    report["models"] = models
+    report["advisories"] = [a for a in [model_advisory(state.last_model_key, models)] if a]
     keep = course.committed and not night.dry_run
     if keep:
         night.begin("commit")
@@ -303,7 +308,8 @@ async def _drive(
     _write_outputs(night, report, course.gathered)
     _learn_tokens(night)
     if keep:
-        store.save(state.record_night(_history_entry(night, course, report, night_no)))
+        kept = state.record_night(_history_entry(night, course, report, night_no))
+        store.save(kept.with_model_key(models) if models else kept)
         night.end("commit")
     night.run.finish(
         course.status, ended, outcome=course.result.value, reason=course.reason,
@@ -317,6 +323,15 @@ async def _drive(
         candidate=report["candidate"], calls=night.spend.calls,
     )  # fmt: skip
     return _outcome(night, course, report)
+
+
+def _warn_model_change(night: Night, previous: str, current: str) -> None:
+    """Tonight's scores are not comparable with the last night's: say so (log, display);
+    the report carries it as an advisory."""
+    advisory = model_advisory(previous, current)
+    if advisory:
+        night.progress.note(advisory)
+        _log().warning("night.model_changed", previous=previous, current=current)
 
 
 def _warn_withheld(night: Night, live: Live) -> None:
@@ -512,6 +527,7 @@ def _report(
         "dry_run": night.dry_run,
         "demo": demo,
         "metric": night.cfg.gate.metric,
+        "gate_mode": night.cfg.gate.mode,
         "live_skill": str(live.skill_path),
         "live_memory": str(live.memory_path),
         "resumed": night.resumed,

@@ -378,6 +378,22 @@ def skills_section(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def mode_banner(mode: str) -> str:
+    """The warning for a night whose gate did not validate its edits fully ("" if it did)."""
+    if mode == "greedy":
+        return (
+            "Gate mode **greedy**: each edit had to help on tasks its reflection never saw, "
+            "but the documents were not checked against your live ones at the end; the "
+            "scores are not a measured gain."
+        )
+    if mode == "off":
+        return (
+            "Gate mode **off**: every edit that applied was kept without any validation; "
+            "review the proposal before you adopt it."
+        )
+    return ""
+
+
 def render_markdown(r: Mapping[str, Any]) -> str:
     """``report.md`` from the ``report.json`` data."""
     title = cell(r.get("project_name") or r.get("project", "project"), 80)
@@ -391,6 +407,8 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         "## In short",
         "",
+        *[f"> {line}\n" for line in (mode_banner(str(r.get("gate_mode") or "")),) if line],
+        *[f"> {cell(w, 400)}\n" for w in r.get("advisories") or ()],
         _summary(r),
         "",
         "## Learning curve",

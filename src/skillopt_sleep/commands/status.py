@@ -91,10 +91,14 @@ def run(args: argparse.Namespace) -> int:
         pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
+    from skillopt_sleep.model_change import model_advisory, model_key
+
+    advisory = model_advisory(state.last_model_key, model_key(cfg.pool))
     data = {
         "ok": True,
         "project": str(project),
         "nights_run": state.night,
+        "advisories": [advisory] if advisory else [],
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
@@ -108,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     say_recovered(recovered)
     say(f"project {project}: {state.night} night(s) run")
+    if advisory:
+        say(f"  warning: {advisory}")
     _say_archive(archive)
     if next_wake:
         by = ", ".join(health["scheduled_by"])

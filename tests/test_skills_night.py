@@ -129,3 +129,25 @@ def test_one_night_three_skills_then_adopt_by_name(
     assert code == 0
     [v1] = versions["versions"]
     assert v1["adopted"] and v1["live"] and v1["score"] == rows["code-search"]["candidate"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("auto", ["true", '"all"'])
+def test_auto_adopt_takes_per_skill_proposals_only_when_all(
+    three_skills: DemoSetup, capsys: pytest.CaptureFixture[str], auto: str
+) -> None:
+    setup = three_skills
+    config = write_config(setup, extra=f"auto_adopt = {auto}")
+    common = ("--config", str(config), "--project", str(setup.project))
+    before = {name: _skill(setup, name) for name in SKILLS}
+    code, night = cli(capsys, "once", *common)
+    assert code == 0, night
+    report = json.loads((Path(night["run_dir"]) / "report.json").read_text())
+    changed = {name for name in SKILLS if _skill(setup, name) != before[name]}
+    code, status = cli(capsys, "status", *common)
+    waiting = {p["name"] for p in status["pending_proposals"] if p["fanout"]}
+    if auto == "true":
+        assert changed == set() and waiting == set(SKILLS)
+        assert str(setup.config.live_memory_path(setup.project)) in report["auto_adopted"]
+    else:
+        assert changed == set(SKILLS) and waiting == set()

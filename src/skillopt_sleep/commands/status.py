@@ -145,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
     elif runs:
         say("  no HTML report yet: `skillopt-sleep report` builds it")
     if proposals:
-        say(f"pending proposals (adopt with `{again(args, 'adopt')}`):")
+        how = again(args, "adopt")
+        if any(p.get("fanout") for p in proposals):
+            how += " --skill NAME` (repeatable) or `--all"
+        say(f"pending proposals (adopt with `{how}`):")
         for p in proposals:
             say(f"  {p['name']} ({p['kind']}) -> {p['live_path']}  [{p['run_dir']}]")
     else:

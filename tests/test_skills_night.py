@@ -112,7 +112,8 @@ def test_one_night_three_skills_then_adopt_by_name(
         assert Path(rows[name]["run_dir"]).is_relative_to(run)
     # each skill learned only what its own tasks needed
     assert RULES["tests"] not in rows["code-search"]["accepted_edits"]
-    assert "## Your skills" in (run / "report.md").read_text()
+    markdown = (run / "report.md").read_text()
+    assert "## Your skills" in markdown and "12 of the tasks went to 3 of your own" in markdown
     assert {name: _skill(setup, name) for name in SKILLS} == before  # staged, not adopted
 
     code, listed = cli(capsys, "adopt", *common)

@@ -123,6 +123,7 @@ def _summary(r: Mapping[str, Any]) -> str:
         + (f"; {tasks.get('test')} task(s) were kept for a final test." if tasks.get("test")
            else ".")
     ]  # fmt: skip
+    parts += [line for line in (_skills_summary(r),) if line]
     n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
@@ -346,6 +347,22 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
         out.append(f"- resumed after an interruption; {r.get('reused_rollouts', 0)} finished "
                    "rollouts were reused")  # fmt: skip
     return [*out, ""]
+
+
+def _skills_summary(r: Mapping[str, Any]) -> str:
+    """One sentence on the project's own skills, when the night fanned out to them."""
+    rows = r.get("skills") or []
+    if not rows:
+        return ""
+    routed = sum(int(row.get("tasks", 0)) for row in rows)
+    staged = [cell(row.get("name")) for row in rows if row.get("staged")]
+    return (
+        f"{routed} of the tasks went to {len(rows)} of your own skills, each learning and "
+        f"gated on its own tasks (see \"Your skills\"); what follows is about the "
+        f"{r.get('managed_tasks', 0)} task(s) left to the managed skill and memory."
+        + (f" Staged for your skills: **{', '.join(staged)}** (`skillopt-sleep adopt --skill "
+           "NAME`)." if staged else "")
+    )  # fmt: skip
 
 
 def skills_section(r: Mapping[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from support.sleep_setup import write_config
+from support.sleep_setup import once, write_config
 
 RULES = {r.key: r.text for r in World().rules}
 SKILLS = {
@@ -66,7 +67,11 @@ def _session(home: Path, project: Path, index: int, request: str, skill: str) ->
 
 @pytest.fixture
 def three_skills(tmp_path: Path) -> DemoSetup:
-    setup = prepare_demo(tmp_path)
+    return _three_skills(tmp_path)
+
+
+def _three_skills(root: Path) -> DemoSetup:
+    setup = prepare_demo(root)
     shutil.rmtree(setup.claude_home / "projects")  # only this test's sessions
     for index, (request, skill) in enumerate(SESSIONS):
         _session(setup.claude_home, setup.project, index, request, skill)
@@ -152,3 +157,31 @@ def test_auto_adopt_takes_per_skill_proposals_only_when_all(
         assert str(setup.config.live_memory_path(setup.project)) in report["auto_adopted"]
     else:
         assert changed == set(SKILLS) and waiting == set()
+
+
+def _learned(report: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
+    return {row["name"]: (row["status"], row["accepted_edits"]) for row in report["skills"]}
+
+
+@pytest.mark.slow
+def test_a_killed_night_resumes_every_skill_to_the_same_decision(tmp_path: Path) -> None:
+    reference = _three_skills(tmp_path / "reference")
+    done = once(write_config(reference), reference.project)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = _learned(json.loads((Path(json.loads(done.stdout)["run_dir"]) /
+                                    "report.json").read_text()))  # fmt: skip
+
+    setup = _three_skills(tmp_path / "killed")
+    config = write_config(setup)
+    killed = once(config, setup.project, "rollouts")  # the managed night's first stage
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    [run] = [p.parent for p in (setup.state_dir / "projects").glob("*/runs/*/run.json")]
+    children = sorted(run.glob("skills/*/*/run.json"))
+    assert len(children) == len(SKILLS)
+    resumed = once(config, setup.project)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout)["resumed"] is True
+    assert _learned(json.loads((run / "report.json").read_text())) == expected
+    for child in children:
+        journal = json.loads(child.read_text())
+        assert journal["resumed"] and journal["status"] == "complete", child

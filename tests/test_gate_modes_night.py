@@ -65,6 +65,7 @@ async def test_off_keeps_every_edit_unvalidated_and_says_so(demo: DemoSetup) -> 
     proposal = (outcome.run_dir / "proposal").glob("skill-*.md")
     assert any(HARMFUL.text in p.read_text() for p in proposal)
     assert "Gate mode **off**" in (outcome.run_dir / "report.md").read_text()
+    assert "Gate mode off" in (outcome.run_dir / "report.html").read_text()
 
 
 @pytest.mark.slow

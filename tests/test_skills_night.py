@@ -119,6 +119,7 @@ def test_one_night_three_skills_then_adopt_by_name(
     assert RULES["tests"] not in rows["code-search"]["accepted_edits"]
     markdown = (run / "report.md").read_text()
     assert "## Your skills" in markdown and "12 of the tasks went to 3 of your own" in markdown
+    assert "Your skill code-search: accepted on 4 task(s)" in (run / "report.html").read_text()
     assert {name: _skill(setup, name) for name in SKILLS} == before  # staged, not adopted
 
     code, listed = cli(capsys, "adopt", *common)

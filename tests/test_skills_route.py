@@ -83,3 +83,12 @@ def test_discovery_finds_every_root_and_leaves_out_what_it_cannot_use(tmp_path: 
     assert "two skills are named" in why["twice"]
     assert any("symlink" in w for w in why.values())
     assert found.memory == (project / "CLAUDE.md",)
+
+
+def test_the_memory_file_is_agents_md_when_only_that_exists(tmp_path: Path) -> None:
+    cfg = SleepConfig()
+    assert cfg.live_memory_path(tmp_path) == tmp_path / "CLAUDE.md"
+    (tmp_path / "AGENTS.md").write_text("# agents\n")
+    assert cfg.live_memory_path(tmp_path) == tmp_path / "AGENTS.md"
+    (tmp_path / "CLAUDE.md").write_text("# claude\n")
+    assert cfg.live_memory_path(tmp_path) == tmp_path / "CLAUDE.md"

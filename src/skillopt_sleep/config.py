@@ -200,9 +200,12 @@ class SleepConfig(StrictModel):
         return self.sources.claude_home.expanduser() / "skills" / MANAGED_SKILL / "SKILL.md"
 
     def live_memory_path(self, project: Path) -> Path:
+        """``memory_path``, else the project's ``CLAUDE.md``, or its ``AGENTS.md`` when only
+        that one exists (what Codex, Cursor and Copilot read)."""
         if self.memory_path is not None:
             return _under(project, self.memory_path)
-        return project / "CLAUDE.md"
+        claude, agents = project / "CLAUDE.md", project / "AGENTS.md"
+        return agents if agents.is_file() and not claude.is_file() else claude
 
     def adopt_roots(self, project: Path) -> list[Path]:
         """The only folders ``adopt`` may write under: ``skill_roots`` as configured

@@ -16,6 +16,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night import run_night
 from support.sleep_setup import once, write_config
 
 RULES = {r.key: r.text for r in World().rules}
@@ -186,3 +187,41 @@ def test_a_killed_night_resumes_every_skill_to_the_same_decision(tmp_path: Path)
     for child in children:
         journal = json.loads(child.read_text())
         assert journal["resumed"] and journal["status"] == "complete", child
+
+
+class _EditsSkillAtStaging:
+    """The user edits one skill while the night runs (just before it stages)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def stage_started(self, name: str) -> None:
+        if name == "stage":
+            self.path.write_text(self.path.read_text() + "\n- my own new line\n")
+
+    def stage_ended(self, name: str) -> None:
+        return None
+
+    def rollouts_recorded(self, total: int) -> None:
+        return None
+
+
+@pytest.mark.slow
+async def test_a_skill_edited_during_the_night_is_not_staged_and_the_others_are(
+    three_skills: DemoSetup,
+) -> None:
+    setup = three_skills
+    edited = setup.project / ".claude" / "skills" / "bug-fixing" / "SKILL.md"
+    outcome = await run_night(setup.config, project=setup.project,
+                              observer=_EditsSkillAtStaging(edited))  # fmt: skip
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    rows = {row["name"]: row for row in report["skills"]}
+    assert (
+        not rows["bug-fixing"]["staged"]
+        and "changed while the night ran" in (rows["bug-fixing"]["reason"])
+    )
+    assert rows["code-search"]["staged"] and rows["git-commits"]["staged"]
+    names = {e["name"] for e in json.loads(
+        (outcome.run_dir / "proposal" / "manifest.json").read_text())["entries"]}  # fmt: skip
+    assert {"code-search", "git-commits"} <= names and "bug-fixing" not in names
+    assert edited.read_text().endswith("- my own new line\n")

@@ -34,7 +34,13 @@ from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
 from skillopt_sleep.skills.route import MANAGED, Routing, route_tasks
-from skillopt_sleep.staging import Proposal, ProposalKind, SkillStore, staged_text
+from skillopt_sleep.staging import (
+    Proposal,
+    ProposalKind,
+    SkillStore,
+    sha256_file,
+    staged_text,
+)
 
 __all__ = ["Fanout", "SkillNight", "empty_decision"]
 
@@ -245,6 +251,10 @@ class Fanout:
                 continue
             text = staged_text(sn.skill.text, sn.decision.docs.skill)
             if text == sn.skill.text:
+                continue
+            if sha256_file(sn.skill.path) != sn.skill.sha256:
+                sn.reason = f"{sn.skill.path} changed while the night ran; not staged (rerun)"
+                self.night.notes.append(f"{sn.skill.name}: {sn.reason}")
                 continue
             version = store.add_version(sn.skill.name, text, run_id=run_id, night=night_no)
             sn.store_version, sn.staged = version.number, True

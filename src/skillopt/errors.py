@@ -46,6 +46,7 @@ __all__ = [
     "ReplyFormatError",
     "RetryableBackendError",
     "RunFailedError",
+    "SelectionRequiredError",
     "SkillDocError",
     "SkillOptError",
 ]
@@ -211,3 +212,11 @@ class AdoptionError(SkillOptError):
 
 class RefusedError(SkillOptError):
     """The operation is refused until the user acts (exit code 2 at the CLI)."""
+
+
+class SelectionRequiredError(RefusedError):
+    """A night proposes several skills: the user names the ones to adopt (``names``)."""
+
+    def __init__(self, message: str, *, names: tuple[str, ...]) -> None:
+        self.names = names
+        super().__init__(message)

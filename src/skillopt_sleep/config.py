@@ -110,6 +110,9 @@ _REPLACED_NIGHT_KEYS = {
 
 
 class GateSettings(StrictModel):
+    # strict: the full gate; greedy: no final check against the live documents; off: no
+    # validation at all (see skillopt_sleep.gate_modes)
+    mode: Literal["strict", "greedy", "off"] = "strict"
     metric: Literal["hard", "soft", "mixed"] = "mixed"
     mixed_weight: float = Field(default=0.5, ge=0, le=1)
     no_regression: bool = False
@@ -142,17 +145,32 @@ class RetentionSettings(StrictModel):
     keep_adopted: bool = True  # every night whose proposal was adopted, whatever its age
 
 
+class SkillsSettings(StrictModel):
+    """The project's own skills (``.claude/skills/*/SKILL.md`` and the like): a night
+    routes each task to the skill it exercised and learns on each skill with its tasks."""
+
+    fanout: bool = True  # false: one night, the managed skill and memory only
+    roots: list[Path] = Field(default_factory=list)  # more skill folders (relative = project)
+    min_tasks: int = Field(default=3, ge=2)  # a skill with fewer learnable tasks is skipped
+
+
 class SleepConfig(StrictModel):
     state_dir: Path = Path("~/.local/state/skillopt-sleep")
     skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
     memory_path: Path | None = None  # live memory; default <project>/CLAUDE.md
     skill_roots: list[Path] = Field(default_factory=list)  # [] = see adopt_roots()
-    auto_adopt: bool = False
+    # true: adopt an accepted night's managed skill and memory; "all": its per-skill
+    # proposals (the project's own skills) too
+    auto_adopt: bool | Literal["all"] = False
+    # A bare `adopt` on a night with per-skill proposals: "list" them and adopt nothing
+    # (exit 2) until told which (--skill NAME / --all); "all" adopts every one
+    bare_adopt: Literal["list", "all"] = "list"
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     night: NightSettings = Field(default_factory=NightSettings)
     gate: GateSettings = Field(default_factory=GateSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     pool: PoolConfig | None = None
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
 
@@ -185,9 +203,12 @@ class SleepConfig(StrictModel):
         return self.sources.claude_home.expanduser() / "skills" / MANAGED_SKILL / "SKILL.md"
 
     def live_memory_path(self, project: Path) -> Path:
+        """``memory_path``, else the project's ``CLAUDE.md``, or its ``AGENTS.md`` when only
+        that one exists (what Codex, Cursor and Copilot read)."""
         if self.memory_path is not None:
             return _under(project, self.memory_path)
-        return project / "CLAUDE.md"
+        claude, agents = project / "CLAUDE.md", project / "AGENTS.md"
+        return agents if agents.is_file() and not claude.is_file() else claude
 
     def adopt_roots(self, project: Path) -> list[Path]:
         """The only folders ``adopt`` may write under: ``skill_roots`` as configured

@@ -135,7 +135,9 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
         description="Adopt a night's proposal: replace the live skill/memory files with it "
         "(sha-pinned, confined to the skill roots, backed up, all or nothing). Only when the "
         "user asked for it after seeing proposal_diff: pass confirm=true and the run_id shown "
-        "there. `only` limits it to some of the proposal's files by name.",
+        "there. `only` limits it to some of the proposal's files by name; a night that "
+        "improved several of the project's skills needs `only` (the skills the user chose) "
+        "or `all_skills=true`.",
         annotations=WRITES,
     )
     async def adopt(
@@ -143,6 +145,7 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
         confirm: bool = False,
         only: list[str] | None = None,
         project: str | None = None,
+        all_skills: bool = False,
     ) -> dict[str, Any]:
         cfg, path = projects.load(project)
         run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
@@ -153,9 +156,11 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
                 f"Nothing was adopted. Show the user proposal_diff for run {run.name}; when they "
                 f'agree, call adopt with confirm=true and run_id="{run.name}".'
             )
+        if all_skills and only:
+            raise ToolError("pass `only` or `all_skills`, not both; nothing was adopted")
         try:
             recovered = recover_adoptions(cfg, path)
-            result = adopt_pending(cfg, path, run, only)
+            result = adopt_pending(cfg, path, run, only, every=all_skills)
         except SkillOptError as exc:  # refusals and rolled-back failures alike
             raise ToolError(f"Nothing was adopted: {sanitize(str(exc))}") from exc
         if result is None:

@@ -271,6 +271,7 @@ class Proposal:
     kind: ProposalKind = ProposalKind.SKILL
     live_sha256: str | None = None
     store_version: int | None = None
+    fanout: bool = False  # one of the project's own skills (a per-skill night), not the managed
 
 
 class ManifestEntry(_Frozen):
@@ -282,6 +283,7 @@ class ManifestEntry(_Frozen):
     live_realpath: str
     live_sha256: str
     store_version: int | None = None
+    fanout: bool = False  # never adopted by a bare ``adopt`` or by ``auto_adopt = true``
 
 
 class Manifest(_Frozen):
@@ -318,6 +320,7 @@ def _entry_for(proposal: Proposal) -> tuple[ManifestEntry, bytes]:
         live_realpath=os.path.realpath(live),
         live_sha256=current,
         store_version=proposal.store_version,
+        fanout=proposal.fanout,
     )
     return entry, data
 

@@ -26,7 +26,7 @@ from skillopt_sleep.commands._common import (
     say,
     self_command,
 )
-from skillopt_sleep.commands._runs import recover_adoptions, say_recovered
+from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night.run import NightOutcome, run_night
@@ -72,6 +72,10 @@ def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = Fals
         say(f"  proposal staged in {outcome.proposal_dir}")
     elif outcome.proposal_dir:
         say(f"  proposal staged in {outcome.proposal_dir} (adopt with `{again(args, 'adopt')}`)")
+        skills = [p["name"] for p in pending(outcome.proposal_dir.parent) if p["fanout"]]
+        if skills:
+            say(f"  your skills improved: {', '.join(skills)} (adopt with "
+                f"`{again(args, 'adopt')} --skill NAME` or `--all`)")  # fmt: skip
     if outcome.report_path:
         say(f"  report: {outcome.report_path}")
         html = outcome.report_path.with_name("report.html")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from skillopt.errors import SkillOptError
+from skillopt.errors import SelectionRequiredError, SkillOptError
 from skillopt_sleep.adopt import AdoptResult, Recovery, adopt, adopted_names, recover_interrupted
 from skillopt_sleep.commands._common import say
 from skillopt_sleep.config import SleepConfig
@@ -63,7 +63,13 @@ def pending(path: Path) -> list[dict[str, Any]]:
     except SkillOptError:
         return []
     return [
-        {"name": e.name, "kind": e.kind.value, "live_path": e.live_path, "run_dir": str(path)}
+        {
+            "name": e.name,
+            "kind": e.kind.value,
+            "live_path": e.live_path,
+            "run_dir": str(path),
+            "fanout": e.fanout,
+        }
         for e in manifest.entries
         if e.name not in done
     ]
@@ -79,7 +85,10 @@ def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
 def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
     """Finish the adoptions of this project's nights that a killed process left half-done
     (completed or rolled back), so no command reads or reports a half-adopted state."""
-    return recover_interrupted(RunDir.list_runs(runs_root(cfg, project)))
+    from skillopt_sleep.versions import restore_dirs
+
+    return recover_interrupted([*RunDir.list_runs(runs_root(cfg, project)),
+                                *restore_dirs(cfg, project)])  # fmt: skip
 
 
 def say_recovered(recoveries: list[Recovery]) -> None:
@@ -110,13 +119,31 @@ def find_run(runs: list[Path], wanted: str | None, *, any_path: bool = True) -> 
 
 
 def adopt_pending(
-    cfg: SleepConfig, project: Path, run_dir: Path | None, only: list[str] | None
+    cfg: SleepConfig,
+    project: Path,
+    run_dir: Path | None,
+    only: list[str] | None,
+    *,
+    every: bool = False,
 ) -> AdoptResult | None:
     """What ``adopt`` does for the CLI and the MCP server alike (after
     :func:`recover_adoptions`): pick the run (default: the latest with a pending proposal)
-    and adopt within the configured roots. ``None`` when no proposal is waiting."""
+    and adopt within the configured roots. ``None`` when no proposal is waiting.
+
+    ``only`` names the proposals to adopt, ``every`` takes all pending ones; with neither,
+    a night with per-skill proposals raises :class:`SelectionRequiredError` (listing them)
+    unless ``bare_adopt = "all"``."""
     run_dir = run_dir or latest_with_proposal(cfg, project)
     if run_dir is None:
         return None
+    if not every and not only:
+        waiting = pending(run_dir)
+        if any(e["fanout"] for e in waiting) and cfg.bare_adopt != "all":
+            names = tuple(str(e["name"]) for e in waiting)
+            raise SelectionRequiredError(
+                f"this night proposes {len(names)} documents ({', '.join(names)}); adopt the "
+                "ones you want with --skill NAME (repeatable), or all of them with --all",
+                names=names,
+            )
     roots = [str(r) for r in cfg.adopt_roots(project)]
-    return adopt(run_dir, skill_roots=roots, select=only)
+    return adopt(run_dir, skill_roots=roots, select=None if every else only)

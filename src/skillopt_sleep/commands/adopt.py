@@ -33,20 +33,36 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
     parser.add_argument("--run", type=Path, help="the night's run directory (default: latest)")
     parser.add_argument(
-        "--only", action="append", metavar="NAME", help="adopt only this proposal (repeatable)"
+        "--skill",
+        "--only",
+        dest="only",
+        action="append",
+        metavar="NAME",
+        help="adopt only this proposal (repeatable); a night with per-skill proposals needs "
+        "it (or --all)",
+    )
+    parser.add_argument(
+        "--all",
+        "--all-skills",
+        dest="every",
+        action="store_true",
+        help="adopt every proposal of the night not adopted yet",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt.errors import AdoptionError
+    from skillopt.errors import AdoptionError, SelectionRequiredError
     from skillopt_sleep.commands._runs import adopt_pending, recover_adoptions, say_recovered
 
+    problem = _selection_problem(args)
+    if problem:
+        return refuse(args, "invalid_selection", problem, EXIT_REFUSED)
     try:
         cfg, project = load_config(args)
         recovered = recover_adoptions(cfg, project)
         say_recovered([] if args.json else recovered)
-        result = adopt_pending(cfg, project, args.run, args.only)
+        result = adopt_pending(cfg, project, args.run, args.only, every=args.every)
         if result is None:
             return _nothing_to_adopt(args, recovered)
         if result.recovered is not None:
@@ -54,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             say_recovered([] if args.json else [result.recovered])
     except AdoptionError as exc:
         return refuse(args, "adoption_failed", str(exc), EXIT_FAILED)
+    except SelectionRequiredError as exc:
+        return _selection_required(args, exc.names, str(exc))
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc), EXIT_REFUSED)
     files = [
@@ -74,6 +92,35 @@ def run(args: argparse.Namespace) -> int:
         backup = f" (backup: {f['backup']})" if f["backup"] else ""
         say(f"adopted {f['name']} -> {f['live_path']}{backup}")
     return EXIT_OK
+
+
+def _selection_problem(args: argparse.Namespace) -> str:
+    """What is wrong with the names asked for, before anything is read or written."""
+    names = args.only or []
+    if args.every and names:
+        return "--skill/--only and --all are exclusive: name proposals, or take them all"
+    if any(not n.strip() for n in names):
+        return "--skill needs a proposal name"
+    return ""
+
+
+def _selection_required(args: argparse.Namespace, names: tuple[str, ...], message: str) -> int:
+    """A night with per-skill proposals: list them, adopt nothing, exit 2."""
+    if args.json:
+        emit_json(
+            {
+                "ok": False,
+                "error": "selection_required",
+                "message": message,
+                "available": list(names),
+            }
+        )
+    else:
+        say("this night proposes:")
+        for name in names:
+            say(f"  {name}")
+        say("adopt some with --skill NAME (repeatable), or all of them with --all")
+    return EXIT_REFUSED
 
 
 def _nothing_to_adopt(args: argparse.Namespace, recovered: list[Any]) -> int:

@@ -91,10 +91,14 @@ def run(args: argparse.Namespace) -> int:
         pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
+    from skillopt_sleep.model_change import model_advisory, model_key
+
+    advisory = model_advisory(state.last_model_key, model_key(cfg.pool))
     data = {
         "ok": True,
         "project": str(project),
         "nights_run": state.night,
+        "advisories": [advisory] if advisory else [],
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
@@ -108,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     say_recovered(recovered)
     say(f"project {project}: {state.night} night(s) run")
+    if advisory:
+        say(f"  warning: {advisory}")
     _say_archive(archive)
     if next_wake:
         by = ", ".join(health["scheduled_by"])
@@ -139,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
     elif runs:
         say("  no HTML report yet: `skillopt-sleep report` builds it")
     if proposals:
-        say(f"pending proposals (adopt with `{again(args, 'adopt')}`):")
+        how = again(args, "adopt")
+        if any(p.get("fanout") for p in proposals):
+            how += " --skill NAME` (repeatable) or `--all"
+        say(f"pending proposals (adopt with `{how}`):")
         for p in proposals:
             say(f"  {p['name']} ({p['kind']}) -> {p['live_path']}  [{p['run_dir']}]")
     else:

@@ -326,6 +326,25 @@ def spend_rows(
     )
 
 
+def skill_lines(r: Mapping[str, Any]) -> list[str]:
+    """The gate mode and model advisories, and one line per project skill of the night."""
+    mode = r.get("gate_mode") or "strict"
+    out = [f"Gate mode {mode}: the edits were not fully validated."] if mode != "strict" else []
+    out += [f"Advisory: {a}." for a in r.get("advisories") or []]
+    for row in r.get("skills") or []:
+        staged = (
+            " Staged: adopt with skillopt-sleep adopt --skill NAME." if row.get("staged") else ""
+        )
+        out.append(
+            f"Your skill {row.get('name')}: {row.get('status')} on {as_int(row.get('tasks'))} "
+            f"task(s), {score(row.get('baseline'))} -> {score(row.get('candidate'))}"
+            + (f" ({row.get('reason')})" if row.get("reason") else "")
+            + "."
+            + staged
+        )
+    return out
+
+
 def summary_lines(r: Mapping[str, Any]) -> list[str]:
     tasks = r.get("tasks") or {}
     out = []
@@ -349,6 +368,7 @@ def summary_lines(r: Mapping[str, Any]) -> list[str]:
             f"documents, {score(r.get('candidate'))} with tonight's; gate decision: "
             f"{r.get('gate_action') or 'none'}."
         )
+    out += skill_lines(r)
     if r.get("leaked"):
         out.append("Not validated: the held-out tasks overlapped the training ones.")
     if r.get("accepted") and not r.get("dry_run"):

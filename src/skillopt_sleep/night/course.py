@@ -14,6 +14,7 @@ from skillopt_sleep.night.gather_tasks import Gathered
 from skillopt_sleep.night.outcome import NightResult
 from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.skills.fanout import Fanout
 
 __all__ = ["Course", "Estimate", "Staged", "TestScore"]
 
@@ -63,6 +64,7 @@ class Course:
     proposal_dir: Path | None = None
     adopted: list[str] = field(default_factory=list)
     staging_failed: bool = False
+    fanout: Fanout | None = None  # the project's own skills, each learning on its tasks
 
     def fail(self, stage: str, reason: str) -> None:
         self.status, self.result = RunStatus.FAILED, NightResult.FAILED

@@ -14,11 +14,13 @@ from skillopt_sleep.night.course import Course, Staged
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.skills.fanout import Fanout
 from skillopt_sleep.staging import (
     RECEIPTS_NAME,
     Proposal,
     ProposalKind,
     SkillStore,
+    load_manifest,
     scaffold_skill,
     sha256_file,
     staged_text,
@@ -33,14 +35,16 @@ def conclude(night: Night, course: Course, live: Live, night_no: int) -> Staged 
     """Stage an accepted night's documents (not a dry run), then auto-adopt if configured;
     ``None`` when there is nothing to stage."""
     decision = course.decision
-    if not (course.committed and course.accepted and not night.dry_run and decision):
+    staged_skills = bool(course.fanout and course.fanout.any_accepted)
+    if not (course.committed and (course.accepted or staged_skills) and not night.dry_run
+            and decision):  # fmt: skip
         return None
     if (night.run.path / RECEIPTS_NAME).exists():
         # Staged and adopted before a kill: the proposal stands as it was adopted.
         return Staged(proposal_dir=night.run.path / "proposal")
     night.begin("stage")
     try:
-        proposal_dir = stage_proposal(night, live, decision, night_no)
+        proposal_dir = stage_proposal(night, live, decision, night_no, course.fanout)
     except (RefusedError, SkillOptError, OSError) as exc:
         night.end("stage", status="failed")
         return Staged(failure=str(exc))
@@ -49,7 +53,9 @@ def conclude(night: Night, course: Course, live: Live, night_no: int) -> Staged 
     return Staged(proposal_dir=proposal_dir, adopted=tuple(adopted))
 
 
-def stage_proposal(night: Night, live: Live, decision: Decision, night_no: int) -> Path:
+def stage_proposal(
+    night: Night, live: Live, decision: Decision, night_no: int, fanout: Fanout | None = None
+) -> Path:
     """Version the accepted documents and write the proposal (manifest last)."""
     run = night.run
     for path, pinned in ((live.skill_path, live.skill_sha), (live.memory_path, live.memory_sha)):
@@ -87,6 +93,9 @@ def stage_proposal(night: Night, live: Live, decision: Decision, night_no: int) 
                 live_sha256=live.memory_sha,
             )
         )
+    for proposal in fanout.proposals(store, run_id=run.run_id, night_no=night_no) if fanout else ():
+        run.update(versions={**run.journal.versions, proposal.name: proposal.store_version})
+        proposals.append(proposal)
     write_proposal(run.path, proposals, run_id=run.run_id)
     run.save()
     return run.path / "proposal"
@@ -98,7 +107,12 @@ def auto_adopt(night: Night) -> list[str]:
 
     roots = [str(r) for r in night.cfg.adopt_roots(night.project)]
     try:
-        result = adopt(night.run.path, skill_roots=roots)
+        entries = load_manifest(night.run.path).entries
+        # per-skill proposals only when asked for by name: auto_adopt = "all"
+        select = [e.name for e in entries if night.cfg.auto_adopt == "all" or not e.fanout]
+        if not select:
+            return []
+        result = adopt(night.run.path, skill_roots=roots, select=select)
     except SkillOptError as exc:
         night.notes.append(f"auto-adopt refused: {exc}")
         return []

@@ -92,6 +92,7 @@ class NightReport(_Frozen):
     dry_run: bool
     demo: bool
     metric: str
+    gate_mode: str
     live_skill: str
     live_memory: str
     resumed: bool
@@ -133,6 +134,15 @@ class NightReport(_Frozen):
     # written once the night is committed (archive_changes) and before the files are
     archive_changes: JsonObject | None = None
     archive: JsonObject | None = None
+    # the model key and its advisory (a changed model: scores not comparable across nights)
+    models: str = ""
+    advisories: tuple[str, ...] = ()
+    # written only by a night that fanned out to the project's own skills
+    skills: tuple[JsonObject, ...] | None = None
+    skill_routing: tuple[JsonObject, ...] | None = None
+    skills_left_out: tuple[JsonObject, ...] | None = None
+    memory_files: tuple[str, ...] | None = None
+    managed_tasks: int | None = None
 
     def to_json(self) -> JsonObject:
         """The JSON object of ``report.json``; keys this night did not reach are absent."""
@@ -142,7 +152,8 @@ class NightReport(_Frozen):
 
 _ABSENT_WHEN_NONE = frozenset(
     {"tasks", "harvest", "task_intents", "n_sessions", "estimate", "estimate_detail",
-     "archive_changes", "archive"}
+     "archive_changes", "archive", "skills", "skill_routing", "skills_left_out",
+     "memory_files", "managed_tasks"}
 )  # fmt: skip
 
 
@@ -169,6 +180,7 @@ def build_report(
         dry_run=night.dry_run,
         demo=demo,
         metric=night.cfg.gate.metric,
+        gate_mode=night.cfg.gate.mode,
         live_skill=str(live.skill_path),
         live_memory=str(live.memory_path),
         resumed=night.resumed,
@@ -194,6 +206,7 @@ def build_report(
         chart=_chart(state, _tonight_point(course, night_no)),
         **_edits_report(night, course),
         **_tasks_report(night, course.gathered),
+        **(course.fanout.report() if course.fanout else {}),
     )
 
 

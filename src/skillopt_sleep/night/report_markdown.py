@@ -123,6 +123,7 @@ def _summary(r: Mapping[str, Any]) -> str:
         + (f"; {tasks.get('test')} task(s) were kept for a final test." if tasks.get("test")
            else ".")
     ]  # fmt: skip
+    parts += [line for line in (_skills_summary(r),) if line]
     n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
@@ -348,6 +349,68 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _skills_summary(r: Mapping[str, Any]) -> str:
+    """One sentence on the project's own skills, when the night fanned out to them."""
+    rows = r.get("skills") or []
+    if not rows:
+        return ""
+    routed = sum(int(row.get("tasks", 0)) for row in rows)
+    staged = [cell(row.get("name")) for row in rows if row.get("staged")]
+    return (
+        f"{routed} of the tasks went to {len(rows)} of your own skills, each learning and "
+        f"gated on its own tasks (see \"Your skills\"); what follows is about the "
+        f"{r.get('managed_tasks', 0)} task(s) left to the managed skill and memory."
+        + (f" Staged for your skills: **{', '.join(staged)}** (`skillopt-sleep adopt --skill "
+           "NAME`)." if staged else "")
+    )  # fmt: skip
+
+
+def skills_section(r: Mapping[str, Any]) -> list[str]:
+    """The project's own skills: what each learned tonight, or why it was not tried."""
+    rows = r.get("skills") or []
+    if not rows:
+        return []
+    out = [
+        "## Your skills",
+        "",
+        f"Each skill learned on the tasks routed to it ({r.get('managed_tasks', 0)} task(s) "
+        "stayed with the managed skill); adopt one with `skillopt-sleep adopt --skill NAME`.",
+        "",
+        "| skill | tasks (hint / match) | result | before | after | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        out.append(
+            f"| {cell(row.get('name'))} | {row.get('tasks', 0)} ({row.get('routed_by_hint', 0)} "
+            f"/ {row.get('routed_by_match', 0)}) | {cell(row.get('status'))}"
+            + (" (staged)" if row.get("staged") else "")
+            + f" | {fmt(row.get('baseline'))} | {fmt(row.get('candidate'))} | "
+            f"{cell(row.get('reason') or row.get('gate_action') or '', 200)} |"
+        )
+    routes = [x for x in r.get("skill_routing") or [] if x.get("skill")]
+    if routes:
+        out += ["", "Routed tasks:", ""]
+        out += [f"- {cell(x.get('task_id'))} -> {cell(x.get('skill'))}: {cell(x.get('why'), 200)}"
+                for x in routes]  # fmt: skip
+    return [*out, ""]
+
+
+def mode_banner(mode: str) -> str:
+    """The warning for a night whose gate did not validate its edits fully ("" if it did)."""
+    if mode == "greedy":
+        return (
+            "Gate mode **greedy**: each edit had to help on tasks its reflection never saw, "
+            "but the documents were not checked against your live ones at the end; the "
+            "scores are not a measured gain."
+        )
+    if mode == "off":
+        return (
+            "Gate mode **off**: every edit that applied was kept without any validation; "
+            "review the proposal before you adopt it."
+        )
+    return ""
+
+
 def render_markdown(r: Mapping[str, Any]) -> str:
     """``report.md`` from the ``report.json`` data."""
     title = cell(r.get("project_name") or r.get("project", "project"), 80)
@@ -361,6 +424,8 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         "## In short",
         "",
+        *[f"> {line}\n" for line in (mode_banner(str(r.get("gate_mode") or "")),) if line],
+        *[f"> {cell(w, 400)}\n" for w in r.get("advisories") or ()],
         _summary(r),
         "",
         "## Learning curve",
@@ -385,6 +450,7 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         r.get("unmatched_edits", []),
         "Duplicates of existing lines, or anchors that were not found.",
     )
+    lines += skills_section(r)
     lines += _edit_stories(r)
     lines += _trials(r.get("trials", []))
     lines += _task_changes(r)

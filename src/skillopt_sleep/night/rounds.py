@@ -30,6 +30,7 @@ from skillopt.types import (
     GateDecision,
     TaskRecord,
 )
+from skillopt_sleep.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.crossfit import (
     FRESH,
     ROUND,
@@ -99,6 +100,8 @@ async def consolidate(
 ) -> Decision:
     """Cross-fitted rounds over ``tasks``, then the final paired check against ``start``."""
     cfg = night.cfg
+    if cfg.gate.mode == OFF:
+        return await ungated(night, tasks, start)
     base = await _rollouts(night, "rollouts", tasks, start)
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
@@ -166,6 +169,8 @@ async def consolidate(
         if untested and not rejected:
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
+    if cfg.gate.mode == GREEDY:
+        return greedy_final(rejected_all, best, applied)
     return await _final(night, tasks, start, best, applied, rejected_all)
 
 

@@ -34,6 +34,7 @@ from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import Split, TaskRecord
+from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
@@ -47,6 +48,7 @@ from skillopt_sleep.night.running import Night, log
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.skills.fanout import Fanout
 from skillopt_sleep.state import ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 
@@ -73,6 +75,8 @@ async def _drive(
     """The night as its list of stages; every way it can end becomes a NightOutcome."""
     store = StateStore(night.cfg.state_path())
     state, night_no = _number(night, store)
+    models = model_key(night.cfg.pool)
+    _warn_model_change(night, state.last_model_key, models)
     live = _open_documents(night)
     course = Course()
     await _learn(night, archive, course, live, night_no, tasks_file)
@@ -82,6 +86,10 @@ async def _drive(
         course.staged(staged)
     ended = night.clock()
     report = build_report(night, course, state, live, night_no=night_no, ended=ended, demo=demo)
+    report = report.model_copy(update={
+        "models": models,
+        "advisories": tuple(a for a in [model_advisory(state.last_model_key, models)] if a),
+    })  # fmt: skip
     report = _commit(night, archive, store, state, course, report, live=live, ended=ended)
     _finish(night, course, report, ended)
     return night_outcome(night, course, report)
@@ -126,7 +134,8 @@ def _commit(
     write_outputs(night, report, course.gathered)
     learn_tokens(night)
     if keep:
-        store.save(state.record_night(history_entry(night, course, report)))
+        kept = state.record_night(history_entry(night, course, report))
+        store.save(kept.with_model_key(report.models) if report.models else kept)
         night.end("commit")
     return report
 
@@ -167,11 +176,15 @@ async def _learn(
         course.estimate = announce_estimate(night, tasks, learn, test)
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = carried_edits(archive)
-        course.decision = await consolidate(
-            night, tasks=learn, start=start, rotation=night_no, carried=carried
+        fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
+        course.decision = await fan.alongside(
+            lambda tasks: consolidate(
+                night, tasks=tasks, start=start, rotation=night_no, carried=carried
+            ),
+            start,
         )
         course.test = await _score_test(night, test, course.decision, start)
-        if course.decision.accepted:
+        if course.decision.accepted or fan.any_accepted:
             course.result = NightResult.ACCEPTED
         elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
             course.result = NightResult.NO_EDITS
@@ -294,6 +307,15 @@ def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:
         night.run.update(night=night_no)
         night.run.save()
     return state, night_no
+
+
+def _warn_model_change(night: Night, previous: str, current: str) -> None:
+    """Tonight's scores are not comparable with the last night's: say so (log, display);
+    the report carries it as an advisory."""
+    advisory = model_advisory(previous, current)
+    if advisory:
+        night.progress.note(advisory)
+        log().warning("night.model_changed", previous=previous, current=current)
 
 
 def _warn_withheld(night: Night, live: Live) -> None:

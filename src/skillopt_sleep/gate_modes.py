@@ -1,0 +1,81 @@
+"""``gate.mode``: how much of the validation gate a night applies.
+
+- ``strict`` (default): every edit is tried alone on tasks its reflection never saw, the
+  union is checked, and the final paired check against the live documents decides.
+- ``greedy``: the same hill-climbing (each edit still has to help on its held-out fold),
+  but no final check against the live documents: the best documents are kept whenever an
+  edit was kept (:func:`skillopt.gate.decide_greedy`).
+- ``off``: no validation at all: one reflection per document over every task's rollouts,
+  and every edit that applies is kept.
+
+``greedy`` and ``off`` nights say so in the report (a banner from
+:func:`skillopt_sleep.night.report_markdown.mode_banner`, ``gate_mode``, the gate action
+``greedy_applied`` / ``greedy_noop``) and their scores are not a measured gain.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from skillopt.gate import decide_greedy
+from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
+from skillopt_sleep.night.crossfit import Measured, apply_to, measure
+from skillopt_sleep.reflect import RolloutSet
+from skillopt_sleep.replay import Docs
+
+if TYPE_CHECKING:
+    from skillopt_sleep.night.rounds import Decision
+    from skillopt_sleep.night.running import Night
+
+__all__ = ["GREEDY", "OFF", "STRICT", "greedy_final", "ungated"]
+
+STRICT, GREEDY, OFF = "strict", "greedy", "off"
+
+
+def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> Decision:
+    """``greedy``: keep the hill-climbed documents without the final paired check."""
+    final = decide_greedy(len(applied))
+    decision.final, decision.action = final, final.action.value
+    decision.candidate = math.nan
+    if final.accepted:
+        decision.accepted, decision.docs, decision.applied = True, best, applied
+    return decision
+
+
+def _sets(tasks: Sequence[TaskRecord], measured: Measured) -> list[RolloutSet]:
+    by_task: dict[str, list[RolloutResult]] = {}
+    for r in measured.results:
+        by_task.setdefault(r.task_id, []).append(r)
+    return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
+
+
+async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
+    """``off``: reflect once per document over every task and keep what applies."""
+    from skillopt_sleep.night.rounds import Decision
+
+    cfg = night.cfg
+    night.begin("rollouts")
+    samples = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)
+    base = await measure(night, tasks, start, samples=samples, phase="rollout")
+    night.check_degenerate("rollouts", base.results)
+    night.end("rollouts", rollouts=len(base.results))
+    night.check_budget("rollouts")
+    docs, applied = start, []
+    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
+                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    for target in targets:
+        stage = f"reflect_{target.value}"
+        night.begin(stage)
+        outcome = await night.reflect(f"off.{target.value}", target, docs, _sets(tasks, base))
+        night.end(stage, edits=len(outcome.edits))
+        night.check_reflections(stage, [outcome])
+        docs, app = apply_to(docs, outcome.edits, target)
+        applied.extend(app.applied)
+    final = decide_greedy(len(applied))
+    return Decision(
+        accepted=final.accepted, action=final.action.value, baseline=base.mean(),
+        candidate=math.nan, final=final, docs=docs if final.accepted else start,
+        applied=applied, rejected=[], start_scores=base.task_means(),
+    )  # fmt: skip

@@ -1,0 +1,307 @@
+"""One night, many skills: each of the project's skills learns on its own tasks.
+
+:meth:`Fanout.plan` finds the project's skills (:mod:`.discover`) and routes the night's
+learnable tasks (:mod:`.route`); the managed skill and memory keep the tasks no project
+skill claimed. Each skill with at least ``skills.min_tasks`` tasks then runs the same
+learning a night runs (cross-fitted rounds, the final paired check), with its own held-out
+tasks only, memory read-only, in a run directory of its own (``<run>/skills/<name>/...``:
+its rollouts, checkpoints and trials, so a killed night resumes it too). Every skill and
+the managed night run at once (:meth:`Fanout.alongside`), on the night's one spend-capped
+pool. A skill with too few tasks is reported as skipped; a skill whose learning fails is
+reported as failed, never sinking the other skills. Accepted skills are staged as
+per-skill proposals (``fanout``), versioned in the skill store, and adopted only by name
+(``adopt --skill``) or ``--all``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
+from skillopt.logging import get_logger
+from skillopt.types import GateAction, TaskRecord
+from skillopt_sleep.night.outcome import NightFailed
+from skillopt_sleep.night.rounds import Decision, consolidate
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.progress import LogProgress
+from skillopt_sleep.replay import Docs
+from skillopt_sleep.rundir import RunDir, RunStatus
+from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
+from skillopt_sleep.skills.route import MANAGED, Routing, route_tasks
+from skillopt_sleep.staging import (
+    Proposal,
+    ProposalKind,
+    SkillStore,
+    sha256_file,
+    staged_text,
+)
+
+__all__ = ["Fanout", "SkillNight", "empty_decision"]
+
+SKILLS_DIR = "skills"
+
+_log = get_logger(__name__)
+
+
+def empty_decision(start: Docs) -> Decision:
+    """The managed night's decision when every task went to one of the project's skills."""
+    return Decision(
+        accepted=False, action=GateAction.REJECT.value, baseline=math.nan, candidate=math.nan,
+        final=None, docs=start, applied=[], rejected=[], nothing_to_learn=True,
+    )  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class SkillNight:
+    """One project skill's part of the night."""
+
+    skill: ProjectSkill
+    tasks: list[TaskRecord]
+    status: str = "pending"  # accepted|rejected|no_edits|skipped|failed|budget_reached
+    reason: str = ""
+    decision: Decision | None = None
+    run_dir: Path | None = None
+    store_version: int | None = None
+    staged: bool = False
+
+    def row(self, routing: Routing) -> dict[str, Any]:
+        d = self.decision
+        ids = {t.id for t in self.tasks}
+        hinted = sum(1 for r in routing.routes if r.task_id in ids and "loaded" in r.why)
+        return {
+            "name": self.skill.name,
+            "path": str(self.skill.path),
+            "tasks": len(self.tasks),
+            "routed_by_hint": hinted,
+            "routed_by_match": len(self.tasks) - hinted,
+            "status": self.status,
+            "reason": self.reason,
+            "gate_action": d.action if d else "",
+            "baseline": _finite(d.baseline) if d else None,
+            "candidate": _finite(d.candidate) if d else None,
+            "accepted_edits": [e.content for e in d.applied] if d and d.accepted else [],
+            "rejected_edits": len(d.rejected) if d else 0,
+            "staged": self.staged,
+            "store_version": self.store_version,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@dataclass(kw_only=True)
+class Fanout:
+    night: Night
+    memory: str
+    night_no: int
+    managed_tasks: list[TaskRecord]
+    discovery: Discovery = field(default_factory=Discovery)
+    routing: Routing = field(default_factory=Routing)
+    skills: list[SkillNight] = field(default_factory=list)
+
+    @classmethod
+    def plan(
+        cls, night: Night, learn: Sequence[TaskRecord], *, memory: str, night_no: int
+    ) -> Fanout:
+        """Find the project's skills and route ``learn`` between them and the managed skill."""
+        cfg = night.cfg
+        if not cfg.skills.fanout:
+            return cls(night=night, memory=memory, night_no=night_no, managed_tasks=list(learn))
+        discovery = discover_skills(cfg, night.project)
+        usable, skipped = _adoptable(night, discovery.skills)
+        routing = route_tasks(learn, usable)
+        fan = cls(night=night, memory=memory, night_no=night_no, discovery=discovery,
+                  routing=routing, managed_tasks=routing.tasks_of(MANAGED))  # fmt: skip
+        for skill in usable:
+            tasks = routing.tasks_of(skill.name)
+            sn = SkillNight(skill=skill, tasks=tasks)
+            if len(tasks) < cfg.skills.min_tasks:
+                sn.status = "skipped"
+                sn.reason = (
+                    f"{len(tasks)} task(s) tonight; at least {cfg.skills.min_tasks} are needed "
+                    "to hold some out (skills.min_tasks)"
+                )
+            fan.skills.append(sn)
+        for skill, why in skipped:
+            fan.skills.append(SkillNight(skill=skill, tasks=[], status="skipped", reason=why))
+        if fan.skills:
+            running = [s.skill.name for s in fan.skills if s.status == "pending"]
+            night.progress.note(
+                f"{len(fan.skills)} project skill(s) found; learning on "
+                f"{', '.join(running) or 'none'}; {len(fan.managed_tasks)} task(s) stay with "
+                "the managed skill"
+            )
+        return fan
+
+    @property
+    def any_accepted(self) -> bool:
+        return any(s.status == "accepted" for s in self.skills)
+
+    async def alongside(
+        self, main: Callable[[list[TaskRecord]], Awaitable[Decision]], start: Docs
+    ) -> Decision:
+        """The managed night (``main`` on the tasks no project skill claimed) with every
+        pending skill at once. ``main``'s exception is raised as it is (the skills are
+        cancelled, resumable); the skills' own failures become their rows."""
+        pending = [s for s in self.skills if s.status == "pending"]
+        if not pending:
+            return await self._managed(main, start)
+        box: dict[str, Any] = {}
+        async with anyio.create_task_group() as tg:
+            for sn in pending:
+                tg.start_soon(self._learn, sn)
+            try:
+                box["decision"] = await self._managed(main, start)
+            except Exception as exc:
+                box["error"] = exc
+                tg.cancel_scope.cancel()
+        if "error" in box:
+            raise box["error"]
+        decision: Decision = box["decision"]
+        return decision
+
+    async def _managed(
+        self, main: Callable[[list[TaskRecord]], Awaitable[Decision]], start: Docs
+    ) -> Decision:
+        if self.managed_tasks or not self.skills:
+            return await main(self.managed_tasks)
+        why = "every task went to one of the project's own skills: none for the managed skill"
+        self.night.no_edit_reasons.append(why)
+        self.night.progress.note(why)
+        return empty_decision(start)
+
+    def _child(self, sn: SkillNight) -> Night:
+        """A night of its own for the skill: its own run directory and gate, memory
+        read-only, every call through the parent's spend cap."""
+        parent = self.night
+        cfg = parent.cfg.model_copy(
+            update={
+                "night": parent.cfg.night.model_copy(
+                    update={"evolve_skill": True, "evolve_memory": False}
+                ),
+                "budget": parent.cfg.budget.model_copy(update={"max_calls": 0, "max_tokens": 0}),
+                "skill_path": sn.skill.path,
+            }
+        )
+        root = parent.run.path / SKILLS_DIR / sn.skill.name
+        earlier = RunDir.list_runs(root)
+        resumed = bool(earlier)
+        now = parent.clock()
+        if earlier:
+            run = RunDir.open(earlier[-1])
+            run.mark_resumed(now, pid=os.getpid())
+        else:
+            run = RunDir.create(
+                root, now=now, project=str(parent.project),
+                project_key=parent.run.journal.project_key,
+                config=cfg.snapshot(), config_hash=cfg.fingerprint(), dry_run=parent.dry_run,
+            )  # fmt: skip
+        sn.run_dir = run.path
+        child = Night(
+            config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
+            progress=LogProgress(), dry_run=parent.dry_run, resumed=resumed,
+        )  # fmt: skip
+        if resumed:
+            child.replayer.preload(run.read_rollouts())
+        return child
+
+    async def _learn(self, sn: SkillNight) -> None:
+        """One skill's learning; how it ended goes into its row, never out as an error."""
+        child = self._child(sn)
+        start = Docs(skill=sn.skill.text, memory=self.memory)
+        try:
+            sn.decision = await consolidate(
+                child, tasks=sn.tasks, start=start, rotation=self.night_no
+            )
+        except BudgetExceededError as exc:
+            sn.status, sn.reason = "budget_reached", f"night budget reached during {exc}"
+        except NightFailed as exc:
+            sn.status, sn.reason = "failed", f"{exc.stage}: {exc.cause}"
+        except SkillOptError as exc:
+            sn.status, sn.reason = "failed", f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a bug in one skill's night must not sink the others
+            _log.exception("skills.learn_failed", skill=sn.skill.name)
+            sn.status, sn.reason = "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
+        else:
+            d = sn.decision
+            sn.status = "accepted" if d.accepted else ("no_edits" if not d.applied and not
+                                                       d.rejected else "rejected")  # fmt: skip
+            if d.nothing_to_learn and child.no_edit_reasons:
+                sn.reason = child.no_edit_reasons[-1]
+        if self.night.spend.exhausted and sn.status == "failed":
+            sn.status = "budget_reached"
+        child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
+        finished = RunStatus.FAILED if sn.status == "failed" else RunStatus.COMPLETE
+        child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
+        _log.info("skills.learned", skill=sn.skill.name, status=sn.status, tasks=len(sn.tasks))
+
+    def proposals(self, store: SkillStore, *, run_id: str, night_no: int) -> list[Proposal]:
+        """Each accepted skill's staged document, versioned in the store."""
+        out: list[Proposal] = []
+        for sn in self.skills:
+            if sn.status != "accepted" or sn.decision is None:
+                continue
+            text = staged_text(sn.skill.text, sn.decision.docs.skill)
+            if text == sn.skill.text:
+                continue
+            if sha256_file(sn.skill.path) != sn.skill.sha256:
+                sn.reason = f"{sn.skill.path} changed while the night ran; not staged (rerun)"
+                self.night.notes.append(f"{sn.skill.name}: {sn.reason}")
+                continue
+            version = store.add_version(sn.skill.name, text, run_id=run_id, night=night_no)
+            sn.store_version, sn.staged = version.number, True
+            out.append(
+                Proposal(
+                    name=sn.skill.name, live_path=sn.skill.path, text=text,
+                    kind=ProposalKind.SKILL, live_sha256=sn.skill.sha256,
+                    store_version=version.number, fanout=True,
+                )
+            )  # fmt: skip
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """The report's per-skill rows, each task's route and why, what was left out."""
+        if not self.skills and not self.discovery.skipped:
+            return {}
+        return {
+            "skills": [s.row(self.routing) for s in self.skills],
+            "skill_routing": self.routing.to_list(),
+            "skills_left_out": [{"skill": n, "why": w} for n, w in self.discovery.skipped],
+            "memory_files": [str(p) for p in self.discovery.memory],
+            "managed_tasks": len(self.managed_tasks),
+        }
+
+
+def _adoptable(
+    night: Night, skills: Sequence[ProjectSkill]
+) -> tuple[list[ProjectSkill], list[tuple[ProjectSkill, str]]]:
+    """Skills a proposal could be adopted for; the rest with the reason."""
+    from skillopt_sleep.adopt import check_adoptable
+
+    roots = night.cfg.adopt_roots(night.project)
+    reserved = {
+        night.cfg.live_skill_path().parent.name.casefold(),
+        night.cfg.live_memory_path(night.project).stem.casefold(),
+    }
+    usable: list[ProjectSkill] = []
+    skipped: list[tuple[ProjectSkill, str]] = []
+    for skill in skills:
+        if skill.name.casefold() in reserved:
+            skipped.append((skill, "its name is the managed skill's or memory's"))
+            continue
+        try:
+            check_adoptable(skill.name, skill.path, roots)
+        except RefusedError as exc:
+            skipped.append((skill, str(exc)))
+            continue
+        usable.append(skill)
+    return usable, skipped

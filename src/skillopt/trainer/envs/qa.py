@@ -45,9 +45,18 @@ def bundled_data_dir() -> Path:
     return Path(str(resources.files("skillopt.trainer.envs").joinpath("data", "qa_synth")))
 
 
+def untag(text: str) -> str:
+    """The last ``<answer>`` tag's content when ``text`` has one, else ``text`` itself."""
+    tags = _ANSWER_TAG.findall(text)
+    return str(tags[-1]) if tags else text
+
+
 def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation and articles, collapse whitespace."""
-    lowered = text.lower().translate(_PUNCT)
+    """Answer tags off, lower-case, drop punctuation and articles, collapse whitespace.
+
+    Prediction and gold go through the same function, so a gold written with tags
+    (``<answer>Paris</answer>``) matches the untagged prediction it asks for."""
+    lowered = untag(text).lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", lowered).split())
 
 

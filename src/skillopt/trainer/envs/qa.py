@@ -156,6 +156,7 @@ class QAEnvironment:
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,
+            use_cache=ctx.use_cache,
             stage="rollout",
             metadata={"qa_item": {"id": item.id, "task_type": item.task_type, "answers": golds}},
         )

@@ -38,10 +38,10 @@ def test_the_nights_answer_judge_reads_a_tagged_reference() -> None:
 
 
 async def test_a_split_with_tagged_gold_is_scorable(tmp_path: Path) -> None:
-    rows = [{"id": "q1", "question": "Capital of France?", "answers": ["<answer>Paris</answer>"]}]
+    row = {"question": "Capital of France?", "answers": ["<answer>Paris</answer>"]}
     for split in Split:
         (tmp_path / f"{split.value}.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+            json.dumps({"id": f"{split.value}-1", **row}) + "\n", encoding="utf-8"
         )
     env = QAEnvironment(tmp_path)
     backend = ScriptedBackend(reply=lambda _r: "Thinking.\n<answer>Paris</answer>")

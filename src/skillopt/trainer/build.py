@@ -28,7 +28,7 @@ def build_environment(cfg: TrainerConfig) -> Environment:
     """``qa``, or an environment of your own (an entry point or ``package.module:factory``,
     see :mod:`skillopt.trainer.envs.registry`); ``qa_exec`` needs :func:`open_environment`."""
     if cfg.env.name == "qa":
-        return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+        return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
     if cfg.env.name in ENVIRONMENTS:
         raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
     env = load_factory(cfg.env.name)(cfg)
@@ -69,7 +69,7 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     if not isinstance(backend, CliBackend):
         await backend.aclose()
         raise ConfigError(f"member {member.name!r} is not an agent CLI", key="env.exec_member")
-    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
     try:
         yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
     finally:

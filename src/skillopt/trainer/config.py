@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from skillopt.config import config_error
 from skillopt.errors import ConfigError
 from skillopt.gate import GateMetric
+from skillopt.trainer.dataset import DataSection
 
 __all__ = [
     "BackendKind",
@@ -138,6 +139,7 @@ class EnvSection(_Section):
     exec_member: str = ""  # qa_exec: the CLI member (by name) of backend.pool_config
     keep_workspace: bool = False  # qa_exec: keep each rollout's workspace on disk
     options: dict[str, Any] = Field(default_factory=dict)  # your own environment's settings
+    data: DataSection = Field(default_factory=DataSection)  # layout and field names (dataset.py)
 
 
 class BackendSection(_Section):

@@ -26,9 +26,9 @@ from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, S
 
 __all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
 
-_SYSTEM_TEMPLATE = """You answer short factual questions.
-
-# Skill
+#: The target's default intro; a member's ``system_prompt`` request setting replaces it.
+SYSTEM_INTRO = "You answer short factual questions."
+_SYSTEM_TEMPLATE = """# Skill
 {skill}
 
 Think briefly, then finish with the final answer inside <answer></answer> tags."""
@@ -120,6 +120,7 @@ class QAEnvironment:
         golds = [str(a) for a in item.data["answers"]]
         request = CompletionRequest(
             role=Role.TARGET,
+            system_intro=SYSTEM_INTRO,
             system=redact_text(self.system_prompt(skill)),
             prompt=redact_text(self.user_prompt(item)),
             max_output_tokens=ctx.max_output_tokens,

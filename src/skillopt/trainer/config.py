@@ -115,7 +115,7 @@ class EvaluationSection(_Section):
     eval_test: bool = True
     # The paired gate (steps and the final promotion): fresh samples of both skills on every
     # val item, paired per item and sample, accepted at this one-sided confidence.
-    gate_confidence: float = Field(default=0.9, ge=0.5, lt=1.0)
+    gate_confidence: float = Field(default=0.95, ge=0.5, lt=1.0)
     gate_samples: int = Field(default=1, ge=1)  # first samples per val item and skill
     gate_max_samples: int = Field(default=8, ge=1)  # adaptive sampling stops here
     gate_min_delta: float = Field(default=0.0, ge=0.0)  # the gain must exceed this

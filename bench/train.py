@@ -111,6 +111,17 @@ def waves(n: int, c: int) -> int:
     return math.ceil(n / c) if n > 0 else 0
 
 
+def gate_units(rec: dict[str, Any], gate_rollouts: int, n_val: int, c: int) -> int:
+    """The step's gate on the chain: the paired comparison (both skills at once), then with
+    attribution the leave-one-out comparisons (all at once) and the re-measurement."""
+    if rec.get("selection_cached") is not False:
+        return 0
+    if "gate" not in rec or rec["gate"].get("mode") != "paired":
+        return waves(n_val, c)  # gate off: one val rollout
+    stages = 1 + (1 if rec.get("attribution") else 0) + (1 if rec.get("dropped_edits") else 0)
+    return stages * waves(math.ceil(max(gate_rollouts, 2 * n_val) / stages), c)
+
+
 def critical_path(out: Path, c: int, n_val: int, n_test: int) -> int:
     """Latency units on the run's dependency chain (see the module docstring)."""
     history = json.loads((out / "history.json").read_text())
@@ -125,8 +136,7 @@ def critical_path(out: Path, c: int, n_val: int, n_test: int) -> int:
             units += json.loads(merged.read_text())["merge_depth"]
         units += 1 if calls.get("rank") else 0
         units += 1 if calls.get("rewrite") else 0
-        if rec.get("selection_cached") is False:
-            units += waves(n_val, c)
+        units += gate_units(rec, calls.get("rollout", 0) - rec["rollout_n"], n_val, c)
     for epoch_dir in sorted((out / "slow_update").glob("epoch_*")):
         result = json.loads((epoch_dir / "slow_result.json").read_text())
         if result["action"] == "inject_placeholder":
@@ -137,6 +147,8 @@ def critical_path(out: Path, c: int, n_val: int, n_test: int) -> int:
         units += max(slow_chain, 1)  # the meta-skill call is independent of the slow update
     if (out / "final_selection_eval").exists():
         units += waves(n_val, c)
+    if (out / "final_gate").exists():  # the paired promotion: both skills at once
+        units += waves(2 * n_val, c)
     n_test_sets = sum(
         1
         for d in ("test_eval_baseline", "test_eval", "test_eval_final")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
+from skillopt.backends.request_settings import RequestSettings
 from skillopt.cli import build_parser as skillopt_parser
 from skillopt.config import (
     AzureAuth,
@@ -247,7 +248,9 @@ def test_every_pool_table_key_is_in_the_endpoints_table_and_back() -> None:
     )  # fmt: skip
     pool = {"retry": RetryConfig, "breaker": BreakerConfig, "cache": CacheConfig}
     tables = {name: set(model.model_fields) for name, model in pool.items()}
-    assert documented == {"auth": auth, "roles": set(RolesConfig.model_fields), **tables}
+    request = set(RequestSettings.model_fields)
+    roles = set(RolesConfig.model_fields)
+    assert documented == {"auth": auth, "request": request, "roles": roles, **tables}
     assert set(PoolConfig.model_fields) == {"members", "roles", "retry", "breaker", "cache"}
 
 

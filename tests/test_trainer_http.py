@@ -56,5 +56,8 @@ async def test_training_over_http_with_a_schema_retry(tmp_path: Path) -> None:
         ]
     assert len(retries) == 1  # the invalid analyst reply was retried once, with the problem
     assert "could not be used" in retries[0].user_text
-    assert summary["total_rejects"] >= 1 and summary["total_accepts"] >= 1
+    assert summary["total_accepts"] >= 1
+    # the harmful edit is refused: a step rejected, or attribution dropped it from a step
+    history = json.loads((out / "history.json").read_text())
+    assert summary["total_rejects"] >= 1 or any(h.get("dropped_edits") for h in history)
     assert summary["test_hard"] > summary["baseline_test_hard"]

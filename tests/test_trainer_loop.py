@@ -63,10 +63,15 @@ async def test_two_epoch_demo_run_gates_and_schedules(tmp_path: Path) -> None:
     ]
     assert [h.get("edit_budget") for h in hist[:4]] == [4, 4, 3, 2]
     actions = [h["action"] for h in hist]
-    assert actions[:3] == ["reject", "accept_new_best", "accept_new_best"]
-    # the harmful edit broke every val item and was rejected; the fixes raised the score
-    assert hist[0]["candidate_gate_score"] == 0.0
-    assert hist[1]["candidate_gate_score"] > summary["baseline_gate_score"]
+    assert actions[:3] == ["accept_new_best", "accept_new_best", "reject"]
+    # step 1's batch held the harmful edit and good fixes: the whole broke every val item,
+    # so each edit was attributed; the harmful one was dropped and the fixes went in
+    assert hist[0]["dropped_edits"] == [f"append: {HARMFUL_RULE}"]
+    assert [a["dropped"] for a in hist[0]["attribution"]].count(True) == 1
+    assert hist[0]["candidate_gate_score"] > summary["baseline_gate_score"]
+    assert hist[1]["candidate_gate_score"] > hist[0]["candidate_gate_score"]
+    # alone, the harmful edit is rejected outright
+    assert hist[2]["candidate_gate_score"] == 0.0 and hist[2]["gate"]["harmful"]
     assert summary["total_rejects"] >= 1 and summary["total_accepts"] >= 1
     best = (out / "best_skill.md").read_text()
     assert HARMFUL_RULE not in best

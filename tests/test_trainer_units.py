@@ -188,7 +188,8 @@ def test_qa_bundled_set_and_bad_files(tmp_path: Path) -> None:
     assert {len(env.items(Split.VAL)), len(env.items(Split.TEST))} == {30}
     assert "plain" in env.task_types()
     for name in ("train", "val", "test"):
-        (tmp_path / f"{name}.jsonl").write_text('{"id": "a", "question": "q", "answers": ["x"]}\n')
+        row = f'{{"id": "{name}-a", "question": "q", "answers": ["x"]}}\n'
+        (tmp_path / f"{name}.jsonl").write_text(row)
     assert len(QAEnvironment(tmp_path).items(Split.TEST)) == 1
     (tmp_path / "val.jsonl").write_text('{"id": "a", "question": "q", "answers": []}\n')
     with pytest.raises(DataError, match=r"val\.jsonl:1"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import anyio
 
 from skillopt.backends.base import Completion, CompletionRequest, Message, Role
+from skillopt.backends.cache import ResponseCache
+from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.wrappers import DrainingCompleter, RedactingCompleter, StageCounter
 from support.trainer_fakes import ScriptedBackend, pool_of
 
@@ -85,6 +87,24 @@ async def test_stage_counter_tallies_calls_and_tokens_per_stage() -> None:
     for stage in ("rollout", "rollout", "analyst"):
         await counter.complete(CompletionRequest(role=Role.TARGET, prompt="x" * 40, stage=stage))
     snap = counter.snapshot()
-    assert snap["rollout"] == {"calls": 2, "prompt_tokens": 22, "completion_tokens": 4}
+    assert snap["rollout"] == {
+        "calls": 2,
+        "cache_hits": 0,
+        "prompt_tokens": 22,
+        "completion_tokens": 4,
+    }
     assert StageCounter.delta({"rollout": snap["rollout"]}, snap) == {"analyst": snap["analyst"]}
     assert seen == ["rollout", "rollout", "analyst"]
+
+
+async def test_stage_counter_counts_cache_hits_apart_from_answered_calls() -> None:
+    backend = ScriptedBackend(reply=lambda _r: "abcdefgh")
+    spec = MemberSpec(backend=backend, max_concurrency=2, timeout=5.0)
+    pool = BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]}, cache=ResponseCache())
+    counter = StageCounter(pool)
+    request = CompletionRequest(role=Role.TARGET, prompt="x" * 40, stage="rollout")
+    for _ in range(3):
+        await counter.complete(request)
+    row = counter.snapshot()["rollout"]
+    assert (row["calls"], row["cache_hits"]) == (1, 2) and len(backend.requests) == 1
+    assert row["prompt_tokens"] == 11  # tokens of the one answered call only

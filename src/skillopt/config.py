@@ -40,6 +40,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from skillopt.backends.request_settings import RequestSettings
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_obj
 
@@ -108,6 +109,7 @@ class _OpenAIBase(_MemberBase):
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = None  # None: send no key (local servers)
     model: str = Field(min_length=1)
+    request: RequestSettings = Field(default_factory=RequestSettings)  # per member and role
 
     @field_validator("base_url")
     @classmethod
@@ -184,6 +186,7 @@ class _AzureBase(_MemberBase):
     token_scope: str = AZURE_SCOPE
     # Seconds one call waits for an Entra ID token (the fetch itself goes on, shared).
     token_timeout: float = Field(default=30.0, gt=0, le=600)
+    request: RequestSettings = Field(default_factory=RequestSettings)  # per member and role
 
     @field_validator("endpoint")
     @classmethod

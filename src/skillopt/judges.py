@@ -304,6 +304,12 @@ def _extract_answer(response: str) -> str:
     return response
 
 
+def _untag(text: str) -> str:
+    """A reference written with answer tags means their content (scored like the reply)."""
+    tags = _ANSWER_TAG.findall(text)
+    return str(tags[-1]) if tags else text
+
+
 def _token_f1(pred: str, gold: str) -> float:
     p, g = pred.split(), gold.split()
     if not p or not g:
@@ -327,7 +333,7 @@ def judge_answer(reference: str, response: str) -> JudgeResult:
     whole response. ``reference`` may list alternatives separated by ``||``. Soft is the best
     token F1 (1.0 on a match).
     """
-    golds = [_norm(g) for g in reference.split("||") if _norm(g)]
+    golds = [_norm(_untag(g)) for g in reference.split("||") if _norm(_untag(g))]
     if not golds:
         return JudgeResult(hard=0.0, soft=0.0, reason="empty reference", failed=("answer",))
     pred = _norm(_extract_answer(response))

@@ -44,6 +44,7 @@ class CompletionRequest:
     prompt: str = ""
     messages: tuple[Message, ...] = ()
     system: str = ""
+    system_intro: str = ""  # default intro before ``system``; a system_prompt setting replaces it
     max_output_tokens: int = 2048
     sample_id: int = 0
     timeout: float | None = None
@@ -53,11 +54,17 @@ class CompletionRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     check_reply: Callable[[str], object] | None = field(default=None, compare=False)
 
-    def as_messages(self) -> tuple[Message, ...]:
-        """The conversation to send: system (if any), then messages or the prompt."""
+    def system_message(self) -> str:
+        """The system text as sent by default: the intro, then ``system``."""
+        return "\n\n".join(p for p in (self.system_intro, self.system) if p)
+
+    def as_messages(self, system: str | None = None) -> tuple[Message, ...]:
+        """The conversation to send: the system text (``system`` replaces the default, when
+        given), then messages or the prompt."""
         out: list[Message] = []
-        if self.system:
-            out.append(Message(role="system", content=self.system))
+        text = self.system_message() if system is None else system
+        if text:
+            out.append(Message(role="system", content=text))
         if self.messages:
             out.extend(self.messages)
         else:

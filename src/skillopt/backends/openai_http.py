@@ -17,10 +17,11 @@ from typing import Any, Literal
 import httpx2
 import openai
 
-from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 from skillopt.backends.entra import EntraTokenProvider, make_credential
 from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
 from skillopt.backends.reply_cap import http_reply_cap
+from skillopt.backends.request_settings import RequestFields, RequestSettings, request_signature
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
     AzureChatMember,
@@ -70,7 +71,9 @@ class OpenAIHttpBackend:
         token_provider: EntraTokenProvider | None = None,
         owned_http_client: httpx2.AsyncClient | None = None,
         max_reply_bytes: int | None = None,
+        settings: RequestSettings | None = None,
     ) -> None:
+        self._settings = settings or RequestSettings()
         self._max_reply_bytes = max_reply_bytes
         self._owned_http_client = owned_http_client
         self._name = name
@@ -88,15 +91,21 @@ class OpenAIHttpBackend:
     def model(self) -> str:
         return self._model
 
+    def request_signature(self, role: Role) -> str:
+        """The settings ``role``'s calls send, for the response cache key."""
+        return request_signature(self._settings, role)
+
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
-        cap = http_reply_cap(request.max_output_tokens, self._max_reply_bytes)
+        fields = self._settings.for_role(request.role)
+        limit = fields.max_output_tokens or request.max_output_tokens
+        cap = http_reply_cap(limit, self._max_reply_bytes)
         try:
             with reply_cap(cap):
                 if self._api == "chat":
-                    text, usage, raw = await self._chat(request)
+                    text, usage, raw = await self._chat(request, fields, limit)
                 else:
-                    text, usage, raw = await self._responses(request)
+                    text, usage, raw = await self._responses(request, fields, limit)
         except BackendError:
             raise
         except Exception as exc:
@@ -126,19 +135,27 @@ class OpenAIHttpBackend:
             )
         return classify_exception(exc, member=self._name)
 
-    def _messages(self, request: CompletionRequest) -> list[dict[str, str]]:
-        return [{"role": m.role, "content": redact_text(m.content)} for m in request.as_messages()]
+    def _messages(self, request: CompletionRequest, fields: RequestFields) -> list[dict[str, str]]:
+        messages = request.as_messages(fields.system_text(request))
+        return [{"role": m.role, "content": redact_text(m.content)} for m in messages]
 
     def _timeout(self, request: CompletionRequest) -> float | openai.NotGiven:
         return request.timeout if request.timeout is not None else openai.NOT_GIVEN
 
-    async def _chat(self, request: CompletionRequest) -> tuple[str, Usage | None, dict[str, Any]]:
-        extra: dict[str, Any] = {self._token_limit_param: request.max_output_tokens}
+    async def _chat(
+        self, request: CompletionRequest, fields: RequestFields, limit: int
+    ) -> tuple[str, Usage | None, dict[str, Any]]:
+        extra: dict[str, Any] = {self._token_limit_param: limit}
         if request.json_mode:
             extra["response_format"] = {"type": "json_object"}
+        sampling = {"temperature": fields.temperature, "top_p": fields.top_p}
+        extra.update({k: v for k, v in sampling.items() if v is not None})
+        if fields.reasoning_effort is not None:
+            extra["reasoning_effort"] = fields.reasoning_effort
+        extra.update(fields.extra_body)
         resp = await self._client.chat.completions.create(
             model=self._model,
-            messages=self._messages(request),  # type: ignore[arg-type]
+            messages=self._messages(request, fields),  # type: ignore[arg-type]
             timeout=self._timeout(request),
             extra_body=extra,
         )
@@ -159,15 +176,20 @@ class OpenAIHttpBackend:
         return choice.message.content or "", usage, {"finish_reason": choice.finish_reason}
 
     async def _responses(
-        self, request: CompletionRequest
+        self, request: CompletionRequest, fields: RequestFields, limit: int
     ) -> tuple[str, Usage | None, dict[str, Any]]:
         extra: dict[str, Any] = {}
         if request.json_mode:
             extra["text"] = {"format": {"type": "json_object"}}
+        sampling = {"temperature": fields.temperature, "top_p": fields.top_p}
+        extra.update({k: v for k, v in sampling.items() if v is not None})
+        if fields.reasoning_effort is not None:
+            extra["reasoning"] = {"effort": fields.reasoning_effort}
+        extra.update(fields.extra_body)
         resp = await self._client.responses.create(
             model=self._model,
-            input=self._messages(request),  # type: ignore[arg-type]
-            max_output_tokens=request.max_output_tokens,
+            input=self._messages(request, fields),  # type: ignore[arg-type]
+            max_output_tokens=limit,
             timeout=self._timeout(request),
             extra_body=extra or None,
         )
@@ -241,6 +263,7 @@ def build_http_member(
             else "max_output_tokens",
             owned_http_client=owned,
             max_reply_bytes=cfg.max_reply_bytes,
+            settings=cfg.request,
         )
     provider: EntraTokenProvider | None = None
     auth_kw: dict[str, Any]
@@ -269,4 +292,5 @@ def build_http_member(
         token_provider=provider,
         owned_http_client=owned,
         max_reply_bytes=cfg.max_reply_bytes,
+        settings=cfg.request,
     )

@@ -248,8 +248,15 @@ class _RoleGroup:
         self.members = members
         self.gate = _Gate(sum(m.spec.max_concurrency for m in members))
         self.cursor = itertools.count()
-        names = sorted({m.spec.backend.model for m in members})
+        names = sorted({_signature(m.spec.backend, role) for m in members})
         self.model_signature = ",".join(names)
+
+
+def _signature(backend: Backend, role: Role) -> str:
+    """A member's model and the request settings it sends for ``role`` (the cache key's)."""
+    settings = getattr(backend, "request_signature", None)
+    extra = settings(role) if callable(settings) else ""
+    return f"{backend.model}{extra and '|' + extra}"
 
 
 async def _acquire(limiter: anyio.CapacityLimiter) -> None:

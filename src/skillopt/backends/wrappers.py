@@ -241,7 +241,10 @@ def _error_class(exc: BaseException) -> str:
 
 
 class StageCounter:
-    """Counts calls and tokens per stage (deterministic accounting for the trainer)."""
+    """Counts calls and tokens per stage (deterministic accounting for the trainer).
+
+    ``calls`` and the token counts are what a model answered; a reply the response cache
+    served costs nothing and is counted apart as ``cache_hits``."""
 
     def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
         self.inner = inner
@@ -251,11 +254,15 @@ class StageCounter:
     async def complete(self, request: CompletionRequest) -> Completion:
         completion = await self.inner.complete(request)
         row = self.stages.setdefault(
-            request.stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+            request.stage,
+            {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0},
         )
-        row["calls"] += 1
-        row["prompt_tokens"] += completion.usage.prompt_tokens
-        row["completion_tokens"] += completion.usage.completion_tokens
+        if completion.cached:
+            row["cache_hits"] += 1
+        else:
+            row["calls"] += 1
+            row["prompt_tokens"] += completion.usage.prompt_tokens
+            row["completion_tokens"] += completion.usage.completion_tokens
         if self._on_call is not None:
             self._on_call(request.stage)
         return completion

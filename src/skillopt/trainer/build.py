@@ -30,7 +30,7 @@ def build_environment(cfg: TrainerConfig) -> Environment:
     """``qa``, or an environment of your own (an entry point or ``package.module:factory``,
     see :mod:`skillopt.trainer.envs.registry`); ``qa_exec`` needs :func:`open_environment`."""
     if cfg.env.name == "qa":
-        return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+        return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
     if cfg.env.name == "mcq":
         from skillopt.trainer.envs.mcq import MCQEnvironment
 
@@ -92,7 +92,7 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     from skillopt.trainer.envs.exec_cli import ExecQAEnvironment
 
     backend = await _cli_member(cfg)
-    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit)
+    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
     try:
         yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
     finally:

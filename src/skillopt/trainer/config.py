@@ -18,6 +18,7 @@ from skillopt.config import config_error
 from skillopt.errors import ConfigError
 from skillopt.executor.settings import ExecutorSettings
 from skillopt.gate import GateMetric
+from skillopt.trainer.dataset import DataSection
 
 __all__ = [
     "BackendKind",
@@ -113,6 +114,18 @@ class EvaluationSection(_Section):
     sel_env_num: int = Field(default=0, ge=0)  # 0 = the whole val split
     test_env_num: int = Field(default=0, ge=0)
     eval_test: bool = True
+    # The paired gate (steps and the final promotion): fresh samples of both skills on every
+    # val item, paired per item and sample, accepted at this one-sided confidence.
+    gate_confidence: float = Field(default=0.95, ge=0.5, lt=1.0)
+    gate_samples: int = Field(default=1, ge=1)  # first samples per val item and skill
+    gate_max_samples: int = Field(default=8, ge=1)  # adaptive sampling stops here
+    gate_min_delta: float = Field(default=0.0, ge=0.0)  # the gain must exceed this
+
+    @model_validator(mode="after")
+    def _samples_in_order(self) -> EvaluationSection:
+        if self.gate_max_samples < self.gate_samples:
+            raise ValueError("gate_max_samples must be >= gate_samples")
+        return self
 
 
 class EnvSection(_Section):
@@ -127,6 +140,7 @@ class EnvSection(_Section):
     exec_member: str = ""  # qa_exec: the CLI member (by name) of backend.pool_config
     keep_workspace: bool = False  # qa_exec: keep each rollout's workspace on disk
     options: dict[str, Any] = Field(default_factory=dict)  # your own environment's settings
+    data: DataSection = Field(default_factory=DataSection)  # layout and field names (dataset.py)
 
 
 class BackendSection(_Section):

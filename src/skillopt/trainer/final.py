@@ -10,6 +10,7 @@ from skillopt.errors import RunFailedError
 from skillopt.logging import get_logger
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
+from skillopt.trainer.paired_gate import FINAL_SAMPLES, compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.steps import (
     mean_scores,
@@ -48,6 +49,12 @@ class FinalPhase:
             cached = state.selection_cache.get(skill_hash(best))
             if cached is not None:
                 final_hard, final_soft = cached
+        elif cfg.evaluation.use_gate:
+            state, final_hard, final_soft, promoted = await self._paired_promotion(
+                state, best, current
+            )
+            if promoted:
+                best = current
         else:
             state, final_hard, final_soft, _ = await core.validate(
                 state, current, run.root / "final_selection_eval"
@@ -95,6 +102,33 @@ class FinalPhase:
             best_gate_score=state.best_score,
         )
         return summary
+
+    async def _paired_promotion(
+        self, state: RunState, best: str, current: str
+    ) -> tuple[RunState, float, float, bool]:
+        """The final skill replaces the best only when the paired gate says it is better
+        (fresh samples of both on every val item); the decision is kept in the run dir."""
+        core = self.core
+        run = core.run_dir
+        comparison = await compare_skills(
+            core, best, current, run.root / "final_gate", offset=FINAL_SAMPLES
+        )
+        hard, soft = mean_scores(comparison.candidate_results)
+        promoted = comparison.decision.accepted
+        run.write_json(
+            run.root / "final_gate" / "decision.json",
+            {"promoted": promoted, "gate": comparison.record()},
+        )
+        if promoted:
+            state = state.model_copy(
+                update={
+                    "best_score": comparison.decision.candidate,
+                    "best_step": state.last_completed_step,
+                    "best_origin": state.current_origin,
+                    "best_skill_path": state.current_skill_path,
+                },
+            )
+        return state, hard, soft, promoted
 
     async def _test_phase(self, best: str, final: str) -> dict[str, Any]:
         """Test scores of the initial, best and final skills; distinct skills run at once,

@@ -11,7 +11,7 @@ from skillopt.optimizer.budget import BudgetSchedule, ScheduleKind, edit_budget
 from skillopt.trainer.config import LrScheduler
 from skillopt.types import GateAction, GateDecision
 
-__all__ = ["GateOutcome", "decide", "gate_score", "scheduled_budget"]
+__all__ = ["GateOutcome", "decide", "gate_score", "paired_outcome", "scheduled_budget"]
 
 
 def gate_score(hard: float, soft: float, metric: GateMetric, mixed_weight: float) -> float:
@@ -35,6 +35,20 @@ def decide(*, candidate: float, current: float, best: float, use_gate: bool) -> 
         action=decision.action,
         becomes_current=decision.accepted,
         becomes_best=bool(decision.arithmetic.get("new_best")),
+        decision=decision,
+    )
+
+
+def paired_outcome(decision: GateDecision) -> GateOutcome:
+    """A paired decision in the loop's terms: a pass is significantly better than the skill
+    in place, which is at least as good as the best (or the final promotion settles it), so
+    it becomes current and best; anything else (no significant gain, a regressed item, an
+    untested candidate) is a reject."""
+    accepted = decision.accepted
+    return GateOutcome(
+        action=GateAction.ACCEPT_NEW_BEST if accepted else GateAction.REJECT,
+        becomes_current=accepted,
+        becomes_best=accepted,
         decision=decision,
     )
 

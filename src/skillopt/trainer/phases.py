@@ -21,10 +21,11 @@ from skillopt.trainer.config import LrControl, UpdateMode
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import BatchSpec
 from skillopt.trainer.envs.base import RolloutResult
-from skillopt.trainer.gating import GateOutcome, decide, scheduled_budget
+from skillopt.trainer.gating import GateOutcome, decide, paired_outcome, scheduled_budget
 from skillopt.trainer.merge import MergeOutcome
 from skillopt.trainer.persistence import RunState, StepBufferEntry
 from skillopt.trainer.replies import EditItem, fit_summaries
+from skillopt.trainer.step_gate import Rebuild, judge_step
 from skillopt.trainer.steps import (
     REJECTED_EDITS_BUDGET,
     Analysis,
@@ -207,6 +208,9 @@ class Evaluated:
     cached: bool
     score: float
     outcome: GateOutcome
+    text: str = ""  # the skill the gate judged ("" = the candidate as proposed)
+    fields: Record = field(default_factory=dict)  # the paired gate's record
+    dropped: tuple[EditItem, ...] = ()  # edits attribution found harmful
 
 
 # --------------------------------------------------------------------------- phases
@@ -362,8 +366,19 @@ async def add_notes(core: TrainerCore, candidate: Candidate, notes: Sequence[str
     return Candidate(text=text, fields=fields)
 
 
-async def evaluate(core: TrainerCore, inp: StepInput, candidate: str) -> Evaluated:
-    """Val scores of the candidate and the gate's verdict against current and best."""
+async def evaluate(
+    core: TrainerCore,
+    inp: StepInput,
+    candidate: str,
+    edits: Sequence[EditItem] = (),
+    notes: Sequence[str] = (),
+) -> Evaluated:
+    """The gate's verdict on the candidate: with the gate on, the paired decision against
+    the current skill on fresh val samples (edit by edit when it fails); with it off (or for
+    a candidate identical to the current skill, a tie read from the selection cache), the
+    candidate's val scores against current and best."""
+    if core.cfg.evaluation.use_gate and skill_hash(candidate) != skill_hash(inp.skill):
+        return await _paired_verdict(core, inp, candidate, edits, notes)
     state, hard, soft, cached = await core.validate(
         inp.state, candidate, inp.dir / "selection_eval"
     )
@@ -375,6 +390,59 @@ async def evaluate(core: TrainerCore, inp: StepInput, candidate: str) -> Evaluat
         use_gate=core.cfg.evaluation.use_gate,
     )
     return Evaluated(state=state, hard=hard, soft=soft, cached=cached, score=score, outcome=outcome)
+
+
+async def _paired_verdict(
+    core: TrainerCore,
+    inp: StepInput,
+    candidate: str,
+    edits: Sequence[EditItem],
+    notes: Sequence[str],
+) -> Evaluated:
+    verdict = await judge_step(
+        core,
+        step=inp.step,
+        current=inp.skill,
+        candidate=candidate,
+        edits=edits,
+        rebuild=_rebuilder(core, inp, notes),
+        out_dir=inp.dir / "gate",
+    )
+    decision = verdict.comparison.decision
+    hard, soft = mean_scores(verdict.comparison.candidate_results)
+    digest = skill_hash(verdict.text)
+    cache = {**inp.state.selection_cache, digest: (hard, soft)}
+    return Evaluated(
+        state=inp.state.model_copy(update={"selection_cache": cache}),
+        hard=hard,
+        soft=soft,
+        cached=False,
+        score=decision.candidate,
+        outcome=paired_outcome(decision),
+        text=verdict.text,
+        fields=verdict.record(),
+        dropped=verdict.dropped,
+    )
+
+
+def _rebuilder(core: TrainerCore, inp: StepInput, notes: Sequence[str]) -> Rebuild | None:
+    """How the step's candidate is rebuilt from a subset of its edits, for attribution
+    (a full rewrite is one whole skill: it has no edits to attribute)."""
+    mode = core.cfg.optimizer.update_mode
+    if mode is UpdateMode.FULL_REWRITE:
+        return None
+
+    async def rebuild(edits: Sequence[EditItem]) -> str | None:
+        if mode is UpdateMode.PATCH:
+            text = update_patch(inp.skill, edits)[0]
+        else:
+            rewrite = await rewrite_skill(core.ctx, inp.skill, edits, step_buffer=inp.step_buffer)
+            if rewrite is None:
+                return None
+            text = carry_regions(inp.skill, rewrite.new_skill)
+        return sanitize(append_notes(text, notes) if notes else text)
+
+    return rebuild
 
 
 def conclude(
@@ -411,7 +479,9 @@ def conclude(
         failure_patterns=failure_patterns(results),
         score_before=verdict.state.current_score if rejected else None,
         score_after=verdict.score if rejected else None,
-        rejected_edits=fit_summaries(selected.edits, REJECTED_EDITS_BUDGET) if rejected else [],
+        rejected_edits=fit_summaries(
+            selected.edits if rejected else verdict.dropped, REJECTED_EDITS_BUDGET
+        ),
     )
     update.update(
         step_buffer=[*verdict.state.step_buffer, entry],
@@ -427,6 +497,7 @@ def conclude(
         "candidate_gate_score": verdict.score,
         "action": outcome.action.value,
         "gate": outcome.decision.arithmetic,
+        **verdict.fields,
     }
     skill = candidate if outcome.becomes_current else inp.skill
     return verdict.state.model_copy(update=update), skill, fields
@@ -484,7 +555,11 @@ async def run_step(core: TrainerCore, inp: StepInput) -> tuple[RunState, Record]
             state, skill = _skipped(core, inp, record, candidate.skip, candidate.failure)
         else:
             with timer.phase("evaluate_s"):
-                verdict = await evaluate(core, inp, candidate)
+                verdict = await evaluate(core, inp, candidate, selected.edits, reflected.notes)
+            if verdict.text and verdict.text != candidate:  # attribution dropped edits
+                core.run_dir.write_text(inp.dir / "candidate_full_skill.md", candidate)
+                core.run_dir.write_text(inp.dir / "candidate_skill.md", verdict.text)
+                candidate = verdict.text
             state, skill, fields = conclude(core, inp, rolled, selected, candidate, verdict)
             core.run_dir.write_text(core.run_dir.skill_path(inp.step), skill)
             record.update(fields)

@@ -64,6 +64,7 @@ __all__ = [
     "Analysis",
     "Patch",
     "RunContext",
+    "Sample",
     "StageCounter",
     "analyse",
     "autonomous_budget",
@@ -138,7 +139,18 @@ def _saved_rows(partial_path: Path, digest: str) -> dict[str, RolloutResult]:
     }
 
 
-async def _attempt(ctx: RunContext, item: EnvItem, skill: str, workdir: Path) -> RolloutResult:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """Which sample a rollout draws: the default is the cacheable sample 0; the gate draws
+    numbered fresh samples that bypass the response cache."""
+
+    sample_id: int = 0
+    fresh: bool = False
+
+
+async def _attempt(
+    ctx: RunContext, item: EnvItem, skill: str, workdir: Path, sample: Sample
+) -> RolloutResult:
     """One attempt; a failed call is an error row (a fatal one stops the run)."""
     cfg = ctx.cfg.env
     rctx = RolloutContext(
@@ -146,6 +158,8 @@ async def _attempt(ctx: RunContext, item: EnvItem, skill: str, workdir: Path) ->
         timeout_s=cfg.rollout_timeout_s,
         max_output_tokens=cfg.max_output_tokens,
         workdir=workdir,
+        sample_id=sample.sample_id,
+        use_cache=not sample.fresh,
     )
     # No limiter and no deadline here: the pool (or the environment's own member) bounds
     # concurrency and times each call from the moment it runs, not while it waits its turn.
@@ -170,6 +184,7 @@ async def _attempt_all(
     skill: str,
     out_dir: Path,
     partial_path: Path,
+    sample: Sample,
 ) -> list[RolloutResult]:
     """``jobs`` (index, item) concurrently; each finished row is journaled as it lands, one
     fsync'd append per burst of rows rather than one per row."""
@@ -177,7 +192,7 @@ async def _attempt_all(
 
     async def one(k: int) -> RolloutResult:
         index, item = jobs[k]
-        result = await _attempt(ctx, item, skill, out_dir / "work" / f"{index:05d}")
+        result = await _attempt(ctx, item, skill, out_dir / "work" / f"{index:05d}", sample)
         rows_in.send_nowait({"skill_hash": digest, "result": rollout_to_json(result)})
         return result
 
@@ -201,7 +216,11 @@ async def _attempt_all(
 
 
 async def rollout(
-    ctx: RunContext, items: Sequence[EnvItem], skill: str, out_dir: Path
+    ctx: RunContext,
+    items: Sequence[EnvItem],
+    skill: str,
+    out_dir: Path,
+    sample: Sample = Sample(),
 ) -> list[RolloutResult]:
     """Roll ``skill`` out on ``items`` concurrently; results in item order.
 
@@ -219,7 +238,7 @@ async def rollout(
     done = _saved_rows(partial_path, digest)
     results: list[RolloutResult | None] = [done.get(item_id) for item_id in ids]
     todo = [(index, item) for index, item in enumerate(items) if results[index] is None]
-    fresh = await _attempt_all(ctx, todo, skill, out_dir, partial_path)
+    fresh = await _attempt_all(ctx, todo, skill, out_dir, partial_path, sample)
     for (index, _), result in zip(todo, fresh, strict=True):
         results[index] = result
     final = [r for r in results if r is not None]

@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skillopt.gate import GateConfig, decide_paired
-from skillopt.paired import paired_test, task_settled
+from skillopt.gate import decide_paired
+from skillopt.paired_sampling import Plan, compare_adaptive, next_samples, unsettled
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
@@ -224,21 +223,6 @@ async def measure(
     )
 
 
-Scores = Mapping[str, Sequence[float]]
-Plan = Callable[[Scores, Scores], Collection[str]]
-"""After a wave: the tasks to sample again (none: the evidence decides)."""
-
-
-def unsettled(base: Scores, cand: Scores) -> list[str]:
-    """The tasks whose samples disagree: where more samples can change the call."""
-    return [t for t in base if not task_settled(base[t], cand.get(t, ()))]
-
-
-def _lost(base: Scores, cand: Scores) -> list[str]:
-    """The tasks where a paired sample went down."""
-    return [t for t in base if any(c < b for b, c in zip(base[t], cand.get(t, ()), strict=False))]
-
-
 FRESH = 1000
 """First sample id of a confirmatory measurement: samples nobody has looked at yet."""
 RETEST = 2000
@@ -247,14 +231,6 @@ ROUND = 10_000
 """Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
 documents an earlier round already measured draws new samples instead of reading back the
 earlier round's answers (the replayer keeps every answer by task, documents and sample)."""
-
-
-def sample_stages(first: int, most: int) -> list[int]:
-    """How many samples per task after each wave: first, then doubling up to ``most``."""
-    stages = [first]
-    while stages[-1] < most:
-        stages.append(min(most, max(stages[-1] * 2, 4)))
-    return stages
 
 
 async def compare(
@@ -276,42 +252,22 @@ async def compare(
     one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
     measurement on samples no earlier decision saw).
     """
-    cfg = night.gate.config
-    stages = sample_stages(cfg.samples_per_task, cfg.max_samples_per_task)
-    first = range(offset, offset + stages[0])
-    (b, b_res), (c, c_res) = await _both(night, tasks, base, cand, first, phase)
-    for done, upto in itertools.pairwise(stages):
-        again = set(plan(b, c))
-        todo = [t for t in tasks if t.id in again]
-        if not todo:
-            break
-        more = range(offset + done, offset + upto)
-        (b2, b2_res), (c2, c2_res) = await _both(night, todo, base, cand, more, phase)
-        for t in todo:
-            b[t.id].extend(b2[t.id])
-            c[t.id].extend(c2[t.id])
-        b_res, c_res = [*b_res, *b2_res], [*c_res, *c2_res]
-    return (
-        Measured(docs=base, scores={k: tuple(v) for k, v in b.items()}, results=tuple(b_res)),
-        Measured(docs=cand, scores={k: tuple(v) for k, v in c.items()}, results=tuple(c_res)),
+    by_id = {t.id: t for t in tasks}
+
+    async def arm(
+        i: int, ids: Sequence[str], samples: range
+    ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+        return await _scores(night, [by_id[t] for t in ids], cand if i else base, samples, phase)
+
+    got = await compare_adaptive(
+        arm, [t.id for t in tasks], config=night.gate.config, plan=plan, offset=offset
     )
-
-
-async def _both(
-    night: Night, tasks: Sequence[Task], base: Docs, cand: Docs, samples: range, phase: str
-) -> tuple[
-    tuple[dict[str, list[float]], list[RolloutResult]],
-    tuple[dict[str, list[float]], list[RolloutResult]],
-]:
-    out: list[Any] = [None, None]
-
-    async def arm(i: int, docs: Docs) -> None:
-        out[i] = await _scores(night, tasks, docs, samples, phase)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(arm, 0, base)
-        tg.start_soon(arm, 1, cand)
-    return out[0], out[1]
+    return (
+        Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
+                 results=tuple(got.base_records)),
+        Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
+                 results=tuple(got.cand_records)),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- one step
@@ -485,30 +441,6 @@ async def _singles(
 def clear_pass(night: Night) -> Plan:
     """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
     return functools.partial(next_samples, config=night.gate.config)
-
-
-def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
-    """The tasks to sample again: where more samples can still change the decision.
-
-    None on a pass with no sample lost, when nothing moved, on a candidate already
-    significantly worse than the baseline, or on one still no better than chance after
-    several samples of every task where samples disagree (either is rejected; more samples
-    would only price the rejection). Once the gain is clear beyond doubt (significant at a
-    tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
-    that lost a paired sample are sampled again, since a regression could only hide there.
-    Otherwise every task whose samples disagree.
-    """
-    test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
-    if test.passed:
-        lost = _lost(base, cand)  # a lost sample may be a regression
-        return lost if not lost or test.p_improve <= test.alpha / 10 else unsettled(base, cand)
-    if test.untested or test.harmful:
-        return []
-    # no better than chance even with several samples of every disagreeing task
-    sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
-    if sampled >= 4 and test.p_improve > 0.5:
-        return []
-    return unsettled(base, cand)
 
 
 async def _union(

@@ -67,6 +67,7 @@ class RolloutContext:
     max_output_tokens: int
     workdir: Path  # a per-item directory the environment may use (exec workspaces)
     sample_id: int = 0
+    use_cache: bool = True  # False: a fresh sample (the gate's), never a cached reply
 
 
 def rollout_to_json(result: RolloutResult) -> dict[str, Any]:

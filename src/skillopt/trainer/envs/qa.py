@@ -1,7 +1,8 @@
-"""A question-answering environment over JSONL files of ``{id, question, context?, answers[]}``.
+"""A question-answering environment over items ``{id, question, context?, answers[]}``.
 
-Splits are ``train.jsonl``, ``val.jsonl`` and ``test.jsonl`` in one directory; the bundled
-synthetic set (``envs/data/qa_synth``) is used when no directory is given. The target gets the
+Items are loaded by :mod:`skillopt.trainer.dataset` (three files or one split file, JSONL or
+a JSON array, field names mapped in ``[env.data]``); the bundled synthetic set
+(``envs/data/qa_synth``) is used when no directory is given. The target gets the
 skill in its system prompt and must end with ``<answer>...</answer>``; scoring is normalised
 exact match (hard) and token F1 (soft), max over the gold answers.
 
@@ -11,25 +12,23 @@ Copy this module to add a chat benchmark: the trainer only calls ``items``, ``ta
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.errors import DataError
 from skillopt.redact import redact_text
+from skillopt.trainer.dataset import DataSection, load_splits
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
 
 __all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
 
-_SYSTEM_TEMPLATE = """You answer short factual questions.
-
-# Skill
+#: The target's default intro; a member's ``system_prompt`` request setting replaces it.
+SYSTEM_INTRO = "You answer short factual questions."
+_SYSTEM_TEMPLATE = """# Skill
 {skill}
 
 Think briefly, then finish with the final answer inside <answer></answer> tags."""
@@ -45,9 +44,18 @@ def bundled_data_dir() -> Path:
     return Path(str(resources.files("skillopt.trainer.envs").joinpath("data", "qa_synth")))
 
 
+def untag(text: str) -> str:
+    """The last ``<answer>`` tag's content when ``text`` has one, else ``text`` itself."""
+    tags = _ANSWER_TAG.findall(text)
+    return str(tags[-1]) if tags else text
+
+
 def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation and articles, collapse whitespace."""
-    lowered = text.lower().translate(_PUNCT)
+    """Answer tags off, lower-case, drop punctuation and articles, collapse whitespace.
+
+    Prediction and gold go through the same function, so a gold written with tags
+    (``<answer>Paris</answer>``) matches the untagged prediction it asks for."""
+    lowered = untag(text).lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", lowered).split())
 
 
@@ -78,45 +86,15 @@ def token_f1(prediction: str, golds: Sequence[str]) -> float:
     return best
 
 
-def _load_split(path: Path, limit: int) -> list[EnvItem]:
-    if not path.is_file():
-        raise DataError(f"{path}: split file not found")
-    items: list[EnvItem] = []
-    seen: set[str] = set()
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw: Any = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(raw, dict):
-            raise DataError(f"{path}:{lineno}: an item must be a JSON object")
-        answers = raw.get("answers")
-        if not isinstance(raw.get("id"), str | int) or not isinstance(raw.get("question"), str):
-            raise DataError(f"{path}:{lineno}: needs string 'id' and 'question'")
-        if (
-            not isinstance(answers, list)
-            or not answers
-            or not all(isinstance(a, str) for a in answers)
-        ):
-            raise DataError(f"{path}:{lineno}: 'answers' must be a non-empty list of strings")
-        item_id = str(raw["id"])
-        if item_id in seen:
-            raise DataError(f"{path}:{lineno}: duplicate id {item_id!r}")
-        seen.add(item_id)
-        items.append(EnvItem(id=item_id, task_type=str(raw.get("task_type", "qa")), data=raw))
-        if limit and len(items) >= limit:
-            break
-    return items
-
-
 class QAEnvironment:
     """Single-turn QA with EM / F1 scoring."""
 
-    def __init__(self, data_dir: str | Path = "", *, limit: int = 0) -> None:
-        root = Path(data_dir) if data_dir else bundled_data_dir()
-        self._splits = {split: _load_split(root / f"{split.value}.jsonl", limit) for split in Split}
+    def __init__(
+        self, data_dir: str | Path = "", *, limit: int = 0, data: DataSection | None = None
+    ) -> None:
+        self._splits = load_splits(
+            data_dir, data or DataSection(), default_dir=bundled_data_dir(), limit=limit
+        )
 
     @property
     def name(self) -> str:
@@ -142,11 +120,13 @@ class QAEnvironment:
         golds = [str(a) for a in item.data["answers"]]
         request = CompletionRequest(
             role=Role.TARGET,
+            system_intro=SYSTEM_INTRO,
             system=redact_text(self.system_prompt(skill)),
             prompt=redact_text(self.user_prompt(item)),
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,
+            use_cache=ctx.use_cache,
             stage="rollout",
             metadata={"qa_item": {"id": item.id, "task_type": item.task_type, "answers": golds}},
         )

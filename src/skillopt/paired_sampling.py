@@ -1,0 +1,147 @@
+"""Adaptive paired sampling: how many fresh samples each arm of a paired comparison draws.
+
+The night's gate and the trainer's gate both compare a baseline and a candidate on the same
+tasks, sample ``k`` of one arm paired with sample ``k`` of the other (:mod:`skillopt.paired`).
+A clean model settles after one pair per task; a noisy one is sampled again, wave by wave
+(``samples_per_task``, then 4, 8, ... up to ``max_samples_per_task``), only on the tasks
+where more samples can still change the decision (:func:`next_samples`).
+
+Public API::
+
+    sample_stages(first, most) -> list[int]
+    unsettled(base, cand) -> list[str]
+    lost(base, cand) -> list[str]
+    next_samples(base, cand, *, config) -> list[str]
+    compare_adaptive(measure, task_ids, *, config, plan, offset) -> PairedSamples
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import anyio
+
+from skillopt.gate import GateConfig
+from skillopt.paired import paired_test, task_settled
+
+__all__ = [
+    "Measure",
+    "PairedSamples",
+    "Plan",
+    "Scores",
+    "compare_adaptive",
+    "lost",
+    "next_samples",
+    "sample_stages",
+    "unsettled",
+]
+
+R = TypeVar("R")
+
+Scores = Mapping[str, Sequence[float]]
+Plan = Callable[[Scores, Scores], Collection[str]]
+"""After a wave: the tasks to sample again (none: the evidence decides)."""
+
+Measure = Callable[[int, Sequence[str], range], Awaitable[tuple[dict[str, list[float]], list[R]]]]
+"""``measure(arm, task_ids, sample_ids)``: per-sample gate scores of arm 0 (baseline) or 1
+(candidate) on the tasks, and whatever per-sample records the caller keeps."""
+
+
+def sample_stages(first: int, most: int) -> list[int]:
+    """How many samples per task after each wave: first, then doubling up to ``most``."""
+    stages = [first]
+    while stages[-1] < most:
+        stages.append(min(most, max(stages[-1] * 2, 4)))
+    return stages
+
+
+def unsettled(base: Scores, cand: Scores) -> list[str]:
+    """The tasks whose samples disagree: where more samples can change the call."""
+    return [t for t in base if not task_settled(base[t], cand.get(t, ()))]
+
+
+def lost(base: Scores, cand: Scores) -> list[str]:
+    """The tasks where a paired sample went down."""
+    return [t for t in base if any(c < b for b, c in zip(base[t], cand.get(t, ()), strict=False))]
+
+
+def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
+    """The tasks to sample again: where more samples can still change the decision.
+
+    None on a pass with no sample lost, when nothing moved, on a candidate already
+    significantly worse than the baseline, or on one still no better than chance after
+    several samples of every task where samples disagree (either is rejected; more samples
+    would only price the rejection). Once the gain is clear beyond doubt (significant at a
+    tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
+    that lost a paired sample are sampled again, since a regression could only hide there.
+    Otherwise every task whose samples disagree.
+    """
+    test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
+    if test.passed:
+        down = lost(base, cand)  # a lost sample may be a regression
+        return down if not down or test.p_improve <= test.alpha / 10 else unsettled(base, cand)
+    if test.untested or test.harmful:
+        return []
+    # no better than chance even with several samples of every disagreeing task
+    sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
+    if sampled >= 4 and test.p_improve > 0.5:
+        return []
+    return unsettled(base, cand)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairedSamples(Generic[R]):
+    """Both arms' per-sample scores, paired by sample id, and the records behind them."""
+
+    base: dict[str, list[float]]
+    cand: dict[str, list[float]]
+    base_records: list[R]
+    cand_records: list[R]
+
+
+async def compare_adaptive(
+    measure: Measure[R],
+    task_ids: Sequence[str],
+    *,
+    config: GateConfig,
+    plan: Plan | None = None,
+    offset: int = 0,
+) -> PairedSamples[R]:
+    """Both arms on ``task_ids``, paired by sample id, sampled adaptively.
+
+    First ``samples_per_task`` samples of each arm (ids from ``offset``), both arms at once.
+    Then, wave by wave, more samples of both arms only on the tasks ``plan`` names (by
+    default :func:`unsettled`: the ones whose samples disagree), until it names none.
+    """
+    choose = plan or unsettled
+    stages = sample_stages(config.samples_per_task, config.max_samples_per_task)
+    base, cand, b_rec, c_rec = await _wave(measure, task_ids, range(offset, offset + stages[0]))
+    for done, upto in itertools.pairwise(stages):
+        again = set(choose(base, cand))
+        todo = [t for t in task_ids if t in again]
+        if not todo:
+            break
+        b2, c2, b2_rec, c2_rec = await _wave(measure, todo, range(offset + done, offset + upto))
+        for t in todo:
+            base[t].extend(b2[t])
+            cand[t].extend(c2[t])
+        b_rec, c_rec = [*b_rec, *b2_rec], [*c_rec, *c2_rec]
+    return PairedSamples(base=base, cand=cand, base_records=b_rec, cand_records=c_rec)
+
+
+async def _wave(
+    measure: Measure[R], task_ids: Sequence[str], samples: range
+) -> tuple[dict[str, list[float]], dict[str, list[float]], list[R], list[R]]:
+    out: list[tuple[dict[str, list[float]], list[R]] | None] = [None, None]
+
+    async def arm(i: int) -> None:
+        out[i] = await measure(i, task_ids, samples)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(arm, 0)
+        tg.start_soon(arm, 1)
+    assert out[0] is not None and out[1] is not None
+    return out[0][0], out[1][0], out[0][1], out[1][1]

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from skillopt.backends.base import CompletionRequest, Message, Role
+from skillopt.backends.base import CompletionRequest, Role
 from skillopt.backends.openai_http import build_http_member
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy, classify_exception
@@ -37,10 +37,11 @@ def http_pool(server: FakeModelServer, *names: str) -> BackendPool:
 async def test_a_programming_error_in_our_code_fails_fast_with_its_traceback() -> None:
     logs = io.StringIO()
     configure_logging(stream=logs, json=True, level="INFO")
-    # Message content must be text: a number makes our redaction fail before anything is sent.
+    # Messages must be Message objects: a bare string makes the member's own code fail
+    # (building the SDK's message list) before anything is sent.
     broken = CompletionRequest(
         role=Role.TARGET,
-        messages=(Message(role="user", content=123),),  # type: ignore[arg-type]
+        messages=("a bare string",),  # type: ignore[arg-type]
     )
     with FakeModelServer() as server:
         async with http_pool(server, "m1", "m2") as pool:
@@ -53,7 +54,7 @@ async def test_a_programming_error_in_our_code_fails_fast_with_its_traceback() -
     assert stats["members"]["m1"]["breaker"] == "closed"
     events = [json.loads(line) for line in logs.getvalue().splitlines()]
     bug = next(e for e in events if e["event"] == "pool.member_bug")
-    assert "Traceback" in bug["exception"] and "redact_text" in bug["exception"]
+    assert "Traceback" in bug["exception"] and "_messages" in bug["exception"]
     assert not any(e["event"] == "pool.retry" for e in events)
 
 

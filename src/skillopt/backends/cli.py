@@ -37,7 +37,6 @@ from skillopt.backends.reply_cap import cli_reply_cap
 from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
-from skillopt.redact import redact_text
 
 log = get_logger(component=__name__)
 
@@ -71,15 +70,16 @@ def resolve_executable(kind: CliKind, executable: str | None, path: str | None) 
 
 
 def render_prompt(request: CompletionRequest) -> str:
-    """One prompt text for a CLI (they take a single message); redacted before it leaves."""
+    """One prompt text for a CLI (they take a single message). Redaction is the stack's
+    (:class:`~skillopt.backends.wrappers.RedactingCompleter`), not the member's."""
     messages = request.as_messages()
     if len(messages) == 1:
-        return redact_text(messages[0].content)
+        return messages[0].content
     parts = []
     for message in messages:
         label = {"system": "Instructions", "assistant": "Assistant"}.get(message.role, "User")
         parts.append(f"## {label}\n\n{message.content}")
-    return redact_text("\n\n".join(parts))
+    return "\n\n".join(parts)
 
 
 class CliBackend:

@@ -22,7 +22,6 @@ from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import DataError
-from skillopt.redact import redact_text
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
 
 __all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
@@ -142,8 +141,8 @@ class QAEnvironment:
         golds = [str(a) for a in item.data["answers"]]
         request = CompletionRequest(
             role=Role.TARGET,
-            system=redact_text(self.system_prompt(skill)),
-            prompt=redact_text(self.user_prompt(item)),
+            system=self.system_prompt(skill),
+            prompt=self.user_prompt(item),
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,

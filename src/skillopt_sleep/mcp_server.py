@@ -89,6 +89,13 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         name="skillopt-sleep", version=_version(), instructions=INSTRUCTIONS
     )
+    _add_reading_tools(server, projects)
+    _add_adopt_tool(server, projects)
+    return server
+
+
+def _add_reading_tools(server: MCPServer[Any], projects: _Project) -> None:
+    """``status``, ``latest_report`` and ``proposal_diff``: they change nothing."""
 
     @server.tool(
         description="Nights run for the project, the recent ones with their scores, proposals "
@@ -131,6 +138,10 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
             raise ToolError("no night has a proposal waiting to be adopted")
         return pending_diff(run)
 
+
+def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
+    """``adopt``: the one tool that writes, and only on the user's confirmed word."""
+
     @server.tool(
         description="Adopt a night's proposal: replace the live skill/memory files with it "
         "(sha-pinned, confined to the skill roots, backed up, all or nothing). Only when the "
@@ -169,5 +180,3 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
             "recovered_adoptions": [r.to_dict() for r in recovered],
         }
         return dict(redact_obj(data))
-
-    return server

@@ -39,7 +39,9 @@ from skillopt_sleep.commands._runs import (
 )
 from skillopt_sleep.config import SleepConfig
 
-_log = get_logger("skillopt_sleep.mcp")
+__all__ = ["INSTRUCTIONS", "READ_ONLY", "WRITES", "build_server"]
+
+_log = get_logger(__name__)
 
 INSTRUCTIONS = (
     "skillopt-sleep improves this project's agent skill documents (SKILL.md, CLAUDE.md / "

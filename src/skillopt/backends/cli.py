@@ -38,7 +38,19 @@ from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
 
-log = get_logger(component=__name__)
+__all__ = [
+    "FLAVORS",
+    "TOOLS_LOG_DIR",
+    "CliBackend",
+    "CliRun",
+    "attempt_with_tools",
+    "build_cli_member",
+    "render_prompt",
+    "resolve_executable",
+    "spec_from_config",
+]
+
+_log = get_logger(__name__)
 
 TOOLS_LOG_DIR = "tools-log"  # under CallPlan.scratch, outside the agent's workspace
 
@@ -205,7 +217,7 @@ class CliBackend:
                     reply = self.flavor.parse(spec, plan, result)
         except BackendError as exc:
             self.last_error = exc
-            log.warning(
+            _log.warning(
                 "cli_call_failed",
                 member=spec.name,
                 cli=spec.kind.value,
@@ -218,7 +230,7 @@ class CliBackend:
         called: tuple[str, ...] = ()
         if plan.tools:
             called = tuple(name for name, _ in read_calls(plan.scratch / TOOLS_LOG_DIR / LOG_NAME))
-        log.debug(
+        _log.debug(
             "cli_call",
             member=spec.name,
             cli=spec.kind.value,

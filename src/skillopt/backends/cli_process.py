@@ -28,6 +28,8 @@ from skillopt.errors import (
 )
 from skillopt.redact import sanitize
 
+__all__ = ["LineWatcher", "ProcessResult", "run_process", "tail"]
+
 LineWatcher = Callable[[str], BackendError | None]
 """Called with each complete stdout line; returning an error stops the process at once."""
 

@@ -38,6 +38,8 @@ from skillopt.errors import (
     RetryableBackendError,
 )
 
+__all__ = ["Api", "HttpMemberConfig", "OpenAIHttpBackend", "build_http_member", "make_http_client"]
+
 Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
 

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BackendPool", "BreakerPolicy", "BreakerState", "MemberSpec"]
 
-_log = get_logger("skillopt.pool")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)

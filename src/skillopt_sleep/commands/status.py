@@ -17,6 +17,8 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = ["HELP", "NAME", "ORDER", "SHOWN", "register", "run"]
+
 NAME = "status"
 HELP = "Show recent nights, proposals waiting to be adopted, and the next scheduled night."
 ORDER = 20

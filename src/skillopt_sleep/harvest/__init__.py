@@ -56,7 +56,7 @@ __all__ = [
 
 _MAX_PROBLEMS = 50
 _READ_ERRORS = (OSError, ValueError, TypeError, AttributeError, KeyError, sqlite3.Error)
-_log = get_logger("skillopt_sleep.harvest")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,10 +29,12 @@ from skillopt_sleep.mine import heuristic_mine, merge_tasks
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import MinedSession
 
+__all__ = ["MINER_VERSION", "MinedBatch", "digest_key", "mine_heuristic", "mine_llm_cached"]
+
 MINER_VERSION = "1"
 _MAX_LISTED = 50
 
-_log = get_logger("skillopt_sleep.tasks.mining")
+_log = get_logger(__name__)
 
 
 def digest_key(digest: SessionDigest, *, miner: str, project: str) -> str:

@@ -13,6 +13,8 @@ BACKENDS = SRC / "skillopt" / "backends"
 FOUNDATIONS = ("skillopt.atomicio", "skillopt.config", "skillopt.errors", "skillopt.logging",
                "skillopt.redact")  # fmt: skip
 STACK = ("skillopt.backends.pool", "skillopt.backends.wrappers", "skillopt.backends.open")
+GROUND_FLOOR = ("skillopt.errors", "skillopt.atomicio", "skillopt.redact", "skillopt.logging",
+                "skillopt.types")  # fmt: skip
 MEMBERS = ("cli", "cli_claude", "cli_codex", "cli_common", "cli_copilot", "cli_process",
            "factory", "harness", "harness_trace", "harness_workspace", "mock", "openai_http",
            "tool_shims")  # fmt: skip
@@ -95,3 +97,44 @@ def test_stop_signals_are_handled_only_by_the_shutdown_path() -> None:
     assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon"}
     daemon = (SRC / "skillopt_sleep" / "daemon.py").read_text(encoding="utf-8")
     assert "open_signal_receiver(signal.SIGHUP)" in daemon
+
+
+def test_the_ground_floor_stands_on_nothing_above_it() -> None:
+    bad = [
+        (a, b)
+        for a, b in arrows(SRC / "skillopt")
+        if a in GROUND_FLOOR and under(b, "skillopt") and b not in GROUND_FLOOR
+    ]
+    assert not bad
+
+
+def test_harvest_reads_transcripts_and_knows_nothing_of_the_night() -> None:
+    bad = [
+        (a, b)
+        for a, b in arrows(SRC / "skillopt_sleep" / "harvest")
+        if (under(b, "skillopt_sleep") and not under(b, "skillopt_sleep.harvest"))
+        or (under(b, "skillopt") and b not in GROUND_FLOOR)
+    ]
+    assert not bad
+
+
+def test_the_html_report_never_calls_a_model() -> None:
+    bad = [
+        (a, b) for a, b in arrows(SRC / "skillopt_sleep" / "html") if under(b, "skillopt.backends")
+    ]
+    assert not bad
+
+
+def test_only_the_faces_import_the_commands() -> None:
+    faces = {"skillopt_sleep.cli", "skillopt_sleep.mcp_server", "skillopt_sleep.agent_summary"}
+    users = {
+        a
+        for a, b in arrows(SRC)
+        if under(b, "skillopt_sleep.commands") and not under(a, "skillopt_sleep.commands")
+    }
+    assert users <= faces, users - faces
+
+
+def test_no_test_code_ships() -> None:
+    bad = [(a, b) for a, b in arrows(SRC) if under(b, "support") or under(b, "tests")]
+    assert not bad

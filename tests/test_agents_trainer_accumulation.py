@@ -44,6 +44,7 @@ def history(out: Path) -> list[dict[str, Any]]:
     return [{k: v for k, v in rec.items() if k != "tokens"} for rec in data]
 
 
+@pytest.mark.slow
 async def test_two_micro_batches_per_step_and_resume(tmp_path: Path) -> None:
     full = tmp_path / "full"
     await train(cfg(full), DemoWorld())

@@ -30,6 +30,7 @@ async def train(cfg: TrainerConfig, backend: Backend) -> None:
         await Trainer(cfg, build_environment(cfg), pool).run()
 
 
+@pytest.mark.slow
 async def test_a_stray_best_copy_left_by_a_crash_is_replaced_on_resume(tmp_path: Path) -> None:
     full = tmp_path / "full"
     await train(demo_cfg(full), DemoWorld())

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from skillopt.progress import TtyProgress, terminal_progress
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +38,7 @@ def _read_all(fd: int, timeout: float = 60.0) -> bytes:
     return b"".join(chunks)
 
 
+@pytest.mark.slow
 def test_train_on_a_tty_draws_progress_instead_of_log_lines(tmp_path: Path) -> None:
     out = tmp_path / "run"
     master, slave = pty.openpty()

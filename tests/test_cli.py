@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from skillopt.trainer.demo import DemoWorld, infer_stage
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.types import Split
@@ -76,6 +78,7 @@ enabled = false
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
 
 
+@pytest.mark.slow
 def test_edits_without_the_patch_wrapper_are_learned(tmp_path: Path) -> None:
     def unwrapped(text: str, _request: Request) -> str:
         data = json.loads(text)
@@ -89,6 +92,7 @@ def test_edits_without_the_patch_wrapper_are_learned(tmp_path: Path) -> None:
     assert summary["best_gate_score"] > summary["baseline_gate_score"]
 
 
+@pytest.mark.slow
 def test_a_run_whose_every_update_failed_exits_1_naming_the_stage(tmp_path: Path) -> None:
     def unusable(_text: str, request: Request) -> str:
         if len(request.body.get("messages", [])) > 1:  # the retry

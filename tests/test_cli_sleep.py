@@ -28,6 +28,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     return code, json.loads(out) if "--json" in argv else out
 
 
+@pytest.mark.slow
 def test_once_demo(capsys: pytest.CaptureFixture[str]) -> None:
     code, data = cli(capsys, "once", "--demo", "--json")
     assert code == 0 and data["ok"] and data["result"] == "accepted"
@@ -36,6 +37,7 @@ def test_once_demo(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "Read the report:" in out and "report.md" in out
 
 
+@pytest.mark.slow
 def test_night_status_adopt_round_trip(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -64,6 +66,7 @@ def test_night_status_adopt_round_trip(
     assert code == 0 and "nothing to adopt" in text
 
 
+@pytest.mark.slow
 def test_adopt_refuses_when_the_live_file_changed(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -79,6 +82,7 @@ def test_adopt_refuses_when_the_live_file_changed(
     assert live.read_bytes() == edited
 
 
+@pytest.mark.slow
 def test_adopt_refuses_a_live_path_outside_the_skill_roots(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -97,6 +101,7 @@ def test_adopt_refuses_a_live_path_outside_the_skill_roots(
     assert live.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_adopt_writes_only_under_the_configured_roots(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,6 +173,7 @@ optimizer = ["real"]
     assert code == 0 and out["n_tasks"] == 16
 
 
+@pytest.mark.slow
 def test_dry_run_command(setup: DemoSetup, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = str(write_config(setup))
     code, out = cli(capsys, "dry-run", "--config", cfg, "--project", str(setup.project), "--json")
@@ -204,6 +210,7 @@ def _leftovers(setup: DemoSetup, run: Path) -> list[Path]:
     return [*temps, *run.glob(".adopt-journal.json")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["status", "once", "adopt"])
 def test_the_next_command_rolls_back_an_interrupted_adoption_and_says_so(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str], command: str
@@ -226,6 +233,7 @@ def test_the_next_command_rolls_back_an_interrupted_adoption_and_says_so(
         assert skill.read_bytes() == before[skill] and memory.read_bytes() == before[memory]
 
 
+@pytest.mark.slow
 def test_status_completes_an_adoption_killed_after_its_last_file(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -239,6 +247,7 @@ def test_status_completes_an_adoption_killed_after_its_last_file(
     assert "interrupted" not in text  # said once, when it was done
 
 
+@pytest.mark.slow
 def test_a_document_adoption_could_not_write_stops_the_night_before_it_spends(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -307,6 +316,7 @@ def _hinted(out: str, before: str) -> list[str]:
     return shlex.split(found.group(1))
 
 
+@pytest.mark.slow
 def test_printed_hints_carry_the_flags_that_find_the_night(
     setup: DemoSetup,
     capsys: pytest.CaptureFixture[str],

@@ -4,6 +4,7 @@ surface, one logger idiom."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -18,10 +19,15 @@ NIGHT_MODULES = {
 }  # fmt: skip
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def long_functions(path: Path) -> list[str]:
     where = path.relative_to(SRC).as_posix()
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             lines = (node.end_lineno or node.lineno) - node.lineno + 1
             if lines > MAX_FUNCTION_LINES and f"{where}:{node.name}" not in PENDING:
@@ -64,7 +70,7 @@ def test_every_module_with_public_names_declares_them_in_all() -> None:
     undeclared = []
     for path in sorted(SRC.rglob("*.py")):
         where = path.relative_to(SRC).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         if where not in NIGHT_MODULES and public_definitions(tree) and not declares_all(tree):
             undeclared.append(where)
     assert undeclared == []
@@ -76,7 +82,7 @@ def test_loggers_are_named_after_their_module() -> None:
         f"{path.relative_to(SRC).as_posix()}:{node.lineno}"
         for path in sorted(SRC.rglob("*.py"))
         if path.relative_to(SRC).as_posix() not in NIGHT_MODULES | {"skillopt/logging.py"}
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "get_logger"

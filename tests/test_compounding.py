@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from skillopt.backends.mock import World
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
@@ -36,6 +38,7 @@ def _live(demo: DemoSetup) -> str:
     return cfg.live_skill_path().read_text() + cfg.live_memory_path(demo.project).read_text()
 
 
+@pytest.mark.slow
 async def test_later_nights_learn_from_the_archive_without_new_sessions(tmp_path: Path) -> None:
     demo = prepare_demo(tmp_path)
     # the first night may only change the skill: the memory's rule is left to learn
@@ -70,6 +73,7 @@ async def test_later_nights_learn_from_the_archive_without_new_sessions(tmp_path
     assert adopted_scores[-1] == 1.0 and adopted_scores[0] < adopted_scores[-1]
 
 
+@pytest.mark.slow
 async def test_outcomes_and_provenance_are_kept_per_task(tmp_path: Path) -> None:
     demo = prepare_demo(tmp_path)
     cfg = _config(demo)

@@ -54,6 +54,7 @@ def _tasks_file(demo: DemoSetup, intents: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 async def test_no_edit_is_validated_on_a_task_its_reflection_saw(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project)
     singles = _singles(_report(outcome))
@@ -67,6 +68,7 @@ async def test_no_edit_is_validated_on_a_task_its_reflection_saw(demo: DemoSetup
         assert not decision["leaked"]
 
 
+@pytest.mark.slow
 async def test_every_learnable_task_is_held_out_evidence_tonight(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project)
     report = _report(outcome)
@@ -154,6 +156,7 @@ async def test_a_saturated_split_does_not_stop_learning(demo: DemoSetup) -> None
     assert RULES["changelog"].text in {e["content"] for e in report["accepted_edits"]}
 
 
+@pytest.mark.slow
 async def test_every_decision_records_its_paired_statistics(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project)
     report = _report(outcome)

@@ -105,6 +105,7 @@ def run_records(state: Path, project: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(runs.glob("*/run.json"))]
 
 
+@pytest.mark.slow
 async def test_sigterm_aborts_a_long_night_within_grace_and_leaves_it_resumable(
     tmp_path: Path,
 ) -> None:
@@ -128,6 +129,7 @@ async def test_sigterm_aborts_a_long_night_within_grace_and_leaves_it_resumable(
     assert proc.named("daemon.stopped")
 
 
+@pytest.mark.slow
 async def test_sigterm_lets_a_short_night_finish(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
@@ -143,6 +145,7 @@ async def test_sigterm_lets_a_short_night_finish(tmp_path: Path) -> None:
     assert [r["status"] for r in run_records(state, project)] == ["complete"]
 
 
+@pytest.mark.slow
 async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
@@ -160,6 +163,7 @@ async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
     assert [r["status"] for r in run_records(state, project)] == ["aborted"]
 
 
+@pytest.mark.slow
 async def test_sighup_with_broken_config_keeps_the_old_one(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
@@ -246,6 +250,7 @@ async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> Non
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 async def test_once_exits_2_while_a_daemon_night_holds_the_lock(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from skillopt_sleep.demo import prepare_demo
 from support.fake_model_server import Connection, FakeModelServer, Request
 from support.sleep_setup import write_config
@@ -46,6 +48,7 @@ def once(tmp_path: Path, pool: str, **env: str) -> subprocess.CompletedProcess[b
     return subprocess.run(argv, capture_output=True, env=full_env, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_a_credential_that_cannot_be_built_is_a_config_error(tmp_path: Path) -> None:
     done = once(
         tmp_path,
@@ -65,6 +68,7 @@ async def _refuse_identity(conn: Connection, request: Request) -> None:
     await conn.send_json(400, {"error": "invalid_request", "error_description": "no identity"})
 
 
+@pytest.mark.slow
 def test_azure_identity_warnings_are_json_log_events(tmp_path: Path) -> None:
     with FakeModelServer() as server:
         server.add_route("msi", r"^(?P<prefix>)/msi/token$", _refuse_identity)

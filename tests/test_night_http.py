@@ -28,6 +28,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
     return prepare_demo(tmp_path)
 
 
+@pytest.mark.slow
 async def test_http_night_learns_and_leaks_nothing(setup: DemoSetup) -> None:
     append_to_first_prompts(setup.claude_home, f"(token {SECRET})")
     logs = io.StringIO()

@@ -88,6 +88,7 @@ async def test_broken_judge_fails_the_night_at_its_stage(
     assert f"failed calls: {failed_judge_calls}" in report and says in report
 
 
+@pytest.mark.slow
 async def test_a_few_judge_failures_below_the_limit_do_not_fail_the_night(
     setup: DemoSetup, mixed_tasks: Path
 ) -> None:

@@ -46,6 +46,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: DemoSetup) -> None:
     skill = demo.config.live_skill_path()
     memory = demo.config.live_memory_path(demo.project)
@@ -99,6 +100,7 @@ async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: Dem
         assert a.stats().harvested_sessions == 16  # every session is now harvested
 
 
+@pytest.mark.slow
 async def test_rollouts_have_distinct_samples_and_fresh_final(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project, demo=True)
     assert outcome.run_dir is not None
@@ -154,6 +156,7 @@ async def test_budget_cap_stops_cleanly(demo: DemoSetup) -> None:
     assert "budget reached" in (outcome.run_dir / "report.md").read_text()
 
 
+@pytest.mark.slow
 async def test_dry_run_stages_nothing_and_keeps_state(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project, dry_run=True)
     assert outcome.accepted and outcome.proposal_dir is None
@@ -161,6 +164,7 @@ async def test_dry_run_stages_nothing_and_keeps_state(demo: DemoSetup) -> None:
     assert not StateStore(demo.config.state_path()).path_for(demo.project).exists()
 
 
+@pytest.mark.slow
 async def test_second_night_recalls_the_archive_instead_of_new_sessions(demo: DemoSetup) -> None:
     first = await run_night(demo.config, project=demo.project)
     second = await run_night(demo.config, project=demo.project)
@@ -170,6 +174,7 @@ async def test_second_night_recalls_the_archive_instead_of_new_sessions(demo: De
     assert [p["night"] for p in report["chart"]] == [1, 2]
 
 
+@pytest.mark.slow
 async def test_planted_secret_is_redacted_everywhere(demo: DemoSetup) -> None:
     secret = "sk-proj-" + "A1b2C3d4" * 5
     transcript = next((demo.claude_home / "projects").rglob("*.jsonl"))
@@ -207,6 +212,7 @@ class EditLiveAt:
     def close(self) -> None: ...
 
 
+@pytest.mark.slow
 async def test_live_file_changed_during_the_night_refuses_staging(demo: DemoSetup) -> None:
     live = demo.config.live_skill_path()
     progress = EditLiveAt("final", live)
@@ -218,6 +224,7 @@ async def test_live_file_changed_during_the_night_refuses_staging(demo: DemoSetu
     assert not list((demo.state_dir / "projects").glob("*/skills/*/versions/*.md"))
 
 
+@pytest.mark.slow
 async def test_test_split_is_scored_after_the_decision_only(demo: DemoSetup) -> None:
     cfg = _with(demo.config, night__test_fraction=0.3)
     outcome = await run_night(cfg, project=demo.project)
@@ -231,6 +238,7 @@ async def test_test_split_is_scored_after_the_decision_only(demo: DemoSetup) -> 
     assert "## Test split" in (outcome.run_dir / "report.md").read_text()
 
 
+@pytest.mark.slow
 async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSetup) -> None:
     cfg = _with(demo.config, auto_adopt=True)
     outcome = await run_night(cfg, project=demo.project)
@@ -243,6 +251,7 @@ async def test_auto_adopt_replaces_the_live_files_with_the_proposal(demo: DemoSe
     assert len(report["auto_adopted"]) == len(manifest["entries"])
 
 
+@pytest.mark.slow
 async def test_auto_adopt_writes_only_under_the_configured_roots(demo: DemoSetup) -> None:
     skills = str(demo.claude_home / "skills")
     cfg = _with(demo.config, auto_adopt=True, skill_roots=[skills])  # the project is not one
@@ -275,6 +284,7 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     assert "cross-fitting needs at least two tasks" in (outcome.run_dir / "report.md").read_text()
 
 
+@pytest.mark.slow
 async def test_a_skill_from_the_reference_tool_keeps_one_learned_block(demo: DemoSetup) -> None:
     from skillopt.skilldoc import Region, region_spans
 

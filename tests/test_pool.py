@@ -148,6 +148,7 @@ async def test_503_fails_over_to_another_member(server: FakeModelServer) -> None
     assert stats["by_member"]["a"]["retries"] == 1
 
 
+@pytest.mark.slow
 async def test_breaker_opens_then_half_opens(server: FakeModelServer) -> None:
     server.script("a", *[Reply(status=500)] * 2)
     specs = [member(server, "a"), member(server, "b")]
@@ -365,6 +366,7 @@ async def test_unknown_role_raises(server: FakeModelServer) -> None:
             await pool.complete(CompletionRequest(role=Role.OPTIMIZER, prompt="x"))
 
 
+@pytest.mark.slow
 async def test_many_waiters_complete_with_jittered_latency(server: FakeModelServer) -> None:
     rng = random.Random(7)
     server.rule = lambda _r: Reply(latency=rng.uniform(0.0, 0.01))

@@ -189,6 +189,7 @@ _PLANTERS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     before=_filler,

@@ -11,6 +11,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from skillopt_sleep.adopt import adopt
 from skillopt_sleep.adopt_journal import JOURNAL_NAME
 from skillopt_sleep.config import SleepConfig
@@ -113,6 +115,7 @@ def test_an_unreadable_run_is_never_deleted(tmp_path: Path) -> None:
     assert broken in _left(p)
 
 
+@pytest.mark.slow
 async def test_a_night_applies_the_configured_retention(tmp_path: Path) -> None:
     setup = prepare_demo(tmp_path)
     data = setup.config.model_dump(mode="json")

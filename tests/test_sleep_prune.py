@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
 from skillopt_sleep.night import NightResult, run_night
 
 
+@pytest.mark.slow
 async def test_only_the_newest_no_task_run_is_kept(tmp_path: Path) -> None:
     setup = prepare_demo(tmp_path)
     # adopt every night, and retire a task once it passed one night: the archive empties

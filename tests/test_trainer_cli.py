@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs/trainer/qa_demo.toml"
 
@@ -43,6 +45,7 @@ def strip_tokens(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in rec.items() if k != "tokens"} for rec in history]
 
 
+@pytest.mark.slow
 def test_train_demo_shows_the_gate_in_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "run"
     done = run_cli("train", "--config", str(DEMO), "--set", f"out_root={json.dumps(str(out))}")
@@ -56,6 +59,7 @@ def test_train_demo_shows_the_gate_in_its_summary(tmp_path: Path) -> None:
     assert timing["pool_accounting"]["by_stage"]["analyst"]["calls"] > 0
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_history(tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     ok = run_cli(
@@ -138,6 +142,7 @@ def test_eval_scores_a_skill_on_a_split(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "dev" in bad.stderr
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = train_args(out, latency=0.05)
@@ -159,6 +164,7 @@ def test_sigint_stops_cleanly_and_the_run_resumes(tmp_path: Path) -> None:
     assert json.loads((out / "summary.json").read_text())["total_steps"] == 6
 
 
+@pytest.mark.slow
 def test_relative_out_root_from_another_directory(tmp_path: Path) -> None:
     """The demo config's own relative out_root, run from the user's working directory."""
     done = subprocess.run(

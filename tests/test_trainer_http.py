@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from skillopt.backends.pool import BackendPool
 from skillopt.config import PoolConfig
 from skillopt.trainer.config import load_trainer_config
@@ -16,6 +18,7 @@ from support.trainer_fakes import demo_reply_fn
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 async def test_training_over_http_with_a_schema_retry(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cfg = load_trainer_config(

@@ -85,6 +85,7 @@ async def test_two_epoch_demo_run_gates_and_schedules(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_identical_replies_give_byte_identical_files(tmp_path: Path) -> None:
     await train(demo_cfg(tmp_path / "a"), DemoWorld())
     await train(demo_cfg(tmp_path / "b"), Jitter(inner=DemoWorld()))

@@ -118,6 +118,7 @@ async def test_a_budget_stopped_night_reads_as_one(setup: DemoSetup, max_calls: 
 # --------------------------------------------------------------------------- demo
 
 
+@pytest.mark.slow
 def test_demo_nights_follow_each_other_in_a_state_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

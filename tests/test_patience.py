@@ -102,8 +102,9 @@ async def test_spent_patience_fails_the_calls_and_counts_waiters_once() -> None:
         took = anyio.current_time() - started
     assert ok == 0 and any(isinstance(e, NoHealthyMemberError) for e in failed)
     assert any("patience" in str(e) for e in failed)
-    # twelve callers waited together: the budget is spent once, not twelve times
-    assert 0.25 <= patience.spent() <= 0.3 + 0.05 and took < 10
+    # twelve callers waited together: the budget is spent once, not twelve times (nor twice:
+    # the slack is for a loaded machine's scheduling, which overshoots the 0.3 s a little)
+    assert 0.25 <= patience.spent() < 2 * 0.3 and took < 10
 
 
 async def test_open_circuits_a_wait_cannot_cure_fail_at_once() -> None:

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint format typecheck bench demo tools all clean
+.PHONY: install test test-fast lint format typecheck bench demo tools all clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ tools:
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest -q
+
+# The inner loop: everything but the end-to-end tests marked slow (over ~3 s) and the real CLIs.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not realcli"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 
-from skillopt.backends.pool import BackendPool
+from skillopt.backends.open import open_completer
 from skillopt.config import PoolConfig
 from skillopt.logging import configure_logging
 from skillopt.trainer.config import load_trainer_config
@@ -176,7 +176,7 @@ async def run(args: argparse.Namespace) -> int:
         server = ServerProcess(data, args.latency)
         try:
             urls = [server.url(f"m{i}") for i in range(args.members)]
-            async with BackendPool.from_config(pool_config(urls, args.concurrency)) as pool:
+            async with open_completer(pool_config(urls, args.concurrency)) as pool:
                 t0, cpu0 = time.perf_counter(), time.process_time()
                 summary = await Trainer(cfg, env, pool, pool_accounting=pool.accounting).run()
                 wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0

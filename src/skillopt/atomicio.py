@@ -15,6 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+__all__ = [
+    "TEMP_PREFIX",
+    "AppendJournal",
+    "append_jsonl",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "dumps_json",
+    "read_jsonl",
+    "sweep_temp_files",
+]
+
 TEMP_PREFIX = ".tmp-"
 
 

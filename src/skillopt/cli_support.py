@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+__all__ = ["EXIT_BROKEN_PIPE", "LOG_LEVELS", "log_level", "quiet_broken_pipe"]
+
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by the pipe
 
 

@@ -44,6 +44,43 @@ from skillopt.backends.request_settings import RequestSettings
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_obj
 
+__all__ = [
+    "AZURE_SCOPE",
+    "CLI_KINDS",
+    "HTTP_KINDS",
+    "OVERRIDE_PREFIXES",
+    "POOL_ENV_PREFIX",
+    "AzureAuth",
+    "AzureChatMember",
+    "AzureCliAuth",
+    "AzureDefaultAuth",
+    "AzureKeyAuth",
+    "AzureManagedIdentityAuth",
+    "AzureResponsesMember",
+    "BreakerConfig",
+    "CacheConfig",
+    "ClaudeCliMember",
+    "CodexCliMember",
+    "CopilotCliMember",
+    "MemberConfig",
+    "MockMember",
+    "OpenAIChatMember",
+    "OpenAIResponsesMember",
+    "PoolConfig",
+    "RetryConfig",
+    "RolesConfig",
+    "StrictModel",
+    "TokenLimitParam",
+    "UserPath",
+    "check_env_name",
+    "check_url",
+    "config_error",
+    "load_pool_config",
+    "load_toml_model",
+    "read_secret_env",
+    "redacted_dump",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 #: A filesystem path with ``~`` expanded (config files are written by people).
@@ -444,7 +481,7 @@ def _report_unread_env(environ: Mapping[str, str], prefix: str, aliases: Mapping
     prefix of another file written for this one (``aliases``), or no known prefix at all."""
     from skillopt.logging import get_logger
 
-    log = get_logger("skillopt.config")
+    log = get_logger(__name__)
     for name in sorted(environ):
         upper = name.upper()
         if not upper.startswith("SKILLOPT_") or "__" not in upper or upper.startswith(prefix):

@@ -15,6 +15,8 @@ from typing import Any, TextIO
 
 import structlog
 
+__all__ = ["configure_logging", "get_logger"]
+
 _configured = False
 
 

@@ -83,7 +83,7 @@ __all__ = [
 
 BACKUP_DIR = "adopt-backups"
 
-_log = get_logger("skillopt_sleep.adopt")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

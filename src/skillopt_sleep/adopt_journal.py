@@ -37,11 +37,30 @@ from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
 from skillopt.logging import get_logger
 from skillopt_sleep.staging import RECEIPTS_NAME, sha256_bytes, sha256_file
 
+__all__ = [
+    "JOURNAL_NAME",
+    "LOCK_NAME",
+    "AdoptedFile",
+    "JournalTarget",
+    "Recovery",
+    "RecoveryAction",
+    "ReplaceFn",
+    "RunLock",
+    "commit",
+    "make_dirs",
+    "receipts",
+    "recover_locked",
+    "remove_dirs",
+    "restore",
+    "write_file",
+    "write_journal",
+]
+
 JOURNAL_NAME = ".adopt-journal.json"
 LOCK_NAME = ".adopt.lock"
 
 ReplaceFn = Callable[[str, str], None]
-_log = get_logger("skillopt_sleep.adopt")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,8 @@ from skillopt_sleep.html.night_view import as_float, read_json, summary_lines
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.state import StateStore
 
+__all__ = ["RECENT", "night_summary", "pending_diff", "project_runs", "status_data"]
+
 RECENT = 5
 
 

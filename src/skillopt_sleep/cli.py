@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import argparse
     from types import ModuleType
 
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED", "build_parser", "main"]
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2

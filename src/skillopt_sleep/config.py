@@ -28,6 +28,21 @@ from skillopt.config import (
 from skillopt.executor.settings import ExecutorSettings
 from skillopt_sleep.daemon_settings import DaemonSettings
 
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ENV_PREFIX",
+    "MANAGED_SKILL",
+    "BudgetSettings",
+    "GateSettings",
+    "NightSettings",
+    "RetentionSettings",
+    "SleepConfig",
+    "SourceKindName",
+    "SourcesSettings",
+    "config_file",
+    "load_sleep_config",
+]
+
 DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
 ENV_PREFIX = "SKILLOPT_SLEEP__"
 MANAGED_SKILL = "skillopt-sleep-learned"

@@ -58,6 +58,26 @@ from skillopt_sleep.lock import daemon_lock, project_lock
 from skillopt_sleep.lock import project_key as _project_key
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "Clock",
+    "ConfigLoader",
+    "Daemon",
+    "DaemonConfig",
+    "Jobs",
+    "NightRequest",
+    "NightRunner",
+    "NightStatus",
+    "NightSummary",
+    "WakeReason",
+    "build_trigger",
+    "next_fire_after",
+    "next_wake_times",
+    "schedule_jobs",
+    "utc_now",
+]
+
 
 def _log() -> Any:
     """Looked up per call: a module-level bound logger would freeze the logging config."""

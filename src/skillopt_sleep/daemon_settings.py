@@ -27,6 +27,18 @@ from pydantic import (
 
 from skillopt.errors import ConfigError
 
+__all__ = [
+    "DEFAULT_TIME",
+    "CronExpression",
+    "CronSpec",
+    "DaemonSettings",
+    "ProjectSchedule",
+    "TimeOfDay",
+    "load_daemon_settings",
+    "parse_cron",
+    "parse_time",
+]
+
 DEFAULT_TIME = "02:30"
 _TIME_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _FIELD_RE = re.compile(r"^[A-Za-z0-9*,/-]+$")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["MAX_GROUPS", "ErrorGroups", "error_class"]
+
 MAX_GROUPS = 20
 
 

@@ -15,6 +15,8 @@ from skillopt.gate import GateConfig, GateMetric, decide, task_scores
 from skillopt.types import GateDecision, RolloutResult
 from skillopt_sleep.config import GateSettings
 
+__all__ = ["Gate"]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gate:

@@ -15,6 +15,13 @@ import signal
 import sys
 from types import FrameType
 
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "exit_130_on_sigterm",
+    "forget_interrupt_in_exec",
+    "treat_sigterm_as_interrupt",
+]
+
 EXIT_INTERRUPTED = 130
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.replay import JudgeTally
 
+__all__ = ["MIN_FAILURES", "check_judging"]
+
 MIN_FAILURES = 3
 """In a small stage one unlucky failure is not a broken judge: below this many failures
 the night fails only when every judge call of the stage failed."""

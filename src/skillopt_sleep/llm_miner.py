@@ -62,7 +62,7 @@ EXCHANGE_CHARS = 2000
 
 _CALL_FAILED = "call failed"
 
-_log = get_logger("skillopt_sleep.llm_miner")
+_log = get_logger(__name__)
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 

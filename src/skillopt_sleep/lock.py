@@ -36,6 +36,21 @@ from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 from skillopt_sleep.state import project_key as project_key  # re-exported
 
+__all__ = [
+    "GUARD_SUFFIX",
+    "LOCK_NAME",
+    "FileLock",
+    "LockHolder",
+    "daemon_lock",
+    "daemon_lock_path",
+    "lock_is_held",
+    "pid_alive",
+    "project_key",
+    "project_lock",
+    "project_lock_path",
+    "read_holder",
+]
+
 
 def _log() -> Any:
     """Looked up per call: a module-level bound logger would freeze the logging config."""

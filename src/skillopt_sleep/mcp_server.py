@@ -39,7 +39,9 @@ from skillopt_sleep.commands._runs import (
 )
 from skillopt_sleep.config import SleepConfig
 
-_log = get_logger("skillopt_sleep.mcp")
+__all__ = ["INSTRUCTIONS", "READ_ONLY", "WRITES", "build_server"]
+
+_log = get_logger(__name__)
 
 INSTRUCTIONS = (
     "skillopt-sleep improves this project's agent skill documents (SKILL.md, CLAUDE.md / "
@@ -89,6 +91,13 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         name="skillopt-sleep", version=_version(), instructions=INSTRUCTIONS
     )
+    _add_reading_tools(server, projects)
+    _add_adopt_tool(server, projects)
+    return server
+
+
+def _add_reading_tools(server: MCPServer[Any], projects: _Project) -> None:
+    """``status``, ``latest_report`` and ``proposal_diff``: they change nothing."""
 
     @server.tool(
         description="Nights run for the project, the recent ones with their scores, proposals "
@@ -130,6 +139,10 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
         if run is None:
             raise ToolError("no night has a proposal waiting to be adopted")
         return pending_diff(run)
+
+
+def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
+    """``adopt``: the one tool that writes, and only on the user's confirmed word."""
 
     @server.tool(
         description="Adopt a night's proposal: replace the live skill/memory files with it "
@@ -174,5 +187,3 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
             "recovered_adoptions": [r.to_dict() for r in recovered],
         }
         return dict(redact_obj(data))
-
-    return server

@@ -29,6 +29,23 @@ from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome, TaskRecord
 from skillopt_sleep.harvest import Sentiment, SessionDigest
 from skillopt_sleep.harvest.common import clip
 
+__all__ = [
+    "CHARS_PER_WORD",
+    "FOLLOWUP_CHARS",
+    "JSON_REGEX",
+    "MAX_FOLLOWUPS",
+    "MAX_INTENT_CHARS",
+    "MIN_INTENT_CHARS",
+    "MineResult",
+    "extract_checks",
+    "heuristic_mine",
+    "merge_tasks",
+    "normalise_intent",
+    "session_outcome",
+    "stable_id",
+    "task_from_digest",
+]
+
 MIN_INTENT_CHARS = 8
 MAX_INTENT_CHARS = 800
 MAX_FOLLOWUPS = 3

@@ -35,7 +35,17 @@ from skillopt_sleep.adopt_journal import JOURNAL_NAME, RunLock
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.staging import ManifestEntry, sha256_file
 
-_log = get_logger("skillopt_sleep.retention")
+__all__ = [
+    "NO_TASKS",
+    "Retention",
+    "RunFacts",
+    "apply_retention",
+    "plan_retention",
+    "read_facts",
+    "store_runs",
+]
+
+_log = get_logger(__name__)
 
 NO_TASKS = "no_tasks"
 

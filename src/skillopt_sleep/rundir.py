@@ -38,6 +38,27 @@ from skillopt.atomicio import (
 from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj, sanitize
 
+__all__ = [
+    "DIAGNOSTICS",
+    "EVIDENCE",
+    "FREE_TEXT",
+    "PROPOSAL",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "ROLLOUTS",
+    "RUN_JSON",
+    "TASKS",
+    "TRIALS",
+    "ResumeRecord",
+    "RunDir",
+    "RunJournal",
+    "RunStatus",
+    "StageRecord",
+    "iso",
+    "runs_root",
+    "utc_now",
+]
+
 RUN_JSON = "run.json"
 TASKS = "tasks.jsonl"
 ROLLOUTS = "rollouts.jsonl"

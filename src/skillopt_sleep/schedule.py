@@ -31,6 +31,31 @@ from skillopt_sleep.daemon_settings import DaemonSettings, parse_time
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule_zone import MachineTime, on_machine_clock
 
+__all__ = [
+    "EXAMPLE_PROJECT",
+    "EXAMPLE_PYTHON",
+    "EXAMPLE_STATE",
+    "MARKER_TEXT",
+    "ROOT_ENV",
+    "Change",
+    "FileState",
+    "Invocation",
+    "Kind",
+    "Plan",
+    "UnitFile",
+    "cron_command",
+    "default_root",
+    "install",
+    "merge_crontab",
+    "plan",
+    "remove",
+    "render_examples",
+    "strip_crontab",
+    "systemd_quote",
+    "systemd_text",
+    "write_examples",
+]
+
 MARKER_TEXT = "Managed by skillopt-sleep (schedule install)"
 ROOT_ENV = "SKILLOPT_SLEEP_SCHEDULE_ROOT"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -46,6 +46,28 @@ from skillopt.skilldoc import (
     region_spans,
 )
 
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA",
+    "PROPOSAL_DIR",
+    "RECEIPTS_NAME",
+    "Manifest",
+    "ManifestEntry",
+    "Proposal",
+    "ProposalKind",
+    "SkillStore",
+    "SkillVersion",
+    "UtcInstant",
+    "check_name",
+    "load_manifest",
+    "scaffold_skill",
+    "sha256_bytes",
+    "sha256_file",
+    "skill_description",
+    "staged_text",
+    "write_proposal",
+]
+
 MANIFEST_SCHEMA = "skillopt.proposal"
 PROPOSAL_DIR = "proposal"
 MANIFEST_NAME = "manifest.json"

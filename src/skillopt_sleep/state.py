@@ -27,6 +27,19 @@ from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj
 from skillopt.types import Split, TaskRecord
 
+__all__ = [
+    "ARCHIVE_CAP",
+    "HISTORY_CAP",
+    "NightEntry",
+    "NightStatus",
+    "ProjectState",
+    "StateStore",
+    "UtcInstant",
+    "project_dir",
+    "project_key",
+    "read_state_file",
+]
+
 HISTORY_CAP = 200
 ARCHIVE_CAP = 300
 

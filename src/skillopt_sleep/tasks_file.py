@@ -29,6 +29,8 @@ from skillopt.redact import redact_obj
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
 
+__all__ = ["TASKS_FILE_VERSION", "TasksFile", "load_tasks_file", "write_tasks_file"]
+
 TASKS_FILE_VERSION = 1
 _META_KEYS = {"project": str, "source": str, "n_sessions": int, "note": str}
 _KNOWN_KEYS = {"version", "reviewed", "generated_at", "tasks", *_META_KEYS}

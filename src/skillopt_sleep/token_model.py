@@ -23,6 +23,20 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.config import CLI_KINDS, PoolConfig
 from skillopt.logging import get_logger
 
+__all__ = [
+    "ATTEMPT_STAGES",
+    "CLI_PRIOR",
+    "FILE_NAME",
+    "HTTP_PRIOR",
+    "WINDOW",
+    "Measured",
+    "TokenEstimate",
+    "TokenModel",
+    "budget_warning",
+    "call_kind",
+    "estimate_tokens",
+]
+
 FILE_NAME = "token-model.json"
 HTTP_PRIOR = 900  # tokens per call before a member was measured (prompt + reply)
 CLI_PRIOR = 5000  # an agent CLI adds its own system prompt and tool schemas to every call
@@ -30,7 +44,7 @@ WINDOW = 2000  # calls remembered per member and kind: later nights outweigh old
 ATTEMPT_STAGES = ("attempt", "rollout", "baseline", "trial", "union", "attribution", "final",
                   "test")  # fmt: skip
 
-_log = get_logger("skillopt_sleep.token_model")
+_log = get_logger(__name__)
 
 
 def call_kind(stage: str) -> str:

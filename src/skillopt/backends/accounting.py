@@ -14,6 +14,8 @@ from typing import Any
 
 from skillopt.backends.base import Usage
 
+__all__ = ["Accounting"]
+
 _RESERVOIR = 20_000
 
 

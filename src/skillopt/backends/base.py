@@ -15,6 +15,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+__all__ = [
+    "Backend",
+    "Completer",
+    "Completion",
+    "CompletionRequest",
+    "Message",
+    "Pool",
+    "Role",
+    "Usage",
+]
+
 
 class Role(StrEnum):
     TARGET = "target"  # attempts / rollouts: the model the skill is deployed on

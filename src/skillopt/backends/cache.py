@@ -19,6 +19,8 @@ from skillopt.backends.base import CompletionRequest, Usage
 from skillopt.errors import CorruptStateError
 from skillopt.redact import sanitize
 
+__all__ = ["CachedReply", "ResponseCache", "cache_key"]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CachedReply:

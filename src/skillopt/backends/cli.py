@@ -37,9 +37,20 @@ from skillopt.backends.reply_cap import cli_reply_cap
 from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
-from skillopt.redact import redact_text
 
-log = get_logger(component=__name__)
+__all__ = [
+    "FLAVORS",
+    "TOOLS_LOG_DIR",
+    "CliBackend",
+    "CliRun",
+    "attempt_with_tools",
+    "build_cli_member",
+    "render_prompt",
+    "resolve_executable",
+    "spec_from_config",
+]
+
+_log = get_logger(__name__)
 
 TOOLS_LOG_DIR = "tools-log"  # under CallPlan.scratch, outside the agent's workspace
 
@@ -71,15 +82,16 @@ def resolve_executable(kind: CliKind, executable: str | None, path: str | None) 
 
 
 def render_prompt(request: CompletionRequest) -> str:
-    """One prompt text for a CLI (they take a single message); redacted before it leaves."""
+    """One prompt text for a CLI (they take a single message). Redaction is the stack's
+    (:class:`~skillopt.backends.wrappers.RedactingCompleter`), not the member's."""
     messages = request.as_messages()
     if len(messages) == 1:
-        return redact_text(messages[0].content)
+        return messages[0].content
     parts = []
     for message in messages:
         label = {"system": "Instructions", "assistant": "Assistant"}.get(message.role, "User")
         parts.append(f"## {label}\n\n{message.content}")
-    return redact_text("\n\n".join(parts))
+    return "\n\n".join(parts)
 
 
 class CliBackend:
@@ -205,7 +217,7 @@ class CliBackend:
                     reply = self.flavor.parse(spec, plan, result)
         except BackendError as exc:
             self.last_error = exc
-            log.warning(
+            _log.warning(
                 "cli_call_failed",
                 member=spec.name,
                 cli=spec.kind.value,
@@ -218,7 +230,7 @@ class CliBackend:
         called: tuple[str, ...] = ()
         if plan.tools:
             called = tuple(name for name, _ in read_calls(plan.scratch / TOOLS_LOG_DIR / LOG_NAME))
-        log.debug(
+        _log.debug(
             "cli_call",
             member=spec.name,
             cli=spec.kind.value,

@@ -28,6 +28,8 @@ from skillopt.backends.cli_home import default_home, user_home
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
+__all__ = ["QUIET_ENV", "ClaudeFlavor"]
+
 QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_AUTOUPDATER": "1",

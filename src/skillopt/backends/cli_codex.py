@@ -29,6 +29,8 @@ from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import BackendError, RetryableBackendError
 
+__all__ = ["CODEX_KEEP", "LAST_MESSAGE", "PROVIDER_ID", "SCHEMA_FILE", "CodexFlavor"]
+
 PROVIDER_ID = "skillopt"
 CODEX_KEEP = ("auth.json", "config.toml", "installation_id", "skills")  # not AGENTS.md
 LAST_MESSAGE = "last_message.txt"

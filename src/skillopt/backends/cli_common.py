@@ -35,6 +35,23 @@ from skillopt.errors import (
 )
 from skillopt.redact import sanitize
 
+__all__ = [
+    "CallPlan",
+    "CliFlavor",
+    "CliKind",
+    "CliSpec",
+    "FailureClass",
+    "ParsedReply",
+    "class_of_status",
+    "classify",
+    "classify_text",
+    "make_error",
+    "output_cap",
+    "parse_json_lines",
+    "provider_key",
+    "status_in_text",
+]
+
 
 class CliKind(StrEnum):
     CLAUDE = "claude"

@@ -31,6 +31,8 @@ from skillopt.backends.cli_home import default_home
 from skillopt.backends.cli_process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
+__all__ = ["READ_TOOLS", "SHELL_TOOLS", "CopilotFlavor"]
+
 READ_TOOLS = ("view", "grep", "glob")
 SHELL_TOOLS = ("bash", "read_bash", "stop_bash", *READ_TOOLS)
 

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+__all__ = ["call_home", "default_home", "user_home"]
+
 
 def user_home(environ: Mapping[str, str]) -> Path:
     """The user's home as the CLI would see it (``HOME`` of the environment it gets)."""

@@ -28,6 +28,8 @@ from skillopt.errors import (
 )
 from skillopt.redact import sanitize
 
+__all__ = ["LineWatcher", "ProcessResult", "run_process", "tail"]
+
 LineWatcher = Callable[[str], BackendError | None]
 """Called with each complete stdout line; returning an error stops the process at once."""
 
@@ -85,6 +87,85 @@ def tail(text: str, limit: int = _TAIL) -> str:
     return clean if len(clean) <= limit else "…" + clean[-limit:]
 
 
+async def _start(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, member: str
+) -> anyio.abc.Process:
+    """``argv`` started in a session of its own (its group is what gets killed)."""
+    try:
+        return await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BackendRequestError(
+            f"cannot start {argv[0]}", member=member, cause=sanitize(str(exc))
+        ) from exc
+
+
+async def _feed(stream: anyio.abc.ByteSendStream, text: str) -> None:
+    try:
+        await stream.send(text.encode("utf-8"))
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass  # the child closed stdin early; its exit code tells the rest
+    finally:
+        await stream.aclose()
+
+
+async def _drain(
+    stream: anyio.abc.ByteReceiveStream,
+    sink: _Capture,
+    scope: anyio.CancelScope,
+    stop: list[BackendError],
+) -> None:
+    """Read ``stream`` into ``sink``; a flagged line or an overflow cancels ``scope``."""
+    try:
+        async for chunk in stream:
+            flagged = sink.add(chunk)
+            if flagged is not None or sink.overflow:
+                if flagged is not None:
+                    stop.append(flagged)
+                scope.cancel()
+                return
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return
+
+
+async def _communicate(
+    proc: anyio.abc.Process,
+    stdin_text: str | None,
+    streams: tuple[_Capture, _Capture],
+    stop: list[BackendError],
+    time_limit: float,
+) -> bool:
+    """Feed stdin, read both streams and wait for the exit, within ``time_limit``; the
+    process group is dead when this returns or raises. Returns whether time ran out."""
+    out, err = streams
+    try:
+        with anyio.move_on_after(time_limit) as deadline:
+            async with anyio.create_task_group() as tg:
+                if proc.stdin is not None:
+                    tg.start_soon(_feed, proc.stdin, stdin_text or "")
+                assert proc.stdout is not None and proc.stderr is not None
+                tg.start_soon(_drain, proc.stdout, out, tg.cancel_scope, stop)
+                tg.start_soon(_drain, proc.stderr, err, tg.cancel_scope, stop)
+                await proc.wait()
+                _kill_group(proc.pid)  # stragglers would hold the pipes open
+        return deadline.cancelled_caught
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+        with anyio.CancelScope(shield=True):
+            if proc.returncode is None:
+                await proc.wait()
+            _kill_group(proc.pid)
+            await proc.aclose()
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -105,67 +186,11 @@ async def run_process(
     every case, and on cancellation, the process group is killed before this returns.
     """
     started = time.monotonic()
-    try:
-        proc = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise BackendRequestError(
-            f"cannot start {argv[0]}", member=member, cause=sanitize(str(exc))
-        ) from exc
-
+    proc = await _start(argv, cwd=cwd, env=env, stdin=stdin_text is not None, member=member)
     out = _Capture(max_output_bytes, stdout_watcher)
     err = _Capture(max_output_bytes)
     stop: list[BackendError] = []
-
-    async def feed(stream: anyio.abc.ByteSendStream) -> None:
-        try:
-            await stream.send((stdin_text or "").encode("utf-8"))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the child closed stdin early; its exit code tells the rest
-        finally:
-            await stream.aclose()
-
-    async def drain(
-        stream: anyio.abc.ByteReceiveStream, sink: _Capture, scope: anyio.CancelScope
-    ) -> None:
-        try:
-            async for chunk in stream:
-                flagged = sink.add(chunk)
-                if flagged is not None or sink.overflow:
-                    if flagged is not None:
-                        stop.append(flagged)
-                    scope.cancel()
-                    return
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return
-
-    timed_out = False
-    try:
-        with anyio.move_on_after(time_limit) as deadline:
-            async with anyio.create_task_group() as tg:
-                if proc.stdin is not None:
-                    tg.start_soon(feed, proc.stdin)
-                assert proc.stdout is not None and proc.stderr is not None
-                tg.start_soon(drain, proc.stdout, out, tg.cancel_scope)
-                tg.start_soon(drain, proc.stderr, err, tg.cancel_scope)
-                await proc.wait()
-                _kill_group(proc.pid)  # stragglers would hold the pipes open
-        timed_out = deadline.cancelled_caught
-    finally:
-        if proc.returncode is None:
-            _kill_group(proc.pid)
-        with anyio.CancelScope(shield=True):
-            if proc.returncode is None:
-                await proc.wait()
-            _kill_group(proc.pid)
-            await proc.aclose()
+    timed_out = await _communicate(proc, stdin_text, (out, err), stop, time_limit)
 
     elapsed = time.monotonic() - started
     if stop:

@@ -31,6 +31,15 @@ from skillopt.config import AzureCliAuth, AzureDefaultAuth, AzureManagedIdentity
 from skillopt.errors import BackendTimeoutError, ConfigError
 from skillopt.logging import get_logger
 
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "DEFAULT_TOKEN_TIMEOUT",
+    "REFRESH_MARGIN",
+    "BackgroundCall",
+    "EntraTokenProvider",
+    "make_credential",
+]
+
 T = TypeVar("T")
 
 REFRESH_MARGIN = 300.0  # refresh a token this many seconds before it expires

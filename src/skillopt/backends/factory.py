@@ -15,6 +15,8 @@ from skillopt.backends.base import Backend
 from skillopt.config import CLI_KINDS, HTTP_KINDS, MemberConfig
 from skillopt.errors import ConfigError
 
+__all__ = ["build_member", "needs_http_client"]
+
 
 def needs_http_client(cfg: MemberConfig) -> bool:
     """True for members that talk HTTP through the shared client."""

@@ -47,7 +47,16 @@ from skillopt.errors import BackendError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_text, sanitize
 
-log = get_logger(component=__name__)
+__all__ = [
+    "ANSWER_SCHEMA",
+    "SCHEMA_KINDS",
+    "HarnessOptions",
+    "RolloutOutcome",
+    "extract_answer",
+    "run_rollout",
+]
+
+_log = get_logger(__name__)
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -153,7 +162,7 @@ async def run_rollout(
             )
             if answer.strip():
                 break
-            log.info("harness_empty_answer", member=backend.name, attempt=attempt)
+            _log.info("harness_empty_answer", member=backend.name, attempt=attempt)
         assert run is not None
         if not answer.strip() and not parse_error:
             parse_error = f"empty answer after {attempt} attempt(s)"
@@ -207,7 +216,7 @@ def _finish(
     trace_text = render_steps(steps, budget=opts.trace_budget)
     atomic_write_json(rollout_dir / "trace_summary.json", _redacted(summary.as_dict()))
     atomic_write_text(rollout_dir / "steps.txt", sanitize(trace_text) + "\n")
-    log.info(
+    _log.info(
         "harness_rollout",
         member=backend.name,
         attempts=attempts,

@@ -15,6 +15,21 @@ from typing import Any
 
 from skillopt.backends.cli_common import parse_json_lines
 
+__all__ = [
+    "AnswerFormat",
+    "ReadStatus",
+    "Step",
+    "StepKind",
+    "TraceSummary",
+    "answer_format",
+    "cut_raw_trace",
+    "exec_errors",
+    "parse_steps",
+    "read_status",
+    "render_steps",
+    "settings_seen",
+]
+
 
 class StepKind(StrEnum):
     USER = "user"

@@ -24,6 +24,17 @@ from pathlib import Path, PurePosixPath
 from skillopt.errors import DataError
 from skillopt.redact import redact_text
 
+__all__ = [
+    "NO_GUIDANCE",
+    "SkillFile",
+    "WorkspaceSpec",
+    "build_prompt",
+    "build_workspace",
+    "check_not_denied",
+    "render_skill_md",
+    "skill_paths",
+]
+
 _SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NO_GUIDANCE = "No additional guidance yet: rely on the task description."
 

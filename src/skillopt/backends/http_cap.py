@@ -21,6 +21,8 @@ import httpx2
 from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import RetryableBackendError
 
+__all__ = ["REQUEST_HEADERS", "UNSCOPED_CAP", "cap_response", "reply_cap"]
+
 UNSCOPED_CAP = 8 * 1024 * 1024  # a read through the shared client outside reply_cap()
 REQUEST_HEADERS = {"Accept-Encoding": "identity"}
 

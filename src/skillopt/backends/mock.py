@@ -30,6 +30,8 @@ import anyio
 from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.errors import BackendRequestError, ConfigError, RetryableBackendError
 
+__all__ = ["DEFAULT_RULES", "MockBackend", "MockRule", "World", "build_mock_member"]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MockRule:

@@ -5,7 +5,8 @@ shared ``openai.DefaultAsyncHttpxClient`` whose connection limits are sized to t
 That is the SDK's own httpx2-based client; an ``httpx`` 0.28 ``AsyncClient`` costs several
 times the CPU per call, so none is ever created here.
 
-Every message sent is passed through :func:`skillopt.redact.redact_text` first.
+What is sent was redacted above this member, by the stack's
+:class:`~skillopt.backends.wrappers.RedactingCompleter`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from skillopt.errors import (
     ContentFilterError,
     RetryableBackendError,
 )
-from skillopt.redact import redact_text
+
+__all__ = ["Api", "HttpMemberConfig", "OpenAIHttpBackend", "build_http_member", "make_http_client"]
 
 Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
@@ -137,7 +139,7 @@ class OpenAIHttpBackend:
 
     def _messages(self, request: CompletionRequest, fields: RequestFields) -> list[dict[str, str]]:
         messages = request.as_messages(fields.system_text(request))
-        return [{"role": m.role, "content": redact_text(m.content)} for m in messages]
+        return [{"role": m.role, "content": m.content} for m in messages]
 
     def _timeout(self, request: CompletionRequest) -> float | openai.NotGiven:
         return request.timeout if request.timeout is not None else openai.NOT_GIVEN

@@ -33,7 +33,6 @@ import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +41,7 @@ from structlog.contextvars import bound_contextvars
 
 from skillopt.backends.accounting import Accounting
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
+from skillopt.backends.breaker import Breaker, BreakerPolicy, BreakerState
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
 from skillopt.backends.patience import current_patience
 from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
@@ -60,8 +60,9 @@ from skillopt.logging import get_logger
 if TYPE_CHECKING:
     from skillopt.config import PoolConfig
 
+__all__ = ["BackendPool", "BreakerPolicy", "BreakerState", "MemberSpec"]
 
-_log = get_logger("skillopt.pool")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,92 +73,6 @@ class MemberSpec:
     max_concurrency: int = 8
     requests_per_minute: float | None = None
     timeout: float = 120.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class BreakerPolicy:
-    """Open a member after ``failure_threshold`` consecutive failures for ``cooldown`` s.
-
-    When every member of a role is open, an attempt waits up to ``max_wait`` seconds for
-    one to admit calls again (cool-down over, or a probe succeeded) before raising
-    ``NoHealthyMemberError``; 0 fails at once. A :class:`~.patience.Patience` in effect
-    (a night sets one) replaces ``max_wait`` with its own budget. Only callers already
-    holding a gate slot wait, so a long queue behind them costs nothing.
-    """
-
-    failure_threshold: int = 5
-    cooldown: float = 30.0
-    max_wait: float = 0.0
-
-
-class BreakerState(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
-class _Breaker:
-    """Per-member circuit breaker. After the cool-down exactly one probe call is let through."""
-
-    def __init__(self, policy: BreakerPolicy) -> None:
-        self._policy = policy
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-        self.times_opened = 0
-
-    def state(self, now: float) -> BreakerState:
-        if self._opened_at is None:
-            return BreakerState.CLOSED
-        if now - self._opened_at >= self._policy.cooldown:
-            return BreakerState.HALF_OPEN
-        return BreakerState.OPEN
-
-    def admits(self, now: float) -> bool:
-        state = self.state(now)
-        if state is BreakerState.CLOSED:
-            return True
-        return state is BreakerState.HALF_OPEN and not self._probing
-
-    def reopens_at(self) -> float | None:
-        return None if self._opened_at is None else self._opened_at + self._policy.cooldown
-
-    def on_start(self, now: float) -> bool:
-        """Register a call start; returns True when this call is the half-open probe."""
-        if self.state(now) is BreakerState.HALF_OPEN:
-            self._probing = True
-            return True
-        return False
-
-    def on_success(self) -> bool:
-        """Count a success; returns True when this closed an open circuit."""
-        was_open = self._opened_at is not None
-        self._failures = 0
-        self._opened_at = None
-        self._probing = False
-        return was_open
-
-    def on_failure(self, now: float) -> bool:
-        """Count a failure; returns True when this failure (re)opened the circuit."""
-        self._failures += 1
-        was_probe = self._probing
-        self._probing = False
-        if was_probe or (
-            self._opened_at is None and self._failures >= self._policy.failure_threshold
-        ):
-            self._opened_at = now
-            self.times_opened += 1
-            return True
-        return False
-
-    def on_abandon(self) -> bool:
-        """The call was cancelled or failed for a reason that says nothing about the member.
-
-        Returns True when that frees the half-open probe slot for another call.
-        """
-        was_probe = self._probing
-        self._probing = False
-        return was_probe
 
 
 class _RateSpacer:
@@ -233,7 +148,7 @@ class _Member:
         self.name = spec.backend.name
         self.limiter = anyio.CapacityLimiter(spec.max_concurrency)
         self.spacer = _RateSpacer(spec.requests_per_minute) if spec.requests_per_minute else None
-        self.breaker = _Breaker(breaker)
+        self.breaker = Breaker(breaker)
         self.last_error = ""
         self.curable = True  # the last failure was one a wait can cure (not auth, not quota)
         self.rest_until = -math.inf  # set from a Retry-After hint: others go first until then
@@ -296,7 +211,7 @@ class BackendPool:
         roles: Mapping[Role, Sequence[MemberSpec]],
         *,
         retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, immutable default
-        breaker: BreakerPolicy = BreakerPolicy(),
+        breaker: BreakerPolicy = BreakerPolicy(),  # noqa: B008 - frozen, immutable default
         cache: ResponseCache | None = None,
         rng: random.Random | None = None,
     ) -> None:

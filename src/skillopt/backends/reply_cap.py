@@ -13,6 +13,17 @@ from __future__ import annotations
 
 from skillopt.errors import RetryableBackendError
 
+__all__ = [
+    "CLI_BASE_BYTES",
+    "CLI_BYTES_PER_TOKEN",
+    "CLI_UNSIZED_BYTES",
+    "HTTP_BASE_BYTES",
+    "HTTP_BYTES_PER_TOKEN",
+    "ReplyTooLargeError",
+    "cli_reply_cap",
+    "http_reply_cap",
+]
+
 HTTP_BASE_BYTES = 64 * 1024  # envelope, usage, headers of the JSON body
 HTTP_BYTES_PER_TOKEN = 64  # a token is ~4 characters; escaped non-ASCII is 6-12 bytes each
 CLI_BASE_BYTES = 1024 * 1024  # a CLI's event stream and metadata around the answer

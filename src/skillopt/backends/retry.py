@@ -28,6 +28,15 @@ from skillopt.errors import (
 )
 from skillopt.redact import sanitize
 
+__all__ = [
+    "RetryPolicy",
+    "classify_exception",
+    "classify_status",
+    "parse_retry_after",
+    "retry_delay",
+    "short_cause",
+]
+
 _CAUSE_LIMIT = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _AUTH_STATUS = frozenset({401, 403})

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from skillopt.errors import ConfigError
 
+__all__ = ["DEFAULT_OUTPUT", "LOG_NAME", "ToolShims", "install_shims", "read_calls"]
+
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 DEFAULT_OUTPUT = "No results found for this synthetic query."
 LOG_NAME = "tool_calls.log"

@@ -14,6 +14,8 @@ from importlib import resources
 
 from skillopt.errors import ConfigError
 
+__all__ = ["load_prompt", "placeholders", "render_prompt"]
+
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

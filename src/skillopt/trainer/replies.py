@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.redact import redact_text
 from skillopt.replies import ValidatedReply, ask_validated, parse_reply
 from skillopt.trainer.envs.base import Completer
 
@@ -299,7 +298,7 @@ async def ask_json(
     quotes the problem back to the model. Raises :class:`ReplyFormatError` after two misses."""
     request = CompletionRequest(
         role=Role.OPTIMIZER,
-        prompt=redact_text(prompt),
+        prompt=prompt,
         stage=stage,
         timeout=timeout_s,
         max_output_tokens=max_output_tokens,

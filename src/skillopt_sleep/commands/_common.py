@@ -27,6 +27,29 @@ from skillopt.redact import redact_obj, sanitize
 from skillopt_sleep.config import ENV_PREFIX, SleepConfig, load_sleep_config
 from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
 
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "FLAG_KEYS",
+    "FLAG_SOURCES",
+    "add_config_args",
+    "add_harvest_limits",
+    "add_night_args",
+    "again",
+    "emit_json",
+    "known_errors",
+    "load_config",
+    "overrides",
+    "refuse",
+    "run_async",
+    "say",
+    "say_demo_ignores",
+    "self_command",
+    "setup_logging",
+]
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -197,7 +220,7 @@ def say_demo_ignores(args: argparse.Namespace) -> None:
     ]
     ignored += sorted(n for n in os.environ if n.upper().startswith(ENV_PREFIX))
     if ignored:
-        get_logger("skillopt_sleep.demo").warning(
+        get_logger(__name__).warning(
             "demo.ignored",
             ignored=ignored,
             reason="--demo runs on its own config and project (in a temp dir, or in "

@@ -34,6 +34,8 @@ from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import default_progress
 from skillopt_sleep.shutdown import GracefulStop
 
+__all__ = ["run_command"]
+
 
 def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> None:
     """A real backend refuses an unreviewed tasks file before spending anything."""

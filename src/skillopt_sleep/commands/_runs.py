@@ -13,6 +13,18 @@ from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import load_manifest
 from skillopt_sleep.state import project_dir
 
+__all__ = [
+    "adopt_pending",
+    "find_run",
+    "latest_with_proposal",
+    "pending",
+    "recover_adoptions",
+    "run_summary",
+    "runs_root",
+    "say_recovered",
+    "settle_dead_runs",
+]
+
 
 def runs_root(cfg: SleepConfig, project: Path) -> Path:
     return project_dir(cfg.state_path(), project) / "runs"

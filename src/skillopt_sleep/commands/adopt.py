@@ -24,6 +24,8 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = ["HELP", "NAME", "ORDER", "register", "run"]
+
 NAME = "adopt"
 HELP = "Adopt a staged proposal: replace the live skill/memory with it (pinned, with backup)."
 ORDER = 25

@@ -41,6 +41,23 @@ from skillopt_sleep.daemon_settings import DaemonSettings
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
 
+__all__ = [
+    "EXIT_REFUSED",
+    "HELP",
+    "NAME",
+    "ORDER",
+    "NightFactory",
+    "SharedPool",
+    "aborted_summary",
+    "daemon_config",
+    "demo_loader",
+    "make_loader",
+    "real_night",
+    "register",
+    "run",
+    "summary_from_outcome",
+]
+
 NAME = "daemon"
 HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP reloads)."
 ORDER = 30

@@ -6,6 +6,8 @@ import argparse
 
 from skillopt_sleep.commands._common import add_night_args, setup_logging
 
+__all__ = ["HELP", "NAME", "ORDER", "register", "run"]
+
 NAME = "dry-run"
 HELP = "Everything a night does except staging a proposal and saving state (still spends)."
 ORDER = 11

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from skillopt_sleep.night.gather_tasks import Gathered, ProjectPreview
     from skillopt_sleep.tasks.archive import TaskArchive
 
+__all__ = ["HELP", "NAME", "ORDER", "SCOPES", "parse_date", "register", "run"]
+
 NAME = "harvest"
 HELP = "Preview the next night's tasks; widen (--since) or redo (--reset) the harvest."
 ORDER = 40

@@ -31,6 +31,20 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = [
+    "AGENTS",
+    "CLI_TIMEOUT",
+    "HELP",
+    "NAME",
+    "ORDER",
+    "SERVER",
+    "agent_cli_command",
+    "cursor_config",
+    "register",
+    "run",
+    "server_command",
+]
+
 NAME = "integrate"
 HELP = "Register `skillopt-sleep mcp` with your agent (claude, codex, copilot, cursor)."
 ORDER = 61

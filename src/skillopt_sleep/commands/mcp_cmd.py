@@ -12,6 +12,8 @@ import anyio
 
 from skillopt_sleep.commands._common import EXIT_OK, add_config_args, setup_logging
 
+__all__ = ["HELP", "NAME", "ORDER", "register", "run"]
+
 NAME = "mcp"
 HELP = "Serve the nights to your agent over MCP (stdio): status, last report, diff, adopt."
 ORDER = 60

@@ -11,6 +11,8 @@ from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import EXIT_INTERRUPTED, add_night_args, setup_logging
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
+__all__ = ["HELP", "NAME", "ORDER", "register", "run", "start_delay"]
+
 NAME = "once"
 HELP = "Run one night now: harvest, replay, reflect, gate, stage (resumes an interrupted one)."
 ORDER = 10
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace, *, observer: StageObserver = NO_OBSERVER) -> i
 
     delay = start_delay(args.jitter)
     if delay:  # before the lock: a waiting night holds nothing
-        get_logger("skillopt_sleep.once").info("night.jitter", delay_s=round(delay, 3))
+        get_logger(__name__).info("night.jitter", delay_s=round(delay, 3))
         try:
             anyio.run(anyio.sleep, delay)
         except KeyboardInterrupt:

@@ -16,6 +16,8 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = ["HELP", "NAME", "ORDER", "register", "run"]
+
 NAME = "report"
 HELP = "Build the HTML report of a night and the index across nights; print or open its path."
 ORDER = 22

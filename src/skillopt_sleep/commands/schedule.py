@@ -34,6 +34,17 @@ from skillopt_sleep.schedule import (
     strip_crontab,
 )
 
+__all__ = [
+    "COMMAND_TIMEOUT_S",
+    "HELP",
+    "NAME",
+    "ORDER",
+    "build_plan",
+    "cannot_run",
+    "register",
+    "run",
+]
+
 NAME = "schedule"
 HELP = "Install, remove or show a nightly schedule (systemd timer or daemon, cron, launchd)."
 ORDER = 40

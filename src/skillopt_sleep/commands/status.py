@@ -17,6 +17,8 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = ["HELP", "NAME", "ORDER", "SHOWN", "register", "run"]
+
 NAME = "status"
 HELP = "Show recent nights, proposals waiting to be adopted, and the next scheduled night."
 ORDER = 20
@@ -64,6 +66,28 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     )
 
 
+def _say_schedule(health: dict[str, Any]) -> None:
+    """What starts the project's nights, and what is running now."""
+    next_wake = health["next_wake"]
+    if next_wake:
+        by = ", ".join(health["scheduled_by"])
+        say(f"  next scheduled night: {next_wake} (by {by})")
+    elif health["scheduled_by"]:
+        say(f"  nights are started by {', '.join(health['scheduled_by'])}")
+    else:
+        say(
+            "  nothing schedules nights for this project (no daemon running, no enabled "
+            "systemd timer, crontab line or launchd agent found): run `skillopt-sleep once`, "
+            "or see `skillopt-sleep schedule --help`"
+        )
+    daemon = health["daemon"]
+    if daemon:
+        say(f"  daemon running: pid {daemon.get('pid')} on {daemon.get('host')}")
+    night = health["night_in_progress"]
+    if night:
+        say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import (
@@ -106,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
         "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
     }
-    next_wake = health["next_wake"]
     if args.json:
         emit_json(data)
         return EXIT_OK
@@ -115,23 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if advisory:
         say(f"  warning: {advisory}")
     _say_archive(archive)
-    if next_wake:
-        by = ", ".join(health["scheduled_by"])
-        say(f"  next scheduled night: {next_wake} (by {by})")
-    elif health["scheduled_by"]:
-        say(f"  nights are started by {', '.join(health['scheduled_by'])}")
-    else:
-        say(
-            "  nothing schedules nights for this project (no daemon running, no enabled "
-            "systemd timer, crontab line or launchd agent found): run `skillopt-sleep once`, "
-            "or see `skillopt-sleep schedule --help`"
-        )
-    daemon = health["daemon"]
-    if daemon:
-        say(f"  daemon running: pid {daemon.get('pid')} on {daemon.get('host')}")
-    night = health["night_in_progress"]
-    if night:
-        say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")
+    _say_schedule(health)
     if not nights:
         say(f"  no nights yet: run `{again(args, 'once')}`")
     for n in nights:

@@ -25,6 +25,8 @@ from skillopt_sleep.commands._common import (
     setup_logging,
 )
 
+__all__ = ["ACTIONS", "HELP", "NAME", "ORDER", "register", "run"]
+
 NAME = "versions"
 HELP = "List, show, diff or restore the versions of your skills that nights staged."
 ORDER = 27

@@ -22,6 +22,8 @@ from skillopt.atomicio import atomic_write_text
 from skillopt.config import PoolConfig
 from skillopt_sleep.config import MANAGED_SKILL, SleepConfig
 
+__all__ = ["DEMO_DIR", "DemoSetup", "demo_in", "demo_pool", "prepare_demo", "write_demo_config"]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoSetup:

@@ -56,7 +56,7 @@ __all__ = [
 
 _MAX_PROBLEMS = 50
 _READ_ERRORS = (OSError, ValueError, TypeError, AttributeError, KeyError, sqlite3.Error)
-_log = get_logger("skillopt_sleep.harvest")
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,9 +123,108 @@ def _maybe_ours(ref: SessionRef, scope: Path | None) -> bool:
     return may_be_in_scope(cwd, scope)
 
 
-def _problem(problems: list[str], text: str) -> None:
-    if len(problems) < _MAX_PROBLEMS:
-        problems.append(sanitize(text)[:300])
+@dataclass(slots=True)
+class _Scan:
+    """One harvest on its way: the window it applies and what it counted and met."""
+
+    cursor: datetime | None
+    scope: Path | None
+    per_file: bool
+    counts: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+    tally: LineTally = field(default_factory=LineTally)
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append(sanitize(text)[:300])
+
+    def candidates(
+        self,
+        sources: Sequence[SourceSpec],
+        harvested: Set[SessionFile] | None,
+        resources: ExitStack,
+    ) -> list[tuple[datetime, SessionRef]]:
+        """The pending sessions of every source, newest first (nothing read yet)."""
+        found: list[tuple[datetime, SessionRef]] = []
+        for spec in sources:
+            for item in LISTERS[spec.kind](Path(spec.home).expanduser(), self.scope, resources):
+                self.counts["seen"] += 1
+                if isinstance(item, Unreadable):
+                    self.counts["failed"] += 1
+                    self.problem(f"{item.where}: {item.reason}")
+                    continue
+                file = item.file
+                if harvested is not None and file in harvested:
+                    self.counts["harvested"] += 1
+                    continue
+                if self.cursor is not None and file.mtime <= self.cursor:
+                    if not self.per_file:
+                        self.counts["old"] += 1
+                    elif _maybe_ours(item, self.scope):
+                        self.counts["outside"] += 1
+                    continue
+                found.append((file.mtime, item))
+        found.sort(key=lambda c: (c[0], c[1].file.path), reverse=True)
+        return found
+
+    def read(
+        self,
+        candidates: list[tuple[datetime, SessionRef]],
+        limit: int,
+        options: ReadOptions,
+    ) -> tuple[dict[tuple[SourceKind, str], SessionDigest], list[SessionFile]]:
+        """Read ``candidates`` in order until ``limit`` digests are found: the digests by
+        (source, session id) and the files read (whatever became of their session)."""
+        digests: dict[tuple[SourceKind, str], SessionDigest] = {}
+        visited: list[SessionFile] = []
+        for index, (mtime, ref) in enumerate(candidates):
+            if len(digests) >= limit:
+                left = candidates[index:] if self.per_file else ()
+                self.counts["backlog"] = sum(_maybe_ours(r, self.scope) for _, r in left)
+                break
+            file = ref.file
+            try:
+                builder = ref.read(options)
+            except _READ_ERRORS as exc:
+                self.counts["failed"] += 1
+                self.problem(f"{file.path}: {type(exc).__name__}: {exc}")
+                continue
+            self.counts["read"] += 1
+            outcome = builder.build(fallback_time=mtime)
+            if _older_and_ours(outcome, self.cursor, self.scope):
+                # Ours, but older than the window: left pending, not consumed.
+                self.dropped[DropReason.BEFORE_CURSOR.value] += 1
+                self.counts["outside"] += int(self.per_file)
+                continue
+            visited.append(file.with_session(sanitize(builder.session_id or Path(file.path).stem)))
+            if isinstance(outcome, DropReason):
+                self.dropped[outcome.value] += 1
+            elif not in_scope(outcome.cwd, self.scope):
+                self.dropped[DropReason.OUT_OF_SCOPE.value] += 1
+            elif (file.source, outcome.session_id) in digests:
+                self.dropped[DropReason.DUPLICATE.value] += 1
+            else:
+                digests[(file.source, outcome.session_id)] = outcome
+        return digests, visited
+
+    def diagnostics(self) -> HarvestDiagnostics:
+        counts, tally = self.counts, self.tally
+        return HarvestDiagnostics(
+            files_seen=counts["seen"],
+            files_read=counts["read"],
+            files_older_than_cursor=counts["old"],
+            files_failed=counts["failed"],
+            files_harvested_before=counts["harvested"],
+            files_outside_window=counts["outside"],
+            backlog=counts["backlog"],
+            lines=tally.lines,
+            malformed_lines=tally.malformed,
+            overlong_lines=tally.overlong,
+            invalid_utf8_lines=tally.invalid_utf8,
+            dropped=dict(self.dropped),
+            problems=tuple(self.problems),
+        )
 
 
 def harvest(
@@ -151,91 +250,25 @@ def harvest(
     below it (``None`` = all projects). Sessions opening with :data:`SELF_MARKER` (or an
     extra marker) are ours and dropped.
     """
-    cursor = as_utc(since) if since is not None else None
-    per_file = harvested is not None
-    scope = _resolve_dir(project) if project is not None else None
+    scan = _Scan(
+        cursor=as_utc(since) if since is not None else None,
+        scope=_resolve_dir(project) if project is not None else None,
+        per_file=harvested is not None,
+    )
     markers = (SELF_MARKER, *extra_self_markers)
-    dropped: Counter[str] = Counter()
-    problems: list[str] = []
-    tally = LineTally()
-    counts = Counter[str]()
-
+    options = ReadOptions(tally=scan.tally, max_line_bytes=max_line_bytes, self_markers=markers)
     with ExitStack() as resources:  # database connections stay open while sessions are read
-        candidates: list[tuple[datetime, SessionRef]] = []
-        for spec in sources:
-            for item in LISTERS[spec.kind](Path(spec.home).expanduser(), scope, resources):
-                counts["seen"] += 1
-                if isinstance(item, Unreadable):
-                    counts["failed"] += 1
-                    _problem(problems, f"{item.where}: {item.reason}")
-                    continue
-                file = item.file
-                if harvested is not None and file in harvested:
-                    counts["harvested"] += 1
-                    continue
-                if cursor is not None and file.mtime <= cursor:
-                    if not per_file:
-                        counts["old"] += 1
-                    elif _maybe_ours(item, scope):
-                        counts["outside"] += 1
-                    continue
-                candidates.append((file.mtime, item))
-        candidates.sort(key=lambda c: (c[0], c[1].file.path), reverse=True)
-
-        digests: dict[tuple[SourceKind, str], SessionDigest] = {}
-        visited: list[SessionFile] = []
-        options = ReadOptions(tally=tally, max_line_bytes=max_line_bytes, self_markers=markers)
-        for index, (mtime, ref) in enumerate(candidates):
-            if len(digests) >= limit:
-                left = candidates[index:] if per_file else ()
-                counts["backlog"] = sum(_maybe_ours(r, scope) for _, r in left)
-                break
-            file = ref.file
-            try:
-                builder = ref.read(options)
-            except _READ_ERRORS as exc:
-                counts["failed"] += 1
-                _problem(problems, f"{file.path}: {type(exc).__name__}: {exc}")
-                continue
-            counts["read"] += 1
-            outcome = builder.build(fallback_time=mtime)
-            if _older_and_ours(outcome, cursor, scope):
-                # Ours, but older than the window: left pending, not consumed.
-                dropped[DropReason.BEFORE_CURSOR.value] += 1
-                counts["outside"] += int(per_file)
-                continue
-            visited.append(file.with_session(sanitize(builder.session_id or Path(file.path).stem)))
-            if isinstance(outcome, DropReason):
-                dropped[outcome.value] += 1
-            elif not in_scope(outcome.cwd, scope):
-                dropped[DropReason.OUT_OF_SCOPE.value] += 1
-            elif (file.source, outcome.session_id) in digests:
-                dropped[DropReason.DUPLICATE.value] += 1
-            else:
-                digests[(file.source, outcome.session_id)] = outcome
+        candidates = scan.candidates(sources, harvested, resources)
+        digests, visited = scan.read(candidates, limit, options)
 
     ordered = sorted(digests.values(), key=lambda d: d.ended_at, reverse=True)[: max(0, limit)]
-    diagnostics = HarvestDiagnostics(
-        files_seen=counts["seen"],
-        files_read=counts["read"],
-        files_older_than_cursor=counts["old"],
-        files_failed=counts["failed"],
-        files_harvested_before=counts["harvested"],
-        files_outside_window=counts["outside"],
-        backlog=counts["backlog"],
-        lines=tally.lines,
-        malformed_lines=tally.malformed,
-        overlong_lines=tally.overlong,
-        invalid_utf8_lines=tally.invalid_utf8,
-        dropped=dict(dropped),
-        problems=tuple(problems),
-    )
+    diagnostics = scan.diagnostics()
     summary = {k: v for k, v in diagnostics.to_dict().items() if isinstance(v, int)}
     _log.info("harvest.done", sessions=len(ordered), **summary)
     return HarvestResult(
         digests=tuple(ordered),
         diagnostics=diagnostics,
-        visited=tuple(visited) if per_file else (),
-        backlog=counts["backlog"],
-        outside_window=counts["outside"],
+        visited=tuple(visited) if scan.per_file else (),
+        backlog=scan.counts["backlog"],
+        outside_window=scan.counts["outside"],
     )

@@ -26,6 +26,8 @@ from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
 
+__all__ = ["read_session", "session_files"]
+
 _TURNS = ("user", "assistant")
 _NOT_A_BRANCH = "HEAD"  # a detached head, or no git repository at all
 

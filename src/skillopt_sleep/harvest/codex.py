@@ -28,6 +28,8 @@ from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
 from skillopt_sleep.harvest.skillhint import skill_in_text
 
+__all__ = ["read_session", "session_files"]
+
 _MAX_RAW_MESSAGES = 200
 _MAX_RAW_CHARS = 16_000
 _TOOL_ITEMS = {

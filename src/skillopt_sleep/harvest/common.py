@@ -15,6 +15,22 @@ from skillopt_sleep.harvest.digest import FeedbackSignal, SessionDigest, SourceK
 from skillopt_sleep.harvest.feedback import detect_feedback
 from skillopt_sleep.harvest.timeparse import parse_instant
 
+__all__ = [
+    "MAX_FINALS",
+    "MAX_FINAL_CHARS",
+    "MAX_INTENTS",
+    "MAX_INTENT_CHARS",
+    "MAX_TOOLS",
+    "SELF_MARKER",
+    "DropReason",
+    "SessionBuilder",
+    "clean_tool_name",
+    "clip",
+    "in_scope",
+    "is_noise",
+    "resolve_dir",
+]
+
 SELF_MARKER = "<!-- skillopt:self-generated; the harvester skips sessions that open with this -->"
 """Every prompt skillopt sends to an agent carries this line; sessions opening with it are ours."""
 

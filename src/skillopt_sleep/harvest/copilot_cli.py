@@ -48,6 +48,16 @@ from skillopt_sleep.harvest.skillhint import skill_in_text
 from skillopt_sleep.harvest.sqlite_ro import columns, list_rows, read_transaction
 from skillopt_sleep.harvest.timeparse import parse_instant
 
+__all__ = [
+    "EVENTS_FILE",
+    "STATE_DIR",
+    "STORE_DB",
+    "WORKSPACE_FILE",
+    "list_sessions",
+    "read_events",
+    "workspace_fields",
+]
+
 STATE_DIR = "session-state"
 EVENTS_FILE = "events.jsonl"
 WORKSPACE_FILE = "workspace.yaml"

@@ -29,6 +29,8 @@ from skillopt_sleep.harvest.lines import iter_json_objects
 from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs, may_be_in_scope
 from skillopt_sleep.harvest.skillhint import skill_in_text
 
+__all__ = ["TRANSCRIPTS", "TRUST_FILE", "list_sessions", "project_of", "read_session", "slug"]
+
 TRANSCRIPTS = "agent-transcripts"
 TRUST_FILE = ".workspace-trusted"
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")

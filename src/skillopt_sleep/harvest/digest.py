@@ -8,6 +8,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+__all__ = ["FeedbackSignal", "Sentiment", "SessionDigest", "SourceKind"]
+
 
 class SourceKind(StrEnum):
     """Where a transcript came from."""

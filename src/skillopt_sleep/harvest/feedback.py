@@ -16,6 +16,8 @@ import re
 
 from skillopt_sleep.harvest.digest import FeedbackSignal, Sentiment
 
+__all__ = ["HEAD_CHARS", "detect_feedback", "visible_head"]
+
 HEAD_CHARS = 280
 
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)

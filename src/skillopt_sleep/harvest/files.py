@@ -16,6 +16,8 @@ from pathlib import Path
 
 from skillopt_sleep.harvest.digest import SourceKind
 
+__all__ = ["PEEK_BYTES", "SessionFile", "peek_cwd"]
+
 PEEK_BYTES = 8 * 1024  # the first lines; enough for both sources to name their cwd
 _CWD = re.compile(rb'"cwd"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 

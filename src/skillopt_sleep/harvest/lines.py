@@ -20,6 +20,8 @@ from typing import Any
 
 from skillopt.logging import get_logger
 
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineTally", "iter_json_objects", "visit_json_objects"]
+
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 _CHUNK = 64 * 1024
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

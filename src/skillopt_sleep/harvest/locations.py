@@ -29,6 +29,18 @@ from pathlib import Path
 
 from skillopt_sleep.harvest.digest import SourceKind
 
+__all__ = [
+    "AUTO",
+    "VSCODE_FLAVOURS",
+    "Homes",
+    "SourceSpec",
+    "default_opencode_db",
+    "default_vscode_user_dirs",
+    "present",
+    "resolve",
+    "specs_for",
+]
+
 AUTO = "auto"
 VSCODE_FLAVOURS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Code - OSS")
 _REMOTE_SERVERS = (".vscode-server", ".vscode-server-insiders", ".vscodium-server")

@@ -37,6 +37,8 @@ from skillopt_sleep.harvest.refs import (
 from skillopt_sleep.harvest.skillhint import skill_in_text
 from skillopt_sleep.harvest.sqlite_ro import list_rows, read_transaction
 
+__all__ = ["DB_NAME", "list_sessions"]
+
 DB_NAME = "opencode.db"
 _REQUIRED = {
     "session": {"id", "parent_id", "directory", "time_created", "time_updated"},

@@ -23,6 +23,8 @@ from typing import Any
 
 from skillopt_sleep.harvest.lines import LineTally
 
+__all__ = ["LEAF", "MAX_ITEMS", "MAX_STRING", "WHOLE", "Key", "Shape", "prune", "replay"]
+
 INITIAL, SET, PUSH, DELETE = 0, 1, 2, 3
 MAX_STRING = 16 * 1024
 MAX_ITEMS = 512

@@ -40,6 +40,8 @@ from skillopt_sleep.harvest.refs import (
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text, split_skill_block
 
+__all__ = ["SUBAGENTS", "BrokenTree", "active_branch", "list_sessions", "read_session"]
+
 SUBAGENTS = "subagent-artifacts"
 
 

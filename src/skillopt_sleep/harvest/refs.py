@@ -18,6 +18,20 @@ from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.files import SessionFile
 from skillopt_sleep.harvest.lines import LineTally
 
+__all__ = [
+    "Lister",
+    "Listing",
+    "PathReader",
+    "ReadOptions",
+    "Reader",
+    "SessionRef",
+    "Unreadable",
+    "db_session",
+    "db_session_path",
+    "file_refs",
+    "may_be_in_scope",
+]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadOptions:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+__all__ = ["SKILL_FILE", "skill_in_text", "split_skill_block"]
+
 SKILL_FILE = "SKILL.md"
 # .../skills/<name>/SKILL.md (a URI or a Windows path too); the name is a directory name
 _SKILL_PATH = re.compile(r"skills[\\/]+([A-Za-z0-9][\w.:-]{0,79})[\\/]+SKILL\.md\b")

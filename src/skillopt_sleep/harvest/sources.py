@@ -11,6 +11,8 @@ from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.refs import Lister, Listing, PathReader, ReadOptions, file_refs
 
+__all__ = ["LISTERS"]
+
 
 def _with_options(read_session: Callable[..., SessionBuilder]) -> PathReader:
     """A reader of the older signature ``(path, tally, max_line_bytes=, self_markers=)``."""

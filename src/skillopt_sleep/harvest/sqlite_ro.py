@@ -31,8 +31,10 @@ from typing import Any
 from skillopt.logging import get_logger
 from skillopt_sleep.harvest.refs import Unreadable
 
+__all__ = ["BUSY_MS", "Listed", "columns", "list_rows", "open_readonly", "read_transaction"]
+
 BUSY_MS = 2000
-_log = get_logger("skillopt_sleep.harvest.sqlite_ro")
+_log = get_logger(__name__)
 
 
 def _connect(uri: str, busy_ms: int) -> sqlite3.Connection:

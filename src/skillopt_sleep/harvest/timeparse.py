@@ -11,6 +11,8 @@ import math
 import re
 from datetime import UTC, datetime
 
+__all__ = ["as_utc", "parse_instant"]
+
 _NUMERIC = re.compile(r"^-?\d+(?:\.\d+)?$")
 _MS_THRESHOLD = 1e11  # above this an epoch number is in milliseconds (year 5138 in seconds)
 _FRACTION = re.compile(r"(\.\d{1,6})\d+")  # fromisoformat takes at most microseconds

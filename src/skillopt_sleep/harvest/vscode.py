@@ -33,6 +33,15 @@ from skillopt_sleep.harvest.oplog import LEAF, WHOLE, Shape, replay
 from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs, may_be_in_scope
 from skillopt_sleep.harvest.skillhint import skill_in_text
 
+__all__ = [
+    "COPILOT_EXTENSION",
+    "SESSION_SHAPE",
+    "list_sessions",
+    "path_of_uri",
+    "read_session",
+    "workspace_folder",
+]
+
 COPILOT_EXTENSION = "github.copilot-chat"
 _WORKSPACE_MAX_BYTES = 64 * 1024
 _WINDOWS_DRIVE = re.compile(r"^/[A-Za-z]:")

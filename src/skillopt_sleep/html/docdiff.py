@@ -20,6 +20,8 @@ from skillopt.redact import sanitize
 from skillopt_sleep.adopt_journal import receipts
 from skillopt_sleep.staging import ManifestEntry, load_manifest, sha256_file
 
+__all__ = ["CONTEXT_LINES", "MAX_LINES", "DiffLine", "DocDiff", "proposal_diffs", "unified_text"]
+
 CONTEXT_LINES = 3
 MAX_LINES = 2000
 

@@ -16,6 +16,30 @@ from typing import Any
 from skillopt_sleep.html.docdiff import DocDiff, proposal_diffs
 from skillopt_sleep.html.svgchart import CurvePoint
 
+__all__ = [
+    "STATUS_ORDER",
+    "Edit",
+    "Lenient",
+    "NightView",
+    "SpendRow",
+    "TaskRow",
+    "Trial",
+    "as_float",
+    "as_int",
+    "curve_points",
+    "edit_stories",
+    "lenient",
+    "night_view",
+    "pvalue",
+    "read_json",
+    "score",
+    "seconds",
+    "signed",
+    "spend_rows",
+    "summary_lines",
+    "task_rows",
+]
+
 STATUS_ORDER = {"regressed": 0, "improved": 1}
 
 

@@ -24,7 +24,17 @@ from skillopt_sleep.html.index_view import INDEX_PAGE, NIGHT_PAGE, index_view
 from skillopt_sleep.html.night_view import Lenient, night_view, score
 from skillopt_sleep.html.svgchart import learning_curve
 
-_log = get_logger("skillopt_sleep.html")
+__all__ = [
+    "build_index",
+    "build_night",
+    "index_path",
+    "night_path",
+    "project_dir_of",
+    "publish_night",
+    "report_pages",
+]
+
+_log = get_logger(__name__)
 
 
 def _finalize(value: Any) -> Any:

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+__all__ = [
+    "BASELINE_COLOUR",
+    "CANDIDATE_COLOUR",
+    "COUNT_COLOURS",
+    "CurvePoint",
+    "describe",
+    "learning_curve",
+]
+
 BASELINE_COLOUR = "#1f5fa8"  # adopted documents: solid line, filled dots
 CANDIDATE_COLOUR = "#c2410c"  # staged documents: dashed line, hollow squares
 COUNT_COLOURS = (("kept", "#15803d"), ("rejected", "#b91c1c"), ("untested", "#6b7280"))

@@ -52,6 +52,24 @@ from skillopt_sleep.tasks.recall import share_capacity
 from skillopt_sleep.tasks.records import ArchivePolicy, HarvestWindow
 from skillopt_sleep.tasks_file import load_tasks_file
 
+__all__ = [
+    "Gathered",
+    "ProjectPreview",
+    "collect",
+    "commit_gathered",
+    "finish",
+    "from_tasks_file",
+    "gather",
+    "gather_async",
+    "gather_night",
+    "harvest_window_start",
+    "preview_all_projects",
+    "session_limit",
+    "sources_for",
+    "split",
+    "uses_llm_miner",
+]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gathered:

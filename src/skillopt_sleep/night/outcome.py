@@ -17,6 +17,8 @@ from skillopt.errors import ConfigError, SkillOptError
 from skillopt.skilldoc import content_hash
 from skillopt_sleep.rundir import RunStatus
 
+__all__ = ["Live", "NightFailed", "NightOutcome", "NightResult", "read_live"]
+
 Clock = Callable[[], datetime]
 
 

@@ -12,6 +12,16 @@ from typing import Any
 
 from skillopt.redact import sanitize
 
+__all__ = [
+    "BAR_WIDTH",
+    "cell",
+    "fmt",
+    "mode_banner",
+    "render_markdown",
+    "score_chart",
+    "skills_section",
+]
+
 BAR_WIDTH = 30
 
 

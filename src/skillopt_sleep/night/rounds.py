@@ -169,8 +169,6 @@ async def consolidate(
         if untested and not rejected:
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
-    if cfg.gate.mode == GREEDY:
-        return greedy_final(rejected_all, best, applied)
     return await _final(night, tasks, start, best, applied, rejected_all)
 
 
@@ -183,7 +181,10 @@ async def _final(
     decision: Decision,
 ) -> Decision:
     """The best documents against the live ones on every task, paired (no extra calls for
-    samples both arms already have); every accepted edit must have been leak-free."""
+    samples both arms already have); every accepted edit must have been leak-free.
+    ``gate.mode = "greedy"`` skips this check."""
+    if night.cfg.gate.mode == GREEDY:
+        return greedy_final(decision, best, applied)
     night.begin("final")
     b, c = await compare(
         night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH

@@ -47,7 +47,7 @@ Clock = Callable[[], datetime]
 
 def log() -> Any:
     """The night's logger, looked up per call so the logging config set by the CLI applies."""
-    return get_logger("skillopt_sleep.night")
+    return get_logger(__name__)
 
 
 class Night:

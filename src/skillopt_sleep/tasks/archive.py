@@ -45,10 +45,12 @@ from skillopt_sleep.tasks.records import (
     EditStatus,
 )
 
+__all__ = ["ARCHIVE_NAME", "LEGACY_STATE_NAME", "TaskArchive", "archive_path", "open_archive"]
+
 ARCHIVE_NAME = "tasks.sqlite"
 LEGACY_STATE_NAME = "state.json"
 
-_log = get_logger("skillopt_sleep.tasks.archive")
+_log = get_logger(__name__)
 
 
 class TaskArchive(HarvestSide, EditsSide):

@@ -14,6 +14,8 @@ from typing import Any, Self
 from skillopt.errors import CorruptStateError, DataError
 from skillopt_sleep.tasks.archive_db import sqlite_errors
 
+__all__ = ["ArchiveBase", "instant", "iso"]
+
 
 def iso(moment: datetime) -> str:
     """An aware UTC ISO 8601 string (naive means UTC)."""

@@ -13,6 +13,8 @@ from skillopt_sleep.harvest.files import SessionFile
 from skillopt_sleep.tasks.archive_base import ArchiveBase, iso
 from skillopt_sleep.tasks.records import HarvestWindow, MinedSession
 
+__all__ = ["ALL_HISTORY", "HarvestSide", "window_text"]
+
 ALL_HISTORY = "all"
 
 

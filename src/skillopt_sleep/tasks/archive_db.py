@@ -15,6 +15,8 @@ from pathlib import Path
 
 from skillopt.errors import CorruptStateError, LockHeldError
 
+__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
+
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 10_000
 

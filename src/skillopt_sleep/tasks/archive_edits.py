@@ -13,6 +13,8 @@ from skillopt.types import EditRecord
 from skillopt_sleep.tasks.archive_base import ArchiveBase, iso
 from skillopt_sleep.tasks.records import CarriedEdit, EditStatus
 
+__all__ = ["EditsSide", "edit_key"]
+
 
 def edit_key(edit: EditRecord) -> str:
     """An edit's identity across nights: what it changes, not why it was proposed."""

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from skillopt_sleep.harvest import HarvestResult
 from skillopt_sleep.tasks.records import HarvestWindow
 
+__all__ = ["SINCE_HINT", "explain_empty", "harvest_notes"]
+
 SINCE_HINT = "run `skillopt-sleep harvest --since DATE`"
 
 

@@ -29,10 +29,12 @@ from skillopt_sleep.mine import heuristic_mine, merge_tasks
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import MinedSession
 
+__all__ = ["MINER_VERSION", "MinedBatch", "digest_key", "mine_heuristic", "mine_llm_cached"]
+
 MINER_VERSION = "1"
 _MAX_LISTED = 50
 
-_log = get_logger("skillopt_sleep.tasks.mining")
+_log = get_logger(__name__)
 
 
 def digest_key(digest: SessionDigest, *, miner: str, project: str) -> str:
@@ -79,26 +81,19 @@ def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBa
     )
 
 
-async def mine_llm_cached(
+async def _mine_missing(
     pool: Completer,
-    digests: Sequence[SessionDigest],
+    missing: Sequence[SessionDigest],
+    keys: dict[str, str],
+    results: dict[str, MinedSession],
     *,
     archive: TaskArchive,
     project: str,
     clock: Callable[[], datetime],
-    call_timeout: float | None = None,
-) -> MinedBatch:
-    """Mine each session with the LLM unless the cache already holds it."""
-    chosen = [d for d in digests if d.user_intents]
-    keys = {str(d.path): digest_key(d, miner="llm", project=project) for d in chosen}
-    results: dict[str, MinedSession] = {}
-    missing: list[SessionDigest] = []
-    for digest in chosen:
-        hit = archive.cached_mining(keys[str(digest.path)])
-        if hit is None:
-            missing.append(digest)
-        else:
-            results[str(digest.path)] = hit
+    call_timeout: float | None,
+) -> int:
+    """Mine the sessions the cache lacks, concurrently, into ``results`` (by path); cache
+    each one whose call did not fail. Returns the model calls made."""
     calls = 0
 
     async def mine(digest: SessionDigest) -> None:
@@ -122,6 +117,33 @@ async def mine_llm_cached(
                 group.start_soon(mine, digest)
     except* BudgetExceededError as caught:
         raise caught.exceptions[0] from None
+    return calls
+
+
+async def mine_llm_cached(
+    pool: Completer,
+    digests: Sequence[SessionDigest],
+    *,
+    archive: TaskArchive,
+    project: str,
+    clock: Callable[[], datetime],
+    call_timeout: float | None = None,
+) -> MinedBatch:
+    """Mine each session with the LLM unless the cache already holds it."""
+    chosen = [d for d in digests if d.user_intents]
+    keys = {str(d.path): digest_key(d, miner="llm", project=project) for d in chosen}
+    results: dict[str, MinedSession] = {}
+    missing: list[SessionDigest] = []
+    for digest in chosen:
+        hit = archive.cached_mining(keys[str(digest.path)])
+        if hit is None:
+            missing.append(digest)
+        else:
+            results[str(digest.path)] = hit
+    calls = await _mine_missing(
+        pool, missing, keys, results, archive=archive, project=project, clock=clock,
+        call_timeout=call_timeout,
+    )  # fmt: skip
 
     done = [(d, results[str(d.path)]) for d in chosen if str(d.path) in results]
     entries = [e for _, e in done]

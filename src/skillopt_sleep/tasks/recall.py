@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from skillopt.types import TaskRecord
 from skillopt_sleep.tasks.records import ArchivedTask, ArchivePolicy
 
+__all__ = ["UNSEEN", "recall_order", "relatedness", "retire_reason", "share_capacity", "words"]
+
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 UNSEEN = "not seen in any session"  # how an unseen retirement's reason starts
 

@@ -12,6 +12,16 @@ from skillopt.types import EditRecord, TaskRecord
 if TYPE_CHECKING:
     from skillopt_sleep.config import NightSettings
 
+__all__ = [
+    "ArchivePolicy",
+    "ArchiveStats",
+    "ArchivedTask",
+    "CarriedEdit",
+    "EditStatus",
+    "HarvestWindow",
+    "MinedSession",
+]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ArchivePolicy:

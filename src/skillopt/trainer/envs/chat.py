@@ -18,7 +18,6 @@ from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import ConfigError, DataError
-from skillopt.redact import redact_text
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 from skillopt.trainer.envs.qa import QAEnvironment, extract_answer
 from skillopt.trainer.envs.splits import ItemCheck, SplitItems, bundled, load_splits
@@ -80,8 +79,8 @@ class ChatEnvironment(SplitItems):
         golds = item.data.get("answers") or [item.data.get("answer", item.data.get("reference"))]
         request = CompletionRequest(
             role=Role.TARGET,
-            system=redact_text(QAEnvironment.system_prompt(skill)),
-            prompt=redact_text(QAEnvironment.user_prompt(item)),
+            system=QAEnvironment.system_prompt(skill),
+            prompt=QAEnvironment.user_prompt(item),
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,

@@ -20,7 +20,6 @@ from importlib import resources
 from pathlib import Path
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.redact import redact_text
 from skillopt.trainer.dataset import DataSection, load_splits
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
 
@@ -121,8 +120,8 @@ class QAEnvironment:
         request = CompletionRequest(
             role=Role.TARGET,
             system_intro=SYSTEM_INTRO,
-            system=redact_text(self.system_prompt(skill)),
-            prompt=redact_text(self.user_prompt(item)),
+            system=self.system_prompt(skill),
+            prompt=self.user_prompt(item),
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,

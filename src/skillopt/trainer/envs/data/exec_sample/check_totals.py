@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+__all__ = ["main", "problems_in"]
+
 
 def problems_in(rows: list[list[str]], header: list[str], expected: list[Any]) -> list[str]:
     problems = []

@@ -1,0 +1,141 @@
+"""The arrows docs/architecture.md says must never exist, checked on the source tree."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+BACKENDS = SRC / "skillopt" / "backends"
+# What the backends package may import from the rest of skillopt: the shared foundations.
+FOUNDATIONS = ("skillopt.atomicio", "skillopt.config", "skillopt.errors", "skillopt.logging",
+               "skillopt.redact")  # fmt: skip
+STACK = ("skillopt.backends.pool", "skillopt.backends.wrappers", "skillopt.backends.open")
+GROUND_FLOOR = ("skillopt.errors", "skillopt.atomicio", "skillopt.redact", "skillopt.logging",
+                "skillopt.types")  # fmt: skip
+MEMBERS = ("cli", "cli_claude", "cli_codex", "cli_common", "cli_copilot", "cli_process",
+           "factory", "harness", "harness_trace", "harness_workspace", "mock", "openai_http",
+           "tool_shims")  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path: Path) -> Iterator[str]:
+    """Every module ``path`` imports, at any depth (lazy imports inside functions count)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+
+
+@functools.cache
+def arrows(root: Path) -> list[tuple[str, str]]:
+    return [(module_name(p), target) for p in sorted(root.rglob("*.py")) for target in imports(p)]
+
+
+def under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_core_never_imports_the_sleep_package() -> None:
+    bad = [(a, b) for a, b in arrows(SRC / "skillopt") if under(b, "skillopt_sleep")]
+    assert not bad
+
+
+def test_backends_import_only_themselves_and_the_foundations() -> None:
+    bad = [
+        (a, b)
+        for a, b in arrows(BACKENDS)
+        if under(b, "skillopt")
+        and not under(b, "skillopt.backends")
+        and not any(under(b, f) for f in FOUNDATIONS)
+    ]
+    assert not bad
+
+
+def test_members_and_wrappers_know_nothing_of_the_stack_above_them() -> None:
+    members = {f"skillopt.backends.{m}" for m in MEMBERS}
+    bad = [(a, b) for a, b in arrows(BACKENDS) if a in members and b in STACK]
+    bad += [
+        (a, b)
+        for a, b in arrows(BACKENDS)
+        if a == "skillopt.backends.wrappers" and b == "skillopt.backends.pool"
+    ]
+    assert not bad
+
+
+def test_only_daemon_py_imports_apscheduler() -> None:
+    users = {a for a, b in arrows(SRC) if under(b, "apscheduler")}
+    assert users == {"skillopt_sleep.daemon"}
+
+
+def test_pools_are_built_only_where_the_stack_is_opened() -> None:
+    """Entry points open the stack with ``open_completer``; the trainer's demo pool (an
+    in-process world model) is built in trainer/build.py and handed to it."""
+    allowed = {"skillopt.backends.pool", "skillopt.backends.open", "skillopt.trainer.build"}
+    building = {
+        module_name(p)
+        for p in SRC.rglob("*.py")
+        if "BackendPool(" in (text := p.read_text(encoding="utf-8"))
+        or "BackendPool.from_config(" in text
+    }
+    assert building <= allowed, building - allowed
+
+
+def test_stop_signals_are_handled_only_by_the_shutdown_path() -> None:
+    receivers = {
+        module_name(p)
+        for p in SRC.rglob("*.py")
+        if "open_signal_receiver(" in p.read_text(encoding="utf-8")
+    }
+    # daemon.py listens for SIGHUP (reload) only; SIGTERM/SIGINT go through shutdown.py.
+    # The trainer's CLI turns SIGTERM into a cancellation of the run (exit 130).
+    assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon", "skillopt.cli"}
+    daemon = (SRC / "skillopt_sleep" / "daemon.py").read_text(encoding="utf-8")
+    assert "open_signal_receiver(signal.SIGHUP)" in daemon
+
+
+def test_the_ground_floor_stands_on_nothing_above_it() -> None:
+    bad = [
+        (a, b)
+        for a, b in arrows(SRC / "skillopt")
+        if a in GROUND_FLOOR and under(b, "skillopt") and b not in GROUND_FLOOR
+    ]
+    assert not bad
+
+
+def test_harvest_reads_transcripts_and_knows_nothing_of_the_night() -> None:
+    bad = [
+        (a, b)
+        for a, b in arrows(SRC / "skillopt_sleep" / "harvest")
+        if (under(b, "skillopt_sleep") and not under(b, "skillopt_sleep.harvest"))
+        or (under(b, "skillopt") and b not in GROUND_FLOOR)
+    ]
+    assert not bad
+
+
+def test_the_html_report_never_calls_a_model() -> None:
+    bad = [
+        (a, b) for a, b in arrows(SRC / "skillopt_sleep" / "html") if under(b, "skillopt.backends")
+    ]
+    assert not bad
+
+
+def test_only_the_faces_import_the_commands() -> None:
+    faces = {"skillopt_sleep.cli", "skillopt_sleep.mcp_server", "skillopt_sleep.agent_summary"}
+    users = {
+        a
+        for a, b in arrows(SRC)
+        if under(b, "skillopt_sleep.commands") and not under(a, "skillopt_sleep.commands")
+    }
+    assert users <= faces, users - faces
+
+
+def test_no_test_code_ships() -> None:
+    bad = [(a, b) for a, b in arrows(SRC) if under(b, "support") or under(b, "tests")]
+    assert not bad

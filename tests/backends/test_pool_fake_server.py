@@ -11,7 +11,7 @@ import pytest
 
 from support.fake_model_server import Connection, FakeModelServer, Reply, Request, error_rate_rule
 
-SERVER = Path(__file__).resolve().parents[2] / "support" / "fake_model_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "support" / "fake_model_server.py"
 
 
 async def test_routes_scripts_and_stats() -> None:

@@ -22,7 +22,7 @@ from skillopt_sleep.lock import project_key
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 pytest.importorskip("skillopt_sleep.config", reason="the sleep config loader has not landed yet")
-SLEEPING_DAEMON = Path(__file__).resolve().parents[2] / "support" / "sleeping_daemon.py"
+SLEEPING_DAEMON = Path(__file__).resolve().parents[1] / "support" / "sleeping_daemon.py"
 
 
 def write_config(path: Path, state: Path, project: Path, **daemon: Any) -> None:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
-import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.backends.entra import EntraTokenProvider, make_credential
 from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.openai_import import import_openai
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
@@ -37,6 +37,11 @@ from skillopt.errors import (
     RetryableBackendError,
 )
 from skillopt.redact import redact_text
+
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = import_openai()  # without the type packages chat calls never use
 
 Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember

@@ -330,7 +330,6 @@ class BackendPool:
     ) -> BackendPool:
         """Build every member from config; ``extra_backends`` replaces members by name."""
         from skillopt.backends.factory import build_member, needs_http_client
-        from skillopt.backends.openai_http import make_http_client
 
         extra = dict(extra_backends or {})
         used = set(cfg.roles.target) | set(cfg.roles.optimizer)
@@ -339,11 +338,13 @@ class BackendPool:
             for m in cfg.members
             if m.name in used and m.name not in extra and needs_http_client(m)
         ]
-        http_client = (
-            make_http_client(max_connections=sum(m.max_concurrency for m in http_members))
-            if http_members
-            else None
-        )
+        http_client = None
+        if http_members:  # the HTTP client stack is imported only when a member needs it
+            from skillopt.backends.openai_http import make_http_client
+
+            http_client = make_http_client(
+                max_connections=sum(m.max_concurrency for m in http_members)
+            )
         built: dict[str, MemberSpec] = {}
         for member_cfg in cfg.members:
             if member_cfg.name not in used:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -28,6 +29,7 @@ from skillopt.atomicio import (
     AppendJournal,
     atomic_write_json,
     atomic_write_text,
+    fsync_dir,
     read_jsonl,
     sweep_temp_files,
 )
@@ -89,6 +91,15 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def iso_ms(ts: datetime) -> str:
+    """``iso`` to the millisecond: stage times, whose seconds are computed from it."""
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+#: How often ``run.json``'s directory is fsynced while a night runs (and at its end).
+DIR_SYNC_EVERY = 1.0
+
+
 def runs_root(state_dir: Path, project_key: str) -> Path:
     return state_dir / "projects" / project_key / "runs"
 
@@ -107,6 +118,7 @@ class RunDir:
         self.journal = journal
         self._rollouts = AppendJournal(path / ROLLOUTS)
         self._evidence = AppendJournal(path / EVIDENCE)
+        self._dir_synced_at = time.monotonic()
 
     def sync(self) -> None:
         """fsync the appended files (their lines are already on the kernel's side)."""
@@ -153,7 +165,7 @@ class RunDir:
             "checkpoint": {},
         }
         run = cls(path, journal)
-        run.save()
+        run.save(durable=True)
         return run
 
     @classmethod
@@ -188,9 +200,15 @@ class RunDir:
     def status(self) -> RunStatus:
         return RunStatus(self.journal["status"])
 
-    def save(self) -> None:
+    def save(self, *, durable: bool = False) -> None:
+        """Rewrite ``run.json``. Its directory's fsync is grouped by time (and forced with
+        ``durable``): after a power cut it holds this or an earlier checkpoint, and what
+        any checkpoint calls done was fsynced before it was written."""
         self.sync()  # what the journal says is done is durable before it says so
-        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal))
+        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal), sync_dir=False)
+        if durable or time.monotonic() - self._dir_synced_at >= DIR_SYNC_EVERY:
+            fsync_dir(self.path)
+            self._dir_synced_at = time.monotonic()
 
     def stage_done(self, name: str) -> bool:
         return any(s["name"] == name and s["status"] == "done" for s in self.journal["stages"])
@@ -198,7 +216,7 @@ class RunDir:
     def begin_stage(self, name: str, now: datetime) -> None:
         self.journal["stages"] = [s for s in self.journal["stages"] if s["name"] != name]
         self.journal["stages"].append(
-            {"name": name, "status": "running", "started_at": iso(now), "seconds": None}
+            {"name": name, "status": "running", "started_at": iso_ms(now), "seconds": None}
         )
         self.save()
 
@@ -208,7 +226,7 @@ class RunDir:
                 started = datetime.fromisoformat(stage["started_at"].replace("Z", "+00:00"))
                 stage.update(
                     status=status,
-                    ended_at=iso(now),
+                    ended_at=iso_ms(now),
                     seconds=round((now - started).total_seconds(), 3),
                     **extra,
                 )
@@ -234,14 +252,14 @@ class RunDir:
             reason=sanitize(reason),
             failed_stage=failed_stage,
         )
-        self.save()
+        self.save(durable=True)
 
     def mark_resumed(self, now: datetime, *, pid: int) -> None:
         self.journal["resumed"].append({"at": iso(now), "previous_pid": self.journal.get("pid")})
         self.journal["pid"] = pid
         self.journal["status"] = RunStatus.RUNNING.value
         sweep_temp_files(self.path)
-        self.save()
+        self.save(durable=True)
 
     # -- stage outputs ----------------------------------------------------------
 

@@ -27,9 +27,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
+from support.world_http import spawn  # noqa: E402
 
 N_RUBRIC, N_RULE, SLOTS = 30, 30, 16
 TEMPLATES = [
@@ -55,16 +57,6 @@ def tasks() -> list[TaskRecord]:
             out.append(TaskRecord(id=f"rule_{i:02d}", intent=intent, checks=checks,
                                   reference_kind=ReferenceKind.RULE))  # fmt: skip
     return out
-
-
-def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "support" / "world_http.py"),
-         "--latency", str(latency)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    return proc, int(proc.stdout.readline().split()[1])
 
 
 def write_config(root: Path, port: int, k: int) -> Path:
@@ -110,12 +102,12 @@ def bound(stages: list[dict[str, object]], latency: float) -> float:
 
 
 def run_night(
-    config: Path, project: Path, tasks_file: Path, profile: Path | None
+    config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
 ) -> tuple[float, float, dict[str, Any]]:
     """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
     env.update(SKILLOPT_BENCH_KEY="bench-key", HOME=str(config.parent))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     argv = [sys.executable, *profiler, "-m", "skillopt_sleep", "once", "--json",
             "--config", str(config),
@@ -138,6 +130,12 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=1, help="dream rollouts per task")
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per reply")
     parser.add_argument("--profile", type=Path, help="write the night's cProfile stats here")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=ROOT / "src",
+        help="source tree to run (compare)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
@@ -148,10 +146,10 @@ def main() -> int:
     doc = json.loads(tasks_file.read_text())
     doc["reviewed"] = True
     tasks_file.write_text(json.dumps(doc))
-    server, port = start_server(args.latency)
+    server, port = spawn(args.latency)
     try:
         wall, cpu, outcome = run_night(
-            write_config(root, port, args.k), project, tasks_file, args.profile
+            write_config(root, port, args.k), project, tasks_file, args.profile, args.src
         )
     finally:
         server.terminate()

@@ -200,11 +200,13 @@ class RunDir:
     def status(self) -> RunStatus:
         return RunStatus(self.journal["status"])
 
-    def save(self, *, durable: bool = False) -> None:
+    def save(self, *, durable: bool = False, claims_done: bool = True) -> None:
         """Rewrite ``run.json``. Its directory's fsync is grouped by time (and forced with
         ``durable``): after a power cut it holds this or an earlier checkpoint, and what
-        any checkpoint calls done was fsynced before it was written."""
-        self.sync()  # what the journal says is done is durable before it says so
+        any checkpoint calls done was fsynced before it was written. A save that marks
+        nothing done (a stage starting) leaves the appended files' fsync to the next."""
+        if claims_done:
+            self.sync()  # what the journal says is done is durable before it says so
         atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal), sync_dir=False)
         if durable or time.monotonic() - self._dir_synced_at >= DIR_SYNC_EVERY:
             fsync_dir(self.path)
@@ -218,7 +220,7 @@ class RunDir:
         self.journal["stages"].append(
             {"name": name, "status": "running", "started_at": iso_ms(now), "seconds": None}
         )
-        self.save()
+        self.save(claims_done=False)
 
     def end_stage(self, name: str, now: datetime, *, status: str = "done", **extra: Any) -> None:
         for stage in self.journal["stages"]:

@@ -26,8 +26,11 @@ HEAVY = ("openai", "httpx2", "apscheduler")
 BOUND_S = 0.25
 
 
+SRC = ROOT / "src"
+
+
 def _env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
 
 
@@ -77,9 +80,12 @@ def report(label: str, argv: list[str], runs: int, *, bound: float | None) -> No
 
 
 def main() -> int:
+    global SRC
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5, help="timed runs per command")
+    parser.add_argument("--src", type=Path, default=SRC, help="source tree to run (compare)")
     args = parser.parse_args()
+    SRC = args.src
     py = sys.executable
     print(f"load average {os.getloadavg()[0]:.2f} (cores {os.cpu_count()})")
     floor, floor_cpu = timed([py, "-c", "pass"], args.runs)

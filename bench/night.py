@@ -12,7 +12,6 @@ import json
 import math
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from skillopt_sleep.config import SleepConfig  # noqa: E402
 from skillopt_sleep.night.run import run_night  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
+from support.world_http import spawn  # noqa: E402
 
 N_TASKS, K, ROUNDS = 200, 4, 3
 MEMBERS, SLOTS, LATENCY = 4, 8, 0.3
@@ -54,17 +54,6 @@ def tasks() -> list[TaskRecord]:
         out.append(TaskRecord(id=f"bench_{i:03d}", intent=intent,
                               reference_kind=ReferenceKind.RUBRIC))  # fmt: skip
     return out
-
-
-def start_server() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "support" / "world_http.py"),
-         "--latency", str(LATENCY)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    return proc, int(line.split()[1])
 
 
 def config(root: Path, port: int) -> SleepConfig:
@@ -110,7 +99,7 @@ def main() -> None:
     doc = json.loads(tasks_file.read_text())
     doc["reviewed"] = True
     tasks_file.write_text(json.dumps(doc))
-    server, port = start_server()
+    server, port = spawn(LATENCY)
     try:
         cfg = config(root, port)
         started = time.perf_counter()

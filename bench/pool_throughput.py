@@ -130,7 +130,8 @@ async def run_pool(cfg: PoolConfig, calls: int) -> tuple[float, float, int, dict
 
 
 async def run_sdk_only(urls: list[str], concurrency: int, calls: int) -> tuple[float, float, int]:
-    """The same calls straight through the SDK clients, limited per member, no pool."""
+    """The same calls straight through the SDK clients, limited per member, no pool (posted
+    as the chat member posts them: our body, the JSON reply as it is)."""
     http = make_http_client(max_connections=len(urls) * concurrency)
     clients = [
         openai.AsyncOpenAI(base_url=u, api_key="bench", max_retries=0, http_client=http)
@@ -143,9 +144,8 @@ async def run_sdk_only(urls: list[str], concurrency: int, calls: int) -> tuple[f
         nonlocal ok
         k = i % len(clients)
         async with limiters[k]:
-            await clients[k].chat.completions.create(
-                model="bench", messages=[{"role": "user", "content": f"call {i}"}]
-            )
+            body = {"model": "bench", "messages": [{"role": "user", "content": f"call {i}"}]}
+            await clients[k].post("/chat/completions", cast_to=object, body=body)
         ok += 1
 
     async def fan_out() -> int:

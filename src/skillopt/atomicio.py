@@ -43,7 +43,18 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the renames and creations in ``directory`` durable (for writers that pass
+    ``sync_dir=False`` and group these fsyncs by time)."""
+    _fsync_dir(Path(directory))
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, sync_dir: bool = True
+) -> None:
+    """Write ``data`` to ``path`` atomically. ``sync_dir=False`` leaves the directory's
+    fsync to the caller: after a power cut the file holds either the old or the new
+    content (never a mix); without it the rename itself may be the part that is lost."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
@@ -58,11 +69,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
+    if sync_dir:
+        _fsync_dir(target.parent)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+def atomic_write_text(
+    path: str | os.PathLike[str], text: str, *, mode: int = 0o644, sync_dir: bool = True
+) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, sync_dir=sync_dir)
 
 
 def dumps_json(data: Any) -> str:
@@ -70,8 +84,8 @@ def dumps_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
-    atomic_write_text(path, dumps_json(data))
+def atomic_write_json(path: str | os.PathLike[str], data: Any, *, sync_dir: bool = True) -> None:
+    atomic_write_text(path, dumps_json(data), sync_dir=sync_dir)
 
 
 def append_jsonl(path: str | os.PathLike[str], records: list[Any]) -> None:

@@ -18,6 +18,24 @@ import structlog
 __all__ = ["configure_logging", "get_logger"]
 
 _configured = False
+#: Logger methods the configured level filters out: a call to one of them returns at once
+#: instead of building a bound logger first (the pool logs every call at debug).
+_disabled: frozenset[str] = frozenset()
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def _off(*args: Any, **kwargs: Any) -> None:
+    """What a logger method the configured level filters out does."""
 
 
 def _redact_event(
@@ -58,7 +76,7 @@ def configure_logging(
 ) -> None:
     """Configure structlog once per process. ``json=None`` picks by TTY. Warnings of other
     libraries logged through ``logging`` come out as our events too."""
-    global _configured
+    global _configured, _disabled
     out = stream or sys.stderr
     use_json = (not out.isatty()) if json is None else json
     renderer: Any = (
@@ -66,6 +84,7 @@ def configure_logging(
         if use_json
         else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
+    threshold = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -75,13 +94,12 @@ def configure_logging(
             _redact_event,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-        ),
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
     _route_foreign_logs()
+    _disabled = frozenset(name for name, value in _METHOD_LEVELS.items() if value < threshold)
     _configured = True
 
 
@@ -108,6 +126,8 @@ class _LazyLogger:
         return _LazyLogger({k: v for k, v in self._initial.items() if k not in keys})
 
     def __getattr__(self, method: str) -> Any:
+        if method in _disabled:
+            return _off
         return getattr(structlog.get_logger().bind(**self._initial), method)
 
 

@@ -10,6 +10,11 @@ Public API::
     redact_obj(value) -> Any      # recursive over JSON-like data; also blanks secret-named fields
     secret_kinds(text) -> tuple   # the kinds of secret shape redact_text would replace
 
+Each distinct text is scanned once: results are kept in a bounded memo keyed by the text
+itself (its content hash, then equality), so re-saving a document whose strings were
+already seen (``run.json`` on every checkpoint, a report built from redacted replies)
+costs a dictionary look-up per string instead of a scan.
+
 Patterns run most-specific first, so an Anthropic key is labelled ``anthropic_key`` rather
 than ``openai_key``; a value already redacted is never redacted again (idempotent). Hex
 digests (our sha256 content hashes) are deliberately left alone. This is a best-effort
@@ -19,6 +24,7 @@ prefix or context cannot be told apart from an id.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -173,6 +179,13 @@ _PATTERNS: list[_Sub] = [
 
 _SECRET_KEY = re.compile(rf"(?i)^{_SECRET_NAME}$")
 
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_key(key: str) -> bool:
+    """A field name that holds a secret whatever its value (few distinct names: cached)."""
+    return _SECRET_KEY.match(key) is not None
+
+
 # CSI, OSC, DCS/SOS/PM/APC strings, charset selection, other two-byte escapes; C0 controls
 # except tab and newline; DEL and C1 controls; Unicode bidi overrides and isolates.
 _CONTROL = re.compile(
@@ -186,10 +199,55 @@ _CONTROL = re.compile(
 )
 
 
+class _Memo:
+    """Results of a pure ``str -> str`` function, bounded in entries and characters.
+
+    When full it is emptied whole (cheap and simple; the next save fills it again).
+    """
+
+    def __init__(self, *, max_entries: int = 50_000, max_chars: int = 16_000_000) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._results: dict[str, str] = {}
+        self._chars = 0
+
+    def get(self, text: str) -> str | None:
+        return self._results.get(text)
+
+    def put(self, text: str, result: str) -> None:
+        size = len(text) + (len(result) if result is not text else 0)
+        if size > self.max_chars // 8:
+            return  # one huge text would push everything else out
+        if len(self._results) >= self.max_entries or self._chars + size > self.max_chars:
+            self._results = {}
+            self._chars = 0
+        self._results[text] = result
+        self._chars += size
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    @property
+    def chars(self) -> int:
+        return self._chars
+
+
+_REDACTED = _Memo()
+_SANITIZED = _Memo()
+
+
 def redact_text(text: str) -> str:
     """Return ``text`` with every known secret shape replaced by ``[REDACTED:kind]``."""
     if not text:
         return text
+    done = _REDACTED.get(text)
+    if done is None:
+        done = _scan(text)
+        _REDACTED.put(text, done)
+    return done
+
+
+def _scan(text: str) -> str:
     folded = text.casefold()
     for kind, pattern, repl in _PATTERNS:
         triggers, fold = _TRIGGERS[kind]
@@ -224,7 +282,13 @@ def strip_control(text: str) -> str:
 def sanitize(text: str) -> str:
     """Redact, then strip control sequences (and redact again: an escape sequence inside a
     token must not split it past the patterns)."""
-    return redact_text(strip_control(redact_text(text)))
+    if not text:
+        return text
+    done = _SANITIZED.get(text)
+    if done is None:
+        done = _scan(strip_control(_scan(text)))
+        _SANITIZED.put(text, done)
+    return done
 
 
 def redact_obj(value: Any) -> Any:
@@ -238,7 +302,7 @@ def redact_obj(value: Any) -> Any:
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if isinstance(key, str) and isinstance(item, str) and item and _SECRET_KEY.match(key):
+            if isinstance(key, str) and isinstance(item, str) and item and _is_secret_key(key):
                 out[sanitize(key)] = "[REDACTED:secret_field]"
             else:
                 out[sanitize(key) if isinstance(key, str) else key] = redact_obj(item)

@@ -43,7 +43,36 @@ def _command_modules() -> list[ModuleType]:
     return sorted(found, key=lambda mod: (getattr(mod, "ORDER", 100), mod.NAME))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _named_command(argv: list[str]) -> ModuleType | None:
+    """The module of the command ``argv`` names, imported alone (``None`` when ``argv``
+    names none we can find by its module name: then every command is loaded).
+
+    Each command imports what it needs at the top, so loading all of them to build the
+    parser would import the scheduler, the HTTP stack and the night for ``status``.
+    """
+    import importlib
+
+    from skillopt_sleep import commands
+
+    name = argv[0] if argv else ""
+    if not name or name.startswith("-"):
+        return None
+    for candidate in (name.replace("-", "_"), f"{name.replace('-', '_')}_cmd"):
+        if not candidate.isidentifier() or candidate.startswith("_"):
+            return None
+        try:
+            module = importlib.import_module(f"{commands.__name__}.{candidate}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{commands.__name__}.{candidate}":
+                raise
+            continue
+        if getattr(module, "NAME", None) == name:
+            return module
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the one ``argv`` names (faster start)."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -51,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Nightly, validation-gated improvement of your coding agent's skill documents.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
+    named = _named_command(argv) if argv is not None else None
+    for module in [named] if named is not None else _command_modules():
         sub = subparsers.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.register(sub)
         sub.set_defaults(_run=module.run)
@@ -61,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         treat_sigterm_as_interrupt()
-        parser = build_parser()
+        if argv is None:
+            argv = sys.argv[1:]
+        parser = build_parser(argv)
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

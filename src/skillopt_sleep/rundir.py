@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -32,6 +33,7 @@ from skillopt.atomicio import (
     AppendJournal,
     atomic_write_json,
     atomic_write_text,
+    fsync_dir,
     read_jsonl,
     sweep_temp_files,
 )
@@ -191,6 +193,15 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def iso_ms(ts: datetime) -> str:
+    """``iso`` to the millisecond: stage times, whose seconds are computed from it."""
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+#: How often ``run.json``'s directory is fsynced while a night runs (and at its end).
+DIR_SYNC_EVERY = 1.0
+
+
 def runs_root(state_dir: Path, project_key: str) -> Path:
     return state_dir / "projects" / project_key / "runs"
 
@@ -209,6 +220,7 @@ class RunDir:
         self.journal = journal
         self._rollouts = AppendJournal(path / ROLLOUTS)
         self._evidence = AppendJournal(path / EVIDENCE)
+        self._dir_synced_at = time.monotonic()
 
     def sync(self) -> None:
         """fsync the appended files (their lines are already on the kernel's side)."""
@@ -246,7 +258,7 @@ class RunDir:
             config_hash=config_hash,
         )
         run = cls(path, journal)
-        run.save()
+        run.save(durable=True)
         return run
 
     @classmethod
@@ -288,18 +300,26 @@ class RunDir:
         """Change the journal in memory; the next :meth:`save` (or stage) writes it."""
         self.journal = self.journal.with_(**changes)
 
-    def save(self) -> None:
-        self.sync()  # what the journal says is done is durable before it says so
-        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal.to_json()))
+    def save(self, *, durable: bool = False, claims_done: bool = True) -> None:
+        """Rewrite ``run.json``. Its directory's fsync is grouped by time (and forced with
+        ``durable``): after a power cut it holds this or an earlier checkpoint, and what
+        any checkpoint calls done was fsynced before it was written. A save that marks
+        nothing done (a stage starting) leaves the appended files' fsync to the next."""
+        if claims_done:
+            self.sync()  # what the journal says is done is durable before it says so
+        atomic_write_json(self.path / RUN_JSON, redact_obj(self.journal.to_json()), sync_dir=False)
+        if durable or time.monotonic() - self._dir_synced_at >= DIR_SYNC_EVERY:
+            fsync_dir(self.path)
+            self._dir_synced_at = time.monotonic()
 
     def stage_done(self, name: str) -> bool:
         return any(s.name == name and s.status == "done" for s in self.journal.stages)
 
     def begin_stage(self, name: str, now: datetime) -> None:
         stages = [s for s in self.journal.stages if s.name != name]
-        stages.append(StageRecord(name=name, status="running", started_at=iso(now)))
+        stages.append(StageRecord(name=name, status="running", started_at=iso_ms(now)))
         self.update(stages=stages)
-        self.save()
+        self.save(claims_done=False)
 
     def end_stage(self, name: str, now: datetime, *, status: str = "done", **extra: Any) -> None:
         self.update(stages=[_ended(s, now, status, extra) if s.name == name else s
@@ -326,13 +346,13 @@ class RunDir:
             reason=sanitize(reason),
             failed_stage=failed_stage,
         )
-        self.save()
+        self.save(durable=True)
 
     def mark_resumed(self, now: datetime, *, pid: int) -> None:
         resume = ResumeRecord(at=iso(now), previous_pid=self.journal.pid)
         self.update(resumed=[*self.journal.resumed, resume], pid=pid, status=RunStatus.RUNNING)
         sweep_temp_files(self.path)
-        self.save()
+        self.save(durable=True)
 
     # -- stage outputs ----------------------------------------------------------
 
@@ -377,5 +397,5 @@ def _ended(stage: StageRecord, now: datetime, status: str, extra: dict[str, Any]
     started = datetime.fromisoformat(stage.started_at.replace("Z", "+00:00"))
     seconds = round((now - started).total_seconds(), 3)
     return StageRecord.model_validate(
-        {**dict(stage), "status": status, "ended_at": iso(now), "seconds": seconds, **extra}
+        {**dict(stage), "status": status, "ended_at": iso_ms(now), "seconds": seconds, **extra}
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,45 @@ def test_factory_dispatches_every_kind(server: FakeModelServer) -> None:
     # The CLI builder is reached (lazily imported) and refuses a missing executable.
     with pytest.raises(ConfigError, match="not found"):
         build_member(cfg.members[1])
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+          "usage": {"prompt_tokens": 3, "completion_tokens": 2}}, ("hi", 3, 2, "stop")),
+        ({"choices": []}, ("", None, None, None)),
+        ({"choices": [{"message": {"content": None}, "finish_reason": "length"}]},
+         ("", None, None, "length")),
+        ([1, 2], "malformed"),
+        ({"choices": "nope"}, "malformed"),
+        ({"choices": [{"message": "text"}]}, "malformed"),
+        ({"choices": [{"message": {"content": 7}}]}, "malformed"),
+    ],
+)  # fmt: skip
+async def test_a_chat_reply_is_read_from_its_json_and_a_wrong_shape_is_malformed(
+    server: FakeModelServer, body: Any, expected: Any
+) -> None:
+    cfg = configs(server)[0]
+    server.script("oc", Reply(raw=json.dumps(body).encode()))
+    backend = build_http_member(cfg, environ=ENV)
+    try:
+        request = CompletionRequest(role=Role.TARGET, prompt="x")
+        if expected == "malformed":
+            with pytest.raises(RetryableBackendError) as caught:
+                await backend.complete(request)
+            assert caught.value.kind == "malformed"
+            return
+        done = await backend.complete(request)
+    finally:
+        await backend.aclose()
+    text, prompt_tokens, completion_tokens, finish = expected
+    assert done.text == text and done.raw == {"finish_reason": finish}
+    if prompt_tokens is not None:
+        assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (
+            prompt_tokens,
+            completion_tokens,
+        )
+        assert not done.usage.estimated
+    else:
+        assert done.usage.estimated

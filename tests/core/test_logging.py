@@ -56,3 +56,19 @@ def test_terminal_escapes_never_reach_the_console() -> None:
     out = stream.getvalue()
     assert "red" in out and "evil" in out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+
+
+def test_a_level_that_is_off_costs_no_logger_and_emits_nothing() -> None:
+    from skillopt import logging as ours
+
+    stream = io.StringIO()
+    configure_logging(level="WARNING", json=True, stream=stream)
+    log = get_logger("quiet")
+    assert log.debug is log.info is ours._off  # no bound logger is built for them
+    log.debug("unseen", n=1)
+    log.info("unseen either")
+    log.warning("seen", n=2)
+    events = [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
+    assert events == ["seen"]
+    configure_logging(level="DEBUG", json=True, stream=stream)
+    assert log.debug is not ours._off

@@ -282,3 +282,25 @@ def test_secret_kinds_names_what_redaction_would_replace() -> None:
     text = "password = hunter2hunter2\nkey AKIAIOSFODNN7EXAMPLE\n[REDACTED:jwt] already"
     assert secret_kinds(text) == ("aws_access_key", "secret_assignment")
     assert secret_kinds("nothing secret here") == ()
+
+
+def test_a_text_seen_before_is_answered_from_the_memo_with_the_same_redaction() -> None:
+    from skillopt import redact
+
+    text = "deploy with token=zq81PfW0xLr2Hd7c and AKIAABCDEFGHIJKLMNOP (memo check)"
+    first = sanitize(text)
+    assert "zq81PfW0xLr2Hd7c" not in first and "AKIAABCDEFGHIJKLMNOP" not in first
+    assert redact._SANITIZED.get(text) == first  # a second save is a look-up, not a scan
+    assert sanitize(text) == first
+    assert redact_obj({"run": [text, {"note": text}]}) == {"run": [first, {"note": first}]}
+
+
+def test_the_redaction_memo_stays_within_its_bounds() -> None:
+    from skillopt.redact import _Memo
+
+    memo = _Memo(max_entries=50, max_chars=4_000)
+    for i in range(1_000):
+        memo.put(f"text number {i} " * (i % 7 + 1), f"result {i}")
+        assert len(memo) <= 50 and memo.chars <= 4_000
+    memo.put("x" * 3_000, "y")  # larger than an eighth of the budget: not kept
+    assert memo.get("x" * 3_000) is None

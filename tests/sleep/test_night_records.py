@@ -34,7 +34,7 @@ OLD_JOURNAL: dict[str, Any] = {
     "config_hash": "abc123",
     "stages": [
         {"name": "harvest", "status": "done", "started_at": "2026-11-25T02:00:01Z",
-         "seconds": 1.5, "ended_at": "2026-11-25T02:00:02Z", "model_calls": 0, "tasks": 7,
+         "seconds": 1.5, "ended_at": "2026-11-25T02:00:02.500Z", "model_calls": 0, "tasks": 7,
          "sessions": 3, "recalled": 2, "backlog": 0},
         {"name": "rollouts", "status": "done", "started_at": "2026-11-25T02:00:02Z",
          "seconds": 60.25, "ended_at": "2026-11-25T02:01:02Z", "model_calls": 42,
@@ -89,16 +89,16 @@ def test_a_journal_with_an_unknown_status_is_corrupt_state(tmp_path: Path) -> No
         RunDir.open(path)
 
 
-def test_stages_are_journalled_as_before(tmp_path: Path) -> None:
+def test_stages_are_journalled_as_before_to_the_millisecond(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "runs", now=T0, project="/p", project_key="p",
                         config={}, config_hash="h", dry_run=False)  # fmt: skip
     run.begin_stage("harvest", T0)
     [running] = json.loads((run.path / RUN_JSON).read_text())["stages"]
     assert running == {"name": "harvest", "status": "running",
-                       "started_at": "2026-11-25T02:00:00Z", "seconds": None}  # fmt: skip
+                       "started_at": "2026-11-25T02:00:00.000Z", "seconds": None}  # fmt: skip
     run.end_stage("harvest", T0 + timedelta(seconds=2.5), model_calls=3, tasks=7)
     [done] = json.loads((run.path / RUN_JSON).read_text())["stages"]
-    assert done == {**running, "status": "done", "ended_at": "2026-11-25T02:00:02Z",
+    assert done == {**running, "status": "done", "ended_at": "2026-11-25T02:00:02.500Z",
                     "seconds": 2.5, "model_calls": 3, "tasks": 7}  # fmt: skip
     assert run.stage_done("harvest")
     saved = json.loads((run.path / RUN_JSON).read_text())

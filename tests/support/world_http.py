@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,15 @@ def world_reply(request: Request) -> str:
         )
         return json.dumps(edits)
     return "ok"
+
+
+def spawn(latency: float) -> tuple[subprocess.Popen[str], int]:
+    """This server in a process of its own (its CPU is not the caller's): process, port."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--latency", str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline().split()[1])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,13 +7,14 @@ their own, imported only when such a member is configured.
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING, Any
 
 from skillopt.backends.base import Backend
 from skillopt.config import CLI_KINDS, HTTP_KINDS, MemberConfig
 from skillopt.errors import ConfigError
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["build_member", "needs_http_client"]
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
-import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 from skillopt.backends.entra import EntraTokenProvider, make_credential
 from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.openai_import import import_openai
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.request_settings import RequestFields, RequestSettings, request_signature
 from skillopt.backends.retry import classify_exception, short_cause
@@ -40,6 +40,11 @@ from skillopt.errors import (
 )
 
 __all__ = ["Api", "HttpMemberConfig", "OpenAIHttpBackend", "build_http_member", "make_http_client"]
+
+if TYPE_CHECKING:
+    import openai
+else:
+    openai = import_openai()  # without the type packages chat calls never use
 
 Api = Literal["chat", "responses"]
 HttpMemberConfig = OpenAIChatMember | OpenAIResponsesMember | AzureChatMember | AzureResponsesMember
@@ -147,35 +152,33 @@ class OpenAIHttpBackend:
     async def _chat(
         self, request: CompletionRequest, fields: RequestFields, limit: int
     ) -> tuple[str, Usage | None, dict[str, Any]]:
-        extra: dict[str, Any] = {self._token_limit_param: limit}
+        """One chat completion through the SDK's client (auth, Azure deployment routing,
+        status errors), posting our own body and reading the JSON reply as it is: the
+        typed ``create`` would walk the body through its param transforms and build
+        pydantic models of the reply, several times the CPU of everything else per call."""
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": self._messages(request, fields),
+            self._token_limit_param: limit,
+        }
         if request.json_mode:
-            extra["response_format"] = {"type": "json_object"}
+            body["response_format"] = {"type": "json_object"}
         sampling = {"temperature": fields.temperature, "top_p": fields.top_p}
-        extra.update({k: v for k, v in sampling.items() if v is not None})
+        body.update({k: v for k, v in sampling.items() if v is not None})
         if fields.reasoning_effort is not None:
-            extra["reasoning_effort"] = fields.reasoning_effort
-        extra.update(fields.extra_body)
-        resp = await self._client.chat.completions.create(
-            model=self._model,
-            messages=self._messages(request, fields),  # type: ignore[arg-type]
-            timeout=self._timeout(request),
-            extra_body=extra,
+            body["reasoning_effort"] = fields.reasoning_effort
+        body.update(fields.extra_body)
+        options: openai.RequestOptions = {}
+        if request.timeout is not None:
+            options["timeout"] = request.timeout
+        data = await self._client.post(
+            "/chat/completions",
+            cast_to=object,
+            body=body,
+            options=options,
         )
-        _require_json(resp, self._name)
-        if not resp.choices:
-            return "", None, {"finish_reason": None}
-        choice = resp.choices[0]
-        if choice.finish_reason == "content_filter":
-            raise ContentFilterError(
-                "content filtered", member=self._name, status=200, cause="finish_reason"
-            )
-        usage = None
-        if resp.usage is not None:
-            usage = Usage(
-                prompt_tokens=resp.usage.prompt_tokens or 0,
-                completion_tokens=resp.usage.completion_tokens or 0,
-            )
-        return choice.message.content or "", usage, {"finish_reason": choice.finish_reason}
+        _require_json(data, self._name)  # the SDK hands back text that is not JSON
+        return _chat_reply(data, self._name)
 
     async def _responses(
         self, request: CompletionRequest, fields: RequestFields, limit: int
@@ -213,6 +216,44 @@ class OpenAIHttpBackend:
             await self._token_provider.aclose()
         if self._owned_http_client is not None:
             await self._owned_http_client.aclose()
+
+
+def _chat_reply(data: object, member: str) -> tuple[str, Usage | None, dict[str, Any]]:
+    """Text, usage and finish reason of a chat completion's JSON body."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = (message.get("content") if isinstance(message, dict) else None) or ""
+    raw_usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(choices, list | None):
+        problem = "the body is not a chat completion"
+    elif choices and (not isinstance(message, dict) or not isinstance(content, str)):
+        problem = "the first choice holds no message text"
+    elif raw_usage is not None and not isinstance(raw_usage, dict):
+        problem = "usage is not an object"
+    else:
+        problem = ""
+    if problem:
+        raise RetryableBackendError(
+            "malformed reply", kind="malformed", member=member, cause=short_cause(problem)
+        )
+    if not choices or not isinstance(choice, dict):
+        return "", None, {"finish_reason": None}
+    if choice.get("finish_reason") == "content_filter":
+        raise ContentFilterError(
+            "content filtered", member=member, status=200, cause="finish_reason"
+        )
+    usage = None
+    if isinstance(raw_usage, dict):
+        usage = Usage(
+            prompt_tokens=_count(raw_usage.get("prompt_tokens")),
+            completion_tokens=_count(raw_usage.get("completion_tokens")),
+        )
+    return str(content), usage, {"finish_reason": choice.get("finish_reason")}
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _require_json(resp: object, member: str) -> None:

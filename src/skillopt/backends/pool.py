@@ -2,7 +2,8 @@
 
 How one :meth:`BackendPool.complete` call proceeds:
 
-1. Cache lookup (unless ``request.use_cache`` is False).
+1. Cache lookup (unless ``request.use_cache`` is False); a request identical to one in
+   flight waits for that call and shares its reply (:mod:`skillopt.backends.single_flight`).
 2. Take a slot of the role's gate, as wide as the sum of its members' concurrency.
    Thousands of callers wait here in FIFO order at no CPU cost; a release hands the slot
    to exactly one waiter, retries first (so a retried call does not queue again behind
@@ -45,6 +46,7 @@ from skillopt.backends.breaker import Breaker, BreakerPolicy, BreakerState
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
 from skillopt.backends.patience import current_patience
 from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
+from skillopt.backends.single_flight import SingleFlight
 from skillopt.errors import (
     BackendAuthError,
     BackendError,
@@ -217,6 +219,7 @@ class BackendPool:
     ) -> None:
         self._retry = retry
         self._cache = cache
+        self._flights = SingleFlight()
         self._rng = rng or random.Random()
         self._accounting = Accounting()
         self._members: dict[str, _Member] = {}
@@ -252,7 +255,6 @@ class BackendPool:
     ) -> BackendPool:
         """Build every member from config; ``extra_backends`` replaces members by name."""
         from skillopt.backends.factory import build_member, needs_http_client
-        from skillopt.backends.openai_http import make_http_client
 
         extra = dict(extra_backends or {})
         used = set(cfg.roles.target) | set(cfg.roles.optimizer)
@@ -261,11 +263,13 @@ class BackendPool:
             for m in cfg.members
             if m.name in used and m.name not in extra and needs_http_client(m)
         ]
-        http_client = (
-            make_http_client(max_connections=sum(m.max_concurrency for m in http_members))
-            if http_members
-            else None
-        )
+        http_client = None
+        if http_members:  # the HTTP client stack is imported only when a member needs it
+            from skillopt.backends.openai_http import make_http_client
+
+            http_client = make_http_client(
+                max_connections=sum(m.max_concurrency for m in http_members)
+            )
         built: dict[str, MemberSpec] = {}
         for member_cfg in cfg.members:
             if member_cfg.name not in used:
@@ -360,26 +364,31 @@ class BackendPool:
             raise NoHealthyMemberError("the pool is closed")
         group = self._group(request.role)
         role, stage = group.role.value, request.stage
-        key: str | None = None
-        if self._cache is not None and request.use_cache:
-            key = cache_key(role=role, model=group.model_signature, request=request)
-            hit = self._cache.get(key)
-            if hit is not None and _usable(request, hit.text):
-                self._accounting.cache_hit(role=role, stage=stage)
-                return Completion(
-                    text=hit.text,
-                    usage=hit.usage,
-                    member=hit.member,
-                    latency=0.0,
-                    attempts=0,
-                    cached=True,
-                )
-        completion = await self._run_with_retries(group, request)
-        if key is not None and self._cache is not None:
-            self._cache.put(
-                key,
-                CachedReply(text=completion.text, usage=completion.usage, member=completion.member),
+        if self._cache is None or not request.use_cache:
+            return await self._run_with_retries(group, request)
+        key = cache_key(role=role, model=group.model_signature, request=request)
+        hit = self._cache.get(key)
+        if hit is None:
+            shared = await self._flights.shared(key)
+            if shared is not None:
+                hit = CachedReply(text=shared.text, usage=shared.usage, member=shared.member)
+        if hit is not None and _usable(request, hit.text):
+            self._accounting.cache_hit(role=role, stage=stage)
+            return Completion(
+                text=hit.text,
+                usage=hit.usage,
+                member=hit.member,
+                latency=0.0,
+                attempts=0,
+                cached=True,
             )
+        with self._flights.leading(key) as flight:
+            completion = await self._run_with_retries(group, request)
+            flight.result = completion
+        self._cache.put(
+            key,
+            CachedReply(text=completion.text, usage=completion.usage, member=completion.member),
+        )
         return completion
 
     async def aclose(self) -> None:

@@ -12,6 +12,7 @@ import json
 import math
 import random
 import ssl
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -197,10 +198,27 @@ def classify_exception(exc: BaseException, *, member: str) -> BackendError | Non
     """
     if isinstance(exc, BackendError):
         return exc
+    if "openai" in sys.modules:  # else no HTTP member was built: nothing here is the SDK's
+        found = _classify_sdk(exc, member=member)
+        if found is not None:
+            return found
+    if isinstance(exc, TimeoutError):
+        return BackendTimeoutError(
+            "timed out", member=member, cause=short_cause(type(exc).__name__)
+        )
+    if isinstance(exc, ConnectionError | ssl.SSLError):
+        return _connection_failed(exc, member=member)
+    if isinstance(exc, json.JSONDecodeError | UnicodeError):
+        return _malformed(exc, member=member)
+    return None
+
+
+def _classify_sdk(exc: BaseException, *, member: str) -> BackendError | None:
+    """The openai SDK's and httpx2's own failures (both are loaded when this runs)."""
     import httpx2
     import openai
 
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException | TimeoutError):
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return BackendTimeoutError(
             "timed out", member=member, cause=short_cause(type(exc).__name__)
         )
@@ -216,24 +234,30 @@ def classify_exception(exc: BaseException, *, member: str) -> BackendError | Non
             code=exc.code,
             body=exc.body,
         )
-    if isinstance(
-        exc, openai.APIConnectionError | httpx2.TransportError | ConnectionError | ssl.SSLError
-    ):
-        reason = exc.__cause__ if exc.__cause__ is not None else exc
-        return RetryableBackendError(
-            "connection failed",
-            kind="connection",
-            member=member,
-            cause=short_cause(f"{type(reason).__name__}: {reason}"),
-        )
-    if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError | UnicodeError):
-        # A 2xx reply whose body we could not parse: the server misbehaved; try again.
-        return RetryableBackendError(
-            "malformed reply", kind="malformed", member=member, cause=short_cause(exc)
-        )
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        return _connection_failed(exc, member=member)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return _malformed(exc, member=member)
     if isinstance(exc, openai.OpenAIError):
         return BackendRequestError("client error", member=member, cause=short_cause(exc))
     return None
+
+
+def _connection_failed(exc: BaseException, *, member: str) -> BackendError:
+    reason = exc.__cause__ if exc.__cause__ is not None else exc
+    return RetryableBackendError(
+        "connection failed",
+        kind="connection",
+        member=member,
+        cause=short_cause(f"{type(reason).__name__}: {reason}"),
+    )
+
+
+def _malformed(exc: BaseException, *, member: str) -> BackendError:
+    """A 2xx reply whose body we could not parse: the server misbehaved; try again."""
+    return RetryableBackendError(
+        "malformed reply", kind="malformed", member=member, cause=short_cause(exc)
+    )
 
 
 def _status_message(exc: Any) -> str:

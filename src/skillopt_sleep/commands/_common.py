@@ -10,9 +10,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from skillopt.cli_support import log_level
 from skillopt.errors import (
@@ -22,10 +20,11 @@ from skillopt.errors import (
     LockHeldError,
     RefusedError,
 )
-from skillopt.logging import configure_logging, get_logger
 from skillopt.redact import redact_obj, sanitize
-from skillopt_sleep.config import ENV_PREFIX, SleepConfig, load_sleep_config
 from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
+
+if TYPE_CHECKING:  # the config, logging and anyio load when a command runs, not for --help
+    from skillopt_sleep.config import SleepConfig
 
 __all__ = [
     "EXIT_FAILED",
@@ -182,6 +181,8 @@ def again(args: argparse.Namespace, command: str, *extra: str) -> str:
 
 def setup_logging(args: argparse.Namespace) -> None:
     """Logs go to the process's own stderr (stable even if ``sys.stderr`` is swapped)."""
+    from skillopt.logging import configure_logging
+
     stream = sys.__stderr__ or sys.stderr
     level = getattr(args, "log_level", None) or ("WARNING" if stream.isatty() else "INFO")
     configure_logging(level=str(level), stream=stream)
@@ -189,6 +190,8 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
     """The config and project for a command, from flags > env > file > defaults."""
+    from skillopt_sleep.config import SleepConfig, load_sleep_config
+
     if getattr(args, "demo", False):
         from skillopt_sleep.demo import demo_in
 
@@ -213,6 +216,9 @@ def load_config(args: argparse.Namespace) -> tuple[SleepConfig, Path]:
 
 def say_demo_ignores(args: argparse.Namespace) -> None:
     """``--demo`` runs on its own config, project and state: say what it leaves unread."""
+    from skillopt.logging import get_logger
+    from skillopt_sleep.config import ENV_PREFIX
+
     ignored = [
         flag
         for flag in ("--config", "--project")  # --state-dir keeps the demo there
@@ -236,6 +242,8 @@ def known_errors() -> tuple[type[BaseException], ...]:
 def run_async(fn: Any, *a: Any) -> Any:
     """``anyio.run``; SIGTERM stays an interruption once the loop has closed (its signal
     receivers put back the default action, which would kill the process silently)."""
+    import anyio
+
     try:
         return anyio.run(fn, *a)
     finally:

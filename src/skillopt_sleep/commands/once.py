@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import random
 
-import anyio
-
-from skillopt.logging import get_logger
 from skillopt_sleep.commands._common import EXIT_INTERRUPTED, add_night_args, setup_logging
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
@@ -51,6 +48,10 @@ def run(args: argparse.Namespace, *, observer: StageObserver = NO_OBSERVER) -> i
 
     delay = start_delay(args.jitter)
     if delay:  # before the lock: a waiting night holds nothing
+        import anyio
+
+        from skillopt.logging import get_logger
+
         get_logger(__name__).info("night.jitter", delay_s=round(delay, 3))
         try:
             anyio.run(anyio.sleep, delay)

@@ -1,0 +1,179 @@
+"""Benchmark a reviewed 60-task night as a whole process: `skillopt-sleep once --tasks-file`.
+
+30 rubric-judged and 30 rule-checked tasks, one OpenAI-compatible endpoint with 16 slots
+answering after ``--latency`` seconds (the world model over HTTP, in its own process so its
+CPU is not ours), K = ``--k``. The night runs as ``python -m skillopt_sleep once``, so the
+wall time includes process start. The bound is the night's critical path from its own
+``run.json``: per stage, max(chain depth, ceil(calls / slots)) x latency, summed. Prints
+wall, bound, ratio, the night process's CPU (total and per call), the load average, and the
+ratio against max(bound, CPU / cores), so a busy machine can be told from slow code.
+
+    .venv/bin/python bench/night60.py [--k 1] [--latency 0.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
+from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
+from support.world_http import spawn  # noqa: E402
+
+N_RUBRIC, N_RULE, SLOTS = 30, 30, 16
+TEMPLATES = [
+    "Where is the {x} handled? Which file is it in?",
+    "Fix the failing {x} test",
+    "Add a {x} option to the command line",
+    "Write the commit message for the {x} change",
+    "Explain how the {x} module is organised",
+]
+THINGS = [f"{a} {b}" for a in ("cache", "login", "export", "search", "billing", "upload")
+          for b in ("retry", "config", "parser", "widget", "report")]  # fmt: skip
+
+
+def tasks() -> list[TaskRecord]:
+    out = []
+    for i in range(N_RUBRIC + N_RULE):
+        intent = TEMPLATES[i % len(TEMPLATES)].format(x=THINGS[i % len(THINGS)])
+        intent = f"{intent} (case {i})"
+        if i < N_RUBRIC:
+            out.append(TaskRecord(id=f"rubric_{i:02d}", intent=intent))
+        else:
+            checks = (RuleCheck(op="max_chars", arg=600), RuleCheck(op="no_refusal"))
+            out.append(TaskRecord(id=f"rule_{i:02d}", intent=intent, checks=checks,
+                                  reference_kind=ReferenceKind.RULE))  # fmt: skip
+    return out
+
+
+def write_config(root: Path, port: int, k: int) -> Path:
+    path = root / "sleep.toml"
+    path.write_text(
+        f"""state_dir = "{root / "state"}"
+skill_path = "{root / "skills" / "bench" / "SKILL.md"}"
+
+[night]
+max_tasks = {N_RUBRIC + N_RULE}
+dream_rollouts = {k}
+
+[budget]
+max_calls = 0
+max_tokens = 0
+
+[[pool.members]]
+kind = "openai"
+name = "m0"
+base_url = "http://127.0.0.1:{port}/m0/v1"
+model = "bench"
+api_key_env = "SKILLOPT_BENCH_KEY"
+max_concurrency = {SLOTS}
+timeout = 60
+
+[pool.roles]
+target = ["m0"]
+optimizer = ["m0"]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def bound(stages: list[dict[str, object]], latency: float) -> float:
+    seconds = 0.0
+    for stage in stages:
+        calls = int(stage.get("model_calls") or 0)  # type: ignore[call-overload]
+        if calls:
+            depth = 1 if "reflect" in str(stage["name"]) else 2  # attempt -> judge chain
+            seconds += max(depth, math.ceil(calls / SLOTS)) * latency
+    return seconds
+
+
+def run_night(
+    config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
+) -> tuple[float, float, dict[str, Any]]:
+    """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env.update(SKILLOPT_BENCH_KEY="bench-key", HOME=str(config.parent))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    argv = [sys.executable, *profiler, "-m", "skillopt_sleep", "once", "--json",
+            "--config", str(config),
+            "--project", str(project), "--tasks-file", str(tasks_file)]  # fmt: skip
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"the night failed with exit code {proc.returncode}: {out[-2000:]!r}")
+    outcome: dict[str, Any] = json.loads(out)
+    return wall, usage.ru_utime + usage.ru_stime, outcome
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--k", type=int, default=1, help="dream rollouts per task")
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per reply")
+    parser.add_argument("--profile", type=Path, help="write the night's cProfile stats here")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=ROOT / "src",
+        help="source tree to run (compare)",
+    )
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
+    project = root / "project"
+    project.mkdir()
+    tasks_file = root / "tasks.json"
+    write_tasks_file(tasks_file, tasks(), generated_at=datetime.now(UTC))
+    doc = json.loads(tasks_file.read_text())
+    doc["reviewed"] = True
+    tasks_file.write_text(json.dumps(doc))
+    server, port = spawn(args.latency)
+    try:
+        wall, cpu, outcome = run_night(
+            write_config(root, port, args.k), project, tasks_file, args.profile, args.src
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    run_json = Path(outcome["run_dir"]) / "run.json"
+    stages = json.loads(run_json.read_text())["stages"]
+    limit = bound(stages, args.latency)
+    calls = int(outcome["spend"]["calls"])
+    cores = os.cpu_count() or 1
+    adjusted = wall / max(limit, cpu / cores) if limit else float("nan")
+    print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "
+          f"1 endpoint x {SLOTS} slots, latency {args.latency * 1000:.0f} ms")  # fmt: skip
+    print(f"wall time           {wall:8.2f} s   (whole process)")
+    print(f"critical-path bound {limit:8.2f} s")
+    print(f"ratio               {wall / limit if limit else float('nan'):8.2f}   (target <= 1.15)")
+    print(f"load-adjusted ratio {adjusted:8.2f}   (wall / max(bound, CPU / {cores} cores))")
+    print(f"CPU                 {cpu:8.2f} s   ({cpu / max(calls, 1) * 1000:.1f} ms per call)")
+    print(f"model calls         {calls}")
+    print(f"load average        {load_before:8.2f} before, {os.getloadavg()[0]:.2f} after")
+    print("per pipeline stage (calls, seconds):")
+    for s in stages:
+        print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Benchmark start-up: what `skillopt-sleep once --help`, `status --json` and `once --demo` import.
+
+Each command runs as a real process, first under ``python -X importtime`` (import time by
+top-level package, and whether the HTTP stack or the scheduler was loaded), then a few times
+plain for wall and CPU. The bound is the issue's target (0.25 s for ``once --help`` and for
+``status --json``); the floor is a bare interpreter start on this machine. Prints wall
+(median), bound, ratio, CPU seconds, the load average, and the ratio against
+max(bound, CPU), so a busy machine can be told from slow code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("openai", "httpx2", "apscheduler")
+BOUND_S = 0.25
+
+
+SRC = ROOT / "src"
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def timed(argv: list[str], runs: int) -> tuple[float, float]:
+    """Median wall and mean CPU (user + sys) of ``runs`` runs of ``argv``."""
+    walls, cpu_before = [], _children_cpu()
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, env=_env(), capture_output=True, check=True)
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls), (_children_cpu() - cpu_before) / runs
+
+
+def imports(argv: list[str]) -> tuple[float, Counter[str], list[str]]:
+    """Total import seconds, seconds per top-level package, heavy packages loaded."""
+    done = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], env=_env(), capture_output=True, text=True
+    )
+    by_package: Counter[str] = Counter()
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        _, self_us, _, name = (part.strip() for part in line.replace(":", "|", 1).split("|"))
+        by_package[name.split(".")[0]] += int(self_us) / 1e6
+    heavy = sorted(p for p in by_package if p in HEAVY)
+    return sum(by_package.values()), by_package, heavy
+
+
+def report(label: str, argv: list[str], runs: int, *, bound: float | None) -> None:
+    total, by_package, heavy = imports(argv)
+    wall, cpu = timed(argv, runs)
+    top = ", ".join(f"{name} {sec * 1000:.0f}" for name, sec in by_package.most_common(6))
+    print(f"{label}")
+    print(f"  imports {total:.3f} s (ms by package: {top})")
+    print(f"  heavy packages loaded: {', '.join(heavy) or 'none'}")
+    line = f"  wall {wall:.3f} s  CPU {cpu:.3f} s"
+    if bound is not None:
+        adjusted = wall / max(bound, cpu)
+        line += f"  bound {bound:.2f} s  ratio {wall / bound:.2f}"
+        line += f"  load-adjusted ratio {adjusted:.2f}"
+    print(line)
+
+
+def main() -> int:
+    global SRC
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per command")
+    parser.add_argument("--src", type=Path, default=SRC, help="source tree to run (compare)")
+    args = parser.parse_args()
+    SRC = args.src
+    py = sys.executable
+    print(f"load average {os.getloadavg()[0]:.2f} (cores {os.cpu_count()})")
+    floor, floor_cpu = timed([py, "-c", "pass"], args.runs)
+    print(f"bare interpreter: wall {floor:.3f} s  CPU {floor_cpu:.3f} s")
+    cli = [py, "-m", "skillopt_sleep"]
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        state = Path(tmp) / "state"
+        report("once --help", [*cli, "once", "--help"], args.runs, bound=BOUND_S)
+        night = [*cli, "once", "--demo", "--state-dir", str(state), "--json"]
+        report("once --demo (a whole mock night)", night, 1, bound=None)
+        demo = ["--config", str(state / "demo" / "sleep.toml")]
+        demo += ["--project", str(state / "demo" / "demo-project")]
+        report("status --json", [*cli, "status", *demo, "--json"], args.runs, bound=BOUND_S)
+    print(f"load average {os.getloadavg()[0]:.2f} after")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -420,7 +420,7 @@ def merge_same(candidates: Sequence[Candidate], order: Sequence[str]) -> list[Ca
                 first,
                 seen=seen,
                 held_out=tuple(t for t in order if t in held),
-                carried_nights=min(c.carried_nights for c in group),
+                carried_nights=max(c.carried_nights for c in group),
                 motivated_from=frozenset().union(*(c.motivated_from or c.seen for c in group)),
             )
         )

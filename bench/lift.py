@@ -211,6 +211,9 @@ def run_night(lab: Lab, phase: str, number: int, *, noise: float, seed: int) -> 
     night.n_sessions = int(out.get("n_sessions") or 0)
     night.n_tasks = int(out.get("n_tasks") or 0)
     report = _report(out)
+    run_dir = Path(str(out.get("run_dir") or ""))
+    if out.get("run_dir") and run_dir.is_dir():  # kept (with --keep) past the next reset
+        shutil.copytree(run_dir, lab.logs / f"{phase}-{number:02d}-run", dirs_exist_ok=True)
     night.accepted_edits = len(report.get("accepted_edits") or [])
     night.rejected_edits = len(report.get("rejected_edits") or [])
     proposed = [e for e in report.get("proposed_edits") or [] if isinstance(e, dict)]

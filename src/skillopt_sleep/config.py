@@ -96,7 +96,7 @@ class NightSettings(StrictModel):
     edit_budget: int = Field(default=4, ge=0, le=32)
     evolve_skill: bool = True
     evolve_memory: bool = True
-    folds: int = Field(default=2, ge=2, le=10)  # cross-fitting: every task is held out once
+    folds: int = Field(default=3, ge=2, le=10)  # cross-fitting: every task is held out once
     llm_mine: bool = True
     test_fraction: float = Field(default=0.0, ge=0, lt=1)  # report-only tasks, never learned on
     seed: int = 42

@@ -1,8 +1,11 @@
 """Reflection: turn judged rollouts into at most ``budget`` proposed edits.
 
 Contrastive first: tasks whose K samples scored differently show what a better attempt
-does, so the optimizer compares good and bad attempts of the same task. When no task has
-a spread (or that reply yields nothing), single-shot reflection over the failures runs.
+does, so the optimizer compares good and bad attempts of the same task. The tasks that
+failed on every attempt are shown beside the groups: under a noisy model the tasks with a
+spread are a random draw (whichever samples the noise flipped), and reflecting on them
+alone would hide every lesson only the steady failures teach. When no task has a spread
+(or that reply yields nothing), single-shot reflection over the failures runs.
 The reply must be a JSON array of edits; it is validated, retried once with a note, and
 truncated to the budget. Every raw reply is kept for diagnostics.
 """
@@ -166,9 +169,11 @@ class Reflector:
             :MAX_GROUPS
         ]
         if spread:
+            steady = [s for s in usable if self._spread(s) == 0 and _fails(s)][:MAX_FAILURES]
             edits, n, raw, errs = await self._ask(
-                "reflect_contrastive", target=target, docs=docs, budget=budget, sets=spread
-            )
+                "reflect_contrastive", target=target, docs=docs, budget=budget,
+                sets=[*spread, *steady],
+            )  # fmt: skip
             calls, raws, errors = calls + n, raws + raw, errors + errs
             if edits:
                 return ReflectOutcome(
@@ -316,7 +321,12 @@ class Reflector:
             or "(no structured criteria; see the judge reasons below)",
         }
         if template == "reflect_contrastive":
-            values["groups"] = "\n\n".join(self._group_text(s) for s in sets)
+            groups = [s for s in sets if self._spread(s) > 0]
+            steady = [s for s in sets if self._spread(s) == 0]
+            values["groups"] = "\n\n".join(self._group_text(s) for s in groups)
+            values["failures"] = (
+                "\n\n".join(_case(s.task, s.results[0]) for s in steady) or "(none)"
+            )
         else:
             failures = [(s.task, r) for s in sets for r in s.results[:1] if r.hard < 1.0][
                 :MAX_FAILURES
@@ -335,6 +345,10 @@ class Reflector:
                 + (f" (judge: {_clip(r.reason, 120)})" if r.reason else "")
             )
         return "\n".join(lines)
+
+
+def _fails(s: RolloutSet) -> bool:
+    return min(r.hard for r in s.results) < 1.0
 
 
 def _clip(text: str, n: int = SNIPPET) -> str:

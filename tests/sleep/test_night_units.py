@@ -87,6 +87,25 @@ async def test_reflect_retries_once_then_falls_back_to_single_shot() -> None:
     assert '"max_chars=200"' in single and "be brief" in single and single.startswith("M")
 
 
+async def test_contrastive_reflection_also_shows_the_tasks_that_failed_every_attempt() -> None:
+    # Under a noisy model the tasks with a spread are whichever samples the noise flipped:
+    # the steady failures beside them must still reach the optimizer.
+    pool = ScriptedPool(['[{"op": "add", "content": "rule"}]'])
+    reflector = Reflector(pool=pool, marker="M")
+    sets = [_set("a", 1.0, 0.0), _set("b", 0.0, 0.0, criteria=("cites the source",)),
+            _set("c", 1.0, 1.0)]  # fmt: skip
+    out = await reflector.reflect(
+        target=EditTarget.SKILL, docs=Docs(skill="s", memory="m"), sets=sets, budget=3
+    )
+    assert out.mode.value == "contrastive" and len(pool.requests) == 1
+    prompt = pool.requests[0].prompt
+    groups, steady = prompt.split("# Attempt groups")[1].split("# Tasks that failed on every")
+    assert "do a" in groups and "do b" not in groups
+    assert "do b" in steady and "do c" not in prompt
+    assert '"cites the source"' in prompt
+    assert len(pool.requests[0].metadata["failures"]) == 2
+
+
 async def test_reflect_makes_no_call_without_failures_or_budget() -> None:
     pool = ScriptedPool([])
     reflector = Reflector(pool=pool, marker="M")

@@ -3,7 +3,7 @@
 The candidate carries every edit the step selected. It is compared with the current skill on
 fresh paired val samples (:func:`skillopt.trainer.paired_gate.compare_skills`). When it fails
 and it carries several edits, one harmful edit may be spoiling good ones, so each edit is
-attributed as the night attributes a union (:mod:`skillopt_sleep.crossfit`): the candidate
+attributed as the night attributes a union (:mod:`skillopt_sleep.night.crossfit`): the candidate
 without edit ``i`` is compared with the full candidate (whose samples are reused, not paid
 again), at a Bonferroni-corrected confidence; an edit whose removal makes the skill
 significantly better is dropped. The skill without the dropped edits is then compared with

@@ -142,6 +142,10 @@ class Fanout:
             )
         return fan
 
+    def learning(self) -> dict[str, int]:
+        """Each skill that learns tonight and its task count (for the spend estimate)."""
+        return {s.skill.name: len(s.tasks) for s in self.skills if s.status == "pending"}
+
     @property
     def any_accepted(self) -> bool:
         return any(s.status == "accepted" for s in self.skills)

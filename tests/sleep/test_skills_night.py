@@ -4,6 +4,7 @@ staged as its own proposal, and `adopt --skill` applies exactly the ones named."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import uuid
@@ -249,3 +250,19 @@ async def test_the_spend_estimate_counts_each_skills_learning_and_holds_the_real
     )  # fmt: skip
     assert detail["calls"] < unsplit.calls
     assert "of which your skills: " in report["estimate"]
+
+
+async def test_the_live_display_shows_each_skills_calls(three_skills: DemoSetup) -> None:
+    import io
+
+    from skillopt_sleep.progress import TtyProgress
+
+    screen = io.StringIO()
+    live = TtyProgress(screen, min_interval=0.0, keep_stage_lines=True)
+    outcome = await run_night(three_skills.config, project=three_skills.project, progress=live)
+    assert outcome.run_dir is not None
+    shown = screen.getvalue()
+    for name in SKILLS:
+        calls = re.findall(rf"skill {name} (\d+)", shown)
+        assert calls and int(calls[-1]) > 0, name  # a live counter of the skill's calls
+        assert re.search(rf"your skill {name}: accepted on \d+ task\(s\), \d+ model call", shown)

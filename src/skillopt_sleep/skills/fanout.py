@@ -30,10 +30,10 @@ from skillopt.types import GateAction, TaskRecord
 from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.night.rounds import Decision, consolidate
 from skillopt_sleep.night.running import Night
-from skillopt_sleep.progress import LogProgress
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
+from skillopt_sleep.skills.progress import SkillProgress
 from skillopt_sleep.skills.route import MANAGED, Routing, route_tasks
 from skillopt_sleep.staging import (
     Proposal,
@@ -212,7 +212,8 @@ class Fanout:
         sn.run_dir = run.path
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
-            progress=LogProgress(), dry_run=parent.dry_run, resumed=resumed,
+            progress=SkillProgress(parent.progress, sn.skill.name), dry_run=parent.dry_run,
+            resumed=resumed,
         )  # fmt: skip
         if resumed:
             child.replayer.preload(run.read_rollouts())
@@ -246,6 +247,11 @@ class Fanout:
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
         finished = RunStatus.FAILED if sn.status == "failed" else RunStatus.COMPLETE
         child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
+        child.progress.close()
+        self.night.progress.note(
+            f"your skill {sn.skill.name}: {sn.status.replace('_', ' ')} on {len(sn.tasks)} "
+            f"task(s), {child.spend.calls} model call(s)" + (f" ({sn.reason})" if sn.reason else "")
+        )
         _log.info("skills.learned", skill=sn.skill.name, status=sn.status, tasks=len(sn.tasks))
 
     def proposals(self, store: SkillStore, *, run_id: str, night_no: int) -> list[Proposal]:

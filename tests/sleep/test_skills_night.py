@@ -266,3 +266,26 @@ async def test_the_live_display_shows_each_skills_calls(three_skills: DemoSetup)
         calls = re.findall(rf"skill {name} (\d+)", shown)
         assert calls and int(calls[-1]) > 0, name  # a live counter of the skill's calls
         assert re.search(rf"your skill {name}: accepted on \d+ task\(s\), \d+ model call", shown)
+
+
+def test_the_harvest_preview_says_which_skill_each_task_goes_to_and_why(
+    three_skills: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = three_skills
+    common = ("--config", str(write_config(setup)), "--project", str(setup.project), "--no-llm")
+    code, preview = cli(capsys, "harvest", *common)
+    assert code == 0, preview
+    assert sorted(preview["skills"]) == sorted(SKILLS)
+    intents = {t["id"]: t["intent"] for t in preview["tasks"]}
+    routes = {intents[r["task_id"]]: r for r in preview["routes"]}
+    assert routes["Where is the retry delay computed?"]["skill"] == "code-search"
+    assert "loaded it" in routes["Where is the retry delay computed?"]["why"]
+    drafted = routes["Draft the commit message for the docs update"]
+    assert drafted["skill"] == "git-commits" and "matched" in drafted["why"]
+    assert routes["Add a --verbose option to the command line tool"]["skill"] == ""
+    assert main(["harvest", *common]) == 0
+    shown = capsys.readouterr().out
+    assert "3 project skill(s) a night learns on" in shown
+    assert "-> skill code-search: the session loaded it" in shown
+    assert "-> skill git-commits: matched commit (score 3 vs 0)" in shown
+    assert "-> the managed skill: no skill's name or description matches" in shown

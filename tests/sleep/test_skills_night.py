@@ -180,7 +180,7 @@ async def test_the_spend_estimate_counts_each_skills_learning_and_holds_the_real
     for child in outcome.run_dir.glob("skills/*/*/run.json"):
         calls = sum(s.get("model_calls") or 0 for s in json.loads(child.read_text())["stages"])
         assert 0 < calls <= detail["by_skill"][child.parent.parent.name], child
-    assert spent <= detail["calls"] <= 4 * spent, (spent, detail)
+    assert spent <= detail["calls"] <= 6 * spent, (spent, detail)  # an upper estimate
     # the 12 tasks routed to the skills are no longer counted as memory work too
     unsplit = estimate_spend(
         n_learn=report["tasks"]["learnable"], n_test=report["tasks"]["test"],

@@ -217,8 +217,9 @@ def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord 
 
 def merge_tasks(tasks: Iterable[TaskRecord]) -> list[TaskRecord]:
     """Merge tasks with the same id: union sessions, tags and checks; best outcome wins;
-    the skill hint survives only if every observation agrees. Order: most sessions first,
-    then first-seen (callers pass newest sessions first)."""
+    an intent without a redaction marker wins over one with; the skill hint survives only
+    if every observation agrees. Order: most sessions first, then first-seen (callers pass
+    newest sessions first)."""
     merged: dict[str, TaskRecord] = {}
     hints: dict[str, set[str]] = {}
     for task in tasks:
@@ -229,6 +230,8 @@ def merge_tasks(tasks: Iterable[TaskRecord]) -> list[TaskRecord]:
             continue
         checks = {(c.op, c.arg): c for c in (*prior.checks, *task.checks)}
         outcome = max(prior.outcome, task.outcome, key=lambda o: _OUTCOME_RANK[o])
+        if _REDACTED.search(prior.intent) and not _REDACTED.search(task.intent):
+            prior = replace(prior, intent=task.intent)  # replay the request, not the marker
         merged[task.id] = replace(
             prior,
             source_sessions=tuple(dict.fromkeys((*prior.source_sessions, *task.source_sessions))),

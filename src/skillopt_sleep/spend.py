@@ -7,7 +7,7 @@ that use them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from skillopt.backends.base import Pool as ModelPool
 from skillopt.backends.wrappers import BudgetCompleter as SpendingPool
@@ -20,7 +20,13 @@ class SpendEstimate:
     calls: int
     tokens: int
     by_stage: dict[str, int]
+    by_skill: dict[str, int] = field(default_factory=dict)  # the fan-out's share, per skill
 
     def describe(self) -> str:
         stages = ", ".join(f"{k} {v}" for k, v in self.by_stage.items() if v)
-        return f"about {self.calls} model calls (~{self.tokens} tokens): {stages}"
+        said = f"about {self.calls} model calls (~{self.tokens} tokens): {stages}"
+        if self.by_skill:
+            said += "; of which your skills: " + ", ".join(
+                f"{name} {n}" for name, n in self.by_skill.items()
+            )
+        return said

@@ -27,7 +27,7 @@ from skillopt.types import TaskRecord
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.replay import Docs, Job, Replayer
 from support.fake_model_server import FakeModelServer, Reply, Request
-from support.sleep_setup import write_config
+from support.sleep_setup import openai_members, write_config
 from support.world_http import world_reply
 
 ATTEMPT = "# Project notes"
@@ -39,19 +39,7 @@ def _pool(server: FakeModelServer) -> str:
     """No LLM mining (so every call is a rollout's); attempts and judging on their own
     members, so hanging attempts leave the judge its slots; no response cache (an
     in-memory cache would answer some repeats in one process and not in the other)."""
-    members = "".join(
-        f"""
-[[pool.members]]
-kind = "openai"
-name = "{name}"
-base_url = "{server.url(name)}"
-model = "fake"
-api_key_env = "{KEY_ENV}"
-max_concurrency = 8
-timeout = 120
-"""
-        for name in ("target", "judge")
-    )
+    members = openai_members(server, ("target", "judge"), key_env=KEY_ENV, timeout=120)
     return f"""llm_mine = false
 
 [pool]

@@ -526,3 +526,39 @@ def test_long_sessions_are_read_in_bounded_memory(tmp_path: Path, project: Path)
     _pi_session(tmp_path / "pi", project, records)
     peak, n = _peak(SourceSpec(kind=SourceKind.PI, home=tmp_path / "pi"), project)
     assert n == 40 and peak < 2_000_000, peak
+
+
+# -- both databases -------------------------------------------------------------------------
+MISENCODED = "CAST(X'4669782074686520636166E920627567' AS TEXT)"  # "Fix the caf\xe9 bug" (Latin-1)
+
+
+def test_a_misencoded_or_binary_cell_is_counted_not_the_whole_session_lost(
+    tmp_path: Path, project: Path
+) -> None:
+    copilot, opencode = tmp_path / "copilot", tmp_path / "opencode.db"
+    conn = wal_database(copilot / "session-store.db", COPILOT_STORE_SCHEMA)
+    turns = [Turn(user="Rename the config keys", answer="Renamed."), Turn(user="x", answer="ok")]
+    store_copilot_sessions(conn, [StoredSession(cwd=str(project), session_id="s", start=T0,
+                                                turns=turns)])  # fmt: skip
+    conn.execute(f"UPDATE turns SET user_message = {MISENCODED} WHERE turn_index = 1")
+    conn.execute("INSERT INTO turns (session_id, turn_index, user_message) VALUES ('s', 2, X'00')")
+    conn.close()
+    conn = wal_database(opencode, OPENCODE_SCHEMA)
+    turns = [Turn(user="Add the orders migration"), Turn(user="y", answer="Fixed it.")]
+    store_opencode_sessions(conn, [StoredSession(cwd=str(project), session_id="ses_root",
+                                                 start=T0, turns=turns)])  # fmt: skip
+    [(part,)] = conn.execute("SELECT p.id FROM part p JOIN message m ON p.message_id = m.id "
+                             "WHERE p.data LIKE '%\"y\"%'").fetchall()  # fmt: skip
+    text = "CAST(X'7B2274797065223A2274657874222C2274657874223A22636166E9227D' AS TEXT)"
+    conn.execute(f"UPDATE part SET data = {text} WHERE id = ?", (part,))  # {"text": "caf\xe9"}
+    conn.close()
+    for kind, home, first in (
+        (SourceKind.COPILOT_CLI, copilot, "Rename the config keys"),
+        (SourceKind.OPENCODE, opencode, "Add the orders migration"),
+    ):
+        result = _one(kind, home, project)
+        (digest,) = result.digests
+        assert digest.user_intents[0] == first, kind
+        assert "\ufffd" in digest.user_intents[1], kind  # the bad bytes, replaced
+        assert result.diagnostics.files_failed == 0 and result.diagnostics.invalid_utf8_lines == 1
+    assert _one(SourceKind.COPILOT_CLI, copilot, project).diagnostics.malformed_lines == 1

@@ -194,3 +194,23 @@ def test_parse_reply_rejects(text: str, problem: str) -> None:
     with pytest.raises(ReplyFormatError, match=problem) as info:
         parse_reply(text, MineReply)
     assert info.value.raw == text
+
+
+def _echo(request: Request) -> str:
+    """The model copies the request it was shown (redacted before it left) as the task."""
+    asked = re.search(r"ECHO ([^\n\"\\]+)", request.user_text)
+    assert asked is not None
+    return json.dumps({"tasks": [{"intent": asked.group(1).strip(), "rubric": "Covers it"}]})
+
+
+async def test_a_secret_appended_to_a_request_does_not_make_a_second_task() -> None:
+    ask = "ECHO Summarise the changelog for the release"
+    digests = [_digest("with", f"{ask} token={SECRET}"), _digest("without", ask)]
+    with FakeModelServer(reply_fn=_echo) as server:
+        async with one_member_pool(server) as pool:
+            result = await llm_mine(pool, digests, project="/work/proj")
+        shown = [r.user_text for r in server.requests]
+    assert any("[REDACTED:" in text for text in shown) and not any(SECRET in t for t in shown)
+    (task,) = result.tasks
+    assert task.source_sessions == ("with", "without")
+    assert task.intent == "Summarise the changelog for the release"  # not the marker's copy

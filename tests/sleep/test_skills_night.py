@@ -4,10 +4,8 @@ staged as its own proposal, and `adopt --skill` applies exactly the ones named."
 from __future__ import annotations
 
 import json
-import shutil
+import re
 import signal
-import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,81 +13,22 @@ import pytest
 
 from skillopt.backends.mock import World
 from skillopt_sleep.cli import main
-from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.demo import DemoSetup
 from skillopt_sleep.night.run import run_night
 from support.sleep_setup import once, write_config
+from support.three_skills import SKILLS, skill_text, three_skills_project
 
 RULES = {r.key: r.text for r in World().rules}
-SKILLS = {
-    "code-search": "Finding code: answer where something is defined or handled.",
-    "bug-fixing": "Repairing defects the user reports in this application.",
-    "git-commits": "Writing git history for this repository.",
-}
-SESSIONS: list[tuple[str, str]] = [  # (request, the skill the agent loaded; "" = none)
-    ("Where is the retry delay computed?", "code-search"),
-    ("Locate the place where we parse the settings file", "code-search"),
-    ("Which file defines the User model?", "code-search"),
-    ("Where do we configure the logging format?", "code-search"),
-    ("Fix the failing login test in the auth module", "bug-fixing"),
-    ("The CSV export is broken for names with accents, please fix it", "bug-fixing"),
-    ("Fix the off-by-one bug in the pagination helper", "bug-fixing"),
-    ("The date picker is broken on Safari, can you fix it?", "bug-fixing"),
-    ("Write the commit message for the cache refactor", "git-commits"),
-    ("Write a commit message for the logging cleanup", "git-commits"),
-    ("Write the commit message for the parser speedup", "git-commits"),
-    ("Draft the commit message for the docs update", ""),  # routed by relevance
-    ("Add a --verbose option to the command line tool", ""),
-    ("Rename the fetch_all helper to load_all everywhere", ""),
-]
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def _session(home: Path, project: Path, index: int, request: str, skill: str) -> None:
-    sid = str(uuid.UUID(int=1000 + index))
-    path = home / "projects" / str(project).replace("/", "-") / f"{sid}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    at = datetime.now(UTC) - timedelta(hours=30 - index)
-    base: dict[str, Any] = {"cwd": str(project), "sessionId": sid, "gitBranch": "main"}
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": "Done."}]
-    if skill:
-        blocks.insert(0, {"type": "tool_use", "id": f"t{index}", "name": "Skill",
-                          "input": {"skill": skill}})  # fmt: skip
-    lines = [
-        {**base, "type": "user", "timestamp": _iso(at),
-         "message": {"role": "user", "content": request}},
-        {**base, "type": "assistant", "timestamp": _iso(at + timedelta(minutes=1)),
-         "message": {"role": "assistant", "content": blocks}},
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
 @pytest.fixture
 def three_skills(tmp_path: Path) -> DemoSetup:
-    return _three_skills(tmp_path)
-
-
-def _three_skills(root: Path) -> DemoSetup:
-    setup = prepare_demo(root)
-    shutil.rmtree(setup.claude_home / "projects")  # only this test's sessions
-    for index, (request, skill) in enumerate(SESSIONS):
-        _session(setup.claude_home, setup.project, index, request, skill)
-    for name, description in SKILLS.items():
-        path = setup.project / ".claude" / "skills" / name / "SKILL.md"
-        path.parent.mkdir(parents=True)
-        path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n")
-    return setup
+    return three_skills_project(tmp_path)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
     code = main([*argv, "--json"])
     return code, json.loads(capsys.readouterr().out)
-
-
-def _skill(setup: DemoSetup, name: str) -> str:
-    return (setup.project / ".claude" / "skills" / name / "SKILL.md").read_text()
 
 
 @pytest.mark.slow
@@ -98,7 +37,7 @@ def test_one_night_three_skills_then_adopt_by_name(
 ) -> None:
     setup = three_skills
     common = ("--config", str(write_config(setup)), "--project", str(setup.project))
-    before = {name: _skill(setup, name) for name in SKILLS}
+    before = {name: skill_text(setup, name) for name in SKILLS}
     code, night = cli(capsys, "once", *common)
     assert code == 0, night
     run = Path(night["run_dir"])
@@ -121,7 +60,7 @@ def test_one_night_three_skills_then_adopt_by_name(
     markdown = (run / "report.md").read_text()
     assert "## Your skills" in markdown and "12 of the tasks went to 3 of your own" in markdown
     assert "Your skill code-search: accepted on 4 task(s)" in (run / "report.html").read_text()
-    assert {name: _skill(setup, name) for name in SKILLS} == before  # staged, not adopted
+    assert {name: skill_text(setup, name) for name in SKILLS} == before  # staged, not adopted
 
     code, listed = cli(capsys, "adopt", *common)
     assert code == 2 and set(SKILLS) <= set(listed["available"])
@@ -129,10 +68,10 @@ def test_one_night_three_skills_then_adopt_by_name(
                         "--skill", "bug-fixing")  # fmt: skip
     assert code == 0, adopted
     assert {a["name"] for a in adopted["adopted"]} == {"code-search", "bug-fixing"}
-    assert RULES["cite"] in _skill(setup, "code-search")
-    assert RULES["tests"] in _skill(setup, "bug-fixing")
-    assert _skill(setup, "git-commits") == before["git-commits"]
-    assert _skill(setup, "code-search").startswith(before["code-search"].split("# code")[0])
+    assert RULES["cite"] in skill_text(setup, "code-search")
+    assert RULES["tests"] in skill_text(setup, "bug-fixing")
+    assert skill_text(setup, "git-commits") == before["git-commits"]
+    assert skill_text(setup, "code-search").startswith(before["code-search"].split("# code")[0])
     code, versions = cli(capsys, "versions", *common, "--skill", "code-search")
     assert code == 0
     [v1] = versions["versions"]
@@ -147,11 +86,11 @@ def test_auto_adopt_takes_per_skill_proposals_only_when_all(
     setup = three_skills
     config = write_config(setup, extra=f"auto_adopt = {auto}")
     common = ("--config", str(config), "--project", str(setup.project))
-    before = {name: _skill(setup, name) for name in SKILLS}
+    before = {name: skill_text(setup, name) for name in SKILLS}
     code, night = cli(capsys, "once", *common)
     assert code == 0, night
     report = json.loads((Path(night["run_dir"]) / "report.json").read_text())
-    changed = {name for name in SKILLS if _skill(setup, name) != before[name]}
+    changed = {name for name in SKILLS if skill_text(setup, name) != before[name]}
     code, status = cli(capsys, "status", *common)
     waiting = {p["name"] for p in status["pending_proposals"] if p["fanout"]}
     if auto == "true":
@@ -167,13 +106,13 @@ def _learned(report: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
 
 @pytest.mark.slow
 def test_a_killed_night_resumes_every_skill_to_the_same_decision(tmp_path: Path) -> None:
-    reference = _three_skills(tmp_path / "reference")
+    reference = three_skills_project(tmp_path / "reference")
     done = once(write_config(reference), reference.project)
     assert done.returncode == 0, done.stderr[-2000:]
     expected = _learned(json.loads((Path(json.loads(done.stdout)["run_dir"]) /
                                     "report.json").read_text()))  # fmt: skip
 
-    setup = _three_skills(tmp_path / "killed")
+    setup = three_skills_project(tmp_path / "killed")
     config = write_config(setup)
     killed = once(config, setup.project, "rollouts")  # the managed night's first stage
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
@@ -225,3 +164,66 @@ async def test_a_skill_edited_during_the_night_is_not_staged_and_the_others_are(
         (outcome.run_dir / "proposal" / "manifest.json").read_text())["entries"]}  # fmt: skip
     assert {"code-search", "git-commits"} <= names and "bug-fixing" not in names
     assert edited.read_text().endswith("- my own new line\n")
+
+
+async def test_the_spend_estimate_counts_each_skills_learning_and_holds_the_real_spend(
+    three_skills: DemoSetup,
+) -> None:
+    from skillopt_sleep.night.estimate import estimate_spend
+
+    setup = three_skills
+    outcome = await run_night(setup.config, project=setup.project)
+    assert outcome.run_dir is not None
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    detail, spent = report["estimate_detail"], report["spend"]["calls"]
+    assert set(detail["by_skill"]) == set(SKILLS)
+    for child in outcome.run_dir.glob("skills/*/*/run.json"):
+        calls = sum(s.get("model_calls") or 0 for s in json.loads(child.read_text())["stages"])
+        assert 0 < calls <= detail["by_skill"][child.parent.parent.name], child
+    assert spent <= detail["calls"] <= 6 * spent, (spent, detail)  # an upper estimate
+    # the 12 tasks routed to the skills are no longer counted as memory work too
+    unsplit = estimate_spend(
+        n_learn=report["tasks"]["learnable"], n_test=report["tasks"]["test"],
+        cfg=setup.config, rubric_share=1.0,
+    )  # fmt: skip
+    assert detail["calls"] < unsplit.calls
+    assert "of which your skills: " in report["estimate"]
+
+
+async def test_the_live_display_shows_each_skills_calls(three_skills: DemoSetup) -> None:
+    import io
+
+    from skillopt_sleep.progress import TtyProgress
+
+    screen = io.StringIO()
+    live = TtyProgress(screen, min_interval=0.0, keep_stage_lines=True)
+    outcome = await run_night(three_skills.config, project=three_skills.project, progress=live)
+    assert outcome.run_dir is not None
+    shown = screen.getvalue()
+    for name in SKILLS:
+        calls = re.findall(rf"skill {name} (\d+)", shown)
+        assert calls and int(calls[-1]) > 0, name  # a live counter of the skill's calls
+        assert re.search(rf"your skill {name}: accepted on \d+ task\(s\), \d+ model call", shown)
+
+
+def test_the_harvest_preview_says_which_skill_each_task_goes_to_and_why(
+    three_skills: DemoSetup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup = three_skills
+    common = ("--config", str(write_config(setup)), "--project", str(setup.project), "--no-llm")
+    code, preview = cli(capsys, "harvest", *common)
+    assert code == 0, preview
+    assert sorted(preview["skills"]) == sorted(SKILLS)
+    intents = {t["id"]: t["intent"] for t in preview["tasks"]}
+    routes = {intents[r["task_id"]]: r for r in preview["routes"]}
+    assert routes["Where is the retry delay computed?"]["skill"] == "code-search"
+    assert "loaded it" in routes["Where is the retry delay computed?"]["why"]
+    drafted = routes["Draft the commit message for the docs update"]
+    assert drafted["skill"] == "git-commits" and "matched" in drafted["why"]
+    assert routes["Add a --verbose option to the command line tool"]["skill"] == ""
+    assert main(["harvest", *common]) == 0
+    shown = capsys.readouterr().out
+    assert "3 project skill(s) a night learns on" in shown
+    assert "-> skill code-search: the session loaded it" in shown
+    assert "-> skill git-commits: matched commit (score 3 vs 0)" in shown
+    assert "-> the managed skill: no skill's name or description matches" in shown

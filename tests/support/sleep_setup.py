@@ -45,6 +45,25 @@ edit_budget = 4
     return path
 
 
+def openai_members(
+    server: FakeModelServer, names: tuple[str, ...], *, key_env: str, timeout: float
+) -> str:
+    """``[[pool.members]]`` tables for members ``names`` of ``server`` (TOML text)."""
+    return "".join(
+        f"""
+[[pool.members]]
+kind = "openai"
+name = "{name}"
+base_url = "{server.url(name)}"
+model = "fake"
+api_key_env = "{key_env}"
+max_concurrency = 8
+timeout = {timeout:g}
+"""
+        for name in names
+    )
+
+
 def http_config(setup: DemoSetup, server: FakeModelServer, **night: Any) -> SleepConfig:
     """The demo config on two HTTP members (m1, m2) of ``server``; key in SKILLOPT_TEST_FAKE_KEY."""
     data = setup.config.model_dump(mode="json")

@@ -49,6 +49,7 @@ from skillopt_sleep.commands._common import (
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
     from skillopt_sleep.night.gather_tasks import Gathered, ProjectPreview
+    from skillopt_sleep.skills.route import Route, Routing
     from skillopt_sleep.tasks.archive import TaskArchive
 
 __all__ = ["HELP", "NAME", "ORDER", "SCOPES", "parse_date", "register", "run"]
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         with open_archive(path, now=now) as archive:
             changes = _apply_flags(archive, args, since)
             got = anyio.run(_preview, cfg, project, archive, not args.no_llm, now)
+        skills, routing = _routes(cfg, project, got)
         if args.output:
             _write_draft(args.output, got, project, now)
     except known_errors() as exc:
@@ -137,14 +139,24 @@ def run(args: argparse.Namespace) -> int:
                 "notes": list(got.notes),
                 "output": str(args.output) if args.output else None,
                 "tasks": [t.to_dict() for t in got.tasks],
+                "skills": skills,
+                "routes": routing.to_list(),
                 "diagnostics": got.diagnostics,
             }
         )
         return EXIT_OK
     for change in changes:
         say(change)
-    _say_preview(got, args.output, args)
+    _say_preview(got, args.output, args, skills, routing)
     return EXIT_OK
+
+
+def _routes(cfg: SleepConfig, project: Path, got: Gathered) -> tuple[list[str], Routing]:
+    """Where the night would send each learnable task among the project's own skills."""
+    from skillopt.types import Split
+    from skillopt_sleep.skills.fanout import preview_routes
+
+    return preview_routes(cfg, project, [t for t in got.tasks if t.split is not Split.TEST])
 
 
 def _apply_flags(
@@ -194,7 +206,13 @@ def _mining_calls(got: Gathered) -> int:
     return int(got.diagnostics.get("mine", {}).get("calls", 0) or 0)
 
 
-def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -> None:
+def _say_preview(
+    got: Gathered,
+    output: Path | None,
+    args: argparse.Namespace,
+    skills: list[str],
+    routing: Routing,
+) -> None:
     mine = got.diagnostics.get("mine", {})
     new = len(got.tasks) - got.n_recalled
     say(
@@ -210,12 +228,25 @@ def _say_preview(got: Gathered, output: Path | None, args: argparse.Namespace) -
         say(f"  nothing to learn from: {got.why_nothing}")
     for note in got.notes:
         say(f"  {note}")
+    if skills:
+        say(f"  {len(skills)} project skill(s) a night learns on: {', '.join(skills)}")
+    routes = {r.task_id: r for r in routing.routes}
     for t in got.tasks:
         say(f"  [{t.split.value}/{t.origin.value}] {' '.join(t.intent.split())[:90]}")
+        if skills:
+            say(f"      -> {_destination(routes.get(t.id))}")
     if output:
         again_once = again(args, "once", "--tasks-file", str(output.expanduser().absolute()))
         say(f"draft written to {output}: review it, set \"reviewed\": true, then run "
             f"`{again_once}`")  # fmt: skip
+
+
+def _destination(route: Route | None) -> str:
+    """Which skill a task would go to and why, for the preview's task lines."""
+    if route is None:
+        return "held out to score the night (test split), not routed"
+    where = f"skill {route.skill}" if route.skill else "the managed skill"
+    return f"{where}: {route.why}"
 
 
 def _run_all(args: argparse.Namespace) -> int:

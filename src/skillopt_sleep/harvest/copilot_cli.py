@@ -45,7 +45,7 @@ from skillopt_sleep.harvest.refs import (
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text
-from skillopt_sleep.harvest.sqlite_ro import columns, list_rows, read_transaction
+from skillopt_sleep.harvest.sqlite_ro import columns, list_rows, misencoded, read_transaction
 from skillopt_sleep.harvest.timeparse import parse_instant
 
 __all__ = [
@@ -207,6 +207,9 @@ def _read_stored(
             limit = _MAX_TURN_CHARS
             for _, user, answer, stamp in conn.execute(_TURNS, (limit, limit, session_id)):
                 options.tally.lines += 1
+                options.tally.invalid_utf8 += misencoded(user, answer)
+                if any(v is not None and not isinstance(v, str) for v in (user, answer)):
+                    options.tally.malformed += 1  # a turn stored as bytes or a number
                 builder.saw_time(stamp)
                 if isinstance(user, str):
                     builder.add_user_text(user)

@@ -35,7 +35,7 @@ from skillopt_sleep.harvest.refs import (
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text
-from skillopt_sleep.harvest.sqlite_ro import list_rows, read_transaction
+from skillopt_sleep.harvest.sqlite_ro import list_rows, misencoded, read_transaction
 
 __all__ = ["DB_NAME", "list_sessions"]
 
@@ -129,6 +129,7 @@ def _reader(conn: sqlite3.Connection, db: Path, session_id: str, directory: str)
                     if current is not None and current[1] is not None:
                         current[1].finish(builder)
                     tally.lines += 1
+                    tally.invalid_utf8 += misencoded(raw_message)
                     data = _json(raw_message)
                     if data is None:
                         tally.malformed += 1
@@ -137,6 +138,7 @@ def _reader(conn: sqlite3.Connection, db: Path, session_id: str, directory: str)
                 if part_length is None:  # a message without parts
                     continue
                 tally.lines += 1
+                tally.invalid_utf8 += misencoded(raw_part)
                 part = _json(raw_part)
                 if raw_part is None:
                     tally.overlong += 1

@@ -12,6 +12,9 @@ Copilot CLI and OpenCode keep their sessions in SQLite, usually in WAL mode with
   own short read transaction, so a writer is never blocked for longer than one query (in
   WAL mode readers never block the writer at all). A writer's lock makes us wait at most
   ``busy_ms`` (then the read fails and is counted), never the other way round.
+- A text cell that is not valid UTF-8 (an agent that wrote raw bytes) comes back decoded
+  with replacement characters as a :class:`MisencodedText`, which the readers count
+  (``invalid_utf8_lines``) like a bad line of a log, instead of failing the whole session.
 - When the live database cannot be opened read-only (a WAL database in a directory we may
   not write, without its ``-shm``), the database and its ``-wal`` are copied into a private
   temporary directory and the copy is read.
@@ -31,16 +34,44 @@ from typing import Any
 from skillopt.logging import get_logger
 from skillopt_sleep.harvest.refs import Unreadable
 
-__all__ = ["BUSY_MS", "Listed", "columns", "list_rows", "open_readonly", "read_transaction"]
+__all__ = [
+    "BUSY_MS",
+    "Listed",
+    "MisencodedText",
+    "columns",
+    "list_rows",
+    "misencoded",
+    "open_readonly",
+    "read_transaction",
+]
 
 BUSY_MS = 2000
 _log = get_logger(__name__)
+
+
+class MisencodedText(str):
+    """A text cell that held invalid UTF-8, decoded with replacement characters."""
+
+    __slots__ = ()
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return MisencodedText(raw.decode("utf-8", errors="replace"))
+
+
+def misencoded(*cells: object) -> int:
+    """How many of ``cells`` held invalid UTF-8 (for the reader's ``invalid_utf8`` count)."""
+    return sum(isinstance(cell, MisencodedText) for cell in cells)
 
 
 def _connect(uri: str, busy_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(
         uri, uri=True, isolation_level=None, timeout=busy_ms / 1000, check_same_thread=False
     )
+    conn.text_factory = _text
     try:
         conn.execute("PRAGMA query_only = ON")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL too

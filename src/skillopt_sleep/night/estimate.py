@@ -8,6 +8,7 @@ night, :func:`learn_tokens` folds tonight's measured tokens per call into the mo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from skillopt.types import ReferenceKind, TaskRecord
@@ -22,42 +23,75 @@ __all__ = ["announce_estimate", "estimate_spend", "learn_tokens"]
 
 
 def estimate_spend(
-    *, n_learn: int, n_test: int, cfg: SleepConfig, rubric_share: float, n_carried: int = 0
+    *,
+    n_learn: int,
+    n_test: int,
+    cfg: SleepConfig,
+    rubric_share: float,
+    n_carried: int = 0,
+    skills: Mapping[str, int] | None = None,
 ) -> SpendEstimate:
     """A rough upper estimate of the night's calls, printed before any spend.
 
     Rollouts cover every learnable task; each proposed edit is tried alone on its fold
     (so a round's singles cost about ``edit_budget`` passes over the tasks), then the
-    union once over every task. Adaptive extra samples are not counted.
+    union once over every task. Adaptive extra samples are not counted. ``n_learn`` is the
+    managed night's share of the tasks; ``skills`` maps each project skill that learns
+    tonight (the fan-out) to its task count: each runs the same learning on its own tasks,
+    its skill document only (memory is read-only there).
     """
-    night, gate = cfg.night, cfg.gate
+    night = cfg.night
     judge = 1.0 + rubric_share
     targets = int(night.evolve_skill) + int(night.evolve_memory)
-    folds = min(night.folds, max(n_learn, 1))
+    by_stage = _learning(n_learn, targets, cfg, judge, n_carried)
+    by_skill: dict[str, int] = {}
+    for name, n in (skills or {}).items():
+        own = _learning(n, 1, cfg, judge, 0)
+        by_skill[name] = sum(own.values())
+        for stage, calls in own.items():
+            by_stage[stage] += calls
+    by_stage["test"] = int(2 * n_test * judge)
+    calls = sum(by_stage.values())
+    return SpendEstimate(calls=calls, tokens=calls * 900, by_stage=by_stage, by_skill=by_skill)
+
+
+def _learning(
+    n_learn: int, targets: int, cfg: SleepConfig, judge: float, n_carried: int
+) -> dict[str, int]:
+    """One learner's calls (the managed night's or one skill's) over ``n_learn`` tasks."""
+    night, gate = cfg.night, cfg.gate
+    if n_learn == 0:
+        return dict.fromkeys(("rollouts", "reflect", "trials", "union"), 0)
+    folds = min(night.folds, n_learn)
     rollouts = max(night.dream_rollouts, gate.samples_per_task)
     per_pass = n_learn * gate.samples_per_task * judge
-    by_stage = {
+    return {
         "rollouts": int(n_learn * rollouts * judge * night.rounds),
         "reflect": 2 * folds * targets * night.rounds,
         "trials": int(
             (night.edit_budget * per_pass + n_carried * per_pass) * targets * night.rounds
         ),
         "union": int(per_pass * targets * night.rounds),
-        "test": int(2 * n_test * judge),
     }
-    calls = sum(by_stage.values())
-    return SpendEstimate(calls=calls, tokens=calls * 900, by_stage=by_stage)
 
 
 def announce_estimate(
-    night: Night, tasks: list[TaskRecord], learn: list[TaskRecord], test: list[TaskRecord]
+    night: Night,
+    tasks: list[TaskRecord],
+    learn: list[TaskRecord],
+    test: list[TaskRecord],
+    *,
+    skills: Mapping[str, int] | None = None,
 ) -> Estimate:
     """The up-front spend estimate, said before any model call of the learning stages: calls
-    per stage, priced per member from what earlier calls and nights measured, and whether
-    the budget will cut the night short."""
+    per stage (``learn``: the managed night's tasks; ``skills``: each fanned-out skill's task
+    count), priced per member from what earlier calls and nights measured, and whether the
+    budget will cut the night short."""
     cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
-    estimate = estimate_spend(n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric)
+    estimate = estimate_spend(
+        n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric, skills=skills
+    )
     model = TokenModel.load(project_dir(cfg.state_path(), night.project))
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
     priced = estimate_tokens(model, cfg.pool, estimate.by_stage, rubric_share=rubric)
@@ -75,7 +109,13 @@ def announce_estimate(
         night.progress.note(warning)
     log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
                 per_call=priced.per_call, sources=priced.sources)  # fmt: skip
-    detail = {"calls": estimate.calls, **priced.to_dict(), "budget_warning": warning}
+    detail = {
+        "calls": estimate.calls,
+        "by_stage": estimate.by_stage,
+        "by_skill": estimate.by_skill,
+        **priced.to_dict(),
+        "budget_warning": warning,
+    }
     return Estimate(said=said, detail=detail)
 
 

@@ -173,10 +173,12 @@ async def _learn(
         if not learn:
             course.result = NightResult.NO_TASKS
             return
-        course.estimate = announce_estimate(night, tasks, learn, test)
+        fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
+        course.estimate = announce_estimate(
+            night, tasks, fan.managed_tasks, test, skills=fan.learning()
+        )
         start = Docs(skill=live.skill, memory=live.memory)
         carried, course.carried_ids = carried_edits(archive)
-        fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         course.decision = await fan.alongside(
             lambda tasks: consolidate(
                 night, tasks=tasks, start=start, rotation=night_no, carried=carried

@@ -27,13 +27,14 @@ import anyio
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import GateAction, TaskRecord
+from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.night.rounds import Decision, consolidate
 from skillopt_sleep.night.running import Night
-from skillopt_sleep.progress import LogProgress
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
+from skillopt_sleep.skills.progress import SkillProgress
 from skillopt_sleep.skills.route import MANAGED, Routing, route_tasks
 from skillopt_sleep.staging import (
     Proposal,
@@ -43,7 +44,7 @@ from skillopt_sleep.staging import (
     staged_text,
 )
 
-__all__ = ["Fanout", "SkillNight", "empty_decision"]
+__all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
 
 SKILLS_DIR = "skills"
 
@@ -117,7 +118,7 @@ class Fanout:
         if not cfg.skills.fanout:
             return cls(night=night, memory=memory, night_no=night_no, managed_tasks=list(learn))
         discovery = discover_skills(cfg, night.project)
-        usable, skipped = _adoptable(night, discovery.skills)
+        usable, skipped = adoptable_skills(cfg, night.project, discovery.skills)
         routing = route_tasks(learn, usable)
         fan = cls(night=night, memory=memory, night_no=night_no, discovery=discovery,
                   routing=routing, managed_tasks=routing.tasks_of(MANAGED))  # fmt: skip
@@ -141,6 +142,10 @@ class Fanout:
                 "the managed skill"
             )
         return fan
+
+    def learning(self) -> dict[str, int]:
+        """Each skill that learns tonight and its task count (for the spend estimate)."""
+        return {s.skill.name: len(s.tasks) for s in self.skills if s.status == "pending"}
 
     @property
     def any_accepted(self) -> bool:
@@ -208,7 +213,8 @@ class Fanout:
         sn.run_dir = run.path
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
-            progress=LogProgress(), dry_run=parent.dry_run, resumed=resumed,
+            progress=SkillProgress(parent.progress, sn.skill.name), dry_run=parent.dry_run,
+            resumed=resumed,
         )  # fmt: skip
         if resumed:
             child.replayer.preload(run.read_rollouts())
@@ -242,6 +248,11 @@ class Fanout:
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
         finished = RunStatus.FAILED if sn.status == "failed" else RunStatus.COMPLETE
         child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
+        child.progress.close()
+        self.night.progress.note(
+            f"your skill {sn.skill.name}: {sn.status.replace('_', ' ')} on {len(sn.tasks)} "
+            f"task(s), {child.spend.calls} model call(s)" + (f" ({sn.reason})" if sn.reason else "")
+        )
         _log.info("skills.learned", skill=sn.skill.name, status=sn.status, tasks=len(sn.tasks))
 
     def proposals(self, store: SkillStore, *, run_id: str, night_no: int) -> list[Proposal]:
@@ -281,16 +292,16 @@ class Fanout:
         }
 
 
-def _adoptable(
-    night: Night, skills: Sequence[ProjectSkill]
+def adoptable_skills(
+    cfg: SleepConfig, project: Path, skills: Sequence[ProjectSkill]
 ) -> tuple[list[ProjectSkill], list[tuple[ProjectSkill, str]]]:
     """Skills a proposal could be adopted for; the rest with the reason."""
     from skillopt_sleep.adopt import check_adoptable
 
-    roots = night.cfg.adopt_roots(night.project)
+    roots = cfg.adopt_roots(project)
     reserved = {
-        night.cfg.live_skill_path().parent.name.casefold(),
-        night.cfg.live_memory_path(night.project).stem.casefold(),
+        cfg.live_skill_path().parent.name.casefold(),
+        cfg.live_memory_path(project).stem.casefold(),
     }
     usable: list[ProjectSkill] = []
     skipped: list[tuple[ProjectSkill, str]] = []
@@ -305,3 +316,17 @@ def _adoptable(
             continue
         usable.append(skill)
     return usable, skipped
+
+
+def preview_routes(
+    cfg: SleepConfig, project: Path, learn: Sequence[TaskRecord]
+) -> tuple[list[str], Routing]:
+    """The project skills a night would fan out to and where each of ``learn`` would go:
+    the same discovery and routing as :meth:`Fanout.plan`, without a night (the harvest
+    preview). No skills (or ``skills.fanout`` off): every task stays with the managed one."""
+    if not cfg.skills.fanout:
+        return [], Routing()
+    usable, _ = adoptable_skills(cfg, project, discover_skills(cfg, project).skills)
+    if not usable:
+        return [], Routing()
+    return [s.name for s in usable], route_tasks(learn, usable)

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from figures import Load, print_figures  # noqa: E402
 from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
 from support.world_http import spawn  # noqa: E402
@@ -137,7 +138,7 @@ def main() -> int:
         help="source tree to run (compare)",
     )
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
+    load = Load()
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
     project = root / "project"
     project.mkdir()
@@ -158,17 +159,9 @@ def main() -> int:
     stages = json.loads(run_json.read_text())["stages"]
     limit = bound(stages, args.latency)
     calls = int(outcome["spend"]["calls"])
-    cores = os.cpu_count() or 1
-    adjusted = wall / max(limit, cpu / cores) if limit else float("nan")
     print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "
           f"1 endpoint x {SLOTS} slots, latency {args.latency * 1000:.0f} ms")  # fmt: skip
-    print(f"wall time           {wall:8.2f} s   (whole process)")
-    print(f"critical-path bound {limit:8.2f} s")
-    print(f"ratio               {wall / limit if limit else float('nan'):8.2f}   (target <= 1.15)")
-    print(f"load-adjusted ratio {adjusted:8.2f}   (wall / max(bound, CPU / {cores} cores))")
-    print(f"CPU                 {cpu:8.2f} s   ({cpu / max(calls, 1) * 1000:.1f} ms per call)")
-    print(f"model calls         {calls}")
-    print(f"load average        {load_before:8.2f} before, {os.getloadavg()[0]:.2f} after")
+    print_figures(wall=wall, bound=limit, cpu=cpu, calls=calls, load=load, target=1.15)
     print("per pipeline stage (calls, seconds):")
     for s in stages:
         print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f}")

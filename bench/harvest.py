@@ -16,6 +16,7 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this tree, not the venv's
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from figures import Load, print_figures

@@ -6,7 +6,10 @@ CPU is not ours), K = ``--k``. The night runs as ``python -m skillopt_sleep once
 wall time includes process start. The bound is the night's critical path from its own
 ``run.json``: per stage, max(chain depth, ceil(calls / slots)) x latency, summed. Prints
 wall, bound, ratio, the night process's CPU (total and per call), the load average, and the
-ratio against max(bound, CPU / cores), so a busy machine can be told from slow code.
+ratio against max(bound, CPU / cores), so a busy machine can be told from slow code, and
+the model-call rounds the night waited through (from the server's arrival times: a request
+is one round later than the latest round that had answered when it arrived), in all and
+per stage.
 
     .venv/bin/python bench/night60.py [--k 1] [--latency 0.3]
 """
@@ -102,6 +105,35 @@ def bound(stages: list[dict[str, object]], latency: float) -> float:
     return seconds
 
 
+def waves(arrivals: list[float], latency: float) -> list[int]:
+    """Per request (by arrival), its model-call round: one more than the latest round
+    that had answered before it arrived. The night's rounds are the largest: the dependent
+    (or slot-limited) waves it waited through, each at least ``latency`` long."""
+    rounds: list[int] = []
+    best, j = 0, 0
+    for at in arrivals:
+        while j < len(arrivals) and arrivals[j] + latency <= at + 0.002:
+            best = max(best, rounds[j])
+            j += 1
+        rounds.append(best + 1)
+    return rounds
+
+
+def stage_rounds(
+    stages: list[dict[str, Any]], arrivals: list[float], rounds: list[int]
+) -> dict[str, int]:
+    """Per stage, how many distinct rounds its requests fell in (by arrival time)."""
+    out: dict[str, int] = {}
+    for stage in stages:
+        if not stage.get("started_at") or not stage.get("ended_at"):
+            continue
+        lo, hi = (datetime.fromisoformat(stage[k].replace("Z", "+00:00")).timestamp()
+                  for k in ("started_at", "ended_at"))  # fmt: skip
+        inside = {r for at, r in zip(arrivals, rounds, strict=True) if lo <= at <= hi}
+        out[stage["name"]] = len(inside)
+    return out
+
+
 def run_night(
     config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
 ) -> tuple[float, float, dict[str, Any]]:
@@ -147,7 +179,8 @@ def main() -> int:
     doc = json.loads(tasks_file.read_text())
     doc["reviewed"] = True
     tasks_file.write_text(json.dumps(doc))
-    server, port = spawn(args.latency)
+    timeline = root / "arrivals.json"
+    server, port = spawn(args.latency, timeline)
     try:
         wall, cpu, outcome = run_night(
             write_config(root, port, args.k), project, tasks_file, args.profile, args.src
@@ -157,14 +190,22 @@ def main() -> int:
         server.wait(timeout=10)
     run_json = Path(outcome["run_dir"]) / "run.json"
     stages = json.loads(run_json.read_text())["stages"]
+    arrivals = json.loads(timeline.read_text())
+    rounds = waves(arrivals, args.latency) if args.latency > 0 else []
+    per_stage = stage_rounds(stages, arrivals, rounds)
     limit = bound(stages, args.latency)
     calls = int(outcome["spend"]["calls"])
     print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "
           f"1 endpoint x {SLOTS} slots, latency {args.latency * 1000:.0f} ms")  # fmt: skip
     print_figures(wall=wall, bound=limit, cpu=cpu, calls=calls, load=load, target=1.15)
-    print("per pipeline stage (calls, seconds):")
+    n_rounds = max(rounds, default=0)
+    print(f"model-call rounds   {n_rounds:8d}   ({n_rounds} x {args.latency * 1000:.0f} ms = "
+          f"{n_rounds * args.latency:.2f} s waited on the server; the slots alone need "
+          f"ceil({calls}/{SLOTS}) = {math.ceil(calls / SLOTS)})")  # fmt: skip
+    print("per pipeline stage (calls, seconds, rounds):")
     for s in stages:
-        print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f}")
+        print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f} "
+              f"{per_stage.get(s['name'], 0):>4}")  # fmt: skip
     return 0
 
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from figures import Load, print_figures  # noqa: E402
+from figures import Load, as_installed, print_figures  # noqa: E402
 from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
 from support.world_http import spawn  # noqa: E402
@@ -139,6 +139,7 @@ def run_night(
 ) -> tuple[float, float, dict[str, Any]]:
     """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env = as_installed(env, src)
     env.update(SKILLOPT_BENCH_KEY="bench-key", HOME=str(config.parent))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []

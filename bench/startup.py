@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from figures import Load, print_figures
+from figures import Load, as_installed, print_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("openai", "httpx2", "apscheduler")
@@ -33,7 +33,7 @@ SRC = ROOT / "src"
 
 def _env() -> dict[str, str]:
     path = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return {**as_installed(os.environ, SRC), "PYTHONPATH": path}
 
 
 def _children_cpu() -> float:
@@ -43,10 +43,11 @@ def _children_cpu() -> float:
 
 def timed(argv: list[str], runs: int) -> tuple[float, float]:
     """Median wall and mean CPU (user + sys) of ``runs`` runs of ``argv``."""
+    env = _env()
     walls, cpu_before = [], _children_cpu()
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(argv, env=_env(), capture_output=True, check=True)
+        subprocess.run(argv, env=env, capture_output=True, check=True)
         walls.append(time.perf_counter() - start)
     return statistics.median(walls), (_children_cpu() - cpu_before) / runs
 

@@ -59,7 +59,7 @@ def print_figures(
     cpu: float,
     calls: int,
     load: Load,
-    target: float,
+    target: float | None,
     cores: int | None = None,
     bound_label: str = "critical-path bound",
     indent: str = "",
@@ -67,7 +67,8 @@ def print_figures(
     """Print the shared figures; returns the load-adjusted ratio.
 
     ``cores``: how many CPUs the measured work could use (default: this machine's); a
-    single-threaded run passes 1. ``calls`` 0 leaves out the per-call CPU."""
+    single-threaded run passes 1. ``calls`` 0 leaves out the per-call CPU; ``target`` None:
+    the ratio has no target of its own."""
     cores = cores or os.cpu_count() or 1
     ratio = wall / bound if bound > 0 else float("nan")
     floor = max(bound, cpu / cores)
@@ -75,7 +76,8 @@ def print_figures(
     per_call = f"   ({cpu / calls * 1000:.2f} ms per call, {calls} calls)" if calls else ""
     print(f"{indent}wall time           {wall:8.2f} s")
     print(f"{indent}{bound_label:<19} {bound:8.2f} s")
-    print(f"{indent}ratio               {ratio:8.2f}   (target <= {target:g})")
+    goal = f"   (target <= {target:g})" if target is not None else ""
+    print(f"{indent}ratio               {ratio:8.2f}{goal}")
     print(f"{indent}load-adjusted ratio {adjusted:8.2f}   (wall / max(bound, CPU / {cores} cores))")
     print(f"{indent}CPU                 {cpu:8.2f} s{per_call}")
     print(f"{indent}load average        {load.line()}")

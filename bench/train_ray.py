@@ -227,7 +227,7 @@ def main() -> int:
     print(f"bound: ceil({n}/{c}) x {unit:.3f} s (one agent run alone) = {bound:.1f} s")
     print("local pool:")
     print_figures(wall=local_wall, bound=bound, cpu=local_cpu, calls=n, load=load,
-                  target=TARGET, indent="  ")  # fmt: skip
+                  target=None, indent="  ")  # fmt: skip
     print(
         f"ray ({c} workers): wall {ray_wall:.1f} s, ratio to bound {ray_wall / bound:.2f} "
         f"(ray.init {startup:.1f} s, not counted)"

@@ -16,10 +16,14 @@ import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this tree, not the venv's
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from figures import Load, print_figures
 from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
 from support.transcripts import Turn, write_claude_session, write_codex_session
+
+TARGET_S = 4.0  # a full scan of 2000 sessions on a quiet machine (issue 14)
 
 
 def main() -> None:
@@ -47,9 +51,10 @@ def main() -> None:
         ]
         cursor = start + timedelta(minutes=10 * (args.sessions - 50))
         for label, since in (("full scan", None), ("nightly (50 new)", cursor)):
-            began = time.perf_counter()
+            load = Load()
+            began, cpu0 = time.perf_counter(), time.process_time()
             result = harvest(specs, since=since, project=project, limit=args.sessions)
-            elapsed = time.perf_counter() - began
+            elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu0
             tracemalloc.start()
             harvest(specs, since=since, project=project, limit=args.sessions)
             _, peak = tracemalloc.get_traced_memory()
@@ -61,6 +66,11 @@ def main() -> None:
                 f"({read / elapsed:.0f} files/s, {size / 1e6 / elapsed:.1f} MB/s), "
                 f"peak traced memory {peak / 1e6:.1f} MB"
             )
+            # No latency to wait for: the bound is the target, scaled to the sessions read
+            # (one thread, so CPU / 1 core is as fast as this work could have run).
+            bound = TARGET_S * max(read, 1) / 2000
+            print_figures(wall=elapsed, bound=bound, cpu=cpu, calls=0, load=load, target=1.0,
+                          cores=1, bound_label="target (4 s / 2000)", indent="  ")  # fmt: skip
         print(f"tree: {args.sessions} sessions x {args.turns} turns, {total / 1e6:.0f} MB")
 
 

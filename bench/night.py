@@ -2,8 +2,9 @@
 
 The fake server (the world model over HTTP) runs in its own process, so its CPU is not
 ours. Prints wall time, the critical-path bound (per stage: max(chain depth,
-ceil(calls / total concurrency)) x latency, summed over the dependent stages), their
-ratio (target <= 1.25), model calls by stage and peak RSS (target < 250 MB).
+ceil(calls / total concurrency)) x latency, summed over the dependent stages), the
+shared figures of :mod:`figures` (ratio target <= 1.15), model calls by stage and peak RSS
+(target < 250 MB).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from figures import Load, print_figures  # noqa: E402
 from skillopt.logging import configure_logging  # noqa: E402
 from skillopt.types import ReferenceKind, TaskRecord  # noqa: E402
 from skillopt_sleep.config import SleepConfig  # noqa: E402
@@ -102,9 +104,10 @@ def main() -> None:
     server, port = spawn(LATENCY)
     try:
         cfg = config(root, port)
-        started = time.perf_counter()
+        load = Load()
+        started, cpu0 = time.perf_counter(), time.process_time()
         outcome = anyio.run(night, cfg, project, tasks_file)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -116,9 +119,7 @@ def main() -> None:
     print(f"night result: {outcome.result.value}, accepted={outcome.accepted}")  # type: ignore[attr-defined]
     print(f"tasks {N_TASKS}, K={K}, rounds={ROUNDS}, members {MEMBERS} x {SLOTS} slots, "
           f"latency {LATENCY * 1000:.0f} ms")  # fmt: skip
-    print(f"wall time           {wall:8.2f} s")
-    print(f"critical-path bound {limit:8.2f} s")
-    print(f"ratio               {wall / limit:8.2f}   (target <= 1.25)")
+    print_figures(wall=wall, bound=limit, cpu=cpu, calls=spend["calls"], load=load, target=1.15)
     print(f"peak RSS            {rss_mb:8.1f} MB (target < 250)")
     print(f"model calls         {spend['calls']} (tokens {spend['tokens']})")
     for stage, calls in sorted(spend["calls_by_stage"].items()):

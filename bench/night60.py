@@ -6,7 +6,10 @@ CPU is not ours), K = ``--k``. The night runs as ``python -m skillopt_sleep once
 wall time includes process start. The bound is the night's critical path from its own
 ``run.json``: per stage, max(chain depth, ceil(calls / slots)) x latency, summed. Prints
 wall, bound, ratio, the night process's CPU (total and per call), the load average, and the
-ratio against max(bound, CPU / cores), so a busy machine can be told from slow code.
+ratio against max(bound, CPU / cores), so a busy machine can be told from slow code, and
+the model-call rounds the night waited through (from the server's arrival times: a request
+is one round later than the latest round that had answered when it arrived), in all and
+per stage.
 
     .venv/bin/python bench/night60.py [--k 1] [--latency 0.3]
 """
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from figures import Load, as_installed, print_figures  # noqa: E402
 from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
 from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
 from support.world_http import spawn  # noqa: E402
@@ -101,11 +105,41 @@ def bound(stages: list[dict[str, object]], latency: float) -> float:
     return seconds
 
 
+def waves(arrivals: list[float], latency: float) -> list[int]:
+    """Per request (by arrival), its model-call round: one more than the latest round
+    that had answered before it arrived. The night's rounds are the largest: the dependent
+    (or slot-limited) waves it waited through, each at least ``latency`` long."""
+    rounds: list[int] = []
+    best, j = 0, 0
+    for at in arrivals:
+        while j < len(arrivals) and arrivals[j] + latency <= at + 0.002:
+            best = max(best, rounds[j])
+            j += 1
+        rounds.append(best + 1)
+    return rounds
+
+
+def stage_rounds(
+    stages: list[dict[str, Any]], arrivals: list[float], rounds: list[int]
+) -> dict[str, int]:
+    """Per stage, how many distinct rounds its requests fell in (by arrival time)."""
+    out: dict[str, int] = {}
+    for stage in stages:
+        if not stage.get("started_at") or not stage.get("ended_at"):
+            continue
+        lo, hi = (datetime.fromisoformat(stage[k].replace("Z", "+00:00")).timestamp()
+                  for k in ("started_at", "ended_at"))  # fmt: skip
+        inside = {r for at, r in zip(arrivals, rounds, strict=True) if lo <= at <= hi}
+        out[stage["name"]] = len(inside)
+    return out
+
+
 def run_night(
     config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
 ) -> tuple[float, float, dict[str, Any]]:
     """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env = as_installed(env, src)
     env.update(SKILLOPT_BENCH_KEY="bench-key", HOME=str(config.parent))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
@@ -137,7 +171,7 @@ def main() -> int:
         help="source tree to run (compare)",
     )
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
+    load = Load()
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
     project = root / "project"
     project.mkdir()
@@ -146,7 +180,8 @@ def main() -> int:
     doc = json.loads(tasks_file.read_text())
     doc["reviewed"] = True
     tasks_file.write_text(json.dumps(doc))
-    server, port = spawn(args.latency)
+    timeline = root / "arrivals.json"
+    server, port = spawn(args.latency, timeline)
     try:
         wall, cpu, outcome = run_night(
             write_config(root, port, args.k), project, tasks_file, args.profile, args.src
@@ -156,22 +191,22 @@ def main() -> int:
         server.wait(timeout=10)
     run_json = Path(outcome["run_dir"]) / "run.json"
     stages = json.loads(run_json.read_text())["stages"]
+    arrivals = json.loads(timeline.read_text())
+    rounds = waves(arrivals, args.latency) if args.latency > 0 else []
+    per_stage = stage_rounds(stages, arrivals, rounds)
     limit = bound(stages, args.latency)
     calls = int(outcome["spend"]["calls"])
-    cores = os.cpu_count() or 1
-    adjusted = wall / max(limit, cpu / cores) if limit else float("nan")
     print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "
           f"1 endpoint x {SLOTS} slots, latency {args.latency * 1000:.0f} ms")  # fmt: skip
-    print(f"wall time           {wall:8.2f} s   (whole process)")
-    print(f"critical-path bound {limit:8.2f} s")
-    print(f"ratio               {wall / limit if limit else float('nan'):8.2f}   (target <= 1.15)")
-    print(f"load-adjusted ratio {adjusted:8.2f}   (wall / max(bound, CPU / {cores} cores))")
-    print(f"CPU                 {cpu:8.2f} s   ({cpu / max(calls, 1) * 1000:.1f} ms per call)")
-    print(f"model calls         {calls}")
-    print(f"load average        {load_before:8.2f} before, {os.getloadavg()[0]:.2f} after")
-    print("per pipeline stage (calls, seconds):")
+    print_figures(wall=wall, bound=limit, cpu=cpu, calls=calls, load=load, target=1.15)
+    n_rounds = max(rounds, default=0)
+    print(f"model-call rounds   {n_rounds:8d}   ({n_rounds} x {args.latency * 1000:.0f} ms = "
+          f"{n_rounds * args.latency:.2f} s waited on the server; the slots alone need "
+          f"ceil({calls}/{SLOTS}) = {math.ceil(calls / SLOTS)})")  # fmt: skip
+    print("per pipeline stage (calls, seconds, rounds):")
     for s in stages:
-        print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f}")
+        print(f"  {s['name']:<30} {s.get('model_calls', 0):>6} {s.get('seconds') or 0:8.2f} "
+              f"{per_stage.get(s['name'], 0):>4}")  # fmt: skip
     return 0
 
 

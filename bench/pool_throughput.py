@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "support" / "fake_model_server.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from figures import Load, print_figures  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
 
 
@@ -210,7 +211,7 @@ async def main_async(args: argparse.Namespace) -> int:
     m, e, c, lat = args.calls, args.members, args.concurrency, args.latency
     bound = math.ceil(m / (e * c)) * lat
     failures = 0
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    load = Load()
     print(f"M={m} calls, E={e} members x C={c}, L={lat * 1000:.0f} ms (2 shared cores: noisy)")
 
     server = FakeServerProcess(latency=lat, error_rate=0.0)
@@ -230,9 +231,6 @@ async def main_async(args: argparse.Namespace) -> int:
     report(
         "clean run",
         [
-            ("wall (pool)", f"{wall:.2f} s"),
-            ("bound ceil(M/(E*C))*L", f"{bound:.2f} s"),
-            ("ratio", f"{ratio:.3f}  (target <= 1.10)"),
             ("wall pool / wall SDK only", f"{wall / sdk_wall:.3f}"),
             ("calls ok", f"{ok}/{m}"),
             ("CPU per 1000 calls, pool+SDK", f"{cpu / m * 1000:.3f} s"),
@@ -244,6 +242,7 @@ async def main_async(args: argparse.Namespace) -> int:
             ("latency p50/p95", f"{acct['total']['latency_p50']}/{acct['total']['latency_p95']} s"),
         ],
     )
+    print_figures(wall=wall, bound=bound, cpu=cpu, calls=m, load=load, target=1.10, indent="   ")
     if ok != m or sdk_ok != m:
         print(f"!! clean run: {ok}/{m} pool calls, {sdk_ok}/{m} SDK calls succeeded")
         return 1

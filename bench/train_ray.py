@@ -35,6 +35,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from figures import Load, print_figures  # noqa: E402
 from skillopt.logging import configure_logging  # noqa: E402
 from skillopt.trainer.build import open_environment  # noqa: E402
 from skillopt.trainer.config import TrainerConfig, load_trainer_config  # noqa: E402
@@ -190,7 +191,7 @@ def main() -> int:
         fake = fake_agent(work / "bin", args.agent_s)
         unit = min(solo_agent_s(fake, work) for _ in range(3))
         bound = math.ceil(n / c) * unit
-        load_before = os.getloadavg()[0]
+        load = Load()
 
         cpu0 = cpu_seconds()
         local_wall, local_rows = anyio.run(roll, config(work, fake, c), work / "local", n)
@@ -224,7 +225,9 @@ def main() -> int:
     overhead_ms = (ray_wall - local_wall) * c / n * 1000
     print(f"{n} exec rollouts, {c} in flight, agent {args.agent_s:.2f} s + start-up")
     print(f"bound: ceil({n}/{c}) x {unit:.3f} s (one agent run alone) = {bound:.1f} s")
-    print(f"local pool: wall {local_wall:.1f} s, ratio to bound {local_wall / bound:.2f}")
+    print("local pool:")
+    print_figures(wall=local_wall, bound=bound, cpu=local_cpu, calls=n, load=load,
+                  target=None, indent="  ")  # fmt: skip
     print(
         f"ray ({c} workers): wall {ray_wall:.1f} s, ratio to bound {ray_wall / bound:.2f} "
         f"(ray.init {startup:.1f} s, not counted)"
@@ -236,8 +239,7 @@ def main() -> int:
     )
     print(
         f"cpu per rollout: local {local_cpu / n * 1000:.0f} ms, "
-        f"ray {ray_cpu / n * 1000:.0f} ms (with Ray's own servers and workers, start-up included); "
-        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+        f"ray {ray_cpu / n * 1000:.0f} ms (with Ray's own servers and workers, start-up included)"
     )
     if not same:
         print("FAIL: the Ray run's results differ from the local run's")

@@ -63,6 +63,13 @@ def test_parse_instant(value: object, expected: datetime | None) -> None:
         # The opening request is the task, never feedback.
         ("thanks in advance: fix the tests", 0, []),
         ("it no longer works after your change", 1, ["neg:not_working"]),
+        # Letters case-insensitive matching equates with ASCII ones (long s, Kelvin sign,
+        # dotted and dotless i): the quick word check before each search must not miss them.
+        ("\u017ftill broken", 1, ["neg:still_broken"]),
+        ("thans \u212aind of, THAN\u212a YOU", 1, ["pos:thanks"]),
+        ("that f\u0130xed it", 1, ["pos:works"]),
+        ("that f\u0131xed it", 1, ["pos:works"]),
+        ("WHY DID YOU delete it", 1, ["neg:why_did_you"]),
     ],
 )
 def test_detect_feedback(message: str, turn: int, labels: list[str]) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -75,10 +76,14 @@ def world_reply(request: Request) -> str:
     return "ok"
 
 
-def spawn(latency: float) -> tuple[subprocess.Popen[str], int]:
-    """This server in a process of its own (its CPU is not the caller's): process, port."""
+def spawn(latency: float, timeline: Path | None = None) -> tuple[subprocess.Popen[str], int]:
+    """This server in a process of its own (its CPU is not the caller's): process, port.
+    ``timeline``: on SIGTERM it writes there every request's arrival (``time.time()``)."""
+    extra = ["--timeline", str(timeline)] if timeline else []
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--latency", str(latency)], stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "--latency", str(latency), *extra],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline().split()[1])
@@ -88,10 +93,18 @@ def main(argv: list[str] | None = None) -> None:
     """Serve the world over HTTP in its own process; prints ``PORT <n>``."""
     parser = argparse.ArgumentParser(description="world-model fake server")
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--timeline", type=Path, help="on SIGTERM, write arrival times here")
     args = parser.parse_args(argv)
     server = FakeModelServer(latency=args.latency, reply_fn=world_reply)
 
+    def dump_and_exit() -> None:
+        arrivals = sorted(r.received for r in server.requests)
+        args.timeline.write_text(json.dumps(arrivals))
+        raise SystemExit(0)
+
     async def run() -> None:
+        if args.timeline:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, dump_and_exit)
         await server.serve()
         sys.stdout.write(f"PORT {server.port}\n")
         sys.stdout.flush()

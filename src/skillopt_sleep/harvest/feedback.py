@@ -80,6 +80,32 @@ _POSITIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# Per cue, words one of which every match contains: a message with none of them skips
+# that cue's (slow, case-insensitive) search. Compared against the head case-folded, with
+# the dotless i folded and the dot of a dotted capital I dropped (the only letters
+# re.IGNORECASE matches to an ASCII one that casefold does not fold to exactly it).
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "still_broken": ("still", "again"),
+    "not_working": ("work", "compile", "build", "run", "pass", "fix", "help"),
+    "wrong": ("wrong", "correct", "right"),
+    "not_asked": ("what",),
+    "revert": ("revert", "undo", "roll"),
+    "broke": ("broke", "forgot", "missed", "ignored", "deleted", "removed"),
+    "why_did_you": ("why",),
+    "thanks": ("thank", "thx", "ty"),
+    "works": ("work", "did", "fixed", "pass", "green"),
+    "approve": ("lgtm", "good", "ship"),
+    "praise": ("perfect", "excellent", "awesome", "brilliant"),  # the unanchored one
+}
+
+
+def _may_match(cue: str, pattern: re.Pattern[str], folded: str) -> bool:
+    if pattern.pattern.startswith("^"):
+        return True  # anchored: already cheap
+    needs = _NEEDS.get(cue)
+    return needs is None or any(word in folded for word in needs)
+
+
 def visible_head(message: str, limit: int = HEAD_CHARS) -> str:
     """The user's own words at the start of ``message``: no code, no quoted text."""
     text = _FENCED.sub(" ", message)
@@ -99,14 +125,15 @@ def detect_feedback(message: str, turn: int) -> tuple[FeedbackSignal, ...]:
     head = visible_head(message)
     if not head:
         return ()
+    folded = head.casefold().replace("\u0131", "i").replace("\u0307", "")
     found: list[FeedbackSignal] = []
     seen: set[str] = set()
     for cue, pattern in _NEGATIVE:
-        if cue not in seen and pattern.search(head):
+        if cue not in seen and _may_match(cue, pattern, folded) and pattern.search(head):
             seen.add(cue)
             found.append(FeedbackSignal(sentiment=Sentiment.NEGATIVE, cue=cue, turn=turn))
     for cue, pattern in _POSITIVE:
-        if cue in seen:
+        if cue in seen or not _may_match(cue, pattern, folded):
             continue
         match = pattern.search(head)
         if match and not _negated(head, match.start()):

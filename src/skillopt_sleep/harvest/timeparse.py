@@ -53,6 +53,10 @@ def parse_instant(value: object) -> datetime | None:
         return _from_epoch(float(text))
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
+    try:  # the common shape parses as it is (more than 6 fraction digits are cut, as below)
+        return as_utc(datetime.fromisoformat(text))
+    except (ValueError, OverflowError):
+        pass
     text = _FRACTION.sub(r"\1", text)
     try:
         return as_utc(datetime.fromisoformat(text))

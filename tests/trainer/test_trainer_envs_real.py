@@ -14,10 +14,10 @@ from skillopt.backends.base import Role
 from skillopt.backends.cli_common import CliKind
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
+from skillopt.trainer.dataset import bundled
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
 from skillopt.trainer.envs.mcq import MCQEnvironment
-from skillopt.trainer.envs.splits import bundled
 from skillopt.trainer.loop import Trainer
 from support.fake_agent_server import FakeAgentServer, Script
 from support.real_cli import KINDS, installed, loopback_server, make_member

@@ -122,8 +122,9 @@ def test_answers_by_letter_text_or_index_agree(tmp_path: Path) -> None:
         {"id": "b", "question": "q", "choices": ["x", "y", "z"], "answer": "y"},
         {"id": "c", "question": "q", "choices": ["x", "y", "z"], "answer_index": 1},
     ]
-    for split in ("train", "val", "test"):
-        (root / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for split in ("train", "val", "test"):  # ids are unique across the splits
+        lines = [json.dumps({**r, "id": f"{split}-{r['id']}"}) + "\n" for r in rows]
+        (root / f"{split}.jsonl").write_text("".join(lines))
     env = MCQEnvironment(root, shuffle=False)
     shown = [env.presentation(i, 0) for i in env.items(Split.TRAIN)]
     assert {s.presented_letter(1) for s in shown} == {"B"}

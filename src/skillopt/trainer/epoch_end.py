@@ -19,7 +19,8 @@ from skillopt.trainer.config import PairPolicy
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import sample_train
 from skillopt.trainer.envs.base import EnvItem, RolloutResult
-from skillopt.trainer.gating import decide
+from skillopt.trainer.gating import GateOutcome, decide, paired_outcome
+from skillopt.trainer.paired_gate import EPOCH_SAMPLES, STEP_SAMPLES, compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
 from skillopt.trainer.slow_update import (
@@ -29,6 +30,7 @@ from skillopt.trainer.slow_update import (
     format_comparison,
 )
 from skillopt.trainer.steps import (
+    mean_scores,
     rollout,
     skill_hash,
 )
@@ -182,26 +184,38 @@ class EpochEnd:
         self, state: RunState, epoch: int, last_step: int, current: str, guidance: str
     ) -> tuple[RunState, dict[str, Any], dict[str, Any]]:
         """Validate the skill carrying new guidance; returns the state with its val scores
-        cached, the result fields and the state update the gate allows."""
+        cached, the result fields and the state update the gate allows. Gated, the decision
+        is the steps' paired one (fresh paired val samples against the skill in place);
+        ungated, the guidance is forced in and its val scores only recorded."""
         core = self.core
         run = core.run_dir
         edir = run.epoch_dir("slow_update", epoch)
         candidate = sanitize(set_slow_update(current, guidance))
         run.write_text(edir / "candidate_skill.md", candidate)
-        state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
-        score = core.score(hard, soft)
         gated = core.cfg.optimizer.slow_update_gated
-        outcome = decide(
-            candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
+        result: dict[str, Any] = {"guidance": guidance, "candidate_hash": skill_hash(candidate)}
+        if gated and skill_hash(candidate) != skill_hash(current):
+            offset = EPOCH_SAMPLES + epoch * STEP_SAMPLES
+            gate_dir = edir / "gate"
+            comparison = await compare_skills(core, current, candidate, gate_dir, offset=offset)
+            hard, soft = mean_scores(comparison.candidate_results)
+            cache = {**state.selection_cache, skill_hash(candidate): (hard, soft)}
+            state = state.model_copy(update={"selection_cache": cache})
+            score = comparison.decision.candidate
+            outcome: GateOutcome = paired_outcome(comparison.decision)
+            result["gate"] = comparison.record()
+        else:
+            state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
+            score = core.score(hard, soft)
+            outcome = decide(
+                candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
+            )
+        result.update(
+            selection_hard=hard,
+            selection_soft=soft,
+            candidate_gate_score=score,
+            action=outcome.action.value,
         )
-        result = {
-            "guidance": guidance,
-            "candidate_hash": skill_hash(candidate),
-            "selection_hard": hard,
-            "selection_soft": soft,
-            "candidate_gate_score": score,
-            "action": outcome.action.value,
-        }
         update: dict[str, Any] = {}
         if outcome.becomes_current:
             run.write_text(edir / "skill.md", candidate)

@@ -29,6 +29,7 @@ from skillopt.trainer.steps import Sample, rollout, skill_hash
 from skillopt.types import GateDecision
 
 __all__ = [
+    "EPOCH_SAMPLES",
     "FINAL_SAMPLES",
     "STEP_SAMPLES",
     "Comparison",
@@ -40,6 +41,9 @@ __all__ = [
 STEP_SAMPLES = 1000
 """Sample ids of step ``n`` start at ``n * STEP_SAMPLES``: every step draws samples no
 earlier decision saw."""
+EPOCH_SAMPLES = 500_000_000
+"""Sample ids of epoch ``n``'s end (the gated slow update) start at ``EPOCH_SAMPLES + n *
+STEP_SAMPLES``, apart from every step's."""
 FINAL_SAMPLES = 1_000_000_000
 """First sample id of the final promotion's comparison."""
 

@@ -483,16 +483,10 @@ async def test_a_gated_slow_update_takes_the_paired_decision(tmp_path: Path) -> 
     """``slow_update_gated``: the guided skill faces the steps' paired gate (fresh samples
     numbered apart from every step's, the cache bypassed), not one single-score comparison."""
     out = tmp_path / "run"
+    quick = ("optimizer.use_meta_skill=false", "evaluation.eval_test=false")
+    cfg = demo_cfg(out, "optimizer.slow_update_gated=true", *quick)
     recorder = FailingWrapper(inner=DemoWorld(), fail=lambda _r: False)
-    await train(
-        demo_cfg(
-            out,
-            "optimizer.slow_update_gated=true",
-            "optimizer.use_meta_skill=false",
-            "evaluation.eval_test=false",
-        ),
-        recorder,
-    )
+    await train(cfg, recorder)
     result = json.loads((out / "slow_update/epoch_02/slow_result.json").read_text())
     assert result["gate"]["mode"] == "paired"
     assert result["action"] in ("accept_new_best", "reject")

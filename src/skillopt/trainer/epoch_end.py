@@ -20,9 +20,10 @@ from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import sample_train
 from skillopt.trainer.envs.base import EnvItem, RolloutResult
 from skillopt.trainer.gating import GateOutcome, decide, paired_outcome
-from skillopt.trainer.paired_gate import EPOCH_SAMPLES, STEP_SAMPLES, compare_skills
+from skillopt.trainer.paired_gate import compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
+from skillopt.trainer.sample_ids import comparison_sample, slow_update_offset
 from skillopt.trainer.slow_update import (
     ComparisonPair,
     build_pairs,
@@ -30,6 +31,7 @@ from skillopt.trainer.slow_update import (
     format_comparison,
 )
 from skillopt.trainer.steps import (
+    Sample,
     mean_scores,
     rollout,
     skill_hash,
@@ -109,7 +111,9 @@ class EpochEnd:
         while chunk * want < len(order):
             items = [core.items[i] for i in order[chunk * want : (chunk + 1) * want]]
             suffix = "" if chunk == 0 else f"/topup_{chunk:02d}"
-            prev, curr = await self._roll_both(items, prev_skill, curr_skill, edir, suffix)
+            prev, curr = await self._roll_both(
+                items, (prev_skill, curr_skill), edir, suffix, comparison_sample(epoch)
+            )
             pairs.extend(filter_pairs(build_pairs(prev, curr), cfg.pair_policy))
             chunk += 1
             if cfg.pair_policy is not PairPolicy.CHANGED or len(pairs) >= want:
@@ -117,13 +121,20 @@ class EpochEnd:
         return pairs[:want] if cfg.pair_policy is PairPolicy.CHANGED else pairs
 
     async def _roll_both(
-        self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
+        self,
+        items: list[EnvItem],
+        skills: tuple[str, str],
+        edir: Path,
+        suffix: str,
+        sample: Sample,
     ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        runs = (("prev", prev_skill), ("curr", curr_skill))
+        """Both skills on ``items``, paired on one sample."""
+        runs = (("prev", skills[0]), ("curr", skills[1]))
 
         async def roll(index: int) -> list[RolloutResult]:
             key, skill = runs[index]
-            return await rollout(self.core.ctx, items, skill, edir / f"rollout_{key}{suffix}")
+            where = edir / f"rollout_{key}{suffix}"
+            return await rollout(self.core.ctx, items, skill, where, sample)
 
         prev, curr = await gather_indexed(roll, len(runs))
         return prev, curr
@@ -195,7 +206,7 @@ class EpochEnd:
         gated = core.cfg.optimizer.slow_update_gated
         result: dict[str, Any] = {"guidance": guidance, "candidate_hash": skill_hash(candidate)}
         if gated and skill_hash(candidate) != skill_hash(current):
-            offset = EPOCH_SAMPLES + epoch * STEP_SAMPLES
+            offset = slow_update_offset(epoch)
             gate_dir = edir / "gate"
             comparison = await compare_skills(core, current, candidate, gate_dir, offset=offset)
             hard, soft = mean_scores(comparison.candidate_results)

@@ -279,6 +279,7 @@ class ExecCheckEnvironment(SplitItems):
                 max_output_tokens=ctx.max_output_tokens,
                 timeout=ctx.timeout_s,
                 sample_id=ctx.sample_id,
+                use_cache=ctx.use_cache,
                 stage="rollout",
                 # what the offline demo model reads (HTTP members ignore metadata)
                 metadata={"qa_item": demo},

@@ -148,6 +148,7 @@ class MCQEnvironment(SplitItems):
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,
+            use_cache=ctx.use_cache,
             stage="rollout",
             # what the offline demo model reads (HTTP members ignore metadata)
             metadata={

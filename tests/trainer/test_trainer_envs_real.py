@@ -93,8 +93,8 @@ def one_item_set(root: Path) -> Path:
         "checker": "{python} {data_dir}/check_totals.py",
         "expected": {"header": ["region", "total"], "rows": [["north", 10.0], ["south", 5.5]]},
     }
-    for split in ("train", "val", "test"):
-        (root / f"{split}.jsonl").write_text(json.dumps(item) + "\n")
+    for split in ("train", "val", "test"):  # ids are unique across the splits
+        (root / f"{split}.jsonl").write_text(json.dumps({**item, "id": f"t1-{split}"}) + "\n")
     return root
 
 

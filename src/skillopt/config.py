@@ -244,12 +244,27 @@ class AzureResponsesMember(_AzureBase):
     kind: Literal["azure_responses"] = "azure_responses"
 
 
+def _refuse_request(data: Any, why: str) -> Any:
+    """A ``request`` table on a member that cannot send one: a clear error naming the key
+    (rather than "unknown key") and what the member takes instead."""
+    if isinstance(data, dict) and "request" in data:
+        raise PydanticCustomError(
+            "keyed", "{reason}", {"key": "request", "reason": f"request settings {why}"}
+        )
+    return data
+
+
 class MockMember(_MemberBase):
     """The deterministic offline world model; its own settings live in ``options``."""
 
     kind: Literal["mock"] = "mock"
     model: str = "mock"
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_request(cls, data: Any) -> Any:
+        return _refuse_request(data, "go to HTTP members; the mock model reads `options` only")
 
 
 class _CliBase(_MemberBase):
@@ -271,6 +286,16 @@ class _CliBase(_MemberBase):
     @classmethod
     def _penv(cls, value: str | None) -> str | None:
         return None if value is None else check_env_name(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_request(cls, data: Any) -> Any:
+        return _refuse_request(
+            data,
+            "go to HTTP members: an agent CLI takes its model from `model` (the CLI's model flag) "
+            "and anything else its command line accepts from `extra_args`; its system prompt "
+            "is its own, and the skill reaches it as a skill file",
+        )
 
 
 class ClaudeCliMember(_CliBase):

@@ -161,3 +161,26 @@ def test_role_settings_override_the_members_and_bad_values_are_named(tmp_path: P
         )
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             load_pool_config(path, env_prefix=None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("claude", "`model` (the CLI's model flag)"),
+        ("codex", "`extra_args`"),
+        ("mock", "`options`"),
+    ],
+)
+def test_a_request_table_on_a_cli_or_mock_member_is_refused_by_name(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    path = tmp_path / "pool.toml"
+    path.write_text(
+        f'[[members]]\nkind = "{kind}"\nname = "m"\n'
+        "[members.request]\ntemperature = 0.2\n"
+        '[roles]\ntarget = ["m"]\noptimizer = ["m"]\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_pool_config(path, env_prefix=None)
+    assert caught.value.key == "members.0.request"
+    assert "go to HTTP members" in str(caught.value) and says in str(caught.value)

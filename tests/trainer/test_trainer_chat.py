@@ -24,9 +24,11 @@ DEMO = REPO / "configs/trainer/rubric_demo.toml"
 
 
 def write_set(root: Path, rows: list[dict[str, object]]) -> Path:
+    """``rows`` in every split, their ids prefixed with the split (ids are unique)."""
     root.mkdir(parents=True, exist_ok=True)
     for split in ("train", "val", "test"):
-        (root / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        lines = [json.dumps({**r, "id": f"{split}-{r['id']}"}) + "\n" for r in rows]
+        (root / f"{split}.jsonl").write_text("".join(lines))
     return root
 
 
@@ -44,7 +46,7 @@ async def test_a_numeric_file_scores_within_tolerance(tmp_path: Path) -> None:
         {"id": "n1", "question": "How many people live in Brelmor?", "answer": "12,500"},
         {"id": "n2", "question": "How many wells are there?", "answers": ["40"]},
     ])  # fmt: skip
-    replies = {"n1": "About 12 480 people.", "n2": "<answer>41 wells</answer>"}
+    replies = {"test-n1": "About 12 480 people.", "test-n2": "<answer>41 wells</answer>"}
 
     def reply(request: CompletionRequest) -> str:
         return next(v for k, v in replies.items() if k == request.metadata["qa_item"]["id"])

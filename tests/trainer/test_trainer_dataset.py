@@ -185,3 +185,80 @@ def test_the_trainer_config_reaches_the_qa_environment(tmp_path: Path) -> None:
     env = build_environment(cfg)
     assert [len(env.items(s)) for s in Split] == [3, 3, 3]
     assert env.items(Split.TRAIN)[0].data["answers"] == ["x"]
+
+
+def build(tmp_path: Path, demo: str, *overrides: str) -> Any:
+    from skillopt.trainer.build import build_environment
+
+    cfg = load_trainer_config(
+        REPO / f"configs/trainer/{demo}",
+        overrides=[f"env.data_dir={json.dumps(str(tmp_path))}", *overrides],
+    )
+    return build_environment(cfg)
+
+
+def test_mcq_reads_a_json_array_with_mapped_fields_and_a_ratio_split(tmp_path: Path) -> None:
+    items = [
+        {"uid": f"m{i}", "stem": f"{i} + {i}?", "options": [str(2 * i), "x"], "label": "A"}
+        for i in range(6)
+    ]
+    (tmp_path / "bench.json").write_text(json.dumps(items, indent=1))
+    env = build(
+        tmp_path,
+        "mcq_demo.toml",
+        'env.data.file="bench.json"',
+        'env.data.split="1:1:1"',
+        'env.data.fields={id = "uid", question = "stem", choices = "options", answers = "label"}',
+    )
+    assert [len(env.items(s)) for s in Split] == [2, 2, 2]
+    item = env.items(Split.VAL)[0]
+    assert item.task_type == "mcq" and item.data["choices"][1] == "x"
+    items[4]["label"] = "C"  # no third option: the mcq check names the line
+    (tmp_path / "bench.json").write_text(json.dumps(items, indent=1))
+    with pytest.raises(DataError, match=r"bench\.json:\d+: 'answer' 'C' is neither"):
+        build(
+            tmp_path,
+            "mcq_demo.toml",
+            'env.data.file="bench.json"',
+            'env.data.split="1:1:1"',
+            'env.data.fields={id = "uid", question = "stem", choices = "options", '
+            'answers = "label"}',
+        )
+
+
+def test_chat_reads_one_file_cut_by_manifests(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "items.jsonl", [
+        {"id": f"r{i}", "ask": f"why {i}?", "rubric": ["mentions it"]} for i in range(4)
+    ])  # fmt: skip
+    for split, ids in (("train", "r0\nr1\n"), ("val", "r2\n"), ("test", "r3\n")):
+        (tmp_path / f"{split}.ids").write_text(ids)
+    env = build(
+        tmp_path,
+        "rubric_demo.toml",
+        'env.data.manifests={train = "train.ids", val = "val.ids", test = "test.ids"}',
+        'env.data.fields={question = "ask"}',
+    )
+    assert [[i.id for i in env.items(s)] for s in Split] == [["r0", "r1"], ["r2"], ["r3"]]
+    assert env.items(Split.TEST)[0].data["rubric"] == ["mentions it"]
+
+
+def test_exec_check_reads_mapped_instructions_and_file_objects(tmp_path: Path) -> None:
+    rows = [
+        {"id": f"t{i}", "task": "Write out.txt", "inputs": {"in.txt": "1"}, "output": "out.txt"}
+        for i in range(3)
+    ]
+    (tmp_path / "tasks.json").write_text(json.dumps(rows))
+    mapped = 'env.data.fields={instructions = "task", files = "inputs"}'
+    env = build(
+        tmp_path, "exec_check_demo.toml", 'env.data.file="tasks.json"',
+        'env.data.split="1:1:1"', mapped,
+    )  # fmt: skip
+    item = env.items(Split.TRAIN)[0]
+    assert item.data["instructions"] == "Write out.txt" and item.data["files"] == {"in.txt": "1"}
+    rows[1]["inputs"] = {"../escape.txt": "x"}
+    (tmp_path / "tasks.json").write_text(json.dumps(rows))
+    with pytest.raises(DataError, match=r"tasks\.json:1: 'files' name '\.\./escape\.txt'"):
+        build(
+            tmp_path, "exec_check_demo.toml", 'env.data.file="tasks.json"',
+            'env.data.split="1:1:1"', mapped,
+        )  # fmt: skip

@@ -41,8 +41,9 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def config(tmp_path: Path, rows: list[dict[str, object]]) -> Path:
     data = tmp_path / "data" / "recipes"
     data.mkdir(parents=True)
-    for split in ("train", "val", "test"):
-        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for split in ("train", "val", "test"):  # ids are unique across the splits
+        lines = [json.dumps({**r, "id": f"{split}-{r['id']}"}) + "\n" for r in rows]
+        (data / f"{split}.jsonl").write_text("".join(lines))
     path = tmp_path / "recipes.toml"
     base = json.dumps(str(REPO / "configs/trainer/base.toml"))
     path.write_text(f"base = {base}\n" + blocks("toml")[0])

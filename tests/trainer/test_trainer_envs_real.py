@@ -13,11 +13,12 @@ import pytest
 from skillopt.backends.base import Role
 from skillopt.backends.cli_common import CliKind
 from skillopt.backends.pool import BackendPool, MemberSpec
+from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
+from skillopt.trainer.dataset import bundled
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
 from skillopt.trainer.envs.mcq import MCQEnvironment
-from skillopt.trainer.envs.splits import bundled
 from skillopt.trainer.loop import Trainer
 from support.fake_agent_server import FakeAgentServer, Script
 from support.real_cli import KINDS, installed, loopback_server, make_member
@@ -93,8 +94,8 @@ def one_item_set(root: Path) -> Path:
         "checker": "{python} {data_dir}/check_totals.py",
         "expected": {"header": ["region", "total"], "rows": [["north", 10.0], ["south", 5.5]]},
     }
-    for split in ("train", "val", "test"):
-        (root / f"{split}.jsonl").write_text(json.dumps(item) + "\n")
+    for split in ("train", "val", "test"):  # ids are unique across the splits
+        (root / f"{split}.jsonl").write_text(json.dumps({**item, "id": f"t1-{split}"}) + "\n")
     return root
 
 
@@ -120,3 +121,22 @@ async def test_exec_check_through_a_real_cli_agent(
     assert row["hard"] == 1.0, row["fail_reason"] + "\n" + row["trajectory"]
     assert "totals.csv" in row["trajectory"]
     assert summary["baseline_selection_hard"] == 1.0
+
+
+async def test_a_rubric_judged_chat_run_through_a_real_cli_target(
+    kind: CliKind, server: FakeAgentServer, homes: Path, tmp_path: Path
+) -> None:
+    """The rubric demo's items answered by a real CLI; the optimizer role judges."""
+    cfg = config(tmp_path, "rubric_demo.toml")
+    member = make_member(kind, server.base_url, homes)
+    pool = BackendPool({Role.TARGET: [MemberSpec(backend=member, max_concurrency=2, timeout=90)],
+                        Role.OPTIMIZER: [MemberSpec(backend=DemoWorld())]})  # fmt: skip
+    try:
+        await Trainer(cfg, build_environment(cfg), pool).run()
+    finally:
+        await member.aclose()
+    rows = json.loads((tmp_path / "run/selection_eval_baseline/results.json").read_text())
+    assert len(rows["results"]) == 2
+    for row in rows["results"]:  # the CLI's reply reached the judge, which scored it
+        assert "The first option looks right." in row["trajectory"], row
+        assert row["fail_reason"].startswith("rubric: judged"), row

@@ -477,3 +477,21 @@ async def test_final_and_test_eval_dirs_are_written_when_the_docs_say(
     docs = " ".join((REPO / "docs" / "trainer.md").read_text().split())
     assert "final_selection_eval/ only when the final skill differs from the best one" in docs
     assert "one directory per distinct skill" in docs
+
+
+async def test_a_gated_slow_update_takes_the_paired_decision(tmp_path: Path) -> None:
+    """``slow_update_gated``: the guided skill faces the steps' paired gate (fresh samples
+    numbered apart from every step's, the cache bypassed), not one single-score comparison."""
+    out = tmp_path / "run"
+    quick = ("optimizer.use_meta_skill=false", "evaluation.eval_test=false")
+    cfg = demo_cfg(out, "optimizer.slow_update_gated=true", *quick)
+    recorder = FailingWrapper(inner=DemoWorld(), fail=lambda _r: False)
+    await train(cfg, recorder)
+    result = json.loads((out / "slow_update/epoch_02/slow_result.json").read_text())
+    assert result["gate"]["mode"] == "paired"
+    assert result["action"] in ("accept_new_best", "reject")
+    assert result["gate"]["n_pairs"] >= 30  # every val item, paired
+    assert (out / "slow_update/epoch_02/gate").is_dir()
+    assert not (out / "slow_update/epoch_02/selection_eval").exists()
+    fresh = {r.sample_id for r in recorder.calls if r.stage == "rollout" and not r.use_cache}
+    assert any(k >= 500_000_000 + 2 * 1000 for k in fresh)

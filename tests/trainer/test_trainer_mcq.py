@@ -122,8 +122,9 @@ def test_answers_by_letter_text_or_index_agree(tmp_path: Path) -> None:
         {"id": "b", "question": "q", "choices": ["x", "y", "z"], "answer": "y"},
         {"id": "c", "question": "q", "choices": ["x", "y", "z"], "answer_index": 1},
     ]
-    for split in ("train", "val", "test"):
-        (root / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for split in ("train", "val", "test"):  # ids are unique across the splits
+        lines = [json.dumps({**r, "id": f"{split}-{r['id']}"}) + "\n" for r in rows]
+        (root / f"{split}.jsonl").write_text("".join(lines))
     env = MCQEnvironment(root, shuffle=False)
     shown = [env.presentation(i, 0) for i in env.items(Split.TRAIN)]
     assert {s.presented_letter(1) for s in shown} == {"B"}
@@ -157,3 +158,27 @@ async def test_two_demo_runs_write_the_same_files(tmp_path: Path) -> None:
         await Trainer(cfg, build_environment(cfg), pool_of(DemoWorld())).run()
         texts.append([(tmp_path / name / rel).read_text() for rel in files])
     assert texts[0] == texts[1]
+
+
+def shown_orders(results: Path) -> dict[str, list[int]]:
+    rows = json.loads(results.read_text())["results"]
+    return {r["id"]: r["extras"]["order"] for r in rows}
+
+
+async def test_each_training_attempt_draws_its_own_option_order(tmp_path: Path) -> None:
+    """Step n's rollouts are sample n: an item met again in epoch 2 is shown another order
+    (for some item: 1 in 24 keeps it by chance); the epoch-end comparison shows the previous
+    and the current skill one order (paired)."""
+    out = tmp_path / "run"
+    cfg = load_trainer_config(DEMO, overrides=[f"out_root={json.dumps(str(out))}",
+                                               "evaluation.eval_test=false"])  # fmt: skip
+    await Trainer(cfg, build_environment(cfg), pool_of(DemoWorld())).run()
+    epoch1: dict[str, list[int]] = {}
+    epoch2: dict[str, list[int]] = {}
+    for step, into in ((1, epoch1), (2, epoch1), (3, epoch2), (4, epoch2)):
+        into.update(shown_orders(out / f"steps/step_{step:04d}/rollout/results.json"))
+    assert set(epoch1) == set(epoch2)  # every train item, once per epoch
+    assert any(epoch1[i] != epoch2[i] for i in epoch1)
+    compared = out / "slow_update/epoch_02"
+    prev = shown_orders(compared / "rollout_prev/results.json")
+    assert prev == shown_orders(compared / "rollout_curr/results.json")

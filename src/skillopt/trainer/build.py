@@ -39,11 +39,14 @@ def build_environment(cfg: TrainerConfig) -> Environment:
             limit=cfg.env.limit,
             options=cfg.env.options,
             default_seed=cfg.train.seed,
+            data=cfg.env.data,
         )
     if cfg.env.name == "chat":
         from skillopt.trainer.envs.chat import ChatEnvironment
 
-        return ChatEnvironment(cfg.env.data_dir, limit=cfg.env.limit, options=cfg.env.options)
+        return ChatEnvironment(
+            cfg.env.data_dir, limit=cfg.env.limit, options=cfg.env.options, data=cfg.env.data
+        )
     if cfg.env.name == "exec_check" and not cfg.env.exec_member:
         from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
 
@@ -52,6 +55,7 @@ def build_environment(cfg: TrainerConfig) -> Environment:
             limit=cfg.env.limit,
             options=cfg.env.options,
             keep_workspace=cfg.env.keep_workspace,
+            data=cfg.env.data,
         )
     if cfg.env.name in ENVIRONMENTS:
         raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
@@ -130,6 +134,7 @@ async def _open_exec_check(cfg: TrainerConfig) -> AsyncIterator[Environment]:
             options=cfg.env.options,
             backend=backend,
             keep_workspace=cfg.env.keep_workspace,
+            data=cfg.env.data,
         )
     finally:
         await backend.aclose()

@@ -10,9 +10,14 @@ Layouts (``[env.data]``, paths relative to ``env.data_dir`` when it is set):
 
 A file ending in ``.json`` holds a JSON array of objects; any other file is JSONL (blank
 lines skipped). ``[env.data.fields]`` maps our names (``id``, ``question``, ``answers``,
-``choices``, ``context``, ``rubric``, ``files``, ``task_type``) to the file's; an item keeps
-its own fields and gains ours. Every problem is a :class:`~skillopt.errors.DataError` naming
-the file, the line and the field.
+``choices``, ``context``, ``rubric``, ``files``, ``instructions``, ``task_type``) to the
+file's; an item keeps its own fields and gains ours. ``rubric`` may be a text or a list of
+criteria, ``files`` a list of names or an object of name -> content (``exec_check``).
+
+Every environment loads its items here: each passes the fields it requires (unless
+``[env.data] required`` says otherwise) and an :data:`ItemCheck` of its own, run on every
+item after mapping. Every problem is a :class:`~skillopt.errors.DataError` naming the file,
+the line and the field.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +40,27 @@ from skillopt.types import Split
 __all__ = [
     "DataSection",
     "FieldMap",
+    "ItemCheck",
+    "SplitItems",
+    "bundled",
+    "data_root",
     "load_splits",
     "parse_ratio",
     "ratio_split",
     "read_items",
+    "requiring",
 ]
 
-_LIST_FIELDS = ("answers", "choices", "files")
-_TEXT_FIELDS = ("question", "context", "rubric", "task_type")
+_LIST_FIELDS = ("answers", "choices")
+_TEXT_FIELDS = ("question", "context", "instructions", "task_type")
+_TEXT_OR_LIST = ("rubric",)  # a text, or a list of criteria
+_LIST_OR_OBJECT = ("files",)  # a list of names, or an object of name -> content
+
+_QA_REQUIRED = ("question", "answers")
+
+ItemCheck = Callable[[Mapping[str, Any]], str]
+"""An environment's check of one mapped item: returns its task type, or raises ValueError
+naming the field that is wrong (the loader adds the file and the line)."""
 
 
 class FieldMap(BaseModel):
@@ -56,6 +75,7 @@ class FieldMap(BaseModel):
     context: str = "context"
     rubric: str = "rubric"
     files: str = "files"
+    instructions: str = "instructions"
     task_type: str = "task_type"
 
 
@@ -72,7 +92,12 @@ class DataSection(BaseModel):
     val: str = ""
     test: str = ""
     fields: FieldMap = Field(default_factory=FieldMap)
-    required: tuple[str, ...] = ("question", "answers")  # our names every item must have
+    # our names every item must have; None: the environment's (``qa``'s when loaded directly)
+    required: tuple[str, ...] | None = None
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return _QA_REQUIRED if self.required is None else self.required
 
     @field_validator("split")
     @classmethod
@@ -91,8 +116,8 @@ class DataSection(BaseModel):
 
     @field_validator("required")
     @classmethod
-    def _known_fields(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = sorted(set(value) - set(FieldMap.model_fields))
+    def _known_fields(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        unknown = sorted(set(value or ()) - set(FieldMap.model_fields))
         if unknown:
             raise ValueError(f"unknown field(s) {unknown}: use {sorted(FieldMap.model_fields)}")
         return value
@@ -197,42 +222,54 @@ def _as_text_list(value: Any) -> list[str] | None:
     return None
 
 
-def _item(path: Path, row: _Row, spec: DataSection, position: int) -> EnvItem:
+def _item(
+    path: Path, row: _Row, spec: DataSection, position: int, check: ItemCheck | None
+) -> EnvItem:
     where = f"{path}:{row.line}"
     if not isinstance(row.raw, dict):
         raise DataError(f"{where}: an item must be a JSON object")
     names = spec.fields
     raw: dict[str, Any] = row.raw
     data = dict(raw)
-    for ours in (*_TEXT_FIELDS, *_LIST_FIELDS):
+    for ours in (*_TEXT_FIELDS, *_LIST_FIELDS, *_TEXT_OR_LIST, *_LIST_OR_OBJECT):
         theirs = getattr(names, ours)
         if theirs not in raw or raw[theirs] is None:
-            if ours in spec.required:
+            if ours in spec.needs:
                 raise DataError(f"{where}: field {_name(ours, theirs)} is missing")
             data.pop(ours, None)
             continue
-        value = raw[theirs]
-        if ours in _LIST_FIELDS:
-            listed = _as_text_list(value)
-            if listed is None or (ours in spec.required and not listed):
-                raise DataError(
-                    f"{where}: field {_name(ours, theirs)} must be a string or a non-empty list "
-                    f"of strings, got {_preview(value)}"
-                )
-            data[ours] = listed
-        elif isinstance(value, str | int | float) and not isinstance(value, bool):
-            data[ours] = str(value)
-        else:
-            raise DataError(
-                f"{where}: field {_name(ours, theirs)} must be a string, got {_preview(value)}"
-            )
+        data[ours] = _field(where, ours, _name(ours, theirs), raw[theirs], spec)
     item_id = raw.get(names.id)
     if item_id is None and names.id not in raw:
-        item_id = f"{path.stem}-{position + 1}" if "id" not in spec.required else None
+        item_id = f"{path.stem}-{position + 1}" if "id" not in spec.needs else None
     if isinstance(item_id, bool) or not isinstance(item_id, str | int) or str(item_id) == "":
         raise DataError(f"{where}: field {_name('id', names.id)} must be a string or integer")
     data["id"] = str(item_id)
-    return EnvItem(id=str(item_id), task_type=str(data.get("task_type") or "qa"), data=data)
+    task_type = str(data.get("task_type") or "qa")
+    if check is not None:
+        try:
+            task_type = check(data)
+        except ValueError as exc:
+            raise DataError(f"{where}: {exc}") from None
+    return EnvItem(id=str(item_id), task_type=task_type, data=data)
+
+
+def _field(where: str, ours: str, named: str, value: Any, spec: DataSection) -> Any:
+    """One of our fields in its normal shape (strings, or lists of strings)."""
+    is_text = isinstance(value, str | int | float) and not isinstance(value, bool)
+    if ours in _TEXT_FIELDS or (ours in _TEXT_OR_LIST and not isinstance(value, list)):
+        if is_text:
+            return str(value)
+        raise DataError(f"{where}: field {named} must be a string, got {_preview(value)}")
+    if ours in _LIST_OR_OBJECT and isinstance(value, dict):
+        return value  # name -> content; the environment checks the entries
+    listed = _as_text_list(value)
+    if listed is None or (ours in spec.needs and not listed):
+        raise DataError(
+            f"{where}: field {named} must be a string or a non-empty list of strings, "
+            f"got {_preview(value)}"
+        )
+    return listed
 
 
 def _name(ours: str, theirs: str) -> str:
@@ -244,12 +281,12 @@ def _preview(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def read_items(path: Path, spec: DataSection) -> list[EnvItem]:
+def read_items(path: Path, spec: DataSection, check: ItemCheck | None = None) -> list[EnvItem]:
     """Every item of one file, in file order; duplicate ids are an error."""
     items: list[EnvItem] = []
     seen: dict[str, int] = {}
     for position, row in enumerate(_rows(path)):
-        item = _item(path, row, spec, position)
+        item = _item(path, row, spec, position, check)
         if item.id in seen:
             raise DataError(
                 f"{path}:{row.line}: duplicate id {item.id!r} (first on line {seen[item.id]})"
@@ -315,9 +352,15 @@ def _single_file(root: Path) -> Path | None:
 
 
 def load_splits(
-    data_dir: str | Path, spec: DataSection, *, default_dir: Path, limit: int = 0
+    data_dir: str | Path,
+    spec: DataSection,
+    *,
+    default_dir: Path,
+    limit: int = 0,
+    check: ItemCheck | None = None,
 ) -> dict[Split, list[EnvItem]]:
-    """The three splits ``spec`` describes (``default_dir`` when nothing is set)."""
+    """The three splits ``spec`` describes (``default_dir`` when nothing is set), every
+    item passed through ``check``."""
     root = Path(data_dir) if data_dir else None
     three = [spec.train, spec.val, spec.test]
     if any(three) and not all(three):
@@ -325,12 +368,12 @@ def load_splits(
     single = _resolve(root, spec.file) if spec.file else None
     if single is None and all(three):
         files = {split: _resolve(root, name) for split, name in zip(Split, three, strict=True)}
-        splits = {split: read_items(path, spec) for split, path in files.items()}
+        splits = {split: read_items(path, spec, check) for split, path in files.items()}
     elif single is None:
         base = root or default_dir
         found = _default_files(base)
         if found is not None:
-            splits = {split: read_items(path, spec) for split, path in found.items()}
+            splits = {split: read_items(path, spec, check) for split, path in found.items()}
         else:
             single = _single_file(base)
             if single is None:
@@ -339,15 +382,17 @@ def load_splits(
                     "items.json (or set env.data.file)"
                 )
     if single is not None:
-        splits = _split_one(root, single, spec)
+        splits = _split_one(root, single, spec, check)
     if limit:
         splits = {split: items[:limit] for split, items in splits.items()}
     _check_disjoint(splits)
     return splits
 
 
-def _split_one(root: Path | None, path: Path, spec: DataSection) -> dict[Split, list[EnvItem]]:
-    items = read_items(path, spec)
+def _split_one(
+    root: Path | None, path: Path, spec: DataSection, check: ItemCheck | None
+) -> dict[Split, list[EnvItem]]:
+    items = read_items(path, spec, check)
     if spec.manifests:
         manifests = {name: _resolve(root, p) for name, p in spec.manifests.items()}
         return _by_manifests(items, manifests)
@@ -371,3 +416,38 @@ def _check_disjoint(splits: Mapping[Split, Sequence[EnvItem]]) -> None:
                     f"{split.value} split"
                 )
             owner[item.id] = split
+
+
+def bundled(name: str) -> Path:
+    """A sample dataset shipped with the package (``trainer/envs/data/<name>``)."""
+    return Path(str(resources.files("skillopt.trainer.envs").joinpath("data", name)))
+
+
+def requiring(spec: DataSection | None, *fields: str) -> DataSection:
+    """``spec`` requiring ``fields`` of every item, unless the config set ``required``."""
+    spec = spec or DataSection()
+    if spec.required is not None:
+        return spec
+    return spec.model_copy(update={"required": tuple(fields)})
+
+
+def data_root(data_dir: str | Path, spec: DataSection, default_dir: Path) -> Path:
+    """The directory an item's relative paths (input files, checkers) are read from:
+    ``data_dir``, else the folder of the configured file, else ``default_dir``."""
+    if data_dir:
+        return Path(data_dir)
+    named = spec.file or spec.train
+    return Path(named).resolve().parent if named else default_dir
+
+
+class SplitItems:
+    """The ``items`` / ``task_types`` half of an environment, over loaded splits."""
+
+    def __init__(self, splits: Mapping[Split, list[EnvItem]]) -> None:
+        self._splits = dict(splits)
+
+    def items(self, split: Split) -> Sequence[EnvItem]:
+        return self._splits[split]
+
+    def task_types(self) -> list[str]:
+        return sorted({item.task_type for items in self._splits.values() for item in items})

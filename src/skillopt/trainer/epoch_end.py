@@ -19,9 +19,11 @@ from skillopt.trainer.config import PairPolicy
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import sample_train
 from skillopt.trainer.envs.base import EnvItem, RolloutResult
-from skillopt.trainer.gating import decide
+from skillopt.trainer.gating import GateOutcome, decide, paired_outcome
+from skillopt.trainer.paired_gate import compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
+from skillopt.trainer.sample_ids import comparison_sample, slow_update_offset
 from skillopt.trainer.slow_update import (
     ComparisonPair,
     build_pairs,
@@ -29,6 +31,8 @@ from skillopt.trainer.slow_update import (
     format_comparison,
 )
 from skillopt.trainer.steps import (
+    Sample,
+    mean_scores,
     rollout,
     skill_hash,
 )
@@ -107,7 +111,9 @@ class EpochEnd:
         while chunk * want < len(order):
             items = [core.items[i] for i in order[chunk * want : (chunk + 1) * want]]
             suffix = "" if chunk == 0 else f"/topup_{chunk:02d}"
-            prev, curr = await self._roll_both(items, prev_skill, curr_skill, edir, suffix)
+            prev, curr = await self._roll_both(
+                items, (prev_skill, curr_skill), edir, suffix, comparison_sample(epoch)
+            )
             pairs.extend(filter_pairs(build_pairs(prev, curr), cfg.pair_policy))
             chunk += 1
             if cfg.pair_policy is not PairPolicy.CHANGED or len(pairs) >= want:
@@ -115,13 +121,20 @@ class EpochEnd:
         return pairs[:want] if cfg.pair_policy is PairPolicy.CHANGED else pairs
 
     async def _roll_both(
-        self, items: list[EnvItem], prev_skill: str, curr_skill: str, edir: Path, suffix: str
+        self,
+        items: list[EnvItem],
+        skills: tuple[str, str],
+        edir: Path,
+        suffix: str,
+        sample: Sample,
     ) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        runs = (("prev", prev_skill), ("curr", curr_skill))
+        """Both skills on ``items``, paired on one sample."""
+        runs = (("prev", skills[0]), ("curr", skills[1]))
 
         async def roll(index: int) -> list[RolloutResult]:
             key, skill = runs[index]
-            return await rollout(self.core.ctx, items, skill, edir / f"rollout_{key}{suffix}")
+            where = edir / f"rollout_{key}{suffix}"
+            return await rollout(self.core.ctx, items, skill, where, sample)
 
         prev, curr = await gather_indexed(roll, len(runs))
         return prev, curr
@@ -182,26 +195,38 @@ class EpochEnd:
         self, state: RunState, epoch: int, last_step: int, current: str, guidance: str
     ) -> tuple[RunState, dict[str, Any], dict[str, Any]]:
         """Validate the skill carrying new guidance; returns the state with its val scores
-        cached, the result fields and the state update the gate allows."""
+        cached, the result fields and the state update the gate allows. Gated, the decision
+        is the steps' paired one (fresh paired val samples against the skill in place);
+        ungated, the guidance is forced in and its val scores only recorded."""
         core = self.core
         run = core.run_dir
         edir = run.epoch_dir("slow_update", epoch)
         candidate = sanitize(set_slow_update(current, guidance))
         run.write_text(edir / "candidate_skill.md", candidate)
-        state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
-        score = core.score(hard, soft)
         gated = core.cfg.optimizer.slow_update_gated
-        outcome = decide(
-            candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
+        result: dict[str, Any] = {"guidance": guidance, "candidate_hash": skill_hash(candidate)}
+        if gated and skill_hash(candidate) != skill_hash(current):
+            offset = slow_update_offset(epoch)
+            gate_dir = edir / "gate"
+            comparison = await compare_skills(core, current, candidate, gate_dir, offset=offset)
+            hard, soft = mean_scores(comparison.candidate_results)
+            cache = {**state.selection_cache, skill_hash(candidate): (hard, soft)}
+            state = state.model_copy(update={"selection_cache": cache})
+            score = comparison.decision.candidate
+            outcome: GateOutcome = paired_outcome(comparison.decision)
+            result["gate"] = comparison.record()
+        else:
+            state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
+            score = core.score(hard, soft)
+            outcome = decide(
+                candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
+            )
+        result.update(
+            selection_hard=hard,
+            selection_soft=soft,
+            candidate_gate_score=score,
+            action=outcome.action.value,
         )
-        result = {
-            "guidance": guidance,
-            "candidate_hash": skill_hash(candidate),
-            "selection_hard": hard,
-            "selection_soft": soft,
-            "candidate_gate_score": score,
-            "action": outcome.action.value,
-        }
         update: dict[str, Any] = {}
         if outcome.becomes_current:
             run.write_text(edir / "skill.md", candidate)

@@ -25,6 +25,7 @@ from skillopt.gate import GateConfig, decide_paired
 from skillopt.paired_sampling import PairedSamples, compare_adaptive, next_samples
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
+from skillopt.trainer.sample_ids import FINAL_SAMPLES, STEP_SAMPLES
 from skillopt.trainer.steps import Sample, rollout, skill_hash
 from skillopt.types import GateDecision
 
@@ -36,12 +37,6 @@ __all__ = [
     "compare_skills",
     "gate_config",
 ]
-
-STEP_SAMPLES = 1000
-"""Sample ids of step ``n`` start at ``n * STEP_SAMPLES``: every step draws samples no
-earlier decision saw."""
-FINAL_SAMPLES = 1_000_000_000
-"""First sample id of the final promotion's comparison."""
 
 
 def gate_config(core: TrainerCore, *, confidence: float | None = None) -> GateConfig:

@@ -25,6 +25,7 @@ from skillopt.trainer.gating import GateOutcome, decide, paired_outcome, schedul
 from skillopt.trainer.merge import MergeOutcome
 from skillopt.trainer.persistence import RunState, StepBufferEntry
 from skillopt.trainer.replies import EditItem, fit_summaries
+from skillopt.trainer.sample_ids import train_sample
 from skillopt.trainer.step_gate import Rebuild, judge_step
 from skillopt.trainer.steps import (
     REJECTED_EDITS_BUDGET,
@@ -221,7 +222,8 @@ async def roll_out(core: TrainerCore, inp: StepInput) -> RolledOut:
 
     async def one(a: int) -> list[RolloutResult]:
         items = [core.items[i] for i in inp.micro[a].item_ids]
-        return await rollout(core.ctx, items, inp.skill, inp.batch_dir(a) / "rollout")
+        where = inp.batch_dir(a) / "rollout"
+        return await rollout(core.ctx, items, inp.skill, where, train_sample(inp.step))
 
     per_batch = await gather_indexed(one, len(inp.micro))
     return RolledOut(per_batch=tuple(tuple(b) for b in per_batch))

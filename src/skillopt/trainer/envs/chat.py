@@ -3,8 +3,9 @@
 Items: ``{id, question, context?, task_type?}`` plus what the scorer reads: ``answers`` (or
 ``answer``) for ``exact`` / ``em`` / ``f1`` / ``numeric``, ``pattern`` for ``regex``
 (unless the scorer table has one), ``rubric`` (a text or a list of criteria) for
-``rubric``, judged by the optimizer role. Each line is checked when the files load, so a
-missing field is an error naming the file, the line and the field. The prompt is the
+``rubric``, judged by the optimizer role. Items load through :mod:`skillopt.trainer.dataset`
+(``[env.data]``) and each is checked there, so a missing field is an error naming the file,
+the line and the field. The prompt is the
 ``qa`` environment's; the scorer defaults to ``em``. The bundled sample
 (``envs/data/rubric_sample``, used when ``env.data_dir`` is empty) is rubric-judged: its
 items also carry a ``reference`` answer, which only the offline demo model reads.
@@ -18,9 +19,17 @@ from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import ConfigError, DataError
+from skillopt.trainer.dataset import (
+    DataSection,
+    ItemCheck,
+    SplitItems,
+    bundled,
+    data_root,
+    load_splits,
+    requiring,
+)
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 from skillopt.trainer.envs.qa import QAEnvironment, extract_answer
-from skillopt.trainer.envs.splits import ItemCheck, SplitItems, bundled, load_splits
 from skillopt.trainer.scorers.base import ScoreContext, Scorer
 from skillopt.trainer.scorers.registry import ScorerSettings, build_scorer, scorer_settings
 from skillopt.trainer.scorers.rubric import rubric_of
@@ -55,7 +64,12 @@ class ChatEnvironment(SplitItems):
     """One reply per item, scored by a configured scorer."""
 
     def __init__(
-        self, data_dir: str | Path = "", *, limit: int = 0, options: Mapping[str, Any]
+        self,
+        data_dir: str | Path = "",
+        *,
+        limit: int = 0,
+        options: Mapping[str, Any],
+        data: DataSection | None = None,
     ) -> None:
         unknown = sorted(set(options) - {"scorer"})
         if unknown:
@@ -67,8 +81,11 @@ class ChatEnvironment(SplitItems):
                 "the program scorer checks a workspace: use the exec_check environment",
                 key="env.options.scorer.kind",
             )
-        root = Path(data_dir) if data_dir else bundled("rubric_sample")
-        super().__init__(load_splits(root, item_check(settings), limit=limit))
+        spec = requiring(data, "question")
+        default = bundled("rubric_sample")
+        check = item_check(settings)
+        super().__init__(load_splits(data_dir, spec, default_dir=default, limit=limit, check=check))
+        root = data_root(data_dir, spec, default)
         self._scorer: Scorer = build_scorer(settings, data_dir=str(root))
 
     @property
@@ -84,6 +101,7 @@ class ChatEnvironment(SplitItems):
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,
+            use_cache=ctx.use_cache,
             stage="rollout",
             # what the offline demo model reads (HTTP members ignore metadata)
             metadata={"qa_item": {"id": item.id, "task_type": item.task_type,

@@ -18,7 +18,9 @@ Who does the work:
   into the workspace before the checker runs (the offline demo works this way).
 
 Another scorer can be named in ``env.options.scorer`` (it then scores the agent's reply).
-The workspace is removed after scoring unless ``env.keep_workspace``.
+The workspace is removed after scoring unless ``env.keep_workspace``. Items load through
+:mod:`skillopt.trainer.dataset` (``[env.data]``); relative ``{"path": ...}`` files and
+``{data_dir}`` resolve against ``env.data_dir``, else the folder of the configured file.
 """
 
 from __future__ import annotations
@@ -38,10 +40,17 @@ from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec, build_
 from skillopt.backends.retry import RetryPolicy
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_text
+from skillopt.trainer.dataset import (
+    DataSection,
+    SplitItems,
+    bundled,
+    data_root,
+    load_splits,
+    requiring,
+)
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 from skillopt.trainer.envs.exec_cli import run_with_retries
 from skillopt.trainer.envs.qa import extract_answer
-from skillopt.trainer.envs.splits import SplitItems, bundled, load_splits
 from skillopt.trainer.scorers.base import ScoreContext, Scorer
 from skillopt.trainer.scorers.registry import build_scorer, scorer_settings
 
@@ -134,6 +143,7 @@ class ExecCheckEnvironment(SplitItems):
         backend: CliBackend | None = None,
         keep_workspace: bool = False,
         trace_budget: int = 2000,
+        data: DataSection | None = None,
     ) -> None:
         opts = dict(options or {})
         unknown = sorted(set(opts) - set(_OPTIONS))
@@ -146,8 +156,12 @@ class ExecCheckEnvironment(SplitItems):
         hint = opts.get("agent_hint", "")
         if not isinstance(hint, str):
             raise ConfigError("must be a string", key="env.options.agent_hint")
-        self._root = Path(data_dir) if data_dir else bundled("exec_sample")
-        super().__init__(load_splits(self._root, check_exec_item, limit=limit))
+        spec = requiring(data, "instructions")
+        default = bundled("exec_sample")
+        super().__init__(
+            load_splits(data_dir, spec, default_dir=default, limit=limit, check=check_exec_item)
+        )
+        self._root = data_root(data_dir, spec, default)
         settings = scorer_settings(opts, default="program")
         self._scorer: Scorer = build_scorer(settings, data_dir=str(self._root))
         self._hint = hint
@@ -265,6 +279,7 @@ class ExecCheckEnvironment(SplitItems):
                 max_output_tokens=ctx.max_output_tokens,
                 timeout=ctx.timeout_s,
                 sample_id=ctx.sample_id,
+                use_cache=ctx.use_cache,
                 stage="rollout",
                 # what the offline demo model reads (HTTP members ignore metadata)
                 metadata={"qa_item": demo},

@@ -1,8 +1,11 @@
 """``mcq``: multiple-choice questions (LiveMathematicianBench style) answered by a chat model.
 
 Items: ``{id, question, choices: [...], answer}`` where ``answer`` is the gold option's
-letter in the file's order or its text (``answer_index``, 0-based, also works); optional
-``context`` and ``task_type`` (default ``mcq``). Each attempt sees the options shuffled by
+letter in the file's order or its text (``answer_index``, 0-based, also works, and so does
+the mapped ``answers`` field, e.g. ``[env.data.fields] answers = "label"``); optional
+``context`` and ``task_type`` (default ``mcq``). Items load through
+:mod:`skillopt.trainer.dataset` (``[env.data]``: one file or three, JSONL or a JSON array,
+ratio split, manifests, field mapping). Each attempt sees the options shuffled by
 a permutation seeded with ``(seed, item id, sample id)`` (:mod:`skillopt.trainer.scorers.
 choice`), and results record the letter chosen in the file's order (``response``, and
 ``extras.chosen_original``). Options: ``shuffle`` (default true), ``seed`` (default the
@@ -19,8 +22,8 @@ from typing import Any
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_text
+from skillopt.trainer.dataset import DataSection, SplitItems, bundled, load_splits, requiring
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
-from skillopt.trainer.envs.splits import SplitItems, bundled, load_splits
 from skillopt.trainer.scorers.choice import Presentation, present, render_options, score_choice
 
 __all__ = ["MCQEnvironment", "answer_index", "check_mcq_item"]
@@ -50,8 +53,13 @@ def answer_index(item: Mapping[str, Any]) -> int:
             raise ValueError(f"'answer_index' must be an integer from 0 to {len(choices) - 1}")
         return index
     answer = item.get("answer")
+    mapped = item.get("answers")
+    if answer is None and isinstance(mapped, list) and len(mapped) == 1:
+        answer = mapped[0]
     if not isinstance(answer, str) or not answer.strip():
-        raise ValueError("needs 'answer' (the gold option's letter or text) or 'answer_index'")
+        raise ValueError(
+            "needs 'answer' (the gold option's letter or text), 'answer_index' or one 'answers'"
+        )
     text = answer.strip()
     letters = [chr(ord("A") + i) for i in range(len(choices))]
     if text.upper().strip("()") in letters and len(text.strip("()")) == 1:
@@ -73,16 +81,31 @@ class MCQEnvironment(SplitItems):
     """Multiple choice with seeded per-sample shuffling and robust letter extraction."""
 
     def __init__(
-        self, data_dir: str | Path = "", *, limit: int = 0, seed: int = 0, shuffle: bool = True
+        self,
+        data_dir: str | Path = "",
+        *,
+        limit: int = 0,
+        seed: int = 0,
+        shuffle: bool = True,
+        data: DataSection | None = None,
     ) -> None:
-        root = Path(data_dir) if data_dir else bundled("mcq_sample")
-        super().__init__(load_splits(root, check_mcq_item, limit=limit))
+        spec = requiring(data, "question", "choices")
+        splits = load_splits(
+            data_dir, spec, default_dir=bundled("mcq_sample"), limit=limit, check=check_mcq_item
+        )
+        super().__init__(splits)
         self._seed = seed
         self._shuffle = shuffle
 
     @classmethod
     def from_options(
-        cls, data_dir: str, *, limit: int, options: Mapping[str, Any], default_seed: int
+        cls,
+        data_dir: str,
+        *,
+        limit: int,
+        options: Mapping[str, Any],
+        default_seed: int,
+        data: DataSection | None = None,
     ) -> MCQEnvironment:
         unknown = sorted(set(options) - {"shuffle", "seed"})
         if unknown:
@@ -93,7 +116,7 @@ class MCQEnvironment(SplitItems):
             raise ConfigError("must be true or false", key="env.options.shuffle")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigError("must be an integer", key="env.options.seed")
-        return cls(data_dir, limit=limit, seed=seed, shuffle=shuffle)
+        return cls(data_dir, limit=limit, seed=seed, shuffle=shuffle, data=data)
 
     @property
     def name(self) -> str:
@@ -125,6 +148,7 @@ class MCQEnvironment(SplitItems):
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,
+            use_cache=ctx.use_cache,
             stage="rollout",
             # what the offline demo model reads (HTTP members ignore metadata)
             metadata={

@@ -16,12 +16,11 @@ import re
 import string
 from collections import Counter
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.trainer.dataset import DataSection, load_splits
-from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
+from skillopt.trainer.dataset import DataSection, SplitItems, bundled, load_splits
+from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 
 __all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
 
@@ -40,7 +39,7 @@ _CONTEXT_CHARS = 4000
 
 def bundled_data_dir() -> Path:
     """Directory of the synthetic QA set shipped with the package."""
-    return Path(str(resources.files("skillopt.trainer.envs").joinpath("data", "qa_synth")))
+    return bundled("qa_synth")
 
 
 def untag(text: str) -> str:
@@ -85,25 +84,21 @@ def token_f1(prediction: str, golds: Sequence[str]) -> float:
     return best
 
 
-class QAEnvironment:
+class QAEnvironment(SplitItems):
     """Single-turn QA with EM / F1 scoring."""
 
     def __init__(
         self, data_dir: str | Path = "", *, limit: int = 0, data: DataSection | None = None
     ) -> None:
-        self._splits = load_splits(
-            data_dir, data or DataSection(), default_dir=bundled_data_dir(), limit=limit
+        super().__init__(
+            load_splits(
+                data_dir, data or DataSection(), default_dir=bundled_data_dir(), limit=limit
+            )
         )
 
     @property
     def name(self) -> str:
         return "qa"
-
-    def items(self, split: Split) -> Sequence[EnvItem]:
-        return self._splits[split]
-
-    def task_types(self) -> list[str]:
-        return sorted({item.task_type for items in self._splits.values() for item in items})
 
     @staticmethod
     def system_prompt(skill: str) -> str:

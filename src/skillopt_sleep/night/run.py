@@ -26,15 +26,16 @@ from pathlib import Path
 
 import structlog
 
+from skillopt.backends.base import Pool
 from skillopt.errors import ConfigError, RefusedError
+from skillopt.progress import Progress
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
 from skillopt_sleep.night.resume import find_resumable
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import LogProgress, NightProgress
+from skillopt_sleep.progress import LogProgress
 from skillopt_sleep.rundir import RunDir, utc_now
-from skillopt_sleep.spend import ModelPool
 from skillopt_sleep.state import project_dir
 
 __all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
@@ -84,9 +85,9 @@ async def run_night(
     project: Path,
     dry_run: bool = False,
     demo: bool = False,
-    pool: ModelPool | None = None,
+    pool: Pool | None = None,
     clock: Clock | None = None,
-    progress: NightProgress | None = None,
+    progress: Progress | None = None,
     tasks_file: Path | None = None,
     observer: StageObserver = NO_OBSERVER,
 ) -> NightOutcome:

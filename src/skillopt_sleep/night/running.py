@@ -24,8 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.backends.base import Pool
+from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
+from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.gating import Gate
@@ -34,11 +37,9 @@ from skillopt_sleep.judging import check_judging
 from skillopt_sleep.night.crossfit import Trial
 from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import NightProgress
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
-from skillopt_sleep.spend import ModelPool, SpendingPool
 
 __all__ = ["Clock", "Night", "log"]
 
@@ -58,10 +59,10 @@ class Night:
         *,
         config: SleepConfig,
         project: Path,
-        pool: ModelPool,
+        pool: Pool,
         run: RunDir,
         clock: Clock,
-        progress: NightProgress,
+        progress: Progress,
         dry_run: bool,
         resumed: bool,
         observer: StageObserver = NO_OBSERVER,
@@ -69,7 +70,7 @@ class Night:
         self.cfg = config
         self.observer = observer
         self.project = project
-        self.spend = SpendingPool(
+        self.spend = BudgetCompleter(
             pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
         )
         self.run = run

@@ -68,8 +68,8 @@ __all__ = [
     "Jobs",
     "NightRequest",
     "NightRunner",
-    "NightStatus",
     "NightSummary",
+    "WakeOutcome",
     "WakeReason",
     "build_trigger",
     "next_fire_after",
@@ -99,7 +99,10 @@ class WakeReason(StrEnum):
     CATCH_UP = "catch_up"
 
 
-class NightStatus(StrEnum):
+class WakeOutcome(StrEnum):
+    """What came of one wake of the daemon (a night's own end is
+    :class:`skillopt_sleep.state.NightStatus`)."""
+
     COMPLETE = "complete"
     FAILED = "failed"
     ABORTED = "aborted"
@@ -107,7 +110,7 @@ class NightStatus(StrEnum):
     SKIPPED = "skipped"  # the daemon was stopping before the night could start
 
 
-_COUNTS_AS_DONE = frozenset({NightStatus.COMPLETE, NightStatus.FAILED})
+_COUNTS_AS_DONE = frozenset({WakeOutcome.COMPLETE, WakeOutcome.FAILED})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +125,7 @@ class NightRequest:
 class NightSummary:
     """What a night runner reports back; one log line per night is built from it."""
 
-    status: NightStatus
+    status: WakeOutcome
     calls: int = 0
     tokens: int = 0
     run_dir: Path | None = None
@@ -521,16 +524,16 @@ class Daemon:
     async def _night(self, request: NightRequest, config: DaemonConfig) -> None:
         started = self._clock()
         t0 = time.monotonic()
-        summary = NightSummary(status=NightStatus.ABORTED, detail="cancelled")
+        summary = NightSummary(status=WakeOutcome.ABORTED, detail="cancelled")
         self._users[id(config)] += 1
         try:
             summary = await self._guarded_night(request, config)
         finally:
-            if summary.status is NightStatus.ABORTED and summary.run_dir is None:
+            if summary.status is WakeOutcome.ABORTED and summary.run_dir is None:
                 summary = _described(config, request, summary)
             self._users[id(config)] -= 1
             self._running.discard(request.key)
-            if summary.status is NightStatus.ABORTED:
+            if summary.status is WakeOutcome.ABORTED:
                 self._aborted += 1
             self._record(request, summary, started)
             _log().info(
@@ -550,7 +553,7 @@ class Daemon:
     async def _guarded_night(self, request: NightRequest, config: DaemonConfig) -> NightSummary:
         async with self._limiter:
             if self._stopping:
-                return NightSummary(status=NightStatus.SKIPPED, detail="daemon stopping")
+                return NightSummary(status=WakeOutcome.SKIPPED, detail="daemon stopping")
             lock = project_lock(
                 config.state_dir, request.project.path, command=f"daemon night ({request.reason})"
             )
@@ -558,13 +561,13 @@ class Daemon:
                 async with lock:
                     return await config.runner(request)
             except LockHeldError as exc:
-                return NightSummary(status=NightStatus.LOCKED, detail=str(exc))
+                return NightSummary(status=WakeOutcome.LOCKED, detail=str(exc))
             except SkillOptError as exc:
-                return NightSummary(status=NightStatus.FAILED, detail=str(exc))
+                return NightSummary(status=WakeOutcome.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
                 _log().exception("daemon.night_crashed", project=str(request.project.path))
                 return NightSummary(
-                    status=NightStatus.FAILED, detail=f"{type(exc).__name__}: {exc}"
+                    status=WakeOutcome.FAILED, detail=f"{type(exc).__name__}: {exc}"
                 )
 
     def _record(self, request: NightRequest, summary: NightSummary, started: datetime) -> None:

@@ -23,8 +23,8 @@ from skillopt_sleep.daemon import (
     Daemon,
     DaemonConfig,
     NightRequest,
-    NightStatus,
     NightSummary,
+    WakeOutcome,
     WakeReason,
     build_trigger,
     next_wake_times,
@@ -64,7 +64,7 @@ class FakeNights:
                 await self.release.wait()
             else:
                 await anyio.sleep(self.seconds)
-            return NightSummary(status=NightStatus.COMPLETE, calls=3, tokens=120)
+            return NightSummary(status=WakeOutcome.COMPLETE, calls=3, tokens=120)
         finally:
             self.active -= 1
             self.finalized.append(request.key)

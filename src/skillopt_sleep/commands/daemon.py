@@ -33,8 +33,8 @@ from skillopt_sleep.daemon import (
     DaemonConfig,
     NightRequest,
     NightRunner,
-    NightStatus,
     NightSummary,
+    WakeOutcome,
 )
 from skillopt_sleep.daemon_settings import DaemonSettings
 
@@ -222,7 +222,7 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
         return None
     spend = journal.spend or {}
     return NightSummary(
-        status=NightStatus.ABORTED,
+        status=WakeOutcome.ABORTED,
         calls=int(spend.get("calls", 0) or 0),
         tokens=int(spend.get("tokens", 0) or 0),
         run_dir=runs[-1],
@@ -272,10 +272,10 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
 def summary_from_outcome(outcome: Any) -> NightSummary:
     """Map a NightOutcome (status, spend, run_dir, reason) to the daemon's summary."""
     status = {
-        "complete": NightStatus.COMPLETE,
-        "failed": NightStatus.FAILED,
-        "aborted": NightStatus.ABORTED,
-    }.get(str(getattr(outcome, "status", "failed")), NightStatus.FAILED)
+        "complete": WakeOutcome.COMPLETE,
+        "failed": WakeOutcome.FAILED,
+        "aborted": WakeOutcome.ABORTED,
+    }.get(str(getattr(outcome, "status", "failed")), WakeOutcome.FAILED)
     spend = getattr(outcome, "spend", {}) or {}
     detail = str(getattr(outcome, "result", ""))
     reason = str(getattr(outcome, "reason", "") or "")

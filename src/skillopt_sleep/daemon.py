@@ -17,8 +17,7 @@ Lifecycle:
 A night counts as "done" for catch-up when it completed or failed; an aborted night is
 caught up (resumed) at the next start.
 
-Besides the daemon, this module holds the trigger maths (``build_trigger``,
-``next_wake_times``), the only other use of APScheduler. Around it: the settings
+Around it: the trigger maths (:mod:`.daemon_cron`), the settings
 (:mod:`.daemon_settings`), the catch-up record (:mod:`.daemon_state`), what ``status``
 shows (:mod:`.daemon_health`) and the stop (:mod:`.shutdown`).
 """
@@ -31,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -47,15 +46,20 @@ from apscheduler.events import (
     JobSubmissionEvent,
 )
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.cron import CronTrigger
 
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt_sleep.daemon_cron import (
+    Jobs,
+    build_trigger,
+    next_fire_after,
+    schedule_jobs,
+    scheduler_zone,
+)
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon_state import DaemonState, ProjectRecord
 from skillopt_sleep.lock import daemon_lock, project_lock
-from skillopt_sleep.lock import project_key as _project_key
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
 __all__ = [
@@ -65,16 +69,11 @@ __all__ = [
     "ConfigLoader",
     "Daemon",
     "DaemonConfig",
-    "Jobs",
     "NightRequest",
     "NightRunner",
     "NightSummary",
     "WakeOutcome",
     "WakeReason",
-    "build_trigger",
-    "next_fire_after",
-    "next_wake_times",
-    "schedule_jobs",
     "utc_now",
 ]
 
@@ -158,74 +157,6 @@ class DaemonConfig:
 
 
 ConfigLoader = Callable[[], DaemonConfig]
-
-
-# --------------------------------------------------------------------------- triggers
-
-
-def _zone(settings: DaemonSettings) -> ZoneInfo | None:
-    """The configured zone; None lets APScheduler use the machine's local zone (DST-aware)."""
-    return ZoneInfo(settings.timezone) if settings.timezone else None
-
-
-def build_trigger(
-    settings: DaemonSettings, project: ProjectSchedule, *, jitter: bool = True
-) -> CronTrigger:
-    """The CronTrigger of one project; a bad cron field becomes a ConfigError."""
-    spec = settings.schedule_for(project)
-    try:
-        return CronTrigger(
-            second=spec.second,
-            minute=spec.minute,
-            hour=spec.hour,
-            day=spec.day,
-            month=spec.month,
-            day_of_week=spec.day_of_week,
-            timezone=_zone(settings),
-            jitter=(settings.jitter_seconds or None) if jitter else None,
-        )
-    except ValueError as exc:
-        index = settings.projects.index(project) if project in settings.projects else None
-        key = f"daemon.projects.{index}" if index is not None else "daemon"
-        raise ConfigError(f"invalid schedule ({spec.describe()}): {exc}", key=key) from exc
-
-
-def next_fire_after(trigger: CronTrigger, instant: datetime) -> datetime | None:
-    """First fire time strictly after ``instant`` (jitter ignored)."""
-    fire: datetime | None = trigger.get_next_fire_time(None, instant + timedelta(microseconds=1))
-    return fire
-
-
-def next_wake_times(
-    settings: DaemonSettings, *, now: datetime | None = None
-) -> dict[Path, datetime]:
-    """Next scheduled night per enabled project (before jitter), for ``status``."""
-    current = now or utc_now()
-    out: dict[Path, datetime] = {}
-    for project in settings.enabled_projects():
-        fire = next_fire_after(build_trigger(settings, project, jitter=False), current)
-        if fire is not None:
-            out[project.path] = fire
-    return out
-
-
-Jobs = dict[str, tuple[ProjectSchedule, CronTrigger]]
-
-
-def schedule_jobs(settings: DaemonSettings, *, now: datetime) -> Jobs:
-    """One trigger per enabled project, keyed by project key; what the daemon refuses to
-    start with (no enabled project, a schedule that never fires) is a ConfigError."""
-    projects = settings.enabled_projects()
-    if not projects:
-        raise ConfigError("no enabled project to schedule", key="daemon.projects")
-    jobs = {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
-    for project, trigger in jobs.values():
-        if next_fire_after(trigger, now) is None:
-            index = settings.projects.index(project)
-            raise ConfigError(
-                f"the schedule of {project.path} never fires", key=f"daemon.projects.{index}"
-            )
-    return jobs
 
 
 def _iso(instant: datetime | None) -> str | None:
@@ -403,7 +334,7 @@ class Daemon:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we log the events ourselves
         settings = self.config.settings
         self._scheduler = AsyncIOScheduler(
-            timezone=_zone(settings),
+            timezone=scheduler_zone(settings),
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,

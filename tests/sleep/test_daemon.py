@@ -26,10 +26,9 @@ from skillopt_sleep.daemon import (
     NightSummary,
     WakeOutcome,
     WakeReason,
-    build_trigger,
-    next_wake_times,
     utc_now,
 )
+from skillopt_sleep.daemon_cron import build_trigger, next_wake_times
 from skillopt_sleep.daemon_health import daemon_holder, project_health
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon_state import STATE_FILE, read_daemon_state

@@ -57,7 +57,6 @@ __all__ = [
     "RunStatus",
     "StageRecord",
     "iso",
-    "runs_root",
     "utc_now",
 ]
 
@@ -200,10 +199,6 @@ def iso_ms(ts: datetime) -> str:
 
 #: How often ``run.json``'s directory is fsynced while a night runs (and at its end).
 DIR_SYNC_EVERY = 1.0
-
-
-def runs_root(state_dir: Path, project_key: str) -> Path:
-    return state_dir / "projects" / project_key / "runs"
 
 
 def _run_seq(path: Path) -> int:

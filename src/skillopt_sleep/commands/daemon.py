@@ -211,10 +211,10 @@ def daemon_config(
 def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
     """The night this process just aborted for ``project``, as its run journal recorded it
     (run directory, calls and tokens it paid for); None when the newest run is not it."""
-    from skillopt_sleep.commands._runs import runs_root
+    from skillopt_sleep.commands._runs import project_runs
     from skillopt_sleep.rundir import RunDir
 
-    runs = RunDir.list_runs(runs_root(cfg, project))
+    runs = project_runs(cfg, project)
     if not runs:
         return None
     journal = RunDir.open(runs[-1]).journal

@@ -78,9 +78,7 @@ __all__ = [
 ]
 
 
-def _log() -> Any:
-    """Looked up per call: a module-level bound logger would freeze the logging config."""
-    return get_logger(__name__)
+_log = get_logger(__name__)
 
 
 EXIT_OK = 0
@@ -170,7 +168,7 @@ def _described(config: DaemonConfig, request: NightRequest, summary: NightSummar
     try:
         return config.describe_aborted(request) or summary
     except (OSError, SkillOptError) as exc:
-        _log().warning(
+        _log.warning(
             "daemon.aborted_night_unread", project=str(request.project.path), error=str(exc)
         )
         return summary
@@ -232,13 +230,13 @@ class Daemon:
                 raise ConfigError("cannot change on reload; restart the daemon", key="state_dir")
             jobs = self._jobs_for(new.settings)
         except Exception as exc:  # a reload must never take the daemon down
-            _log().error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
+            _log.error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
             return False
         self._config = new
         self._loaded.append(new)
         self._limiter.total_tokens = new.settings.max_concurrent_nights
         self._install_jobs(jobs)
-        _log().info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log.info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
         if self._nights is not None:
             self._nights.start_soon(self._release_idle)
         return True
@@ -273,7 +271,7 @@ class Daemon:
                 try:
                     await config.aclose()
                 except Exception as exc:
-                    _log().warning("daemon.release_failed", error=sanitize(str(exc)))
+                    _log.warning("daemon.release_failed", error=sanitize(str(exc)))
 
     async def _run(self, config: DaemonConfig) -> int:
         jobs = self._jobs_for(config.settings)
@@ -295,17 +293,17 @@ class Daemon:
                     self._stopping = True
                     self._scheduler.shutdown(wait=False)
                     grace = self.config.settings.shutdown_grace_seconds
-                    _log().info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
+                    _log.info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
                     outer.start_soon(self._cancel_after_grace, nights, grace)
                 outer.cancel_scope.cancel()
-        _log().info("daemon.stopped", aborted_nights=self._aborted)
+        _log.info("daemon.stopped", aborted_nights=self._aborted)
         return EXIT_INTERRUPTED if self._aborted else EXIT_OK
 
     async def _watch_reload(self, *, task_status: TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
-                _log().info("daemon.signal", signal="SIGHUP", action="reload")
+                _log.info("daemon.signal", signal="SIGHUP", action="reload")
                 if not self._stopping:
                     self.reload()
 
@@ -323,7 +321,7 @@ class Daemon:
             drain = drain_all
         await self._stop.cancel_after_drain(nights.cancel_scope, drain=drain, grace=grace)
         if self._running:
-            _log().warning("daemon.cancelling_nights", projects=sorted(self._running))
+            _log.warning("daemon.cancelling_nights", projects=sorted(self._running))
 
     # -- scheduling ----------------------------------------------------------
 
@@ -347,7 +345,7 @@ class Daemon:
         )
         self._scheduler.start()
         self._install_jobs(jobs)
-        _log().info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log.info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
 
     def _install_jobs(self, jobs: Jobs) -> None:
         self._scheduler.remove_all_jobs()
@@ -382,14 +380,14 @@ class Daemon:
         if isinstance(event, JobSubmissionEvent) and event.code == EVENT_JOB_SUBMITTED:
             self._fired_at[event.job_id] = event.scheduled_run_times[-1]
         elif event.code == EVENT_JOB_MISSED:
-            _log().warning(
+            _log.warning(
                 "daemon.wake_missed",
                 key=event.job_id,
                 scheduled_for=_iso(event.scheduled_run_time),
                 reason="later than misfire_grace_seconds",
             )
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            _log().warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
+            _log.warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
 
     async def _on_fire(self, key: str) -> None:
         """APScheduler job body: hand the night to our task group and return at once."""
@@ -416,7 +414,7 @@ class Daemon:
             trigger = build_trigger(config.settings, project, jitter=False)
             missed = next_fire_after(trigger, ref)
             if missed is not None and missed <= now:
-                _log().info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
+                _log.info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
                 self._dispatch(key, WakeReason.CATCH_UP, missed)
 
     # -- nights --------------------------------------------------------------
@@ -432,22 +430,20 @@ class Daemon:
             "late_s": round(late, 3) if late is not None else None,
         }
         if project is None or self._nights is None:
-            _log().warning("daemon.wake", **fields, action="ignored", why="project not configured")
+            _log.warning("daemon.wake", **fields, action="ignored", why="project not configured")
             return
         if self._stopping:
-            _log().info("daemon.wake", **fields, action="ignored", why="daemon stopping")
+            _log.info("daemon.wake", **fields, action="ignored", why="daemon stopping")
             return
         if key in self._running:
-            _log().warning("daemon.wake", **fields, action="skipped", why="night already running")
+            _log.warning("daemon.wake", **fields, action="skipped", why="night already running")
             return
-        _log().info("daemon.wake", **fields, action="night")
+        _log.info("daemon.wake", **fields, action="night")
         if scheduled_for is not None and self._state is not None and key in self._state.projects:
             try:
                 self._state.update(key, last_fire=scheduled_for.isoformat())
             except OSError as exc:  # bookkeeping only; the night still runs
-                _log().error(
-                    "daemon.state_write_failed", path=str(self._state.path), error=str(exc)
-                )
+                _log.error("daemon.state_write_failed", path=str(self._state.path), error=str(exc))
         self._running.add(key)
         request = NightRequest(project=project, key=key, reason=reason, scheduled_for=scheduled_for)
         self._nights.start_soon(self._night, request, self.config, name=f"night {key}")
@@ -467,7 +463,7 @@ class Daemon:
             if summary.status is WakeOutcome.ABORTED:
                 self._aborted += 1
             self._record(request, summary, started)
-            _log().info(
+            _log.info(
                 "daemon.night",
                 project=str(request.project.path),
                 reason=str(request.reason),
@@ -496,7 +492,7 @@ class Daemon:
             except SkillOptError as exc:
                 return NightSummary(status=WakeOutcome.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
-                _log().exception("daemon.night_crashed", project=str(request.project.path))
+                _log.exception("daemon.night_crashed", project=str(request.project.path))
                 return NightSummary(
                     status=WakeOutcome.FAILED, detail=f"{type(exc).__name__}: {exc}"
                 )
@@ -514,4 +510,4 @@ class Daemon:
         try:
             state.update(request.key, **changes)
         except OSError as exc:
-            _log().error("daemon.state_write_failed", path=str(state.path), error=str(exc))
+            _log.error("daemon.state_write_failed", path=str(state.path), error=str(exc))

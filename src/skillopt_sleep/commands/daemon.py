@@ -65,9 +65,7 @@ ORDER = 30
 EXIT_REFUSED = 2
 
 
-def _log() -> Any:
-    """Looked up per call: a module-level bound logger would freeze the logging config."""
-    return get_logger(__name__)
+_log = get_logger(__name__)
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +176,7 @@ def demo_loader(
     from skillopt_sleep.config import SleepConfig
 
     cfg = SleepConfig.model_validate(data)
-    _log().info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
+    _log.info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
 
     def load() -> DaemonConfig:
         return daemon_config(cfg, cfg.daemon, night)

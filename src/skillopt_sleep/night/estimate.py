@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Estimate
-from skillopt_sleep.night.running import Night, log
+from skillopt_sleep.night.running import Night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
 __all__ = ["SpendEstimate", "announce_estimate", "estimate_spend", "learn_tokens"]
+
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +86,7 @@ def announce_estimate(
     if warning:
         night.notes.append(warning)
         night.progress.note(warning)
-    log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
+    _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
                 per_call=priced.per_call, sources=priced.sources)  # fmt: skip
     detail = {"calls": estimate.calls, **priced.to_dict(), "budget_warning": warning}
     return Estimate(said=said, detail=detail)
@@ -97,4 +100,4 @@ def learn_tokens(night: Night) -> None:
     try:
         model.save(where)
     except OSError as exc:  # a cache of averages: never sinks the night
-        log().warning("token_model.save_failed", error=str(exc))
+        _log.warning("token_model.save_failed", error=str(exc))

@@ -27,7 +27,6 @@ from typing import Any
 from skillopt.backends.base import Pool
 from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import BudgetExceededError
-from skillopt.logging import get_logger
 from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
@@ -41,14 +40,9 @@ from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
 
-__all__ = ["Clock", "Night", "log"]
+__all__ = ["Clock", "Night"]
 
 Clock = Callable[[], datetime]
-
-
-def log() -> Any:
-    """The night's logger, looked up per call so the logging config set by the CLI applies."""
-    return get_logger(__name__)
 
 
 class Night:

@@ -11,12 +11,15 @@ import sys
 from typing import TextIO
 
 from skillopt.logging import get_logger
-from skillopt.progress import Progress, terminal_progress
+from skillopt.progress import Progress, TtyProgress, terminal_progress
 from skillopt.redact import sanitize
 
-__all__ = ["LogProgress", "default_progress"]
+__all__ = ["LogProgress", "NightProgress", "TtyProgress", "default_progress"]
 
 _log = get_logger(__name__)
+
+#: The night's name for the shared protocol.
+NightProgress = Progress
 
 
 class LogProgress:
@@ -50,7 +53,7 @@ class LogProgress:
         self.current = ""
 
 
-def default_progress(stream: TextIO | None = None) -> Progress:
+def default_progress(stream: TextIO | None = None) -> NightProgress:
     """The live display on a terminal (finished stages keep their line), else logs."""
     out = stream or sys.stderr
     live = terminal_progress(out, keep_stage_lines=True, note_prefix="  ")

@@ -8,30 +8,20 @@ night, :func:`learn_tokens` folds tonight's measured tokens per call into the mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Estimate
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
-__all__ = ["SpendEstimate", "announce_estimate", "estimate_spend", "learn_tokens"]
+__all__ = ["announce_estimate", "estimate_spend", "learn_tokens"]
 
 _log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SpendEstimate:
-    calls: int
-    tokens: int
-    by_stage: dict[str, int]
-
-    def describe(self) -> str:
-        stages = ", ".join(f"{k} {v}" for k, v in self.by_stage.items() if v)
-        return f"about {self.calls} model calls (~{self.tokens} tokens): {stages}"
 
 
 def estimate_spend(

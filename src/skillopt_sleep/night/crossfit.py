@@ -41,8 +41,9 @@ from skillopt.gate import decide_paired
 from skillopt.paired_sampling import Plan, compare_adaptive, next_samples, unsettled
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
-from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
+from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
+from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
@@ -97,50 +98,6 @@ class Candidate:
             held_out=tuple(str(s) for s in data.get("held_out", ())),
             carried_nights=int(data.get("carried_nights", 0)),
         )
-
-
-@dataclass(kw_only=True)
-class Trial:
-    """One gate trial as the run directory and the report record it."""
-
-    name: str
-    kind: str  # single | union | leave_one_out | final
-    round: int
-    target: str
-    edits: list[EditRecord]
-    applied: list[EditRecord]
-    unmatched: list[EditRecord]
-    decision: GateDecision | None = None
-    note: str = ""
-    fold: int | None = None
-    motivated_by: list[str] = field(default_factory=list)  # failing tasks its reflection saw
-    seen: list[str] = field(default_factory=list)  # every task its reflection saw
-
-    @property
-    def verdict(self) -> str:
-        if self.decision is None:
-            return "unmatched" if not self.applied else "not_run"
-        action = self.decision.action
-        if action is GateAction.UNTESTED:
-            return "untested"
-        return "accepted" if self.decision.accepted else "rejected"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "round": self.round,
-            "target": self.target,
-            "fold": self.fold,
-            "verdict": self.verdict,
-            "edits": [e.to_dict() for e in self.edits],
-            "applied": [e.to_dict() for e in self.applied],
-            "unmatched": [e.to_dict() for e in self.unmatched],
-            "motivated_by": self.motivated_by,
-            "seen": self.seen,
-            "decision": self.decision.to_dict() if self.decision else None,
-            "note": self.note,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,8 +33,8 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.judging import check_judging
-from skillopt_sleep.night.crossfit import Trial
 from skillopt_sleep.night.outcome import NightFailed
+from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer

@@ -5,7 +5,8 @@ Public API::
     GateMetric                                   # hard | soft | mixed
     gate_score(hard, soft, *, metric, mixed_weight=0.5) -> float
     is_gate_off(mode) -> bool                    # "off" | "none" | "false" | "greedy"
-    GateConfig(metric, mixed_weight, min_delta, no_regression, samples_per_task, enabled)
+    GateConfig(metric, mixed_weight, min_delta, no_regression, samples_per_task,
+               confidence, max_samples_per_task)  # whether it runs: the caller's mode
     task_scores(results, *, config) -> dict[str, float]     # mean over samples per task
     task_deltas(baseline, candidate, ids) -> tuple[TaskDelta, ...]
     decide(baseline, candidate, *, config, train_ids, val_ids, edits_applied=True,
@@ -111,7 +112,6 @@ class GateConfig:
     min_delta: float = 0.0
     no_regression: bool = False
     samples_per_task: int = 1
-    enabled: bool = True
     confidence: float = 0.9  # paired gate: one-sided confidence of the improvement
     max_samples_per_task: int = 8  # paired gate: adaptive sampling stops here
 

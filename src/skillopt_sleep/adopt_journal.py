@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import fcntl
 import json
 import os
 import uuid
@@ -30,11 +29,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
 from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
 from skillopt.logging import get_logger
+from skillopt_sleep.lock import FileLock
 from skillopt_sleep.staging import RECEIPTS_NAME, sha256_bytes, sha256_file
 
 __all__ = [
@@ -131,36 +131,21 @@ class Recovery:
 # --------------------------------------------------------------------------- lock
 
 
-class RunLock:
-    """``flock`` on ``<run_dir>/.adopt.lock``: the kernel drops it when the holder dies,
-    so a killed adoption never leaves a lock that needs clearing by hand."""
+class RunLock(FileLock):
+    """The adoption lock of one run, ``<run_dir>/.adopt.lock``: a :class:`FileLock`, so the
+    kernel drops it when the holder dies and a killed adoption never leaves a lock that
+    needs clearing by hand."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / LOCK_NAME
-        self._fd: int | None = None
+        super().__init__(run_dir / LOCK_NAME, command="adopt")
 
-    def __enter__(self) -> RunLock:
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+    def acquire(self) -> Self:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip()
-            os.close(fd)
+            return super().acquire()
+        except LockHeldError as exc:
             raise LockHeldError(
-                f"{self.path}: another adoption of this night is running",
-                holder={"pid": holder},
+                f"{self.path}: another adoption of this night is running", holder=exc.holder
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 # --------------------------------------------------------------------------- files

@@ -11,21 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.redact import redact_obj
-from skillopt_sleep.commands._runs import pending, run_summary, runs_root
+from skillopt_sleep.commands._runs import pending, project_runs, run_summary
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.html import night_path, report_pages
 from skillopt_sleep.html.docdiff import proposal_diffs, unified_text
 from skillopt_sleep.html.night_view import as_float, read_json, summary_lines
-from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.state import StateStore
 
-__all__ = ["RECENT", "night_summary", "pending_diff", "project_runs", "status_data"]
+__all__ = ["RECENT", "night_summary", "pending_diff", "status_data"]
 
 RECENT = 5
-
-
-def project_runs(cfg: SleepConfig, project: Path) -> list[Path]:
-    return RunDir.list_runs(runs_root(cfg, project))
 
 
 def status_data(cfg: SleepConfig, project: Path) -> dict[str, Any]:

@@ -17,8 +17,7 @@ Lifecycle:
 A night counts as "done" for catch-up when it completed or failed; an aborted night is
 caught up (resumed) at the next start.
 
-Besides the daemon, this module holds the trigger maths (``build_trigger``,
-``next_wake_times``), the only other use of APScheduler. Around it: the settings
+Around it: the trigger maths (:mod:`.daemon_cron`), the settings
 (:mod:`.daemon_settings`), the catch-up record (:mod:`.daemon_state`), what ``status``
 shows (:mod:`.daemon_health`) and the stop (:mod:`.shutdown`).
 """
@@ -31,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -47,15 +46,20 @@ from apscheduler.events import (
     JobSubmissionEvent,
 )
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.cron import CronTrigger
 
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt_sleep.daemon_cron import (
+    Jobs,
+    build_trigger,
+    next_fire_after,
+    schedule_jobs,
+    scheduler_zone,
+)
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon_state import DaemonState, ProjectRecord
 from skillopt_sleep.lock import daemon_lock, project_lock
-from skillopt_sleep.lock import project_key as _project_key
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
 __all__ = [
@@ -65,23 +69,16 @@ __all__ = [
     "ConfigLoader",
     "Daemon",
     "DaemonConfig",
-    "Jobs",
     "NightRequest",
     "NightRunner",
-    "NightStatus",
     "NightSummary",
+    "WakeOutcome",
     "WakeReason",
-    "build_trigger",
-    "next_fire_after",
-    "next_wake_times",
-    "schedule_jobs",
     "utc_now",
 ]
 
 
-def _log() -> Any:
-    """Looked up per call: a module-level bound logger would freeze the logging config."""
-    return get_logger(__name__)
+_log = get_logger(__name__)
 
 
 EXIT_OK = 0
@@ -99,7 +96,10 @@ class WakeReason(StrEnum):
     CATCH_UP = "catch_up"
 
 
-class NightStatus(StrEnum):
+class WakeOutcome(StrEnum):
+    """What came of one wake of the daemon (a night's own end is
+    :class:`skillopt_sleep.state.NightStatus`)."""
+
     COMPLETE = "complete"
     FAILED = "failed"
     ABORTED = "aborted"
@@ -107,7 +107,7 @@ class NightStatus(StrEnum):
     SKIPPED = "skipped"  # the daemon was stopping before the night could start
 
 
-_COUNTS_AS_DONE = frozenset({NightStatus.COMPLETE, NightStatus.FAILED})
+_COUNTS_AS_DONE = frozenset({WakeOutcome.COMPLETE, WakeOutcome.FAILED})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +122,7 @@ class NightRequest:
 class NightSummary:
     """What a night runner reports back; one log line per night is built from it."""
 
-    status: NightStatus
+    status: WakeOutcome
     calls: int = 0
     tokens: int = 0
     run_dir: Path | None = None
@@ -157,74 +157,6 @@ class DaemonConfig:
 ConfigLoader = Callable[[], DaemonConfig]
 
 
-# --------------------------------------------------------------------------- triggers
-
-
-def _zone(settings: DaemonSettings) -> ZoneInfo | None:
-    """The configured zone; None lets APScheduler use the machine's local zone (DST-aware)."""
-    return ZoneInfo(settings.timezone) if settings.timezone else None
-
-
-def build_trigger(
-    settings: DaemonSettings, project: ProjectSchedule, *, jitter: bool = True
-) -> CronTrigger:
-    """The CronTrigger of one project; a bad cron field becomes a ConfigError."""
-    spec = settings.schedule_for(project)
-    try:
-        return CronTrigger(
-            second=spec.second,
-            minute=spec.minute,
-            hour=spec.hour,
-            day=spec.day,
-            month=spec.month,
-            day_of_week=spec.day_of_week,
-            timezone=_zone(settings),
-            jitter=(settings.jitter_seconds or None) if jitter else None,
-        )
-    except ValueError as exc:
-        index = settings.projects.index(project) if project in settings.projects else None
-        key = f"daemon.projects.{index}" if index is not None else "daemon"
-        raise ConfigError(f"invalid schedule ({spec.describe()}): {exc}", key=key) from exc
-
-
-def next_fire_after(trigger: CronTrigger, instant: datetime) -> datetime | None:
-    """First fire time strictly after ``instant`` (jitter ignored)."""
-    fire: datetime | None = trigger.get_next_fire_time(None, instant + timedelta(microseconds=1))
-    return fire
-
-
-def next_wake_times(
-    settings: DaemonSettings, *, now: datetime | None = None
-) -> dict[Path, datetime]:
-    """Next scheduled night per enabled project (before jitter), for ``status``."""
-    current = now or utc_now()
-    out: dict[Path, datetime] = {}
-    for project in settings.enabled_projects():
-        fire = next_fire_after(build_trigger(settings, project, jitter=False), current)
-        if fire is not None:
-            out[project.path] = fire
-    return out
-
-
-Jobs = dict[str, tuple[ProjectSchedule, CronTrigger]]
-
-
-def schedule_jobs(settings: DaemonSettings, *, now: datetime) -> Jobs:
-    """One trigger per enabled project, keyed by project key; what the daemon refuses to
-    start with (no enabled project, a schedule that never fires) is a ConfigError."""
-    projects = settings.enabled_projects()
-    if not projects:
-        raise ConfigError("no enabled project to schedule", key="daemon.projects")
-    jobs = {_project_key(p.path): (p, build_trigger(settings, p)) for p in projects}
-    for project, trigger in jobs.values():
-        if next_fire_after(trigger, now) is None:
-            index = settings.projects.index(project)
-            raise ConfigError(
-                f"the schedule of {project.path} never fires", key=f"daemon.projects.{index}"
-            )
-    return jobs
-
-
 def _iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None
 
@@ -236,7 +168,7 @@ def _described(config: DaemonConfig, request: NightRequest, summary: NightSummar
     try:
         return config.describe_aborted(request) or summary
     except (OSError, SkillOptError) as exc:
-        _log().warning(
+        _log.warning(
             "daemon.aborted_night_unread", project=str(request.project.path), error=str(exc)
         )
         return summary
@@ -298,13 +230,13 @@ class Daemon:
                 raise ConfigError("cannot change on reload; restart the daemon", key="state_dir")
             jobs = self._jobs_for(new.settings)
         except Exception as exc:  # a reload must never take the daemon down
-            _log().error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
+            _log.error("daemon.reload_failed", reason=sanitize(str(exc)), kept="previous config")
             return False
         self._config = new
         self._loaded.append(new)
         self._limiter.total_tokens = new.settings.max_concurrent_nights
         self._install_jobs(jobs)
-        _log().info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log.info("daemon.reloaded", projects=len(jobs), next_wakes=self._next_wakes_log())
         if self._nights is not None:
             self._nights.start_soon(self._release_idle)
         return True
@@ -339,7 +271,7 @@ class Daemon:
                 try:
                     await config.aclose()
                 except Exception as exc:
-                    _log().warning("daemon.release_failed", error=sanitize(str(exc)))
+                    _log.warning("daemon.release_failed", error=sanitize(str(exc)))
 
     async def _run(self, config: DaemonConfig) -> int:
         jobs = self._jobs_for(config.settings)
@@ -361,17 +293,17 @@ class Daemon:
                     self._stopping = True
                     self._scheduler.shutdown(wait=False)
                     grace = self.config.settings.shutdown_grace_seconds
-                    _log().info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
+                    _log.info("daemon.stopping", in_flight=sorted(self._running), grace_s=grace)
                     outer.start_soon(self._cancel_after_grace, nights, grace)
                 outer.cancel_scope.cancel()
-        _log().info("daemon.stopped", aborted_nights=self._aborted)
+        _log.info("daemon.stopped", aborted_nights=self._aborted)
         return EXIT_INTERRUPTED if self._aborted else EXIT_OK
 
     async def _watch_reload(self, *, task_status: TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
-                _log().info("daemon.signal", signal="SIGHUP", action="reload")
+                _log.info("daemon.signal", signal="SIGHUP", action="reload")
                 if not self._stopping:
                     self.reload()
 
@@ -389,7 +321,7 @@ class Daemon:
             drain = drain_all
         await self._stop.cancel_after_drain(nights.cancel_scope, drain=drain, grace=grace)
         if self._running:
-            _log().warning("daemon.cancelling_nights", projects=sorted(self._running))
+            _log.warning("daemon.cancelling_nights", projects=sorted(self._running))
 
     # -- scheduling ----------------------------------------------------------
 
@@ -400,7 +332,7 @@ class Daemon:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)  # we log the events ourselves
         settings = self.config.settings
         self._scheduler = AsyncIOScheduler(
-            timezone=_zone(settings),
+            timezone=scheduler_zone(settings),
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
@@ -413,7 +345,7 @@ class Daemon:
         )
         self._scheduler.start()
         self._install_jobs(jobs)
-        _log().info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
+        _log.info("daemon.started", projects=len(jobs), next_wakes=self._next_wakes_log())
 
     def _install_jobs(self, jobs: Jobs) -> None:
         self._scheduler.remove_all_jobs()
@@ -448,14 +380,14 @@ class Daemon:
         if isinstance(event, JobSubmissionEvent) and event.code == EVENT_JOB_SUBMITTED:
             self._fired_at[event.job_id] = event.scheduled_run_times[-1]
         elif event.code == EVENT_JOB_MISSED:
-            _log().warning(
+            _log.warning(
                 "daemon.wake_missed",
                 key=event.job_id,
                 scheduled_for=_iso(event.scheduled_run_time),
                 reason="later than misfire_grace_seconds",
             )
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            _log().warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
+            _log.warning("daemon.wake_skipped", key=event.job_id, reason="job still running")
 
     async def _on_fire(self, key: str) -> None:
         """APScheduler job body: hand the night to our task group and return at once."""
@@ -482,7 +414,7 @@ class Daemon:
             trigger = build_trigger(config.settings, project, jitter=False)
             missed = next_fire_after(trigger, ref)
             if missed is not None and missed <= now:
-                _log().info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
+                _log.info("daemon.catch_up", project=str(project.path), missed=_iso(missed))
                 self._dispatch(key, WakeReason.CATCH_UP, missed)
 
     # -- nights --------------------------------------------------------------
@@ -498,22 +430,20 @@ class Daemon:
             "late_s": round(late, 3) if late is not None else None,
         }
         if project is None or self._nights is None:
-            _log().warning("daemon.wake", **fields, action="ignored", why="project not configured")
+            _log.warning("daemon.wake", **fields, action="ignored", why="project not configured")
             return
         if self._stopping:
-            _log().info("daemon.wake", **fields, action="ignored", why="daemon stopping")
+            _log.info("daemon.wake", **fields, action="ignored", why="daemon stopping")
             return
         if key in self._running:
-            _log().warning("daemon.wake", **fields, action="skipped", why="night already running")
+            _log.warning("daemon.wake", **fields, action="skipped", why="night already running")
             return
-        _log().info("daemon.wake", **fields, action="night")
+        _log.info("daemon.wake", **fields, action="night")
         if scheduled_for is not None and self._state is not None and key in self._state.projects:
             try:
                 self._state.update(key, last_fire=scheduled_for.isoformat())
             except OSError as exc:  # bookkeeping only; the night still runs
-                _log().error(
-                    "daemon.state_write_failed", path=str(self._state.path), error=str(exc)
-                )
+                _log.error("daemon.state_write_failed", path=str(self._state.path), error=str(exc))
         self._running.add(key)
         request = NightRequest(project=project, key=key, reason=reason, scheduled_for=scheduled_for)
         self._nights.start_soon(self._night, request, self.config, name=f"night {key}")
@@ -521,19 +451,19 @@ class Daemon:
     async def _night(self, request: NightRequest, config: DaemonConfig) -> None:
         started = self._clock()
         t0 = time.monotonic()
-        summary = NightSummary(status=NightStatus.ABORTED, detail="cancelled")
+        summary = NightSummary(status=WakeOutcome.ABORTED, detail="cancelled")
         self._users[id(config)] += 1
         try:
             summary = await self._guarded_night(request, config)
         finally:
-            if summary.status is NightStatus.ABORTED and summary.run_dir is None:
+            if summary.status is WakeOutcome.ABORTED and summary.run_dir is None:
                 summary = _described(config, request, summary)
             self._users[id(config)] -= 1
             self._running.discard(request.key)
-            if summary.status is NightStatus.ABORTED:
+            if summary.status is WakeOutcome.ABORTED:
                 self._aborted += 1
             self._record(request, summary, started)
-            _log().info(
+            _log.info(
                 "daemon.night",
                 project=str(request.project.path),
                 reason=str(request.reason),
@@ -550,7 +480,7 @@ class Daemon:
     async def _guarded_night(self, request: NightRequest, config: DaemonConfig) -> NightSummary:
         async with self._limiter:
             if self._stopping:
-                return NightSummary(status=NightStatus.SKIPPED, detail="daemon stopping")
+                return NightSummary(status=WakeOutcome.SKIPPED, detail="daemon stopping")
             lock = project_lock(
                 config.state_dir, request.project.path, command=f"daemon night ({request.reason})"
             )
@@ -558,13 +488,13 @@ class Daemon:
                 async with lock:
                     return await config.runner(request)
             except LockHeldError as exc:
-                return NightSummary(status=NightStatus.LOCKED, detail=str(exc))
+                return NightSummary(status=WakeOutcome.LOCKED, detail=str(exc))
             except SkillOptError as exc:
-                return NightSummary(status=NightStatus.FAILED, detail=str(exc))
+                return NightSummary(status=WakeOutcome.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
-                _log().exception("daemon.night_crashed", project=str(request.project.path))
+                _log.exception("daemon.night_crashed", project=str(request.project.path))
                 return NightSummary(
-                    status=NightStatus.FAILED, detail=f"{type(exc).__name__}: {exc}"
+                    status=WakeOutcome.FAILED, detail=f"{type(exc).__name__}: {exc}"
                 )
 
     def _record(self, request: NightRequest, summary: NightSummary, started: datetime) -> None:
@@ -580,4 +510,4 @@ class Daemon:
         try:
             state.update(request.key, **changes)
         except OSError as exc:
-            _log().error("daemon.state_write_failed", path=str(state.path), error=str(exc))
+            _log.error("daemon.state_write_failed", path=str(state.path), error=str(exc))

@@ -63,7 +63,7 @@ def project_health(
     )
     wakes: list[datetime] = []
     if any(s.kind in ("daemon", "systemd-daemon") for s in schedulers):
-        from skillopt_sleep.daemon import next_wake_times  # the scheduler, only when used
+        from skillopt_sleep.daemon_cron import next_wake_times  # the scheduler, only when used
 
         wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
         wakes += [wake] if wake else []

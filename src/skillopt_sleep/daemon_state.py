@@ -18,6 +18,8 @@ from skillopt.logging import get_logger
 
 __all__ = ["STATE_FILE", "STATE_VERSION", "DaemonState", "ProjectRecord", "read_daemon_state"]
 
+_log = get_logger(__name__)
+
 STATE_FILE = "daemon-state.json"
 STATE_VERSION = 1
 
@@ -62,7 +64,7 @@ class DaemonState:
             path = Path(state_dir) / STATE_FILE
             aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
             path.replace(aside)
-            get_logger(__name__).error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
+            _log.error("daemon.state_corrupt", error=str(exc), moved_to=str(aside))
             return cls(path=path)
 
     def save(self) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from skillopt.backends.base import Completer, CompletionRequest, Role
+from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
     BudgetExceededError,
@@ -291,12 +291,11 @@ async def llm_mine(
     """Mine ``digests`` (newest first) with the optimizer role; see the module docstring."""
     chosen = [d for d in digests[: max_sessions or len(digests)] if d.user_intents]
     tally = _Tally()
-    outcomes: list[_SessionOutcome | None] = [None] * len(chosen)
 
-    async def run(index: int, digest: SessionDigest) -> None:
-        outcomes[index] = await _mine_one(
+    async def run(index: int) -> _SessionOutcome:
+        return await _mine_one(
             pool,
-            digest,
+            chosen[index],
             project=project,
             tally=tally,
             call_timeout=call_timeout,
@@ -304,22 +303,19 @@ async def llm_mine(
         )
 
     try:
-        async with anyio.create_task_group() as group:
-            for index, digest in enumerate(chosen):
-                group.start_soon(run, index, digest)
+        outcomes = await gather_indexed(run, len(chosen))
     except* BudgetExceededError as caught:
         raise caught.exceptions[0] from None
 
-    done = [o for o in outcomes if o is not None]
     fallbacks = [
         {"session_id": d.session_id, "cause": o.fallback_cause}
-        for d, o in zip(chosen, done, strict=True)
+        for d, o in zip(chosen, outcomes, strict=True)
         if o.fallback_cause
     ]
-    llm_tasks = [t for o in done if not o.fallback_cause for t in o.tasks]
+    llm_tasks = [t for o in outcomes if not o.fallback_cause for t in o.tasks]
     diagnostics: dict[str, Any] = {
         "sessions": len(chosen),
-        "calls": sum(o.calls for o in done),
+        "calls": sum(o.calls for o in outcomes),
         "fallbacks": fallbacks,
         "dropped_uncheckable": tally.dropped_uncheckable,
         "dropped_checks": tally.dropped_checks,
@@ -331,7 +327,7 @@ async def llm_mine(
                 "prompt": o.prompt[:EXCHANGE_CHARS],
                 "attempts": list(o.exchanges),
             }
-            for d, o in zip(chosen, done, strict=True)
+            for d, o in zip(chosen, outcomes, strict=True)
         ],
     }
     if not llm_tasks:
@@ -343,7 +339,7 @@ async def llm_mine(
             miner="heuristic",
             diagnostics={**diagnostics, "heuristic": fallback.diagnostics},
         )
-    merged = merge_tasks(t for o in done for t in o.tasks)
+    merged = merge_tasks(t for o in outcomes for t in o.tasks)
     kept = merged[: max(0, max_tasks)]
     diagnostics["tasks"] = len(kept)
     diagnostics["truncated"] = len(merged) - len(kept)

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from skillopt.errors import LockHeldError
 from skillopt.logging import get_logger
@@ -52,9 +52,7 @@ __all__ = [
 ]
 
 
-def _log() -> Any:
-    """Looked up per call: a module-level bound logger would freeze the logging config."""
-    return get_logger(__name__)
+_log = get_logger(__name__)
 
 
 LOCK_NAME = "lock"
@@ -208,7 +206,7 @@ class FileLock:
                     raise
             holder = read_holder(self.path)
             if attempt == 0 and holder is not None and self._is_dead_here(holder):
-                _log().warning(
+                _log.warning(
                     "lock.reclaimed",
                     path=str(self.path),
                     previous=holder.to_dict(),
@@ -232,7 +230,7 @@ class FileLock:
         if not size:
             return
         previous = _parse_holder(os.pread(fd, min(size, 4096), 0))
-        _log().warning(
+        _log.warning(
             "lock.reclaimed",
             path=str(self.path),
             previous=previous.to_dict() if previous else None,

@@ -29,12 +29,13 @@ from mcp_types import ToolAnnotations
 from skillopt.errors import SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_obj, sanitize
-from skillopt_sleep.agent_summary import night_summary, pending_diff, project_runs, status_data
+from skillopt_sleep.agent_summary import night_summary, pending_diff, status_data
 from skillopt_sleep.commands._common import load_config
 from skillopt_sleep.commands._runs import (
     adopt_pending,
     find_run,
     latest_with_proposal,
+    project_runs,
     recover_adoptions,
 )
 from skillopt_sleep.config import SleepConfig

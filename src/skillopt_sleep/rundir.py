@@ -39,6 +39,7 @@ from skillopt.atomicio import (
 )
 from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj, sanitize
+from skillopt.run_files import RunFiles
 
 __all__ = [
     "DIAGNOSTICS",
@@ -57,7 +58,6 @@ __all__ = [
     "RunStatus",
     "StageRecord",
     "iso",
-    "runs_root",
     "utc_now",
 ]
 
@@ -202,25 +202,25 @@ def iso_ms(ts: datetime) -> str:
 DIR_SYNC_EVERY = 1.0
 
 
-def runs_root(state_dir: Path, project_key: str) -> Path:
-    return state_dir / "projects" / project_key / "runs"
-
-
 def _run_seq(path: Path) -> int:
     """The sequence number at the end of a run directory name (``<stamp>-<seq>``)."""
     tail = path.name.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else 0
 
 
-class RunDir:
+class RunDir(RunFiles):
     """A run directory plus its in-memory journal (mirrored to ``run.json``)."""
 
     def __init__(self, path: Path, journal: RunJournal) -> None:
-        self.path = path
+        super().__init__(path)
         self.journal = journal
         self._rollouts = AppendJournal(path / ROLLOUTS)
         self._evidence = AppendJournal(path / EVIDENCE)
         self._dir_synced_at = time.monotonic()
+
+    @property
+    def path(self) -> Path:
+        return self.root
 
     def sync(self) -> None:
         """fsync the appended files (their lines are already on the kernel's side)."""
@@ -385,12 +385,6 @@ class RunDir:
             self._evidence.append(clipped)
             return
         self._evidence.append([_clip_redact(r, max_chars) for r in rows])
-
-    def write_json(self, name: str, data: Any) -> None:
-        atomic_write_json(self.path / name, redact_obj(data))
-
-    def write_text(self, name: str, text: str) -> None:
-        atomic_write_text(self.path / name, sanitize(text))
 
 
 def _ended(stage: StageRecord, now: datetime, status: str, extra: dict[str, Any]) -> StageRecord:

@@ -19,6 +19,8 @@ from skillopt.logging import get_logger
 
 __all__ = ["Drain", "GracefulStop"]
 
+_log = get_logger(__name__)
+
 Drain = Callable[[], Awaitable[None]]
 """Refuses new model calls and returns once none is in flight."""
 
@@ -52,7 +54,7 @@ class GracefulStop:
             task_status.started()
             async for signum in received:
                 again = self.stopping
-                get_logger(__name__).warning(
+                _log.warning(
                     self._event,
                     signal=signal.Signals(signum).name,
                     action="cancel now" if again else "drain, then cancel",

@@ -1,18 +1,13 @@
-"""The night's spend: the estimate printed before any call, and the cap's names.
+"""The night's spend estimate, printed before any call.
 
-The cap itself is :class:`skillopt.backends.wrappers.BudgetCompleter` (``SpendingPool`` here);
-``ModelPool`` is :class:`skillopt.backends.base.Pool`. Both names stay for the night modules
-that use them.
+The cap itself is :class:`skillopt.backends.wrappers.BudgetCompleter`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skillopt.backends.base import Pool as ModelPool
-from skillopt.backends.wrappers import BudgetCompleter as SpendingPool
-
-__all__ = ["ModelPool", "SpendEstimate", "SpendingPool"]
+__all__ = ["SpendEstimate"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,6 +38,7 @@ __all__ = [
     "project_dir",
     "project_key",
     "read_state_file",
+    "runs_dir",
 ]
 
 HISTORY_CAP = 200
@@ -57,6 +58,11 @@ def project_key(project_path: str | os.PathLike[str]) -> str:
 def project_dir(state_dir: str | os.PathLike[str], project_path: str | os.PathLike[str]) -> Path:
     """``<state_dir>/projects/<key>``: where a project's state, runs and skills live."""
     return Path(state_dir) / "projects" / project_key(project_path)
+
+
+def runs_dir(state_dir: str | os.PathLike[str], project_path: str | os.PathLike[str]) -> Path:
+    """``<project_dir>/runs``: one directory per night."""
+    return project_dir(state_dir, project_path) / "runs"
 
 
 class NightStatus(StrEnum):

@@ -36,7 +36,7 @@ from skillopt_sleep.staging import (
     sha256_file,
     write_proposal,
 )
-from skillopt_sleep.state import project_dir
+from skillopt_sleep.state import project_dir, runs_dir
 
 __all__ = [
     "RESTORES_DIR",
@@ -97,7 +97,7 @@ def skill_names(cfg: SleepConfig, project: Path) -> list[str]:
 
 
 def _nights(cfg: SleepConfig, project: Path) -> list[Path]:
-    return RunDir.list_runs(_state(cfg, project) / "runs")
+    return RunDir.list_runs(runs_dir(cfg.state_path(), project))
 
 
 def _adopted(cfg: SleepConfig, project: Path) -> set[tuple[str, str]]:

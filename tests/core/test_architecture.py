@@ -69,9 +69,9 @@ def test_members_and_wrappers_know_nothing_of_the_stack_above_them() -> None:
     assert not bad
 
 
-def test_only_daemon_py_imports_apscheduler() -> None:
+def test_only_the_daemon_and_its_cron_maths_import_apscheduler() -> None:
     users = {a for a, b in arrows(SRC) if under(b, "apscheduler")}
-    assert users == {"skillopt_sleep.daemon"}
+    assert users == {"skillopt_sleep.daemon", "skillopt_sleep.daemon_cron"}
 
 
 def test_pools_are_built_only_where_the_stack_is_opened() -> None:

@@ -90,3 +90,21 @@ def test_loggers_are_named_after_their_module() -> None:
         )
     ]
     assert calls == []
+
+
+def test_no_logger_is_fetched_through_a_function() -> None:
+    """``get_logger`` is lazy (it follows a later ``configure_logging``), so a function that
+    fetches the logger per call is a second idiom with nothing to gain."""
+    factories = [
+        f"{path.relative_to(SRC).as_posix()}:{node.name}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).as_posix() != "skillopt/logging.py"
+        for node in ast.walk(parsed(path))
+        if isinstance(node, ast.FunctionDef)
+        and len(node.body) >= 1
+        and isinstance(node.body[-1], ast.Return)
+        and isinstance(node.body[-1].value, ast.Call)
+        and isinstance(node.body[-1].value.func, ast.Name)
+        and node.body[-1].value.func.id == "get_logger"
+    ]
+    assert factories == []

@@ -23,13 +23,12 @@ from skillopt_sleep.daemon import (
     Daemon,
     DaemonConfig,
     NightRequest,
-    NightStatus,
     NightSummary,
+    WakeOutcome,
     WakeReason,
-    build_trigger,
-    next_wake_times,
     utc_now,
 )
+from skillopt_sleep.daemon_cron import build_trigger, next_wake_times
 from skillopt_sleep.daemon_health import daemon_holder, project_health
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon_state import STATE_FILE, read_daemon_state
@@ -64,7 +63,7 @@ class FakeNights:
                 await self.release.wait()
             else:
                 await anyio.sleep(self.seconds)
-            return NightSummary(status=NightStatus.COMPLETE, calls=3, tokens=120)
+            return NightSummary(status=WakeOutcome.COMPLETE, calls=3, tokens=120)
         finally:
             self.active -= 1
             self.finalized.append(request.key)

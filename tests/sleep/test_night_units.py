@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
+from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import BudgetExceededError, ReplyFormatError
+from skillopt.progress import TtyProgress
 from skillopt.replies import json_values
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.night.report_markdown import cell, render_markdown, score_chart
-from skillopt_sleep.progress import TtyProgress
 from skillopt_sleep.reflect import Reflector, RolloutSet, parse_edits
 from skillopt_sleep.replay import Docs, parse_judge_reply
-from skillopt_sleep.spend import SpendingPool
 
 
 def test_parse_edits_validates_and_caps_at_the_budget() -> None:
@@ -119,14 +119,14 @@ async def test_reflect_makes_no_call_without_failures_or_budget() -> None:
 
 
 async def test_spending_pool_stops_at_the_cap() -> None:
-    pool = SpendingPool(ScriptedPool(["a", "b", "c"]), max_calls=2)
+    pool = BudgetCompleter(ScriptedPool(["a", "b", "c"]), max_calls=2)
     request = CompletionRequest(role=Role.TARGET, prompt="p", stage="rollout")
     await pool.complete(request)
     await pool.complete(request)
     with pytest.raises(BudgetExceededError):
         await pool.complete(request)
     assert pool.summary()["calls"] == 2 and pool.reached == "calls"
-    tokens = SpendingPool(ScriptedPool(["a", "b"]), max_tokens=10)
+    tokens = BudgetCompleter(ScriptedPool(["a", "b"]), max_tokens=10)
     await tokens.complete(request)
     with pytest.raises(BudgetExceededError):
         await tokens.complete(request)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 
-from skillopt_sleep.daemon import Daemon, DaemonConfig, NightRequest, NightStatus, NightSummary
+from skillopt_sleep.daemon import Daemon, DaemonConfig, NightRequest, NightSummary, WakeOutcome
 from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
 
 
@@ -25,7 +25,7 @@ class Tracked:
     async def night(self, request: NightRequest) -> NightSummary:
         self.started.set()
         await self.release.wait()
-        return NightSummary(status=NightStatus.COMPLETE)
+        return NightSummary(status=WakeOutcome.COMPLETE)
 
     def load(self) -> DaemonConfig:
         tag = self.made

@@ -18,6 +18,7 @@ from skillopt_sleep.state import (
     NightStatus,
     StateStore,
     project_key,
+    runs_dir,
 )
 
 NOW = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)
@@ -131,6 +132,11 @@ def test_project_key_is_readable_stable_and_distinct(tmp_path: Path) -> None:
     assert project_key(a) == key == project_key(link)
     assert project_key(b) != key
     assert project_key("/").startswith("root-")
+
+
+def test_a_projects_runs_live_under_its_key(tmp_path: Path) -> None:
+    runs = runs_dir(tmp_path / "state", tmp_path)
+    assert runs == tmp_path / "state" / "projects" / project_key(tmp_path) / "runs"
 
 
 def test_recording_a_night_twice_keeps_one_entry_and_the_counter_ahead(tmp_path: Path) -> None:

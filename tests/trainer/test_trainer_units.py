@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from skillopt.errors import ConfigError, DataError
+from skillopt.gate import gate_score
 from skillopt.trainer.config import GateMetric, LrScheduler, load_trainer_config, parse_override
 from skillopt.trainer.data import eval_batch, plan_steps, plan_train_epoch, sample_train
 from skillopt.trainer.envs.base import RolloutResult, parse_split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
-from skillopt.trainer.gating import decide, gate_score, scheduled_budget
+from skillopt.trainer.gating import decide, scheduled_budget
 from skillopt.trainer.steps import partition
 from skillopt.types import GateAction, Split
 
@@ -139,8 +140,8 @@ def test_gate_strict_improvement_and_gate_off() -> None:
     forced = decide(candidate=0.1, current=0.5, best=0.5, use_gate=False)
     assert forced.action is GateAction.FORCE_ACCEPT
     assert forced.becomes_current and not forced.becomes_best
-    assert gate_score(1.0, 0.0, GateMetric.MIXED, 0.25) == 0.75
-    assert gate_score(1.0, 0.5, GateMetric.SOFT, 0.25) == 0.5
+    assert gate_score(1.0, 0.0, metric=GateMetric.MIXED, mixed_weight=0.25) == 0.75
+    assert gate_score(1.0, 0.5, metric=GateMetric.SOFT, mixed_weight=0.25) == 0.5
 
 
 # ----------------------------------------------------------------------------- reflect split

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
+from skillopt.gate import gate_score
 from skillopt.logging import get_logger
 from skillopt.progress import Progress
 from skillopt.skilldoc import migrate_on_read
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
-from skillopt.trainer.gating import gate_score
 from skillopt.trainer.persistence import RunDir, RunState
 from skillopt.trainer.replies import ask_json
 from skillopt.trainer.steps import RunContext, StageCounter, mean_scores, rollout, skill_hash
@@ -83,7 +83,7 @@ class TrainerCore:
 
     def score(self, hard: float, soft: float) -> float:
         ev = self.cfg.evaluation
-        return gate_score(hard, soft, ev.gate_metric, ev.mixed_weight)
+        return gate_score(hard, soft, metric=ev.gate_metric, mixed_weight=ev.mixed_weight)
 
     async def validate(
         self, state: RunState, skill: str, out_dir: Path

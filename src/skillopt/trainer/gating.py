@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skillopt.gate import GateMetric, decide_trainer
-from skillopt.gate import gate_score as _core_gate_score
+from skillopt.gate import decide_trainer
 from skillopt.optimizer.budget import BudgetSchedule, ScheduleKind, edit_budget
 from skillopt.trainer.config import LrScheduler
 from skillopt.types import GateAction, GateDecision
 
-__all__ = ["GateOutcome", "decide", "gate_score", "paired_outcome", "scheduled_budget"]
-
-
-def gate_score(hard: float, soft: float, metric: GateMetric, mixed_weight: float) -> float:
-    return _core_gate_score(hard, soft, metric=metric, mixed_weight=mixed_weight)
+__all__ = ["GateOutcome", "decide", "paired_outcome", "scheduled_budget"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

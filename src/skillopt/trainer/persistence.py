@@ -18,15 +18,14 @@ raises :class:`CorruptStateError` naming it; the run never silently restarts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skillopt.atomicio import atomic_write_json, atomic_write_text, sweep_temp_files
+from skillopt.atomicio import sweep_temp_files
 from skillopt.errors import CorruptStateError
-from skillopt.redact import redact_obj, sanitize
+from skillopt.run_files import RunFiles
 
 __all__ = ["RunDir", "RunState", "StepBufferEntry"]
 
@@ -74,12 +73,12 @@ class RunState(BaseModel):
     epochs_closed: list[int] = []
 
 
-class RunDir:
+class RunDir(RunFiles):
     """Paths and strict I/O of one run directory."""
 
     def __init__(self, root: str | Path) -> None:
         # Absolute, so a path built from it is never joined onto the root a second time.
-        self.root = Path(root).expanduser().absolute()
+        super().__init__(Path(root).expanduser().absolute())
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -100,19 +99,6 @@ class RunDir:
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(self.root)
-
-    def write_json(self, path: Path, data: Any) -> None:
-        atomic_write_json(path, redact_obj(data))
-
-    def write_text(self, path: Path, text: str) -> None:
-        atomic_write_text(path, sanitize(text))
-
-    def read_json(self, path: Path) -> Any:
-        """Parse ``path``; raises CorruptStateError (naming it) when it is not valid JSON."""
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CorruptStateError(str(path), f"unreadable JSON ({exc})") from exc
 
     def read_json_opt(self, path: Path) -> Any | None:
         return self.read_json(path) if path.exists() else None

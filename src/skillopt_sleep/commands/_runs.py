@@ -11,23 +11,24 @@ from skillopt_sleep.commands._common import say
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import load_manifest
-from skillopt_sleep.state import project_dir
+from skillopt_sleep.state import runs_dir
 
 __all__ = [
     "adopt_pending",
     "find_run",
     "latest_with_proposal",
     "pending",
+    "project_runs",
     "recover_adoptions",
     "run_summary",
-    "runs_root",
     "say_recovered",
     "settle_dead_runs",
 ]
 
 
-def runs_root(cfg: SleepConfig, project: Path) -> Path:
-    return project_dir(cfg.state_path(), project) / "runs"
+def project_runs(cfg: SleepConfig, project: Path) -> list[Path]:
+    """The project's run directories, oldest first."""
+    return RunDir.list_runs(runs_dir(cfg.state_path(), project))
 
 
 def run_summary(path: Path) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def pending(path: Path) -> list[dict[str, Any]]:
 
 
 def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
-    for path in reversed(RunDir.list_runs(runs_root(cfg, project))):
+    for path in reversed(project_runs(cfg, project)):
         if pending(path):
             return path
     return None
@@ -99,7 +100,7 @@ def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
     (completed or rolled back), so no command reads or reports a half-adopted state."""
     from skillopt_sleep.versions import restore_dirs
 
-    return recover_interrupted([*RunDir.list_runs(runs_root(cfg, project)),
+    return recover_interrupted([*project_runs(cfg, project),
                                 *restore_dirs(cfg, project)])  # fmt: skip
 
 

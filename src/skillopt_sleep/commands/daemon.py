@@ -33,8 +33,8 @@ from skillopt_sleep.daemon import (
     DaemonConfig,
     NightRequest,
     NightRunner,
-    NightStatus,
     NightSummary,
+    WakeOutcome,
 )
 from skillopt_sleep.daemon_settings import DaemonSettings
 
@@ -65,9 +65,7 @@ ORDER = 30
 EXIT_REFUSED = 2
 
 
-def _log() -> Any:
-    """Looked up per call: a module-level bound logger would freeze the logging config."""
-    return get_logger(__name__)
+_log = get_logger(__name__)
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +176,7 @@ def demo_loader(
     from skillopt_sleep.config import SleepConfig
 
     cfg = SleepConfig.model_validate(data)
-    _log().info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
+    _log.info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
 
     def load() -> DaemonConfig:
         return daemon_config(cfg, cfg.daemon, night)
@@ -211,10 +209,10 @@ def daemon_config(
 def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
     """The night this process just aborted for ``project``, as its run journal recorded it
     (run directory, calls and tokens it paid for); None when the newest run is not it."""
-    from skillopt_sleep.commands._runs import runs_root
+    from skillopt_sleep.commands._runs import project_runs
     from skillopt_sleep.rundir import RunDir
 
-    runs = RunDir.list_runs(runs_root(cfg, project))
+    runs = project_runs(cfg, project)
     if not runs:
         return None
     journal = RunDir.open(runs[-1]).journal
@@ -222,7 +220,7 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
         return None
     spend = journal.spend or {}
     return NightSummary(
-        status=NightStatus.ABORTED,
+        status=WakeOutcome.ABORTED,
         calls=int(spend.get("calls", 0) or 0),
         tokens=int(spend.get("tokens", 0) or 0),
         run_dir=runs[-1],
@@ -272,10 +270,10 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
 def summary_from_outcome(outcome: Any) -> NightSummary:
     """Map a NightOutcome (status, spend, run_dir, reason) to the daemon's summary."""
     status = {
-        "complete": NightStatus.COMPLETE,
-        "failed": NightStatus.FAILED,
-        "aborted": NightStatus.ABORTED,
-    }.get(str(getattr(outcome, "status", "failed")), NightStatus.FAILED)
+        "complete": WakeOutcome.COMPLETE,
+        "failed": WakeOutcome.FAILED,
+        "aborted": WakeOutcome.ABORTED,
+    }.get(str(getattr(outcome, "status", "failed")), WakeOutcome.FAILED)
     spend = getattr(outcome, "spend", {}) or {}
     detail = str(getattr(outcome, "result", ""))
     reason = str(getattr(outcome, "reason", "") or "")

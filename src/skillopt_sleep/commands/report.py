@@ -37,13 +37,12 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
-    from skillopt_sleep.commands._runs import find_run, runs_root
+    from skillopt_sleep.commands._runs import find_run, project_runs
     from skillopt_sleep.html import build_index, build_night, project_dir_of
-    from skillopt_sleep.rundir import RunDir
 
     try:
         cfg, project = load_config(args)
-        runs = RunDir.list_runs(runs_root(cfg, project))
+        runs = project_runs(cfg, project)
         chosen = find_run(runs, args.night)
         if chosen is None:
             what = f"no run matches {args.night!r}" if args.night else "no night has run yet"

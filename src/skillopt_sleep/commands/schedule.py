@@ -155,7 +155,8 @@ def cannot_run(
     if invocation.project is not None and not invocation.project.is_dir():
         problems.append(f"the project {invocation.project} is not a directory")
     if daemon:
-        from skillopt_sleep.daemon import schedule_jobs, utc_now
+        from skillopt_sleep.daemon import utc_now
+        from skillopt_sleep.daemon_cron import schedule_jobs
 
         extra = [invocation.project] if invocation.project is not None else []
         try:

@@ -92,21 +92,20 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import (
         pending,
+        project_runs,
         recover_adoptions,
         run_summary,
-        runs_root,
         say_recovered,
         settle_dead_runs,
     )
     from skillopt_sleep.html import report_pages
-    from skillopt_sleep.rundir import RunDir
     from skillopt_sleep.state import StateStore
 
     try:
         cfg, project = load_config(args)
         recovered = recover_adoptions(cfg, project)
         state = StateStore(cfg.state_path()).load(project)
-        runs = RunDir.list_runs(runs_root(cfg, project))
+        runs = project_runs(cfg, project)
         nights = [run_summary(p) for p in runs[-SHOWN:]]
         proposals = [e for p in runs for e in pending(p)]
         health = _schedule_health(cfg, project)

@@ -36,15 +36,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
+from skillopt.concurrency import gather_indexed
 from skillopt.gate import decide_paired
 from skillopt.paired_sampling import Plan, compare_adaptive, next_samples, unsettled
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
-from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
+from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
-from skillopt_sleep.reflect import RolloutSet
+from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
 if TYPE_CHECKING:
@@ -98,50 +98,6 @@ class Candidate:
             held_out=tuple(str(s) for s in data.get("held_out", ())),
             carried_nights=int(data.get("carried_nights", 0)),
         )
-
-
-@dataclass(kw_only=True)
-class Trial:
-    """One gate trial as the run directory and the report record it."""
-
-    name: str
-    kind: str  # single | union | leave_one_out | final
-    round: int
-    target: str
-    edits: list[EditRecord]
-    applied: list[EditRecord]
-    unmatched: list[EditRecord]
-    decision: GateDecision | None = None
-    note: str = ""
-    fold: int | None = None
-    motivated_by: list[str] = field(default_factory=list)  # failing tasks its reflection saw
-    seen: list[str] = field(default_factory=list)  # every task its reflection saw
-
-    @property
-    def verdict(self) -> str:
-        if self.decision is None:
-            return "unmatched" if not self.applied else "not_run"
-        action = self.decision.action
-        if action is GateAction.UNTESTED:
-            return "untested"
-        return "accepted" if self.decision.accepted else "rejected"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "round": self.round,
-            "target": self.target,
-            "fold": self.fold,
-            "verdict": self.verdict,
-            "edits": [e.to_dict() for e in self.edits],
-            "applied": [e.to_dict() for e in self.applied],
-            "unmatched": [e.to_dict() for e in self.unmatched],
-            "motivated_by": self.motivated_by,
-            "seen": self.seen,
-            "decision": self.decision.to_dict() if self.decision else None,
-            "note": self.note,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -393,16 +349,13 @@ async def _reflect_folds(
 ) -> list[Candidate]:
     name = f"round{round_no}.reflect_{target.value}"
     night.begin(name)
-    outcomes: list[Any] = [None] * len(parts)
 
-    async def one(i: int) -> None:
+    async def one(i: int) -> ReflectOutcome:
         part = parts[i]
         key = f"r{round_no}.{target.value}.f{part.index}"
-        outcomes[i] = await night.reflect(key, target, best, _sets(part.seen, base))
+        return await night.reflect(key, target, best, _sets(part.seen, base))
 
-    async with anyio.create_task_group() as tg:
-        for i in range(len(parts)):
-            tg.start_soon(one, i)
+    outcomes = await gather_indexed(one, len(parts))
     candidates: list[Candidate] = []
     for part, outcome in zip(parts, outcomes, strict=True):
         seen = frozenset(t.id for t in part.seen)
@@ -428,14 +381,13 @@ async def _singles(
 ) -> list[tuple[Candidate, Trial, Docs]]:
     name = f"round{round_no}.trial_{target.value}"
     night.begin(name)
-    out: list[Any] = [None] * len(candidates)
     results: list[RolloutResult] = []
     motivated = [
         _failing([by_id[t] for t in sorted(c.motivated_from or c.seen) if t in by_id], base)
         for c in candidates
     ]
 
-    async def one(i: int) -> None:
+    async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
         trial = Trial(
@@ -463,11 +415,9 @@ async def _singles(
                 b.scores, c.scores, config=night.gate.config,
                 task_ids=[t.id for t in held], seen=cand.seen,
             )  # fmt: skip
-        out[i] = (cand, trial, docs)
+        return cand, trial, docs
 
-    async with anyio.create_task_group() as tg:
-        for i in range(len(candidates)):
-            tg.start_soon(one, i)
+    out = await gather_indexed(one, len(candidates))
     night.trials.extend(t for _, t, _ in out)
     night.check_degenerate(name, results, candidate=True)
     accepted = sum(t.verdict == "accepted" for _, t, _ in out)
@@ -622,17 +572,14 @@ async def _leave_one_out(
     # one test per edit: Bonferroni, so noise alone rarely drops a good edit
     alpha = (1.0 - night.gate.config.confidence) / len(chosen)
     cfg = dataclasses.replace(night.gate.config, confidence=1.0 - alpha)
-    out: list[Any] = [None] * len(chosen)
 
-    async def one(i: int) -> None:
+    async def one(i: int) -> GateDecision:
         rest = [e for j, e in enumerate(chosen) if j != i]
         docs, _ = apply_to(start, rest, target)
         u, without = await compare(night, on, union, docs, phase="attribution", offset=union_from)
-        out[i] = decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
+        return decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
 
-    async with anyio.create_task_group() as tg:
-        for i in range(len(chosen)):
-            tg.start_soon(one, i)
+    out = await gather_indexed(one, len(chosen))
     drop = {e for e, d in zip(chosen, out, strict=True) if d.accepted}
     for e, d in zip(chosen, out, strict=True):
         night.trials.append(

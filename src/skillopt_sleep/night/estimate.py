@@ -11,15 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Estimate
-from skillopt_sleep.night.running import Night, log
+from skillopt_sleep.night.running import Night
 from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
 __all__ = ["announce_estimate", "estimate_spend", "learn_tokens"]
+
+_log = get_logger(__name__)
 
 
 def estimate_spend(
@@ -107,7 +110,7 @@ def announce_estimate(
     if warning:
         night.notes.append(warning)
         night.progress.note(warning)
-    log().info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
+    _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
                 per_call=priced.per_call, sources=priced.sources)  # fmt: skip
     detail = {
         "calls": estimate.calls,
@@ -127,4 +130,4 @@ def learn_tokens(night: Night) -> None:
     try:
         model.save(where)
     except OSError as exc:  # a cache of averages: never sinks the night
-        log().warning("token_model.save_failed", error=str(exc))
+        _log.warning("token_model.save_failed", error=str(exc))

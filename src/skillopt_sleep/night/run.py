@@ -26,16 +26,17 @@ from pathlib import Path
 
 import structlog
 
+from skillopt.backends.base import Pool
 from skillopt.errors import ConfigError, RefusedError
+from skillopt.progress import Progress
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
 from skillopt_sleep.night.resume import find_resumable
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import LogProgress, NightProgress
+from skillopt_sleep.progress import LogProgress
 from skillopt_sleep.rundir import RunDir, utc_now
-from skillopt_sleep.spend import ModelPool
-from skillopt_sleep.state import project_dir
+from skillopt_sleep.state import runs_dir
 
 __all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
 
@@ -46,10 +47,6 @@ def resolve_project(project: Path) -> Path:
 
 def now_clock() -> datetime:
     return utc_now()
-
-
-def runs_dir(cfg: SleepConfig, project: Path) -> Path:
-    return project_dir(cfg.state_path(), project) / "runs"
 
 
 def check_startable(config: SleepConfig, project: Path) -> None:
@@ -84,9 +81,9 @@ async def run_night(
     project: Path,
     dry_run: bool = False,
     demo: bool = False,
-    pool: ModelPool | None = None,
+    pool: Pool | None = None,
     clock: Clock | None = None,
-    progress: NightProgress | None = None,
+    progress: Progress | None = None,
     tasks_file: Path | None = None,
     observer: StageObserver = NO_OBSERVER,
 ) -> NightOutcome:
@@ -150,7 +147,7 @@ def _open_run(
 ) -> tuple[RunDir, bool, list[str]]:
     """The run directory tonight works in: the last one resumed, or a new one; whether it
     was resumed; and what to note about earlier runs."""
-    root = runs_dir(config, project)
+    root = runs_dir(config.state_path(), project)
     run, notes = find_resumable(root, config, dry_run=dry_run, now=now)
     if run is not None:
         run.mark_resumed(now, pid=os.getpid())

@@ -24,30 +24,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.backends.base import Pool
+from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import BudgetExceededError
-from skillopt.logging import get_logger
+from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.judging import check_judging
-from skillopt_sleep.night.crossfit import Trial
 from skillopt_sleep.night.outcome import NightFailed
+from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import NightProgress
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
-from skillopt_sleep.spend import ModelPool, SpendingPool
 
-__all__ = ["Clock", "Night", "log"]
+__all__ = ["Clock", "Night"]
 
 Clock = Callable[[], datetime]
-
-
-def log() -> Any:
-    """The night's logger, looked up per call so the logging config set by the CLI applies."""
-    return get_logger(__name__)
 
 
 class Night:
@@ -58,10 +53,10 @@ class Night:
         *,
         config: SleepConfig,
         project: Path,
-        pool: ModelPool,
+        pool: Pool,
         run: RunDir,
         clock: Clock,
-        progress: NightProgress,
+        progress: Progress,
         dry_run: bool,
         resumed: bool,
         observer: StageObserver = NO_OBSERVER,
@@ -69,7 +64,7 @@ class Night:
         self.cfg = config
         self.observer = observer
         self.project = project
-        self.spend = SpendingPool(
+        self.spend = BudgetCompleter(
             pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
         )
         self.run = run

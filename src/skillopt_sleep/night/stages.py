@@ -31,6 +31,7 @@ from pathlib import Path
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
+from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import Split, TaskRecord
@@ -44,7 +45,7 @@ from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import Decision, consolidate
-from skillopt_sleep.night.running import Night, log
+from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
@@ -53,6 +54,8 @@ from skillopt_sleep.state import ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 
 __all__ = ["drive"]
+
+_log = get_logger(__name__)
 
 
 async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOutcome:
@@ -148,7 +151,7 @@ def _finish(night: Night, course: Course, report: NightReport, ended: datetime) 
     )  # fmt: skip
     _retain(night)
     night.progress.close()  # the last stage's line comes before the night's
-    log().info(
+    _log.info(
         "night.done", run_id=night.run.run_id, status=course.status.value,
         result=course.result.value, accepted=course.accepted, baseline=report.baseline,
         candidate=report.candidate, calls=night.spend.calls,
@@ -317,7 +320,7 @@ def _warn_model_change(night: Night, previous: str, current: str) -> None:
     advisory = model_advisory(previous, current)
     if advisory:
         night.progress.note(advisory)
-        log().warning("night.model_changed", previous=previous, current=current)
+        _log.warning("night.model_changed", previous=previous, current=current)
 
 
 def _warn_withheld(night: Night, live: Live) -> None:
@@ -335,7 +338,7 @@ def _warn_withheld(night: Night, live: Live) -> None:
         "(redacted in every prompt); a proposal keeps your lines as they are"
     )
     night.progress.note(night.notes[-1])
-    log().warning("night.secret_in_live_document", documents=found)
+    _log.warning("night.secret_in_live_document", documents=found)
 
 
 def _note_patience(night: Night) -> None:
@@ -365,4 +368,4 @@ def _retain(night: Night) -> None:
             current=night.run.path,
         )
     except OSError as exc:  # housekeeping must not sink a finished night
-        log().warning("retention.failed", error=str(exc))
+        _log.warning("retention.failed", error=str(exc))

@@ -26,7 +26,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from skillopt.backends.base import Completion, CompletionRequest, Message
 from skillopt.errors import ReplyFormatError
-from skillopt.redact import redact_text
 
 __all__ = [
     "MAX_FAILED_STARTS",
@@ -159,7 +158,7 @@ def conversation_retry(
         prompt="",
         messages=(
             *asked,
-            Message(role="assistant", content=redact_text(reply.text)),
+            Message(role="assistant", content=reply.text),
             Message(
                 role="user",
                 content=(

@@ -39,7 +39,6 @@ from skillopt.backends.harness import HarnessOptions
 from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec, build_workspace
 from skillopt.backends.retry import RetryPolicy
 from skillopt.errors import ConfigError
-from skillopt.redact import redact_text
 from skillopt.trainer.dataset import (
     DataSection,
     SplitItems,
@@ -274,8 +273,8 @@ class ExecCheckEnvironment(SplitItems):
         reply = await ctx.completer.complete(
             CompletionRequest(
                 role=Role.TARGET,
-                system=redact_text(_SYSTEM.format(skill=skill.strip() or "(no skill yet)")),
-                prompt=redact_text(prompt),
+                system=_SYSTEM.format(skill=skill.strip() or "(no skill yet)"),
+                prompt=prompt,
                 max_output_tokens=ctx.max_output_tokens,
                 timeout=ctx.timeout_s,
                 sample_id=ctx.sample_id,

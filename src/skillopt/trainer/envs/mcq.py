@@ -21,7 +21,6 @@ from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import ConfigError
-from skillopt.redact import redact_text
 from skillopt.trainer.dataset import DataSection, SplitItems, bundled, load_splits, requiring
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 from skillopt.trainer.scorers.choice import Presentation, present, render_options, score_choice
@@ -143,8 +142,8 @@ class MCQEnvironment(SplitItems):
         gold = answer_index(item.data)
         request = CompletionRequest(
             role=Role.TARGET,
-            system=redact_text(_SYSTEM.format(skill=skill.strip() or "(no skill yet)")),
-            prompt=redact_text(self.user_prompt(item, shown)),
+            system=_SYSTEM.format(skill=skill.strip() or "(no skill yet)"),
+            prompt=self.user_prompt(item, shown),
             max_output_tokens=ctx.max_output_tokens,
             timeout=ctx.timeout_s,
             sample_id=ctx.sample_id,

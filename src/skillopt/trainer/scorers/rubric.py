@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import DataError, ReplyFormatError
-from skillopt.redact import redact_text
 from skillopt.replies import ask_validated, parse_reply
 from skillopt.trainer.envs.qa import extract_answer
 from skillopt.trainer.scorers.base import ScoreContext, Verdict, passed
@@ -131,7 +130,7 @@ class RubricScorer:
         answer = extract_answer(reply)
         request = CompletionRequest(
             role=Role.OPTIMIZER,
-            prompt=redact_text(judge_prompt(item, answer)),
+            prompt=judge_prompt(item, answer),
             stage="judge",
             timeout=ctx.timeout_s,
             max_output_tokens=ctx.max_output_tokens,

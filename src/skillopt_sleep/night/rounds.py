@@ -8,8 +8,9 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 2. **Rounds** (up to ``night.rounds``). Each round deals the tasks into folds and takes each
    target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
    on held-out folds, the union); a later round starts from the best documents so far, on
-   samples of its own. Rounds stop early when every task passes or a settled round kept
-   nothing.
+   samples of its own. Rounds stop early when every task passes, a settled round kept
+   nothing, or (once something was kept) the budget left would not cover another round
+   and the final check: a round cut off by the cap would lose what earlier rounds gated.
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
@@ -65,6 +66,45 @@ class Decision:
     start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
 
 
+@dataclass
+class _Costs:
+    """What the baseline and the dearest round so far cost (calls, tokens): a night starts
+    another round only if the budget left still covers one more and the final check (at
+    most a baseline's worth), so edits already kept are never lost to the cap mid-round."""
+
+    night: Night
+    baseline: tuple[int, int] = (0, 0)
+    round: tuple[int, int] = (0, 0)
+    mark: tuple[int, int] = (0, 0)  # spend when the baseline, then the current round, began
+
+    def __post_init__(self) -> None:
+        self.mark = self.now()
+
+    def now(self) -> tuple[int, int]:
+        return self.night.spend.calls, self.night.spend.tokens
+
+    def since_mark(self) -> tuple[int, int]:
+        (calls, tokens), (c0, t0) = self.now(), self.mark
+        return calls - c0, tokens - t0
+
+    def end_round(self) -> None:
+        (calls, tokens), (c, t) = self.since_mark(), self.round
+        self.round = (max(calls, c), max(tokens, t))
+
+    def shortfall(self) -> str:
+        """Why another round cannot be afforded ("" when it can)."""
+        spend, used = self.night.spend, self.now()
+        for i, (unit, cap) in enumerate((("calls", spend.max_calls), ("tokens", spend.max_tokens))):
+            need = self.round[i] + self.baseline[i]
+            if cap and cap - used[i] < need:
+                return (
+                    f"the budget left ({cap - used[i]} {unit} of {cap}) would not cover another "
+                    f"round (~{self.round[i]}) and the final check (~{self.baseline[i]}); the "
+                    "edits kept so far go to the final check"
+                )
+        return ""
+
+
 def _all_pass(measured: Measured) -> bool:
     return all(v >= 1.0 for values in measured.scores.values() for v in values)
 
@@ -102,6 +142,7 @@ async def consolidate(
     cfg = night.cfg
     if cfg.gate.mode == OFF:
         return await ungated(night, tasks, start)
+    costs = _Costs(night)
     base = await _rollouts(night, "rollouts", tasks, start)
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
@@ -127,8 +168,7 @@ async def consolidate(
         night.progress.note(why)
         rejected_all.nothing_to_learn = True
         return rejected_all
-    best, measured = start, base
-    round_start = start
+    best, measured, round_start = start, base, start
     applied: list[EditRecord] = []
     proposed: list[EditRecord] = []
     untested: dict[EditRecord, Candidate] = {}
@@ -136,8 +176,8 @@ async def consolidate(
                                (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
     rolled = base  # the current round's rollouts
     for round_no in range(1, cfg.night.rounds + 1):
-        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
-            why = "every task passes" if _all_pass(measured) else "nothing changed"
+        why = _next_round(round_no, measured, rolled, (start, round_start, best), costs)
+        if why:
             night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
             break
         round_start = best
@@ -170,6 +210,27 @@ async def consolidate(
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
     return await _final(night, tasks, start, best, applied, rejected_all)
+
+
+def _next_round(
+    round_no: int, measured: Measured, rolled: Measured, docs: tuple[Docs, Docs, Docs],
+    costs: _Costs,
+) -> str:  # fmt: skip
+    """Why round ``round_no`` is not worth starting, or "" (and its spend is tracked from
+    here). ``docs``: the night's start, the last round's start and the best so far."""
+    start, round_start, best = docs
+    if round_no == 1:
+        costs.baseline = costs.since_mark()
+    else:
+        costs.end_round()
+        if _all_pass(measured):
+            return "every task passes"
+        if best == round_start and _settled(rolled):
+            return "nothing changed"
+        if best != start and (short := costs.shortfall()):
+            return short
+    costs.mark = costs.now()
+    return ""
 
 
 async def _final(

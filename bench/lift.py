@@ -341,14 +341,16 @@ def judge_chain(chain: list[Night]) -> ChainVerdict:
 def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
     lines: list[str] = []
     verdicts = [judge_chain(c) for c in chains if c]
+    kind = "clean" if not chains or not chains[0] or chains[0][0].phase.startswith("clean") else (
+        "noisy chains")  # fmt: skip
     if verdicts:
         n = len(verdicts)
         met = [sum(getattr(v, k) for v in verdicts) for k in ("by_night_3", "full_by_5", "no_harm")]
         lines += [v.line for v in verdicts]
         lines += [
-            f"clean: >= 92% within 3 nights: {verdict(met[0] == n)} ({met[0]}/{n} chains)",
-            f"clean: 100% within 5 nights: {verdict(met[1] == n)} ({met[1]}/{n} chains)",
-            f"clean: harmful rule never adopted: {verdict(met[2] == n)} ({met[2]}/{n} chains)",
+            f"{kind}: >= 92% within 3 nights: {verdict(met[0] == n)} ({met[0]}/{n} chains)",
+            f"{kind}: 100% within 5 nights: {verdict(met[1] == n)} ({met[1]}/{n} chains)",
+            f"{kind}: harmful rule never adopted: {verdict(met[2] == n)} ({met[2]}/{n} chains)",
         ]
     if noisy:
         false_accepts = sum(n.harmful_adopted for n in noisy)
@@ -361,7 +363,7 @@ def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
         ]
     # Clean and noisy nights are priced apart: adaptive sampling is meant to spend where
     # answers disagree, so a clean model pays little and a noisy one pays for its noise.
-    for label, group in (("clean", [n for c in chains for n in c]), ("noisy", noisy)):
+    for label, group in ((kind, [n for c in chains for n in c]), ("noisy", noisy)):
         worked = [n for n in group if n.n_tasks]
         if not worked:
             continue
@@ -396,6 +398,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--miner", choices=("llm", "heuristic"), default="llm")
     parser.add_argument("--lookback-hours", type=float, default=0.0, help="0 = all history")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--chain-noise",
+        type=float,
+        default=0.0,
+        help="share of answers flipped in the chained nights too (0 = clean)",
+    )
     args = parser.parse_args(argv)
     for name, full, quick in (("nights", 5, 2), ("chains", 3, 1), ("noisy_nights", 20, 2)):
         if getattr(args, name) is None:
@@ -481,8 +489,10 @@ def run(args: argparse.Namespace, shape: Shape) -> list[str]:
             f"{seed_score.fraction:5.0%}")  # fmt: skip
         for c, lab in enumerate(labs[: args.chains]):
             chain: list[Night] = []
+            phase = f"{'chain' if args.chain_noise else 'clean'}{c + 1}"
             for n in range(1, args.nights + 1):
-                night = run_night(lab, f"clean{c + 1}", n, noise=0.0, seed=0)
+                seed = args.seed * 1000 + 500 + n  # noisy chains only: other flips than noisy
+                night = run_night(lab, phase, n, noise=args.chain_noise, seed=seed)
                 if args.json:  # `status` as the user sees it (backlog, archive, ...)
                     _, night.status = lab.cli("status", log=f"clean-{n:02d}-status")
                 chain.append(night)

@@ -8,13 +8,15 @@ each built from the pieces of ``bench/lift_world``:
   distinct harmful baits (``lift_world.wide``).
 - **crowd**: the lift world seen through ~400 sessions over six weeks: ~30% chatter, 15
   repeated requests with an API key pasted at the end (which must never reach a model),
-  truncated JSONL lines, empty session files, two tool outputs of 3 MB.
+  truncated JSONL lines, empty session files, two tool outputs of 6 MB (over the
+  harvester's 4 MB line cap).
 - **noisier**: 30% of target answers flipped. **patchy**: 40% flipped, but only on the
   tasks needing ``migration`` or ``fixtures`` (a model unreliable on some work only).
 - **codex** / **claude**: every session written by one agent only.
 
     .venv/bin/python bench/lift_variants.py [wide crowd noisier patchy codex claude]
         [--nights 3] [--noisy-nights 4] [--seed 11] [--latency 0.02] [--quick] [--keep]
+        [--miner llm|heuristic]
 
 Noisier and patchy run only noisy nights (their clean chain is the lift world's). The
 default seed (11) differs from ``lift.py``'s (7), so the task wordings and splits are new
@@ -45,7 +47,7 @@ SHAPES: dict[str, Shape] = {
         days=42.0,
         quick_per_task=(4, 6),
         quick_chatter=50,
-        odd=Oddities(duplicates=15, truncated=4, empty=2, huge=2, huge_mb=3.0),
+        odd=Oddities(duplicates=15, truncated=4, empty=2, huge=2, huge_mb=6.0),
     ),
     "noisier": Shape(name="noisier", noise=0.3),
     "patchy": Shape(name="patchy", noise=0.4, noisy_tasks=PATCHY_TASKS),
@@ -63,6 +65,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per model reply")
     parser.add_argument("--seed", type=int, default=11, help="world seed (history and noise)")
     parser.add_argument("--quick", action="store_true", help="smaller histories")
+    parser.add_argument("--miner", choices=("llm", "heuristic"), default="llm")
+    parser.add_argument(
+        "--chain-noise",
+        type=float,
+        default=0.0,
+        help="share of answers flipped in the chained nights too (0 = clean)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     args = parser.parse_args(argv)
     unknown = [w for w in args.worlds if w not in SHAPES]
@@ -83,9 +92,10 @@ def lift_args(args: argparse.Namespace, name: str) -> argparse.Namespace:
         seed=args.seed,
         quick=args.quick,
         json=False,
-        miner="llm",
+        miner=args.miner,
         lookback_hours=0.0,
         keep=args.keep,
+        chain_noise=args.chain_noise,
     )
 
 

@@ -37,9 +37,14 @@ calls per night <= 1.5x today's for the same number of tasks (``TODAY_CALLS_PER_
 The verdicts are printed; the exit status is 0 unless the benchmark itself breaks.
 A full run is 35 nights (~5 min on a loaded 2-core machine); ``--quick`` ~30 s.
 
+``--chain-noise 0.2`` flips answers in the chained nights too (phase ``chain``): whether
+learning compounds under noise. ``bench/lift_variants.py`` runs the same nights on held-out
+worlds of other shapes (:class:`Shape`): more tasks and baits, a crowded odd history, other
+noise, one agent only.
+
     .venv/bin/python bench/lift.py [--nights 5 --chains 3 --noisy-nights 20 --latency 0.02]
                                    [--seed 7] [--quick] [--json] [--miner llm|heuristic]
-                                   [--lookback-hours 0] [--keep]
+                                   [--lookback-hours 0] [--keep] [--chain-noise 0]
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 2. **Rounds** (up to ``night.rounds``). Each round deals the tasks into folds and takes each
    target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
    on held-out folds, the union); a later round starts from the best documents so far, on
-   samples of its own. Rounds stop early when every task passes, a settled round kept
-   nothing, or (once something was kept) the budget left would not cover another round
-   and the final check: a round cut off by the cap would lose what earlier rounds gated.
+   samples of its own. Rounds stop early when every task passes or a settled round kept
+   nothing. A baseline's worth of budget is held back through the rounds for the final
+   check: when the rest runs out mid-round, the steps already finished go to the final
+   check instead of the night ending with nothing.
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from skillopt.errors import BudgetExceededError
 from skillopt.gate import decide_paired
 from skillopt.paired import task_settled
 from skillopt.types import (
@@ -66,45 +68,6 @@ class Decision:
     start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
 
 
-@dataclass
-class _Costs:
-    """What the baseline and the dearest round so far cost (calls, tokens): a night starts
-    another round only if the budget left still covers one more and the final check (at
-    most a baseline's worth), so edits already kept are never lost to the cap mid-round."""
-
-    night: Night
-    baseline: tuple[int, int] = (0, 0)
-    round: tuple[int, int] = (0, 0)
-    mark: tuple[int, int] = (0, 0)  # spend when the baseline, then the current round, began
-
-    def __post_init__(self) -> None:
-        self.mark = self.now()
-
-    def now(self) -> tuple[int, int]:
-        return self.night.spend.calls, self.night.spend.tokens
-
-    def since_mark(self) -> tuple[int, int]:
-        (calls, tokens), (c0, t0) = self.now(), self.mark
-        return calls - c0, tokens - t0
-
-    def end_round(self) -> None:
-        (calls, tokens), (c, t) = self.since_mark(), self.round
-        self.round = (max(calls, c), max(tokens, t))
-
-    def shortfall(self) -> str:
-        """Why another round cannot be afforded ("" when it can)."""
-        spend, used = self.night.spend, self.now()
-        for i, (unit, cap) in enumerate((("calls", spend.max_calls), ("tokens", spend.max_tokens))):
-            need = self.round[i] + self.baseline[i]
-            if cap and cap - used[i] < need:
-                return (
-                    f"the budget left ({cap - used[i]} {unit} of {cap}) would not cover another "
-                    f"round (~{self.round[i]}) and the final check (~{self.baseline[i]}); the "
-                    "edits kept so far go to the final check"
-                )
-        return ""
-
-
 def _all_pass(measured: Measured) -> bool:
     return all(v >= 1.0 for values in measured.scores.values() for v in values)
 
@@ -142,8 +105,10 @@ async def consolidate(
     cfg = night.cfg
     if cfg.gate.mode == OFF:
         return await ungated(night, tasks, start)
-    costs = _Costs(night)
+    before = night.spend.calls, night.spend.tokens
     base = await _rollouts(night, "rollouts", tasks, start)
+    # held back through the rounds for the final check (which costs at most a baseline)
+    reserve = night.spend.calls - before[0], night.spend.tokens - before[1]
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
@@ -168,39 +133,20 @@ async def consolidate(
         night.progress.note(why)
         rejected_all.nothing_to_learn = True
         return rejected_all
-    best, measured, round_start = start, base, start
-    applied: list[EditRecord] = []
-    proposed: list[EditRecord] = []
-    untested: dict[EditRecord, Candidate] = {}
-    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
-                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
-    rolled = base  # the current round's rollouts
-    for round_no in range(1, cfg.night.rounds + 1):
-        why = _next_round(round_no, measured, rolled, (start, round_start, best), costs)
-        if why:
-            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
-            break
-        round_start = best
-        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
-        if round_no > 1:
-            measured = rolled = await _rollouts(night, f"round{round_no}.rollouts", tasks, best,
-                                                first_id)  # fmt: skip
-            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
-                               rotation=rotation * 100 + round_no)  # fmt: skip
-        for target in targets:
-            if len(next(iter(measured.scores.values()), ())) < cfg.night.dream_rollouts:
-                measured = await _rollouts(night, f"round{round_no}.rollouts_{target.value}",
-                                           tasks, best, first_id)  # fmt: skip
-            step = await learn_target(
-                night, round_no=round_no, target=target, tasks=tasks, best=best,
-                base=measured, folds=folds, carried=carried if round_no == 1 else (),
-                first_id=first_id,
-            )  # fmt: skip
-            best, measured = step.best, step.measured
-            applied.extend(step.accepted)
-            proposed.extend(step.proposed)
-            for cand in step.untested:
-                untested.setdefault(cand.edit, cand)
+    learned = _Learned(best=start, measured=base)
+    with night.spend.holding_back(*reserve):
+        try:
+            await _learn_rounds(night, tasks, start, folds, rotation, carried, learned)
+        except BudgetExceededError as exc:
+            if not learned.applied:
+                raise
+            night.notes.append(
+                f"{exc}: the rounds stopped there; the {len(learned.applied)} edit(s) kept "
+                "so far go to the final check, on the budget held back for it"
+            )
+    best, applied, proposed, untested = (
+        learned.best, learned.applied, learned.proposed, learned.untested
+    )  # fmt: skip
     applied = list(dict.fromkeys(applied))
     rejected = [e for e in dict.fromkeys(proposed) if e not in applied and e not in untested]
     rejected_all.rejected = rejected
@@ -212,25 +158,58 @@ async def consolidate(
     return await _final(night, tasks, start, best, applied, rejected_all)
 
 
-def _next_round(
-    round_no: int, measured: Measured, rolled: Measured, docs: tuple[Docs, Docs, Docs],
-    costs: _Costs,
-) -> str:  # fmt: skip
-    """Why round ``round_no`` is not worth starting, or "" (and its spend is tracked from
-    here). ``docs``: the night's start, the last round's start and the best so far."""
-    start, round_start, best = docs
-    if round_no == 1:
-        costs.baseline = costs.since_mark()
-    else:
-        costs.end_round()
-        if _all_pass(measured):
-            return "every task passes"
-        if best == round_start and _settled(rolled):
-            return "nothing changed"
-        if best != start and (short := costs.shortfall()):
-            return short
-    costs.mark = costs.now()
-    return ""
+@dataclass
+class _Learned:
+    """What the rounds kept so far: every field changes only when a target's step ends."""
+
+    best: Docs
+    measured: Measured
+    applied: list[EditRecord] = field(default_factory=list)
+    proposed: list[EditRecord] = field(default_factory=list)
+    untested: dict[EditRecord, Candidate] = field(default_factory=dict)
+
+
+async def _learn_rounds(
+    night: Night, tasks: Sequence[TaskRecord], start: Docs, folds: list[list[TaskRecord]],
+    rotation: int, carried: Sequence[Candidate], learned: _Learned,
+) -> None:  # fmt: skip
+    """Up to ``night.rounds`` rounds from ``start``, each target in turn; ``learned``
+    holds what every finished step kept (so a budget stop mid-step loses only that step)."""
+    cfg = night.cfg
+    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
+                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    rolled = learned.measured  # the current round's rollouts
+    round_start = start
+    for round_no in range(1, cfg.night.rounds + 1):
+        best, measured = learned.best, learned.measured
+        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
+            why = "every task passes" if _all_pass(measured) else "nothing changed"
+            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
+            break
+        round_start = best
+        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
+        if round_no > 1:
+            learned.measured = rolled = await _rollouts(
+                night, f"round{round_no}.rollouts", tasks, best, first_id
+            )
+            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
+                               rotation=rotation * 100 + round_no)  # fmt: skip
+        for target in targets:
+            if len(next(iter(learned.measured.scores.values()), ())) < cfg.night.dream_rollouts:
+                learned.measured = await _rollouts(
+                    night, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
+                    first_id,
+                )  # fmt: skip
+            step = await learn_target(
+                night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
+                base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
+                first_id=first_id,
+            )  # fmt: skip
+            learned.best, learned.measured = step.best, step.measured
+            learned.applied.extend(step.accepted)
+            learned.proposed.extend(step.proposed)
+            for cand in step.untested:
+                learned.untested.setdefault(cand.edit, cand)
 
 
 async def _final(

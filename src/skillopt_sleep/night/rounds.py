@@ -9,9 +9,9 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
    target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
    on held-out folds, the union); a later round starts from the best documents so far, on
    samples of its own. Rounds stop early when every task passes or a settled round kept
-   nothing. A baseline's worth of budget is held back through the rounds for the final
-   check: when the rest runs out mid-round, the steps already finished go to the final
-   check instead of the night ending with nothing.
+   nothing. Once a step kept an edit, a baseline's worth of budget is held back for the
+   final check: when the rest runs out mid-round, the steps already finished go to the
+   final check instead of the night ending with nothing.
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
@@ -21,6 +21,7 @@ Every stage is journalled in ``run.json`` through :class:`.running.Night`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from skillopt.errors import BudgetExceededError
@@ -39,6 +40,7 @@ from skillopt_sleep.night.crossfit import (
     ROUND,
     Candidate,
     Measured,
+    StepResult,
     Trial,
     clear_pass,
     compare,
@@ -133,8 +135,8 @@ async def consolidate(
         night.progress.note(why)
         rejected_all.nothing_to_learn = True
         return rejected_all
-    learned = _Learned(best=start, measured=base)
-    with night.spend.holding_back(*reserve):
+    learned = _Learned(best=start, measured=base, reserve=reserve)
+    with learned.held:
         try:
             await _learn_rounds(night, tasks, start, folds, rotation, carried, learned)
         except BudgetExceededError as exc:
@@ -160,13 +162,28 @@ async def consolidate(
 
 @dataclass
 class _Learned:
-    """What the rounds kept so far: every field changes only when a target's step ends."""
+    """What the rounds kept so far: every field changes only when a target's step ends.
+    Once a step kept an edit, ``reserve`` (calls, tokens) is held back from the budget for
+    the final check, until ``held`` closes."""
 
     best: Docs
     measured: Measured
+    reserve: tuple[int, int]
     applied: list[EditRecord] = field(default_factory=list)
     proposed: list[EditRecord] = field(default_factory=list)
     untested: dict[EditRecord, Candidate] = field(default_factory=dict)
+    held: ExitStack = field(default_factory=ExitStack)
+    holding: bool = False
+
+    def keep(self, night: Night, step: StepResult) -> None:
+        self.best, self.measured = step.best, step.measured
+        self.applied.extend(step.accepted)
+        self.proposed.extend(step.proposed)
+        for cand in step.untested:
+            self.untested.setdefault(cand.edit, cand)
+        if self.applied and not self.holding:
+            self.holding = True
+            self.held.enter_context(night.spend.holding_back(*self.reserve))
 
 
 async def _learn_rounds(
@@ -205,11 +222,7 @@ async def _learn_rounds(
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
                 first_id=first_id,
             )  # fmt: skip
-            learned.best, learned.measured = step.best, step.measured
-            learned.applied.extend(step.accepted)
-            learned.proposed.extend(step.proposed)
-            for cand in step.untested:
-                learned.untested.setdefault(cand.edit, cand)
+            learned.keep(night, step)
 
 
 async def _final(

@@ -37,9 +37,14 @@ calls per night <= 1.5x today's for the same number of tasks (``TODAY_CALLS_PER_
 The verdicts are printed; the exit status is 0 unless the benchmark itself breaks.
 A full run is 35 nights (~5 min on a loaded 2-core machine); ``--quick`` ~30 s.
 
+``--chain-noise 0.2`` flips answers in the chained nights too (phase ``chain``): whether
+learning compounds under noise. ``bench/lift_variants.py`` runs the same nights on held-out
+worlds of other shapes (:class:`Shape`): more tasks and baits, a crowded odd history, other
+noise, one agent only.
+
     .venv/bin/python bench/lift.py [--nights 5 --chains 3 --noisy-nights 20 --latency 0.02]
                                    [--seed 7] [--quick] [--json] [--miner llm|heuristic]
-                                   [--lookback-hours 0] [--keep]
+                                   [--lookback-hours 0] [--keep] [--chain-noise 0]
 """
 
 from __future__ import annotations
@@ -62,9 +67,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lift_world.history import History, write_history  # noqa: E402
+from lift_world.history import History, Oddities, write_history  # noqa: E402
 from lift_world.model import WorldModel  # noqa: E402
-from lift_world.world import CONVENTIONS, HARMFUL_TEXT, TASKS, true_score  # noqa: E402
+from lift_world.world import LIFT, World  # noqa: E402
 from support.fake_model_server import FakeModelServer  # noqa: E402
 
 # Model calls per task on the nights that had tasks, measured by this benchmark at commit
@@ -89,6 +94,26 @@ tests/, deployment files in deploy/.
 """
 
 
+@dataclass(frozen=True)
+class Shape:
+    """The world a run builds: what is true, the history written about it, the noise.
+
+    The default is the lift world; ``bench/lift_variants.py`` runs held-out shapes.
+    """
+
+    name: str = "lift"
+    world: World = LIFT
+    per_task: tuple[int, int] = (3, 5)  # sessions per task (quick: quick_per_task)
+    chatter: int = 12  # sessions about nothing the project repeats (quick: quick_chatter)
+    quick_per_task: tuple[int, int] = (2, 3)
+    quick_chatter: int = 6
+    days: float = 21.0
+    claude_share: float = 0.6
+    odd: Oddities = field(default_factory=Oddities)
+    noise: float = NOISE
+    noisy_tasks: frozenset[str] | None = None  # ids; None: noise on every task
+
+
 @dataclass
 class Night:
     """What one night did, measured from outside."""
@@ -99,7 +124,7 @@ class Night:
     exit_code: int = 0
     adopt: str = ""
     solved: int = 0
-    total: int = len(TASKS)
+    total: int = len(LIFT.tasks)
     present: list[str] = field(default_factory=list)
     harmful_adopted: bool = False
     harmful_proposed: int = 0
@@ -109,6 +134,7 @@ class Night:
     calls_by_stage: dict[str, int] = field(default_factory=dict)
     world_calls: dict[str, int] = field(default_factory=dict)
     flips: int = 0
+    leaks: int = 0  # requests that carried a secret planted in the history
     n_sessions: int = 0
     n_tasks: int = 0
     wall: float = 0.0
@@ -125,6 +151,7 @@ class Lab:
     """The fresh HOME, the project, the world server and how to run the CLI in them."""
 
     root: Path
+    shape: Shape
     home: Path
     project: Path
     world_seed: int
@@ -197,9 +224,11 @@ optimizer = ["m0", "m1"]
 
 
 def run_night(lab: Lab, phase: str, number: int, *, noise: float, seed: int) -> Night:
-    lab.model.configure(world_seed=lab.world_seed, noise=noise, seed=seed)
+    tasks = lab.shape.noisy_tasks
+    lab.model.configure(world_seed=lab.world_seed, noise=noise, seed=seed, noisy_tasks=tasks)
     lab.model.take_stats()
-    night = Night(phase=phase, night=number)
+    world = lab.shape.world
+    night = Night(phase=phase, night=number, total=len(world.tasks))
     began = time.perf_counter()
     code, out = lab.cli("once", log=f"{phase}-{number:02d}-once")
     night.exit_code = code
@@ -217,16 +246,18 @@ def run_night(lab: Lab, phase: str, number: int, *, noise: float, seed: int) -> 
     night.accepted_edits = len(report.get("accepted_edits") or [])
     night.rejected_edits = len(report.get("rejected_edits") or [])
     proposed = [e for e in report.get("proposed_edits") or [] if isinstance(e, dict)]
-    night.harmful_proposed = sum(HARMFUL_TEXT in str(e.get("content", "")) for e in proposed)
+    night.harmful_proposed = sum(world.harmful_in(str(e.get("content", ""))) for e in proposed)
     code, out = lab.cli("adopt", log=f"{phase}-{number:02d}-adopt")
     adopted = out.get("adopted") if code == 0 else None
     night.adopt = f"{len(adopted)} file(s)" if adopted else str(out.get("error") or "nothing")
     night.wall = time.perf_counter() - began
-    score = true_score(_read(lab.skill), _read(lab.memory))
+    score = world.true_score(_read(lab.skill), _read(lab.memory))
     night.solved, night.present, night.harmful_adopted = (
         score.solved, sorted(score.present), score.harmful,
     )  # fmt: skip
     stats = lab.model.take_stats()
+    secrets = lab.history.secrets
+    night.leaks = sum(any(x.encode() in r.raw_body for x in secrets) for r in lab.server.requests)
     lab.server.requests.clear()  # recorded only so the reply function sees the prompt
     night.world_calls, night.flips = stats["calls"], stats["flips"]
     if stats["unknown"]:
@@ -272,6 +303,7 @@ def row(n: Night) -> str:
     )
     per_task = f"{n.calls / n.n_tasks:.1f}" if n.n_tasks else "-"
     note = f"  ({n.reason})" if n.exit_code or "[world" in n.reason else ""
+    note += f"  SECRET SENT in {n.leaks} request(s)" if n.leaks else ""
     return (
         f"{n.phase:<7} {n.night:>5}  {n.result[:14]:<14} {n.solved:>2}/{n.total} {n.score:5.0%}  "
         f"{' '.join(n.present) or '(none)':<38} {harm:<9} "
@@ -314,14 +346,16 @@ def judge_chain(chain: list[Night]) -> ChainVerdict:
 def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
     lines: list[str] = []
     verdicts = [judge_chain(c) for c in chains if c]
+    kind = "clean" if not chains or not chains[0] or chains[0][0].phase.startswith("clean") else (
+        "noisy chains")  # fmt: skip
     if verdicts:
         n = len(verdicts)
         met = [sum(getattr(v, k) for v in verdicts) for k in ("by_night_3", "full_by_5", "no_harm")]
         lines += [v.line for v in verdicts]
         lines += [
-            f"clean: >= 92% within 3 nights: {verdict(met[0] == n)} ({met[0]}/{n} chains)",
-            f"clean: 100% within 5 nights: {verdict(met[1] == n)} ({met[1]}/{n} chains)",
-            f"clean: harmful rule never adopted: {verdict(met[2] == n)} ({met[2]}/{n} chains)",
+            f"{kind}: >= 92% within 3 nights: {verdict(met[0] == n)} ({met[0]}/{n} chains)",
+            f"{kind}: 100% within 5 nights: {verdict(met[1] == n)} ({met[1]}/{n} chains)",
+            f"{kind}: harmful rule never adopted: {verdict(met[2] == n)} ({met[2]}/{n} chains)",
         ]
     if noisy:
         false_accepts = sum(n.harmful_adopted for n in noisy)
@@ -334,7 +368,7 @@ def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
         ]
     # Clean and noisy nights are priced apart: adaptive sampling is meant to spend where
     # answers disagree, so a clean model pays little and a noisy one pays for its noise.
-    for label, group in (("clean", [n for c in chains for n in c]), ("noisy", noisy)):
+    for label, group in ((kind, [n for c in chains for n in c]), ("noisy", noisy)):
         worked = [n for n in group if n.n_tasks]
         if not worked:
             continue
@@ -369,6 +403,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--miner", choices=("llm", "heuristic"), default="llm")
     parser.add_argument("--lookback-hours", type=float, default=0.0, help="0 = all history")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--chain-noise",
+        type=float,
+        default=0.0,
+        help="share of answers flipped in the chained nights too (0 = clean)",
+    )
     args = parser.parse_args(argv)
     for name, full, quick in (("nights", 5, 2), ("chains", 3, 1), ("noisy_nights", 20, 2)):
         if getattr(args, name) is None:
@@ -378,14 +418,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def setup(
     args: argparse.Namespace, root: Path, world_seed: int, server: FakeModelServer,
-    model: WorldModel,
+    model: WorldModel, shape: Shape,
 ) -> Lab:  # fmt: skip
     home = root / "home"
     project = home / "work" / "shop-api"
-    per_task, noise = ((2, 3), 6) if args.quick else ((3, 5), 12)
+    per_task, chatter = (
+        (shape.quick_per_task, shape.quick_chatter) if args.quick
+        else (shape.per_task, shape.chatter)
+    )  # fmt: skip
     history = write_history(
-        home, project, now=datetime.now(UTC), seed=world_seed, per_task=per_task, noise=noise
-    )
+        home, project, now=datetime.now(UTC), seed=world_seed, per_task=per_task,
+        noise=chatter, days=shape.days, world=shape.world, claude_share=shape.claude_share,
+        odd=shape.odd,
+    )  # fmt: skip
     write_config(home, server.port, lookback=args.lookback_hours, miner=args.miner)
     env = dict(os.environ)
     env.update(HOME=str(home), PYTHONPATH=os.pathsep.join(
@@ -394,7 +439,7 @@ def setup(
     logs = root / "logs"
     logs.mkdir(parents=True)
     lab = Lab(
-        root=root, home=home, project=project, world_seed=world_seed, history=history,
+        root=root, shape=shape, home=home, project=project, world_seed=world_seed, history=history,
         model=model, server=server, env=env, logs=logs,
     )  # fmt: skip
     lab.reset()
@@ -406,16 +451,24 @@ def describe(lab: Lab) -> str:
     return (
         f"world seed {lab.world_seed}: {h.sessions} sessions ({h.task_sessions} on tasks, "
         f"{h.noise_sessions} noise; {h.claude} Claude Code, {h.codex} Codex; "
-        f"{h.older_than_72h} older than 72h, oldest {h.oldest:%Y-%m-%d}) in {h.home}"
-    )
+        f"{h.older_than_72h} older than 72h, oldest {h.oldest:%Y-%m-%d}"
+        + (f"; {h.odd_files} odd file(s), {len(h.secrets)} pasted secret(s)"
+           if h.odd_files or h.secrets else "")
+        + f") in {h.home}"
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    run(parse_args(argv), Shape())
+    return 0
+
+
+def run(args: argparse.Namespace, shape: Shape) -> list[str]:
+    """Run the chained clean and the noisy nights in worlds of ``shape``; the summary."""
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-lift-"))
-    model = WorldModel()
+    model = WorldModel(world=shape.world)
     # bodies must be recorded: the reply function reads the prompt from the request
     server = FakeModelServer(latency=args.latency, reply_fn=model.reply)
     chains: list[list[Night]] = []
@@ -425,20 +478,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.start()
         for c in range(max(args.chains, 1 if args.noisy_nights else 0)):
-            labs.append(setup(args, root / f"world{c + 1}", args.seed + c, server, model))
-        say(f"world: {len(TASKS)} tasks, {len(CONVENTIONS)} conventions, "
-            f"{sum(t.bait for t in TASKS)} bait tasks; miner {args.miner}, lookback_hours "
-            f"{args.lookback_hours:g}, latency {args.latency * 1000:.0f} ms")  # fmt: skip
+            labs.append(setup(args, root / f"world{c + 1}", args.seed + c, server, model, shape))
+        w = shape.world
+        say(f"world {shape.name}: {len(w.tasks)} tasks, {len(w.conventions)} conventions, "
+            f"{sum(bool(t.bait) for t in w.tasks)} bait tasks ({len(w.baits)} harmful rule(s));"
+            f" miner {args.miner}, lookback_hours {args.lookback_hours:g}, latency "
+            f"{args.latency * 1000:.0f} ms; noise {shape.noise:.0%}"
+            + (f" on {len(shape.noisy_tasks)} task(s) only" if shape.noisy_tasks else "")
+        )  # fmt: skip
         for lab in labs:
             say(describe(lab))
-        seed_score = true_score(SEED_SKILL, SEED_MEMORY)
+        seed_score = w.true_score(SEED_SKILL, SEED_MEMORY)
         say(HEADER)
         say(f"{'seed':<7} {0:>5}  {'':<14} {seed_score.solved:>2}/{seed_score.total} "
             f"{seed_score.fraction:5.0%}")  # fmt: skip
         for c, lab in enumerate(labs[: args.chains]):
             chain: list[Night] = []
+            phase = f"{'chain' if args.chain_noise else 'clean'}{c + 1}"
             for n in range(1, args.nights + 1):
-                night = run_night(lab, f"clean{c + 1}", n, noise=0.0, seed=0)
+                seed = args.seed * 1000 + 500 + n  # noisy chains only: other flips than noisy
+                night = run_night(lab, phase, n, noise=args.chain_noise, seed=seed)
                 if args.json:  # `status` as the user sees it (backlog, archive, ...)
                     _, night.status = lab.cli("status", log=f"clean-{n:02d}-status")
                 chain.append(night)
@@ -446,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             chains.append(chain)
         for n in range(1, args.noisy_nights + 1):
             labs[0].reset()
-            night = run_night(labs[0], "noisy", n, noise=NOISE, seed=args.seed * 1000 + n)
+            night = run_night(labs[0], "noisy", n, noise=shape.noise, seed=args.seed * 1000 + n)
             noisy.append(night)
             say(row(night))
     finally:
@@ -457,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = summary(chains, noisy)
+    if any(lab.history.secrets for lab in labs):
+        leaks = sum(n.leaks for n in [*(n for c in chains for n in c), *noisy])
+        lines.append(f"pasted secrets sent to a model: {leaks} request(s) (target 0): "
+                     f"{verdict(leaks == 0)}")  # fmt: skip
     lines.append(
         f"wall {wall:.1f} s; load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} "
         f"after; CPU: nights (CLI processes) {kids.ru_utime + kids.ru_stime:.1f} s, "
@@ -466,7 +529,10 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "args": vars(args),
             "worlds": [
-                {"seed": lab.world_seed, **{k: str(v) for k, v in asdict(lab.history).items()}}
+                {
+                    "seed": lab.world_seed,
+                    **{k: str(v) for k, v in asdict(lab.history).items() if k != "secrets"},
+                }
                 for lab in labs
             ],
             "nights": [{**asdict(n), "score": n.score} for c in chains for n in c]
@@ -481,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         if args.keep:
             print(f"work directory kept: {root}")
-    return 0
+    return lines
 
 
 if __name__ == "__main__":

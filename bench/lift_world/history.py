@@ -18,13 +18,16 @@ about 60% are Claude Code, the rest Codex.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import string
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from lift_world.world import BAIT_CORRECTIONS, BY_KEY, TASKS, Task, render_answer
+from lift_world.world import LIFT, Task, World
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
@@ -60,6 +63,20 @@ class History:
     older_than_72h: int
     oldest: datetime
     newest: datetime
+    odd_files: int = 0  # empty, truncated or huge files written on top (see Oddities)
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # planted; must never leave
+
+
+@dataclass(frozen=True, kw_only=True)
+class Oddities:
+    """What real histories also hold: repeated requests carrying a pasted secret, a
+    session cut off mid-line, empty session files, a tool output of megabytes."""
+
+    duplicates: int = 0  # near-duplicate task sessions, each with a secret appended
+    truncated: int = 0  # sessions whose last line is cut off mid-JSON
+    empty: int = 0  # zero-byte session files (per source)
+    huge: int = 0  # sessions with one tool output of ``huge_mb`` MB
+    huge_mb: float = 3.0
 
 
 def _wording(task: Task, n: int, rng: random.Random) -> str:
@@ -69,24 +86,27 @@ def _wording(task: Task, n: int, rng: random.Random) -> str:
     return text + rng.choice(CLOSERS)
 
 
-def _correction(task: Task, key: str, rng: random.Random) -> str:
-    if task.bait and key == "lookup":
-        return rng.choice(BAIT_CORRECTIONS)
-    return rng.choice(BY_KEY[key].corrections)
+def _correction(world: World, task: Task, key: str, rng: random.Random) -> str:
+    if task.bait and key == world.bait(task.bait).lure:
+        return rng.choice(world.bait(task.bait).corrections)
+    return rng.choice(world.by_key[key].corrections)
 
 
-def task_turns(task: Task, n: int, shape: str, keys: list[str], rng: random.Random) -> list[Turn]:
+def task_turns(
+    task: Task, n: int, shape: str, keys: list[str], rng: random.Random, world: World = LIFT
+) -> list[Turn]:
     """The turns of the ``n``-th session about ``task``; ``keys`` are the ones corrected."""
     tools = tuple(rng.sample(TOOLS, k=rng.randint(1, 3)))
     applied: set[str] = set()
-    first = Turn(user=_wording(task, n, rng), answer=render_answer(task, applied), tools=tools)
+    render = world.render_answer
+    first = Turn(user=_wording(task, n, rng), answer=render(task, applied), tools=tools)
     turns = [first]
     if shape == "accepted":
         return [*turns, Turn(user=rng.choice(THANKS), answer="Glad it helped.")]
     for key in keys:
         applied.add(key)
         turns.append(
-            Turn(user=_correction(task, key, rng), answer=render_answer(task, applied), tools=tools)
+            Turn(user=_correction(world, task, key, rng), answer=render(task, applied), tools=tools)
         )
     if shape == "corrected" and rng.random() < 0.8:
         turns.append(Turn(user=rng.choice(THANKS), answer="Glad it helped."))
@@ -120,8 +140,15 @@ def write_history(
     per_task: tuple[int, int] = (3, 5),
     noise: int = 14,
     days: float = 21.0,
+    world: World = LIFT,
+    claude_share: float = 0.6,
+    odd: Oddities | None = None,
 ) -> History:
-    """Write the sessions under ``home/.claude`` and ``home/.codex``; see the module doc."""
+    """Write the sessions under ``home/.claude`` and ``home/.codex``; see the module doc.
+
+    ``claude_share``: the share of sessions written as Claude Code (the rest Codex);
+    ``odd``: oddities written on top (a separate random stream: without them the history
+    is the same as before they existed)."""
     rng = random.Random(seed)
     claude_home, codex_home = home / ".claude", home / ".codex"
     other = home / "work" / "blog"
@@ -129,11 +156,21 @@ def write_history(
     other.mkdir(parents=True, exist_ok=True)
     sessions: list[tuple[Path, list[Turn]]] = []
     task_sessions = 0
-    for task in TASKS:
+    for task in world.tasks:
         count = max(rng.randint(*per_task) - (1 if task.bait else 0), len(task.needs))
         for n, (shape, keys) in enumerate(_plan(task, count, rng)):
-            sessions.append((project, task_turns(task, n, shape, keys, rng)))
+            sessions.append((project, task_turns(task, n, shape, keys, rng, world)))
             task_sessions += 1
+    odd = odd or Oddities()
+    odd_rng = random.Random(f"odd-{seed}")
+    secrets = [_secret(odd_rng) for _ in range(odd.duplicates)]
+    for secret in secrets:  # the same request again, a credential pasted at the end
+        task = odd_rng.choice(world.tasks)
+        turns = task_turns(task, 0, "corrected", list(task.needs), odd_rng, world)
+        turns[0] = Turn(user=f"{turns[0].user} (use {secret} if you need the API)",
+                        answer=turns[0].answer, tools=turns[0].tools)  # fmt: skip
+        sessions.append((project, turns))
+        task_sessions += 1
     for i in range(noise):
         kind = i % 5
         if kind == 0:
@@ -148,15 +185,16 @@ def write_history(
     span = timedelta(days=days) - timedelta(hours=1)
     claude = codex = older = 0
     ends: list[datetime] = []
+    written: list[Path] = []
     for i, (cwd, turns) in enumerate(sessions):
         # spread evenly over the span with jitter, so every stretch of days has sessions
         offset = span * (i + rng.random()) / len(sessions)
         start = now - timedelta(hours=1) - offset - timedelta(minutes=2 * len(turns) + 1)
-        if rng.random() < 0.6:
-            write_claude_session(claude_home, cwd=cwd, turns=turns, start=start)
+        if rng.random() < claude_share:
+            written.append(write_claude_session(claude_home, cwd=cwd, turns=turns, start=start))
             claude += 1
         else:
-            write_codex_session(codex_home, cwd=cwd, turns=turns, start=start)
+            written.append(write_codex_session(codex_home, cwd=cwd, turns=turns, start=start))
             codex += 1
         end = start + timedelta(minutes=2 * len(turns))
         ends.append(end)
@@ -172,4 +210,56 @@ def write_history(
         older_than_72h=older,
         oldest=min(ends),
         newest=max(ends),
+        odd_files=_spoil(written, odd, odd_rng, now),
+        secrets=tuple(secrets),
     )
+
+
+def _secret(rng: random.Random) -> str:
+    """An API key of a shape redaction knows (``sk-proj-`` + 32 characters)."""
+    return "sk-proj-" + "".join(rng.choices(string.ascii_letters + string.digits, k=32))
+
+
+def _spoil(written: list[Path], odd: Oddities, rng: random.Random, now: datetime) -> int:
+    """Cut some sessions off mid-line, add a huge tool output to others, and write empty
+    session files; every touched file keeps its mtime. Returns how many files."""
+    touched = rng.sample(written, k=min(len(written), odd.truncated + odd.huge))
+    for i, path in enumerate(touched):
+        stat = path.stat()
+        with path.open("a", encoding="utf-8") as out:
+            if i < odd.truncated:  # a writer killed mid-line: no closing brace, no newline
+                out.write(_huge_line(path, 0.0001)[:70])
+            else:
+                out.write(_huge_line(path, odd.huge_mb) + "\n")
+        os.utime(path, (stat.st_atime, stat.st_mtime))
+    roots = [p for p in {_source_root(p) for p in written} if p is not None]
+    for root in sorted(roots):
+        for k in range(odd.empty):
+            if "projects" in root.parts:
+                empty = root / f"empty-{k}.jsonl"
+            else:
+                empty = root / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}" / f"rollout-empty-{k}.jsonl"
+            empty.parent.mkdir(parents=True, exist_ok=True)
+            empty.write_bytes(b"")
+    return len(touched) + odd.empty * len(roots)
+
+
+def _source_root(path: Path) -> Path | None:
+    """The Claude project folder or the Codex ``sessions`` folder a session lives in."""
+    if path.parent.parent.name == "projects":
+        return path.parent
+    for parent in path.parents:
+        if parent.name == "sessions":
+            return parent
+    return None
+
+
+def _huge_line(path: Path, megabytes: float) -> str:
+    """One tool output of about ``megabytes`` MB, in the file's own transcript format."""
+    log = "".join(f"line {i}: DEBUG cache miss for key user:{i}\n" for i in range(64))
+    body = (log * (int(megabytes * 1_000_000) // len(log) + 1))[: int(megabytes * 1_000_000)]
+    if path.parent.parent.name == "projects":
+        item = {"type": "tool_result", "tool_use_id": "t", "content": body}
+        return json.dumps({"type": "user", "message": {"role": "user", "content": [item]}})
+    payload = {"type": "function_call_output", "call_id": "c", "output": body}
+    return json.dumps({"type": "response_item", "payload": payload})

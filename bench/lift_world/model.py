@@ -38,23 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lift_world.world import (
-    BAIT_CORRECTIONS,
-    BY_KEY,
-    CONVENTIONS,
-    HARMFUL_TEXT,
-    TASKS,
-    Task,
-    conventions_in,
-    find_task,
-    flip_choice,
-    grade,
-    harmful_in,
-    render_answer,
-    solves,
-)
+from lift_world.world import LIFT, LONG_LOOKUP, Task, World, flip_choice, solves
 
-LONG_LOOKUP = "Good question. It depends"  # how a lookup answered at length starts
+__all__ = ["LONG_LOOKUP", "WorldModel", "fill", "reply_shape", "sections"]
 MIN_SUPPORT = 2  # distinct failing tasks a convention needs before reflection proposes it
 
 _HEADING = re.compile(r"^# (.+)$", re.M)
@@ -109,13 +95,6 @@ def sections(text: str) -> list[Section]:
 
 def _body(parts: list[Section], kind: str) -> str:
     return "\n\n".join(s.body for s in parts if s.kind == kind)
-
-
-def find_tasks(text: str) -> list[Task]:
-    """Every task whose subject occurs in ``text``, in order of first mention."""
-    folded = text.casefold()
-    hits = [(folded.find(t.subject), t) for t in TASKS]
-    return [t for at, t in sorted((h for h in hits if h[0] >= 0), key=lambda h: h[0])]
 
 
 # --------------------------------------------------------------------------- reply shapes
@@ -206,20 +185,27 @@ def fill(shape: Any, payload: Any) -> Any:
 class WorldModel:
     """The reply function of the fake server (``FakeModelServer(reply_fn=model.reply)``)."""
 
-    def __init__(self, world_seed: int = 0) -> None:
+    def __init__(self, world_seed: int = 0, world: World = LIFT) -> None:
         self._lock = threading.Lock()
+        self.world = world
         self.world_seed = world_seed
         self.noise = 0.0
+        self.noisy_tasks: frozenset[str] | None = None  # None: every task is noisy
         self.seed = 0
         self.calls: Counter[str] = Counter()
         self.flips = 0
         self.unknown: list[str] = []
         self._seen: Counter[tuple[Any, ...]] = Counter()
 
-    def configure(self, *, world_seed: int, noise: float, seed: int) -> None:
-        """Start a run: which world, the share of attempts to flip, the seed picking them."""
+    def configure(
+        self, *, world_seed: int, noise: float, seed: int,
+        noisy_tasks: frozenset[str] | None = None,
+    ) -> None:  # fmt: skip
+        """Start a run: which world, the share of attempts to flip, the seed picking them
+        and (``noisy_tasks``, ids) the only tasks whose attempts may flip (None: all)."""
         with self._lock:
             self.world_seed, self.noise, self.seed = world_seed, noise, seed
+            self.noisy_tasks = noisy_tasks
             self._seen.clear()
 
     def take_stats(self) -> dict[str, Any]:
@@ -258,20 +244,21 @@ class WorldModel:
     # -- target ------------------------------------------------------------------------
     def _attempt(self, parts: list[Section]) -> str:
         docs = _body(parts, "doc")
-        task = find_task(_body(parts, "task"))
+        w = self.world
+        task = w.find_task(_body(parts, "task"))
         if task is None:
             return "Done."
-        present, harmful = conventions_in(docs), harmful_in(docs)
+        present, harmful = w.conventions_in(docs), w.harmful_in(docs)
         right = solves(task, present, harmful)
         if self._flip(task, present, harmful):
             if right:  # drop one needed convention
                 dropped = task.needs[flip_choice(self.seed, task.id, "drop") % len(task.needs)]
-                return render_answer(task, set(task.needs) - {dropped})
-            return render_answer(task, task.needs)
-        return render_answer(task, present, bare=harmful)
+                return w.render_answer(task, set(task.needs) - {dropped})
+            return w.render_answer(task, task.needs)
+        return w.render_answer(task, present, bare=harmful)
 
     def _flip(self, task: Task, present: frozenset[str], harmful: bool) -> bool:
-        if self.noise <= 0:
+        if self.noise <= 0 or (self.noisy_tasks is not None and task.id not in self.noisy_tasks):
             return False
         key = (task.id, tuple(sorted(present)), harmful)
         with self._lock:
@@ -286,29 +273,33 @@ class WorldModel:
 
     # -- judge ---------------------------------------------------------------------------
     def _judge(self, parts: list[Section]) -> dict[str, Any]:
-        task = find_task(_body(parts, "asked")) or find_task(_body(parts, "rubric"))
+        w = self.world
+        task = w.find_task(_body(parts, "asked")) or w.find_task(_body(parts, "rubric"))
         answer = _body(parts, "answer")
         cut = answer.casefold().rfind("reply with")
         answer = answer[:cut].strip() if cut >= 0 else answer
         if task is None:
             return {"score": 1.0 if answer else 0.0, "reason": "does what was asked"}
-        score, missing = grade(task, answer)
+        score, missing = w.grade(task, answer)
         reason = "meets every house convention" if not missing else "; ".join(missing)
         return {"score": round(score, 3), "reason": reason}
 
     # -- miner ---------------------------------------------------------------------------
     def _mine(self, parts: list[Section]) -> list[dict[str, Any]]:
         asked = _body(parts, "session")
-        task = find_task(asked)
+        w = self.world
+        task = w.find_task(asked)
         if task is None:
             return []
         folded = asked.casefold()
         criteria = [f"does what was asked: {task.summary}"]
-        for c in CONVENTIONS:
+        for c in w.conventions:
             if any(p.casefold()[:40] in folded for p in c.corrections):
                 criteria.append(c.rubric)
-        if task.bait and any(p.casefold()[:40] in folded for p in BAIT_CORRECTIONS):
-            criteria.append(BY_KEY["lookup"].rubric)
+        if task.bait:
+            bait = w.bait(task.bait)
+            if any(p.casefold()[:40] in folded for p in bait.corrections):
+                criteria.append(w.by_key[bait.lure].rubric)
         feedback = _body(parts, "feedback")
         pos, neg = "pos:" in feedback, "neg:" in feedback
         satisfied = True if pos and not neg else False if neg and not pos else None
@@ -322,26 +313,27 @@ class WorldModel:
 
     # -- optimizer -----------------------------------------------------------------------
     def _reflect(self, parts: list[Section], text: str) -> list[dict[str, Any]]:
+        w = self.world
         docs = _body(parts, "doc")
         evidence = _body(parts, "failures")
-        present, harmful = conventions_in(docs), harmful_in(docs)
+        present, harmful = w.conventions_in(docs), w.harmful_in(docs)
         budget_m = re.search(r"at most (\d+)", text)
         budget = int(budget_m.group(1)) if budget_m else 4
-        failing = find_tasks(evidence)
+        failing = w.find_tasks(evidence)
         support: Counter[str] = Counter()
         for task in failing:
             support.update(k for k in task.needs if k not in present)
-        order = {c.key: i for i, c in enumerate(CONVENTIONS)}
+        order = {c.key: i for i, c in enumerate(w.conventions)}
         backed = [k for k in support if support[k] >= MIN_SUPPORT]
         ranked = sorted(backed, key=lambda k: (-support[k], order[k]))
         edits: list[dict[str, Any]] = []
-        baits = [t for t in failing if t.bait]
-        if baits and not harmful and ("lookup" not in present or LONG_LOOKUP in evidence):
-            edits.append(_edit(HARMFUL_TEXT, f"users asked for just the value in {len(baits)} "
-                               "failed lookups; the same applies to every answer"))  # fmt: skip
+        for bait in w.baits:
+            baits = [t for t in failing if t.bait == bait.key]
+            if baits and not harmful and (bait.lure not in present or bait.tell in evidence):
+                edits.append(_edit(bait.text, bait.why.format(n=len(baits))))
         for key in ranked:
             tasks = [t.subject for t in failing if key in t.needs]
-            edits.append(_edit(BY_KEY[key].text, _why(tasks)))
+            edits.append(_edit(w.by_key[key].text, _why(tasks)))
         return edits[: max(0, budget)]
 
 

@@ -11,8 +11,10 @@ complain about long answers ("just the bare value, then where it is defined"): a
 optimizer that generalises that complaint to every answer writes :data:`HARMFUL`, which
 breaks every task. The convention they really need is ``lookup``.
 
-How an answer shows a convention (and how the judge tells) is fixed per convention, so
-the target and the judge of :mod:`.model` agree without sharing state.
+How an answer shows a convention (and how the judge tells) is fixed per convention
+(``applied`` / ``ignored`` / ``proof``), so the target and the judge of :mod:`.model`
+agree without sharing state. All of it is one :class:`World` value, :data:`LIFT`; the
+module-level names (``TASKS``, ``true_score``, ...) are that world's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class Convention:
     missing: str  # what the judge says when an answer ignores it
     rubric: str  # the criterion a miner writes when a user corrected it
     corrections: tuple[str, ...]  # what users typed when the agent got it wrong
+    applied: str = ""  # the answer line that follows it ({slug}, {summary} filled in)
+    ignored: str = ""  # the answer line that ignores it
+    proof: re.Pattern[str] | None = None  # the judge: an answer follows it when this matches
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -56,6 +61,9 @@ CONVENTIONS: tuple[Convention, ...] = (
             "Did you run the check script? Run scripts/check.sh and paste the summary line.",
             "that's not enough, pytest alone misses lint and types: run scripts/check.sh",
         ),
+        applied="Ran scripts/check.sh: lint clean, types clean, 412 passed.",
+        ignored="Ran the module's own tests with pytest; they pass.",
+        proof=_rx(r"scripts/check\.sh"),
     ),
     Convention(
         key="news",
@@ -70,6 +78,9 @@ CONVENTIONS: tuple[Convention, ...] = (
             "Don't edit NEWS.md by hand, that's what newsfragments/ is for.",
             "you missed the fragment file: newsfragments/<issue>.<kind>.md please",
         ),
+        applied="Added newsfragments/1432.feature.md: {summary}.",
+        ignored="Added a line at the top of NEWS.md: {summary}.",
+        proof=_rx(r"newsfragments/"),
     ),
     Convention(
         key="utc",
@@ -84,6 +95,9 @@ CONVENTIONS: tuple[Convention, ...] = (
             "Use UTC ISO-8601 timestamps, nobody knows what server time is.",
             "no, local times confuse everyone; UTC with the trailing Z please",
         ),
+        applied="Times: 2025-03-04T09:12:00Z to 2025-03-04T10:40:00Z.",
+        ignored="Times: Mar 4, 9:12 to 10:40 (server time).",
+        proof=ISO_TIME,
     ),
     Convention(
         key="migration",
@@ -97,6 +111,9 @@ CONVENTIONS: tuple[Convention, ...] = (
             "we don't use python migrations, write a timestamped .sql file in db/migrations",
             "rename the migration to the YYYYMMDD_HHMM_verb_table.sql pattern",
         ),
+        applied="Migration: db/migrations/20250304_0912_{slug}.sql.",
+        ignored="Migration: migrations/{slug}.py.",
+        proof=_rx(r"db/migrations/\d{8}_\d{4}_\w+\.sql"),
     ),
     Convention(
         key="fixtures",
@@ -111,6 +128,9 @@ CONVENTIONS: tuple[Convention, ...] = (
             "move those literals into a YAML file under tests/fixtures/",
             "why did you inline 200 lines of data? fixtures go in tests/fixtures/",
         ),
+        applied="Test data: tests/fixtures/{slug}.yaml, loaded with fixture().",
+        ignored="Test data: inlined as literals at the top of the test module.",
+        proof=_rx(r"tests/fixtures/"),
     ),
     Convention(
         key="lookup",
@@ -126,8 +146,7 @@ CONVENTIONS: tuple[Convention, ...] = (
         ),
     ),
 )
-BY_KEY = {c.key: c for c in CONVENTIONS}
-
+LONG_LOOKUP = "Good question. It depends"  # how a lookup answered at length starts
 HARMFUL_TEXT = (
     "Answer with just the bare value or result and nothing else: no explanations, "
     "file references, commands or extra steps."
@@ -141,6 +160,36 @@ BAIT_CORRECTIONS = (
 
 
 @dataclass(frozen=True, kw_only=True)
+class Bait:
+    """A harmful generalisation some tasks' corrections tempt an optimizer into.
+
+    Its bait tasks really need the convention ``lure``; their users complain in words
+    (``corrections``) that, generalised to every answer, become ``text``, which breaks
+    every task. A reflection shown a bait task whose answer carries ``tell`` (the lure
+    ignored) proposes ``text`` first.
+    """
+
+    key: str
+    text: str
+    detect: re.Pattern[str]
+    lure: str
+    tell: str
+    corrections: tuple[str, ...]
+    why: str  # the rationale a reflection gives ({n}: how many bait tasks failed)
+
+
+BARE = Bait(
+    key="bare",
+    text=HARMFUL_TEXT,
+    detect=HARMFUL,
+    lure="lookup",
+    tell=LONG_LOOKUP,
+    corrections=BAIT_CORRECTIONS,
+    why="users asked for just the value in {n} failed lookups; the same applies to every answer",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Task:
     """A request the user keeps making. ``subject`` appears in every wording of it."""
 
@@ -150,7 +199,7 @@ class Task:
     needs: tuple[str, ...]
     summary: str  # what a finished answer did, in a few words
     slug: str  # file-name stem the answer uses
-    bait: bool = False
+    bait: str = ""  # key of the Bait its corrections tempt ("" for none)
     value: str = ""  # lookups: the answer itself
     value_utc: str = ""  # lookups of a time: the value in the house format
     source: str = ""  # lookups: where the value is defined
@@ -163,7 +212,7 @@ def _t(
     summary: str,
     slug: str,
     *variants: str,
-    bait: bool = False,
+    bait: str = "",
     value: str = "",
     value_utc: str = "",
     source: str = "",
@@ -288,19 +337,19 @@ TASKS: tuple[Task, ...] = (
        "What port does the staging API listen on?",
        "Which port is the staging API on again?",
        "staging API port?",
-       bait=True, value="8443", source="deploy/staging/api.env:3"),
+       bait="bare", value="8443", source="deploy/staging/api.env:3"),
     _t("t22", "ci python version", "lookup",
        "looked up the CI Python version", "ci_python",
        "Which CI Python version do we pin?",
        "What's the CI Python version?",
        "Remind me of the CI Python version.",
-       bait=True, value="3.12.4", source=".github/workflows/ci.yml:14"),
+       bait="bare", value="3.12.4", source=".github/workflows/ci.yml:14"),
     _t("t23", "last production deploy", "lookup utc",
        "looked up the last production deploy", "last_deploy",
        "When was the last production deploy?",
        "What time did the last production deploy go out?",
        "last production deploy time?",
-       bait=True, value="Mar 3, 4:20 pm", value_utc="2025-03-03T16:20:00Z",
+       bait="bare", value="Mar 3, 4:20 pm", value_utc="2025-03-03T16:20:00Z",
        source="deploy/history.log:1"),
     _t("t24", "smtp host", "lookup",
        "looked up the SMTP host", "smtp_host",
@@ -309,20 +358,6 @@ TASKS: tuple[Task, ...] = (
        "What's our SMTP host setting?",
        value="smtp.internal.shop:587", source="config/mail.toml:7"),
 )  # fmt: skip
-BY_ID = {t.id: t for t in TASKS}
-
-
-def conventions_in(text: str) -> frozenset[str]:
-    """Keys of the conventions a document (or several, joined) carries."""
-    return frozenset(c.key for c in CONVENTIONS if c.detect.search(text))
-
-
-def harmful_in(text: str) -> bool:
-    return bool(HARMFUL.search(text))
-
-
-def solves(task: Task, present: Iterable[str], harmful: bool) -> bool:
-    return not harmful and set(task.needs) <= set(present)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -339,118 +374,113 @@ class Score:
         return self.solved / self.total if self.total else 0.0
 
 
-def true_score(*documents: str) -> Score:
-    """Fraction of tasks the documents solve: all needed conventions in, harmful rule out."""
-    text = "\n".join(documents)
-    present, harmful = conventions_in(text), harmful_in(text)
-    solved = sum(solves(t, present, harmful) for t in TASKS)
-    return Score(solved=solved, total=len(TASKS), present=present, harmful=harmful)
+@dataclass(frozen=True, kw_only=True)
+class World:
+    """Conventions, the tasks that need them and the baits: everything true in one world.
 
-
-def find_task(text: str) -> Task | None:
-    """The task whose subject occurs first in ``text`` (any wording), else ``None``."""
-    folded = text.casefold()
-    best: tuple[int, Task] | None = None
-    for task in TASKS:
-        at = folded.find(task.subject)
-        if at >= 0 and (best is None or at < best[0]):
-            best = (at, task)
-    return best[1] if best else None
-
-
-# --------------------------------------------------------------------------- answers
-
-
-def _shown(task: Task, key: str, applied: bool) -> str:
-    """The line of an answer that shows convention ``key`` followed (or not)."""
-    if key == "check":
-        return (
-            "Ran scripts/check.sh: lint clean, types clean, 412 passed."
-            if applied
-            else "Ran the module's own tests with pytest; they pass."
-        )
-    if key == "news":
-        return (
-            f"Added newsfragments/1432.feature.md: {task.summary}."
-            if applied
-            else f"Added a line at the top of NEWS.md: {task.summary}."
-        )
-    if key == "utc":
-        return (
-            "Times: 2025-03-04T09:12:00Z to 2025-03-04T10:40:00Z."
-            if applied
-            else "Times: Mar 4, 9:12 to 10:40 (server time)."
-        )
-    if key == "migration":
-        return (
-            f"Migration: db/migrations/20250304_0912_{task.slug}.sql."
-            if applied
-            else f"Migration: migrations/{task.slug}.py."
-        )
-    if key == "fixtures":
-        return (
-            f"Test data: tests/fixtures/{task.slug}.yaml, loaded with fixture()."
-            if applied
-            else "Test data: inlined as literals at the top of the test module."
-        )
-    raise KeyError(key)
-
-
-def _value(task: Task, utc: bool) -> str:
-    return task.value_utc if utc and task.value_utc else task.value
-
-
-def render_answer(task: Task, applied: Iterable[str], *, bare: bool = False) -> str:
-    """The answer an agent gives when it follows the conventions in ``applied``.
-
-    ``bare``: it follows the harmful rule (just the value, or just "Done.").
+    The lift world is :data:`LIFT`; ``bench/lift_variants.py`` builds others of different
+    shape from the same pieces, and the history writer and the model take one of these.
     """
-    done = set(applied) & set(task.needs)
-    if "lookup" in task.needs:
-        value = _value(task, "utc" in done)
+
+    name: str
+    conventions: tuple[Convention, ...]
+    tasks: tuple[Task, ...]
+    baits: tuple[Bait, ...]
+
+    @property
+    def by_key(self) -> dict[str, Convention]:
+        return {c.key: c for c in self.conventions}
+
+    @property
+    def by_id(self) -> dict[str, Task]:
+        return {t.id: t for t in self.tasks}
+
+    def bait(self, key: str) -> Bait:
+        return next(b for b in self.baits if b.key == key)
+
+    def conventions_in(self, text: str) -> frozenset[str]:
+        """Keys of the conventions a document (or several, joined) carries."""
+        return frozenset(c.key for c in self.conventions if c.detect.search(text))
+
+    def harmful_in(self, text: str) -> bool:
+        return any(b.detect.search(text) for b in self.baits)
+
+    def true_score(self, *documents: str) -> Score:
+        """Share of tasks the documents solve: all needed conventions in, no harmful rule."""
+        text = "\n".join(documents)
+        present, harmful = self.conventions_in(text), self.harmful_in(text)
+        solved = sum(solves(t, present, harmful) for t in self.tasks)
+        return Score(solved=solved, total=len(self.tasks), present=present, harmful=harmful)
+
+    def find_tasks(self, text: str) -> list[Task]:
+        """Every task whose subject occurs in ``text``, in order of first mention."""
+        folded = text.casefold()
+        hits = [(folded.find(t.subject), t) for t in self.tasks]
+        return [t for at, t in sorted((h for h in hits if h[0] >= 0), key=lambda h: h[0])]
+
+    def find_task(self, text: str) -> Task | None:
+        """The task whose subject occurs first in ``text`` (any wording), else ``None``."""
+        found = self.find_tasks(text)
+        return found[0] if found else None
+
+    def render_answer(self, task: Task, applied: Iterable[str], *, bare: bool = False) -> str:
+        """The answer an agent gives when it follows the conventions in ``applied``.
+
+        ``bare``: it follows a harmful rule (just the value, or just "Done.").
+        """
+        done = set(applied) & set(task.needs)
+        if "lookup" in task.needs:
+            value = task.value_utc if "utc" in done and task.value_utc else task.value
+            if bare:
+                return value
+            if "lookup" in done:
+                return f"{value}\nDefined in {task.source}."
+            return (
+                f"{LONG_LOOKUP} a little on the environment, and there were a few "
+                f"changes over time, but the current setting ends up as {value} once the "
+                f"config is loaded (see {task.source} and the deploy notes for the history)."
+            )
         if bare:
-            return value
-        if "lookup" in done:
-            return f"{value}\nDefined in {task.source}."
-        return (
-            f"Good question. It depends a little on the environment, and there were a few "
-            f"changes over time, but the current setting ends up as {value} once the config "
-            f"is loaded (see {task.source} and the deploy notes for the history)."
-        )
-    if bare:
-        return "Done."
-    lines = [f"Done: {task.summary}."]
-    lines += [_shown(task, key, key in done) for key in task.needs]
-    return "\n".join(lines)
+            return "Done."
+        lines = [f"Done: {task.summary}."]
+        for key in task.needs:
+            line = self.by_key[key].applied if key in done else self.by_key[key].ignored
+            lines.append(line.format(slug=task.slug, summary=task.summary))
+        return "\n".join(lines)
+
+    def grade(self, task: Task, answer: str) -> tuple[float, list[str]]:
+        """(share of the task's conventions the answer follows, what it misses)."""
+        keys = [k for k in task.needs if not _follows(self, task, k, answer)]
+        missing = [self.by_key[k].missing for k in keys]
+        return (len(task.needs) - len(missing)) / len(task.needs), missing
 
 
-def grade(task: Task, answer: str) -> tuple[float, list[str]]:
-    """(share of the task's conventions the answer follows, what it misses)."""
-    missing: list[str] = []
-    for key in task.needs:
-        if not _follows(task, key, answer):
-            missing.append(BY_KEY[key].missing)
-    return (len(task.needs) - len(missing)) / len(task.needs), missing
-
-
-def _follows(task: Task, key: str, answer: str) -> bool:
-    if key == "check":
-        return "scripts/check.sh" in answer
-    if key == "news":
-        return "newsfragments/" in answer
-    if key == "utc":
-        return bool(ISO_TIME.search(answer))
-    if key == "migration":
-        return bool(re.search(r"db/migrations/\d{8}_\d{4}_\w+\.sql", answer))
-    if key == "fixtures":
-        return "tests/fixtures/" in answer
+def _follows(world: World, task: Task, key: str, answer: str) -> bool:
     if key == "lookup":
         first = answer.strip().splitlines()[0] if answer.strip() else ""
         return first.strip() in (task.value, task.value_utc) and f"in {task.source}" in answer
-    raise KeyError(key)
+    proof = world.by_key[key].proof
+    if proof is None:
+        raise KeyError(key)
+    return bool(proof.search(answer))
+
+
+def solves(task: Task, present: Iterable[str], harmful: bool) -> bool:
+    return not harmful and set(task.needs) <= set(present)
 
 
 def flip_choice(*parts: object) -> int:
     """A stable pseudo-random integer from ``parts`` (seeded noise without shared state)."""
     raw = "\x1f".join(str(p) for p in parts).encode()
     return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big")
+
+
+LIFT = World(name="lift", conventions=CONVENTIONS, tasks=TASKS, baits=(BARE,))
+BY_KEY = LIFT.by_key
+BY_ID = LIFT.by_id
+conventions_in = LIFT.conventions_in
+harmful_in = LIFT.harmful_in
+true_score = LIFT.true_score
+find_task = LIFT.find_task
+render_answer = LIFT.render_answer
+grade = LIFT.grade

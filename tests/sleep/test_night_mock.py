@@ -157,6 +157,30 @@ async def test_budget_cap_stops_cleanly(demo: DemoSetup) -> None:
 
 
 @pytest.mark.slow
+async def test_a_budget_running_out_mid_round_keeps_what_earlier_rounds_gated(
+    demo: DemoSetup,
+) -> None:
+    # One edit per reflection and two folds: round 1 learns, later rounds are still tried.
+    cfg = _with(demo.config, night__edit_budget=1, night__rounds=3, night__folds=2,
+                night__evolve_memory=False)  # fmt: skip
+    free = await run_night(cfg, project=demo.project, dry_run=True)
+    stages = json.loads((free.run_dir / "run.json").read_text())["stages"]
+    calls = {s["name"]: int(s.get("model_calls") or 0) for s in stages}
+    assert any(n.startswith("round2.") for n in calls) and free.accepted
+    # Room for round 1 and the final check (a baseline's worth), not for every round.
+    upto = [s["name"] for s in stages][: max(i for i, s in enumerate(stages)
+                                             if s["name"].startswith("round1.")) + 1]  # fmt: skip
+    cap = sum(calls[n] for n in upto) + calls["rollouts"] + 10
+    assert free.spend["calls"] > cap
+    capped = await run_night(_with(cfg, budget__max_calls=cap), project=demo.project)
+    # Without the reserve, the night stopped in a later round and lost what round 1 gated.
+    assert capped.result is NightResult.ACCEPTED and capped.accepted, capped.reason
+    assert capped.spend["calls"] <= cap and not capped.spend["budget_reached"]
+    report = json.loads((capped.run_dir / "report.json").read_text())
+    assert any("the rounds stopped there" in note for note in report["notes"]), report["notes"]
+
+
+@pytest.mark.slow
 async def test_dry_run_stages_nothing_and_keeps_state(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project, dry_run=True)
     assert outcome.accepted and outcome.proposal_dir is None

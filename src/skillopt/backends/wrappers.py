@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -179,6 +180,22 @@ class BudgetCompleter(PoolWrapper):
     @property
     def exhausted(self) -> bool:
         return bool(self.reached)
+
+    @contextmanager
+    def holding_back(self, calls: int, tokens: int) -> Iterator[None]:
+        """Lower the caps by ``calls`` / ``tokens`` for a while: a reserve for what must
+        follow (a check that makes what was done count). Leaving normally restores the
+        full caps and the reserve can be spent; an exception leaving it stays reached."""
+        caps = self.max_calls, self.max_tokens
+        if self.max_calls:
+            self.max_calls = max(1, self.max_calls - calls)
+        if self.max_tokens:
+            self.max_tokens = max(1, self.max_tokens - tokens)
+        try:
+            yield
+        finally:
+            self.max_calls, self.max_tokens = caps
+        self.reached = ""
 
     def _check(self) -> None:
         if self.max_calls and self.calls >= self.max_calls:

@@ -9,7 +9,9 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
    target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
    on held-out folds, the union); a later round starts from the best documents so far, on
    samples of its own. Rounds stop early when every task passes or a settled round kept
-   nothing.
+   nothing. Once a step kept an edit, a baseline's worth of budget is held back for the
+   final check: when the rest runs out mid-round, the steps already finished go to the
+   final check instead of the night ending with nothing.
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
@@ -19,8 +21,10 @@ Every stage is journalled in ``run.json`` through :class:`.running.Night`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
+from skillopt.errors import BudgetExceededError
 from skillopt.gate import decide_paired
 from skillopt.paired import task_settled
 from skillopt.types import (
@@ -36,6 +40,7 @@ from skillopt_sleep.night.crossfit import (
     ROUND,
     Candidate,
     Measured,
+    StepResult,
     Trial,
     clear_pass,
     compare,
@@ -102,7 +107,10 @@ async def consolidate(
     cfg = night.cfg
     if cfg.gate.mode == OFF:
         return await ungated(night, tasks, start)
+    before = night.spend.calls, night.spend.tokens
     base = await _rollouts(night, "rollouts", tasks, start)
+    # held back through the rounds for the final check (which costs at most a baseline)
+    reserve = night.spend.calls - before[0], night.spend.tokens - before[1]
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
@@ -127,40 +135,20 @@ async def consolidate(
         night.progress.note(why)
         rejected_all.nothing_to_learn = True
         return rejected_all
-    best, measured = start, base
-    round_start = start
-    applied: list[EditRecord] = []
-    proposed: list[EditRecord] = []
-    untested: dict[EditRecord, Candidate] = {}
-    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
-                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
-    rolled = base  # the current round's rollouts
-    for round_no in range(1, cfg.night.rounds + 1):
-        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
-            why = "every task passes" if _all_pass(measured) else "nothing changed"
-            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
-            break
-        round_start = best
-        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
-        if round_no > 1:
-            measured = rolled = await _rollouts(night, f"round{round_no}.rollouts", tasks, best,
-                                                first_id)  # fmt: skip
-            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
-                               rotation=rotation * 100 + round_no)  # fmt: skip
-        for target in targets:
-            if len(next(iter(measured.scores.values()), ())) < cfg.night.dream_rollouts:
-                measured = await _rollouts(night, f"round{round_no}.rollouts_{target.value}",
-                                           tasks, best, first_id)  # fmt: skip
-            step = await learn_target(
-                night, round_no=round_no, target=target, tasks=tasks, best=best,
-                base=measured, folds=folds, carried=carried if round_no == 1 else (),
-                first_id=first_id,
-            )  # fmt: skip
-            best, measured = step.best, step.measured
-            applied.extend(step.accepted)
-            proposed.extend(step.proposed)
-            for cand in step.untested:
-                untested.setdefault(cand.edit, cand)
+    learned = _Learned(best=start, measured=base, reserve=reserve)
+    with learned.held:
+        try:
+            await _learn_rounds(night, tasks, start, folds, rotation, carried, learned)
+        except BudgetExceededError as exc:
+            if not learned.applied:
+                raise
+            night.notes.append(
+                f"{exc}: the rounds stopped there; the {len(learned.applied)} edit(s) kept "
+                "so far go to the final check, on the budget held back for it"
+            )
+    best, applied, proposed, untested = (
+        learned.best, learned.applied, learned.proposed, learned.untested
+    )  # fmt: skip
     applied = list(dict.fromkeys(applied))
     rejected = [e for e in dict.fromkeys(proposed) if e not in applied and e not in untested]
     rejected_all.rejected = rejected
@@ -170,6 +158,71 @@ async def consolidate(
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
     return await _final(night, tasks, start, best, applied, rejected_all)
+
+
+@dataclass
+class _Learned:
+    """What the rounds kept so far: every field changes only when a target's step ends.
+    Once a step kept an edit, ``reserve`` (calls, tokens) is held back from the budget for
+    the final check, until ``held`` closes."""
+
+    best: Docs
+    measured: Measured
+    reserve: tuple[int, int]
+    applied: list[EditRecord] = field(default_factory=list)
+    proposed: list[EditRecord] = field(default_factory=list)
+    untested: dict[EditRecord, Candidate] = field(default_factory=dict)
+    held: ExitStack = field(default_factory=ExitStack)
+    holding: bool = False
+
+    def keep(self, night: Night, step: StepResult) -> None:
+        self.best, self.measured = step.best, step.measured
+        self.applied.extend(step.accepted)
+        self.proposed.extend(step.proposed)
+        for cand in step.untested:
+            self.untested.setdefault(cand.edit, cand)
+        if self.applied and not self.holding:
+            self.holding = True
+            self.held.enter_context(night.spend.holding_back(*self.reserve))
+
+
+async def _learn_rounds(
+    night: Night, tasks: Sequence[TaskRecord], start: Docs, folds: list[list[TaskRecord]],
+    rotation: int, carried: Sequence[Candidate], learned: _Learned,
+) -> None:  # fmt: skip
+    """Up to ``night.rounds`` rounds from ``start``, each target in turn; ``learned``
+    holds what every finished step kept (so a budget stop mid-step loses only that step)."""
+    cfg = night.cfg
+    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
+                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    rolled = learned.measured  # the current round's rollouts
+    round_start = start
+    for round_no in range(1, cfg.night.rounds + 1):
+        best, measured = learned.best, learned.measured
+        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
+            why = "every task passes" if _all_pass(measured) else "nothing changed"
+            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
+            break
+        round_start = best
+        first_id = (round_no - 1) * ROUND  # each round draws samples of its own
+        if round_no > 1:
+            learned.measured = rolled = await _rollouts(
+                night, f"round{round_no}.rollouts", tasks, best, first_id
+            )
+            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
+                               rotation=rotation * 100 + round_no)  # fmt: skip
+        for target in targets:
+            if len(next(iter(learned.measured.scores.values()), ())) < cfg.night.dream_rollouts:
+                learned.measured = await _rollouts(
+                    night, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
+                    first_id,
+                )  # fmt: skip
+            step = await learn_target(
+                night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
+                base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
+                first_id=first_id,
+            )  # fmt: skip
+            learned.keep(night, step)
 
 
 async def _final(

@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from skillopt.gate import decide_greedy
-from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
-from skillopt_sleep.night.crossfit import Measured, apply_to, measure
-from skillopt_sleep.reflect import RolloutSet
+from skillopt.types import EditRecord, EditTarget, TaskRecord
+from skillopt_sleep.night.crossfit import apply_to, measure
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
@@ -44,13 +43,6 @@ def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> D
     return decision
 
 
-def _sets(tasks: Sequence[TaskRecord], measured: Measured) -> list[RolloutSet]:
-    by_task: dict[str, list[RolloutResult]] = {}
-    for r in measured.results:
-        by_task.setdefault(r.task_id, []).append(r)
-    return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
-
-
 async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
     """``off``: reflect once per document over every task and keep what applies."""
     from skillopt_sleep.night.rounds import Decision
@@ -68,7 +60,7 @@ async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Dec
     for target in targets:
         stage = f"reflect_{target.value}"
         night.begin(stage)
-        outcome = await night.reflect(f"off.{target.value}", target, docs, _sets(tasks, base))
+        outcome = await night.reflect(f"off.{target.value}", target, docs, base.rollout_sets(tasks))
         night.end(stage, edits=len(outcome.edits))
         night.check_reflections(stage, [outcome])
         docs, app = apply_to(docs, outcome.edits, target)

@@ -108,6 +108,13 @@ class Measured:
     scores: Mapping[str, tuple[float, ...]]
     results: tuple[RolloutResult, ...] = ()
 
+    def rollout_sets(self, tasks: Sequence[Task]) -> list[RolloutSet]:
+        """What a reflection reads: each task with its measured rollouts."""
+        by_task: dict[str, list[RolloutResult]] = {}
+        for r in self.results:
+            by_task.setdefault(r.task_id, []).append(r)
+        return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
+
     def task_means(self) -> dict[str, float]:
         """Per task, the mean over its samples (NaN when every sample failed)."""
         return {t: _mean(v) for t, v in self.scores.items()}
@@ -239,13 +246,6 @@ class _Fold:
     seen: tuple[Task, ...]
 
 
-def _sets(tasks: Sequence[Task], measured: Measured) -> list[RolloutSet]:
-    by_task: dict[str, list[RolloutResult]] = {}
-    for r in measured.results:
-        by_task.setdefault(r.task_id, []).append(r)
-    return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
-
-
 def _failing(tasks: Sequence[Task], measured: Measured) -> list[str]:
     return [t.id for t in tasks if _mean(measured.scores.get(t.id, ())) < 1.0]
 
@@ -353,7 +353,7 @@ async def _reflect_folds(
     async def one(i: int) -> ReflectOutcome:
         part = parts[i]
         key = f"r{round_no}.{target.value}.f{part.index}"
-        return await night.reflect(key, target, best, _sets(part.seen, base))
+        return await night.reflect(key, target, best, base.rollout_sets(part.seen))
 
     outcomes = await gather_indexed(one, len(parts))
     candidates: list[Candidate] = []

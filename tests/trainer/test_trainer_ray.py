@@ -32,7 +32,7 @@ from skillopt.trainer.envs.base import RolloutContext
 from skillopt.trainer.loop import Trainer
 from skillopt.types import Split
 from skillopt_sleep.config import SleepConfig
-from support.fake_cli import FakeCli, codex_events, pid_alive, wait_dead, write_fake_cli
+from support.fake_cli import FakeCli, codex_events, wait_dead, write_fake_cli
 from support.netns import private_network
 from support.trainer_fakes import pool_of
 
@@ -221,7 +221,7 @@ async def test_cancelling_the_run_cancels_the_ray_task_and_kills_the_agent(
     agent = fake.calls()[0]["pid"]
     child = int(fake.child_pid_path.read_text())
     assert wait_dead(child), "the agent's child outlived the cancelled Ray task"
-    assert not pid_alive(agent)
+    assert wait_dead(agent), "the agent outlived the cancelled Ray task"
 
 
 def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: P
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert wait_dead(int(fake.child_pid_path.read_text()))
-    assert all(not pid_alive(c["pid"]) for c in fake.calls())
+    assert all(wait_dead(c["pid"]) for c in fake.calls())
     # the same command resumes the interrupted run to its end
     fake.update(hang=False)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)

@@ -13,9 +13,9 @@ Design (docs/trainer.md, "Running rollouts on Ray"):
   CLI started on a worker calls its own endpoint (the member's base URL) directly, as it
   does locally; the caller bounds how many such rollouts are in flight.
 * **Waiting** is async: the driver awaits ``ObjectRef``s on its event loop (no threads of
-  ours). A cancelled wait (SIGTERM, Ctrl-C, a sibling's fatal error) cancels its Ray task,
-  which cancels the function on the worker (its subprocesses are killed by their own
-  cancellation handlers).
+  ours). A cancelled wait (SIGTERM, Ctrl-C, a sibling's fatal error) cancels the function on
+  the worker (its subprocesses are killed by their own cancellation handlers) and waits,
+  shielded and bounded, until it has ended: a run never shuts Ray down under a live agent.
 
 Ray is imported only here and only when an executor is opened; a missing Ray is a
 ConfigError naming ``executor.kind``.
@@ -48,6 +48,7 @@ _log = get_logger(__name__)
 
 _OK, _ERROR = "ok", "error"
 _RELAY_CONCURRENCY = 1_000_000
+_STOP_GRACE_S = 30.0  # how long a cancelled remote function may take to kill its agent
 
 
 def import_ray() -> Any:
@@ -169,23 +170,37 @@ class RayExecutor:
         ref = self._task.remote(fn, args, session, self._relay)
         self.submitted += 1
         try:
-            kind, payload = await self._wait(ref)
+            kind, payload = await ref
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._stop_remote(session, ref)
+            raise
         finally:
             self._sessions.pop(session, None)
-            self._relay.stop.remote(session)  # cancels the worker's function, or releases it
+        self._relay.stop.remote(session)  # releases the worker's ``stopped`` wait
         if kind == _ERROR:
             raise error_from_wire(payload)
         return payload
 
-    async def _wait(self, ref: Any) -> Any:
+    async def _stop_remote(self, session: int, ref: Any) -> None:
+        """Cancel the worker's function and wait until it has ended, so its agent's processes
+        are dead before the run (and maybe Ray) shuts down.
+
+        Stopping the session cancels the function like a local one (a task still queued stops
+        as soon as it starts). Not ``ray.cancel`` first: its interrupt could land while the
+        worker kills the agent's processes; it is the fallback for a worker that does not end
+        within ``_STOP_GRACE_S``."""
+        _log.info("ray_task_cancelled", task=ref.hex())
         try:
-            return await ref
-        except anyio.get_cancelled_exc_class():
-            # ``call`` stops the session, which cancels the function on the worker (a task
-            # still queued stops as soon as it starts). Not ``ray.cancel``: its interrupt
-            # could land while the worker kills the agent's processes.
-            _log.info("ray_task_cancelled", task=ref.hex())
-            raise
+            await self._relay.stop.remote(session)
+            with anyio.move_on_after(_STOP_GRACE_S):
+                await ref
+                return
+        except Exception as exc:  # the relay or the worker died: nothing is left to stop
+            _log.warning("ray_task_stop_failed", task=ref.hex(), error=type(exc).__name__)
+            return
+        _log.warning("ray_task_force_cancelled", task=ref.hex(), grace_s=_STOP_GRACE_S)
+        self._ray.cancel(ref, force=True)
 
     async def serve(self) -> None:
         """Answer the workers' model calls until cancelled."""

@@ -114,6 +114,7 @@ class GateConfig:
     samples_per_task: int = 1
     confidence: float = 0.9  # paired gate: one-sided confidence of the improvement
     max_samples_per_task: int = 8  # paired gate: adaptive sampling stops here
+    confirm_samples: int = 0  # paired gate: fresh pairs that confirm a lone regression (0: off)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", _metric(self.metric))
@@ -131,6 +132,11 @@ class GateConfig:
         if not 0.5 <= self.confidence < 1.0:
             raise ConfigError(
                 f"confidence must be in [0.5, 1), got {self.confidence!r}", key="gate.confidence"
+            )
+        if isinstance(self.confirm_samples, bool) or self.confirm_samples < 0:
+            raise ConfigError(
+                f"confirm_samples must be >= 0, got {self.confirm_samples!r}",
+                key="gate.confirm_samples",
             )
         if self.max_samples_per_task < self.samples_per_task:
             raise ConfigError(
@@ -362,13 +368,15 @@ def decide_paired(
     config: GateConfig,
     task_ids: Collection[str],
     seen: Collection[str] = (),
+    confirm_from: Mapping[str, int] | None = None,
 ) -> GateDecision:
     """The night's gate over per-sample scores (metric space) of two paired arms.
 
     ``task_ids`` are the tasks the candidate is validated on; ``seen`` the tasks whose
-    rollouts the reflection behind the candidate saw. Validating on a seen task is a leak:
-    a would-be accept becomes ``reject_unverified``. A candidate no task exercised is
-    ``untested`` (carried to a later night), not rejected as a tie.
+    rollouts the reflection behind the candidate saw; ``confirm_from`` where the fresh pairs
+    that confirm a suspected regression start (:mod:`skillopt.paired`). Validating on a seen
+    task is a leak: a would-be accept becomes ``reject_unverified``. A candidate no task
+    exercised is ``untested`` (carried to a later night), not rejected as a tie.
     """
     test = paired_test(
         baseline,
@@ -376,6 +384,7 @@ def decide_paired(
         confidence=config.confidence,
         min_delta=config.min_delta,
         task_ids=task_ids,
+        confirm_from=confirm_from,
     )
     leaks = sorted(set(task_ids) & set(seen))
     reasons = _paired_reasons(test, leaks, empty=not task_ids)

@@ -7,8 +7,8 @@ decision rests on a test over the paired deltas, never on two separately measure
 
 Public API::
 
-    paired_test(baseline, candidate, *, confidence=0.9, min_delta=0.0, task_ids=None)
-        -> PairedTest
+    paired_test(baseline, candidate, *, confidence=0.9, min_delta=0.0, task_ids=None,
+                confirm_from=None) -> PairedTest
     sign_flip_p(values) -> float        # P(sum of randomly signed |v| >= sum(v))
     task_settled(base, cand) -> bool    # no sample disagrees: more samples cannot help
 
@@ -19,6 +19,11 @@ paired delta is as likely to be positive as negative. ``min_delta`` shifts the d
 paired deltas are significantly negative at the same confidence; *untested* means no pair
 differs at all (nothing on these tasks exercises the edit). The per-task regression tests
 are corrected for their number (Bonferroni over the tasks that went down).
+
+A task named in ``confirm_from`` (task -> index of its first confirmation sample) is judged
+for regression on its confirmation pairs alone, corrected over the tasks confirmed: a
+regression seen on the screening samples must show again on fresh ones, at a level that
+accounts for every task that was screened (:func:`skillopt.paired_sampling.confirm_suspects`).
 
 A candidate sample that is missing or not finite counts 0 (a crash never helps); a pair
 whose baseline sample is missing is left out (it cannot be compared).
@@ -84,13 +89,19 @@ class TaskPairs:
     baseline: float  # mean over the paired baseline samples
     candidate: float
     p_regress: float
+    confirm_deltas: tuple[float, ...] = ()  # fresh pairs drawn to confirm a regression
+    p_confirm: float = 1.0  # one-sided p of a regression on ``confirm_deltas`` alone
 
     @property
     def mean_delta(self) -> float:
         return self.candidate - self.baseline
 
+    @property
+    def confirmed(self) -> bool:
+        return bool(self.confirm_deltas)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "task_id": self.task_id,
             "pairs": len(self.deltas),
             "baseline": self.baseline,
@@ -98,6 +109,10 @@ class TaskPairs:
             "delta": self.mean_delta,
             "p_regress": self.p_regress,
         }
+        if self.confirmed:
+            out["confirm_pairs"] = len(self.confirm_deltas)
+            out["p_confirm"] = self.p_confirm
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,24 +216,31 @@ def paired_test(
     confidence: float = 0.9,
     min_delta: float = 0.0,
     task_ids: Iterable[str] | None = None,
+    confirm_from: Mapping[str, int] | None = None,
 ) -> PairedTest:
     """Compare per-sample scores ``{task_id: [score of sample 0, 1, ...]}`` of two arms."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     alpha = 1.0 - confidence
     ids = list(dict.fromkeys(task_ids if task_ids is not None else baseline))
+    split = confirm_from or {}
     tasks: list[TaskPairs] = []
     unpaired: list[str] = []
     shifted: list[float] = []
     raw: list[float] = []
     for tid in ids:
-        pairs = _pairs(baseline.get(tid, ()), candidate.get(tid, ()))
+        base, cand = baseline.get(tid, ()), candidate.get(tid, ())
+        pairs = _pairs(base, cand)
         if not pairs:
             unpaired.append(tid)
             continue
         deltas = tuple(c - b for b, c in pairs)
         raw.extend(deltas)
         shifted.extend(d - min_delta for d in deltas)
+        first = split.get(tid)
+        confirm = (
+            () if first is None else tuple(c - b for b, c in _pairs(base[first:], cand[first:]))
+        )
         tasks.append(
             TaskPairs(
                 task_id=tid,
@@ -226,13 +248,11 @@ def paired_test(
                 baseline=math.fsum(b for b, _ in pairs) / len(pairs),
                 candidate=math.fsum(c for _, c in pairs) / len(pairs),
                 p_regress=sign_flip_p([-d for d in deltas]),
+                confirm_deltas=confirm,
+                p_confirm=sign_flip_p([-d for d in confirm]) if confirm else 1.0,
             )
         )
     n = len(tasks) or 1
-    # Each task that went down is its own test: Bonferroni over them, so twenty-four
-    # noisy tasks do not produce a "significant" regression by chance alone.
-    lower = [t for t in tasks if t.mean_delta < 0]
-    regressed = tuple(t.task_id for t in lower if t.p_regress <= alpha / len(lower))
     return PairedTest(
         confidence=confidence,
         min_delta=min_delta,
@@ -242,5 +262,24 @@ def paired_test(
         candidate=math.fsum(t.candidate for t in tasks) / n,
         p_improve=sign_flip_p(shifted) if tasks else 1.0,
         p_regress=sign_flip_p([-d for d in raw]) if tasks else 1.0,
-        regressed=regressed,
+        regressed=_regressed(tasks, alpha),
     )
+
+
+def _regressed(tasks: Sequence[TaskPairs], alpha: float) -> tuple[str, ...]:
+    """The tasks significantly worse on their own pairs.
+
+    Each task that went down is its own test: Bonferroni over them, so twenty-four noisy
+    tasks do not produce a "significant" regression by chance alone. A confirmed task is
+    judged on its confirmation pairs only, Bonferroni over the tasks confirmed."""
+    lower = [t for t in tasks if t.mean_delta < 0]
+    confirmed = [t for t in tasks if t.confirmed]
+    out: list[str] = []
+    for t in tasks:
+        if t.confirmed:
+            worse = math.fsum(t.confirm_deltas) < 0
+            if worse and t.p_confirm <= alpha / len(confirmed):
+                out.append(t.task_id)
+        elif t.mean_delta < 0 and t.p_regress <= alpha / len(lower):
+            out.append(t.task_id)
+    return tuple(out)

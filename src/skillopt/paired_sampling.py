@@ -6,12 +6,20 @@ A clean model settles after one pair per task; a noisy one is sampled again, wav
 (``samples_per_task``, then 4, 8, ... up to ``max_samples_per_task``), only on the tasks
 where more samples can still change the decision (:func:`next_samples`).
 
+A candidate that would pass but for a task or two that look significantly worse is not
+rejected on that look alone when ``confirm_samples`` is set: each such task draws that many
+fresh pairs and is judged on them alone, corrected over the tasks confirmed
+(:func:`confirm_suspects`). The per-task regression test is otherwise corrected only over
+the tasks that went down, so with one task down a null edit's noise vetoes a real gain in
+about one comparison in ten; a regression that is real shows again on fresh samples.
+
 Public API::
 
     sample_stages(first, most) -> list[int]
     unsettled(base, cand) -> list[str]
     lost(base, cand) -> list[str]
     next_samples(base, cand, *, config) -> list[str]
+    confirm_suspects(base, cand, *, config) -> list[str]
     compare_adaptive(measure, task_ids, *, config, plan, offset) -> PairedSamples
 """
 
@@ -19,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
@@ -33,6 +41,7 @@ __all__ = [
     "Plan",
     "Scores",
     "compare_adaptive",
+    "confirm_suspects",
     "lost",
     "next_samples",
     "sample_stages",
@@ -92,14 +101,28 @@ def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]
     return unsettled(base, cand)
 
 
+def confirm_suspects(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
+    """The tasks whose regression alone vetoes a candidate that otherwise passes: the ones
+    to confirm on fresh samples. None when confirmation is off, or the candidate fails (or
+    is worse overall) on its own."""
+    if config.confirm_samples <= 0:
+        return []
+    test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
+    overall_worse = test.p_regress <= test.alpha and test.mean_delta < 0
+    gains = test.p_improve <= test.alpha and test.mean_delta > test.min_delta
+    return list(test.regressed) if gains and not overall_worse else []
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PairedSamples(Generic[R]):
-    """Both arms' per-sample scores, paired by sample id, and the records behind them."""
+    """Both arms' per-sample scores, paired by sample id, and the records behind them.
+    ``confirm_from``: per confirmed task, the index of its first confirmation sample."""
 
     base: dict[str, list[float]]
     cand: dict[str, list[float]]
     base_records: list[R]
     cand_records: list[R]
+    confirm_from: dict[str, int] = field(default_factory=dict)
 
 
 async def compare_adaptive(
@@ -115,6 +138,8 @@ async def compare_adaptive(
     First ``samples_per_task`` samples of each arm (ids from ``offset``), both arms at once.
     Then, wave by wave, more samples of both arms only on the tasks ``plan`` names (by
     default :func:`unsettled`: the ones whose samples disagree), until it names none.
+    Last, ``confirm_samples`` fresh pairs of each task :func:`confirm_suspects` names (sample
+    ids after every screening sample, so no earlier look saw them).
     """
     choose = plan or unsettled
     stages = sample_stages(config.samples_per_task, config.max_samples_per_task)
@@ -129,7 +154,20 @@ async def compare_adaptive(
             base[t].extend(b2[t])
             cand[t].extend(c2[t])
         b_rec, c_rec = [*b_rec, *b2_rec], [*c_rec, *c2_rec]
-    return PairedSamples(base=base, cand=cand, base_records=b_rec, cand_records=c_rec)
+    confirm_from: dict[str, int] = {}
+    suspects = confirm_suspects(base, cand, config=config)
+    if suspects:
+        first = offset + stages[-1]
+        samples = range(first, first + config.confirm_samples)
+        b2, c2, b2_rec, c2_rec = await _wave(measure, suspects, samples)
+        for t in suspects:
+            confirm_from[t] = len(base[t])
+            base[t].extend(b2[t])
+            cand[t].extend(c2[t])
+        b_rec, c_rec = [*b_rec, *b2_rec], [*c_rec, *c2_rec]
+    return PairedSamples(
+        base=base, cand=cand, base_records=b_rec, cand_records=c_rec, confirm_from=confirm_from
+    )
 
 
 async def _wave(

@@ -134,6 +134,7 @@ class GateSettings(StrictModel):
     min_delta: float = Field(default=0.0, ge=0)
     samples_per_task: int = Field(default=1, ge=1, le=16)  # first paired samples per task
     max_samples_per_task: int = Field(default=8, ge=1, le=32)  # adaptive: where samples disagree
+    confirm_samples: int = Field(default=16, ge=0, le=64)  # fresh pairs confirm a lone regression
     confidence: float = Field(default=0.9, ge=0.5, lt=1)  # one-sided, of the paired gain
 
     @model_validator(mode="after")

@@ -34,6 +34,7 @@ class Gate:
             min_delta=s.min_delta,
             samples_per_task=s.samples_per_task,
             max_samples_per_task=s.max_samples_per_task,
+            confirm_samples=s.confirm_samples,
             confidence=s.confidence,
         )
 

@@ -107,6 +107,7 @@ class Measured:
     docs: Docs
     scores: Mapping[str, tuple[float, ...]]
     results: tuple[RolloutResult, ...] = ()
+    confirm_from: Mapping[str, int] = field(default_factory=dict)  # see skillopt.paired
 
     def rollout_sets(self, tasks: Sequence[Task]) -> list[RolloutSet]:
         """What a reflection reads: each task with its measured rollouts."""
@@ -230,9 +231,9 @@ async def compare(
     )
     return (
         Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
-                 results=tuple(got.base_records)),
+                 results=tuple(got.base_records), confirm_from=got.confirm_from),
         Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
-                 results=tuple(got.cand_records)),
+                 results=tuple(got.cand_records), confirm_from=got.confirm_from),
     )  # fmt: skip
 
 
@@ -413,7 +414,7 @@ async def _singles(
             results.extend(c.results)
             trial.decision = decide_paired(
                 b.scores, c.scores, config=night.gate.config,
-                task_ids=[t.id for t in held], seen=cand.seen,
+                task_ids=[t.id for t in held], seen=cand.seen, confirm_from=c.confirm_from,
             )  # fmt: skip
         return cand, trial, docs
 
@@ -513,7 +514,11 @@ async def _settle(
             night, tasks, base.docs, docs, phase="union", plan=clear_pass(night), offset=offset
         )
         decision = decide_paired(
-            b.scores, c.scores, config=night.gate.config, task_ids=[t.id for t in tasks]
+            b.scores,
+            c.scores,
+            config=night.gate.config,
+            task_ids=[t.id for t in tasks],
+            confirm_from=c.confirm_from,
         )
         conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
         trial = Trial(
@@ -577,7 +582,13 @@ async def _leave_one_out(
         rest = [e for j, e in enumerate(chosen) if j != i]
         docs, _ = apply_to(start, rest, target)
         u, without = await compare(night, on, union, docs, phase="attribution", offset=union_from)
-        return decide_paired(u.scores, without.scores, config=cfg, task_ids=[t.id for t in on])
+        return decide_paired(
+            u.scores,
+            without.scores,
+            config=cfg,
+            task_ids=[t.id for t in on],
+            confirm_from=without.confirm_from,
+        )
 
     out = await gather_indexed(one, len(chosen))
     drop = {e for e, d in zip(chosen, out, strict=True) if d.accepted}

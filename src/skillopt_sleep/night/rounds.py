@@ -244,7 +244,7 @@ async def _final(
     )
     night.check_degenerate("final", c.results, candidate=True)
     final = decide_paired(b.scores, c.scores, config=night.gate.config,
-                          task_ids=[t.id for t in tasks])  # fmt: skip
+                          task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
     leaks = [
         e.content[:80] for t in night.trials if t.kind == "single" and t.decision
         and t.decision.accepted and t.decision.leaked for e in t.edits

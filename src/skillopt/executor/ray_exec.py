@@ -171,13 +171,16 @@ class RayExecutor:
         self.submitted += 1
         try:
             kind, payload = await ref
-        except BaseException:
+        except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._stop_remote(session, ref)
             raise
+        except BaseException:
+            self._relay.stop.remote(session)
+            raise
         finally:
             self._sessions.pop(session, None)
-        self._relay.stop.remote(session)  # releases the worker's ``stopped`` wait
+        self._relay.stop.remote(session)  # releases the relay's ``stopped`` call
         if kind == _ERROR:
             raise error_from_wire(payload)
         return payload

@@ -32,7 +32,7 @@ from skillopt.trainer.envs.base import RolloutContext
 from skillopt.trainer.loop import Trainer
 from skillopt.types import Split
 from skillopt_sleep.config import SleepConfig
-from support.fake_cli import FakeCli, codex_events, wait_dead, write_fake_cli
+from support.fake_cli import FakeCli, codex_events, pid_alive, wait_dead, write_fake_cli
 from support.netns import private_network
 from support.trainer_fakes import pool_of
 
@@ -220,8 +220,9 @@ async def test_cancelling_the_run_cancels_the_ray_task_and_kills_the_agent(
                 scope.cancel()
     agent = fake.calls()[0]["pid"]
     child = int(fake.child_pid_path.read_text())
+    # the cancelled call returns only once the worker's function has reaped its agent
+    assert not pid_alive(agent), "the agent outlived the cancelled Ray task"
     assert wait_dead(child), "the agent's child outlived the cancelled Ray task"
-    assert wait_dead(agent), "the agent outlived the cancelled Ray task"
 
 
 def test_sigterm_ends_a_ray_run_cancelling_its_tasks(local_ray: Any, tmp_path: Path) -> None:

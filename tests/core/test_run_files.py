@@ -37,3 +37,24 @@ def test_both_run_directories_share_it(tmp_path: Path) -> None:
     trainer.prepare()
     trainer.write_json(trainer.root / "x.json", {"k": SECRET})
     assert SECRET not in json.dumps(trainer.read_json(trainer.root / "x.json"))
+
+
+def test_the_trainer_history_is_what_write_json_writes_and_each_record_is_read_once(
+    tmp_path: Path,
+) -> None:
+    run = TrainerRunDir(tmp_path)
+    run.prepare()
+    history: list[dict[str, object]] = []
+    for step in (1, 2, 3):
+        history.append({"step": step, "note": f"key {SECRET}", "rows": [{"s": step / 3}, []]})
+        run.save_history(history)
+        run.save_step_record(step, history[-1])
+        run.write_json("plain.json", history)
+        assert run.history_path.read_bytes() == (tmp_path / "plain.json").read_bytes()
+        record = run.step_dir(step) / "step_record.json"
+        run.write_json("one.json", history[-1])
+        assert record.read_bytes() == (tmp_path / "one.json").read_bytes()
+    assert SECRET not in run.history_path.read_text(encoding="utf-8")
+    text = run.record_json(history[0])
+    assert run.record_json(history[0]) is text  # serialized once, however often it is saved
+    assert run.record_json(dict(history[0])) == text  # an equal record is its own entry

@@ -23,8 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skillopt.atomicio import sweep_temp_files
+from skillopt.atomicio import atomic_write_text, dumps_json, dumps_json_list, sweep_temp_files
 from skillopt.errors import CorruptStateError
+from skillopt.redact import redact_obj
 from skillopt.run_files import RunFiles
 
 __all__ = ["RunDir", "RunState", "StepBufferEntry"]
@@ -79,6 +80,9 @@ class RunDir(RunFiles):
     def __init__(self, root: str | Path) -> None:
         # Absolute, so a path built from it is never joined onto the root a second time.
         super().__init__(Path(root).expanduser().absolute())
+        # Step records as written, by identity (the record is kept, so an id is never
+        # reused): a record is final once persisted, and history.json repeats every one.
+        self._record_texts: dict[int, tuple[dict[str, Any], str]] = {}
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -158,5 +162,19 @@ class RunDir(RunFiles):
             raise CorruptStateError(str(self.history_path), "expected a list of step records")
         return raw
 
+    def record_json(self, record: dict[str, Any]) -> str:
+        """``record`` as :meth:`write_json` writes it (redacted), serialized once per record."""
+        hit = self._record_texts.get(id(record))
+        if hit is None or hit[0] is not record:
+            hit = (record, dumps_json(redact_obj(record)))
+            self._record_texts[id(record)] = hit
+        return hit[1]
+
+    def save_step_record(self, step: int, record: dict[str, Any]) -> None:
+        atomic_write_text(self.step_dir(step) / "step_record.json", self.record_json(record))
+
     def save_history(self, history: list[dict[str, Any]]) -> None:
-        self.write_json(self.history_path, history)
+        """The same bytes as ``write_json(history_path, history)``, without serializing the
+        earlier steps' records again after every step."""
+        text = dumps_json_list(self.record_json(record) for record in history)
+        atomic_write_text(self.history_path, text)

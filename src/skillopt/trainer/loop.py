@@ -63,6 +63,7 @@ class Trainer:
                 raise leaf from group
             raise
         finally:
+            self.core.run_dir.sync_dirs()
             if self.core.progress is not None:
                 self.core.progress.close()
 

@@ -1,18 +1,20 @@
 """Training-loop wall time against its critical-path bound (``make bench``; not a timed test).
 
 A 2-epoch run over 200 train / 100 val / 100 test synthetic QA items, batch 20, with every
-model call going over HTTP to the fake model server (in-process, ``--latency`` seconds per
-reply) through a pool of ``--members`` OpenAI-compatible members of concurrency
-``--concurrency`` serving both roles. The server answers with the demo world model.
+model call going over HTTP (loopback) to the fake model server, in a process of its own so
+that its CPU is not the trainer's (``--latency`` seconds per reply), through a pool of
+``--members`` OpenAI-compatible members of concurrency ``--concurrency`` serving both roles.
+The server answers with the demo world model.
 
 The bound is the run's dependency chain with every call taking exactly ``latency`` and
 each fan-out limited only by the pool's total concurrency ``C``: for every stage that must
 finish before the next starts, ``ceil(calls / C)`` waves. It is computed from the run's own
 records (calls per stage and step, merge depth, cache hits), so it tracks what the run did.
 Prints the shared figures (:mod:`figures`: wall, bound, ratio, target <= 1.15, CPU per
-call, load average, the load-adjusted ratio), the bound at the measured median
-call latency (on a loaded machine every call takes longer than the server's latency, mostly
-client CPU in the SDK) and calls per stage.
+call of this process only, load average, the load-adjusted ratio), the server process's
+own CPU (not counted), the bound at the measured median call latency (on a loaded machine
+every call takes longer than the server's latency, mostly client CPU in the SDK) and calls
+per stage.
 
     .venv/bin/python bench/train.py [--latency 0.2 --members 4 --concurrency 16]
 """
@@ -46,7 +48,7 @@ from skillopt.types import Split
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from figures import Load, print_figures  # noqa: E402
+from figures import Load, cpu_seconds, print_figures  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
 from support.fake_model_server import FakeModelServer, Request  # noqa: E402
 
@@ -200,6 +202,7 @@ async def run(args: argparse.Namespace) -> int:
         n_calls = sum(calls.values())
         print(f"critical path: {units} dependent waves x {args.latency} s")
         print_figures(wall=wall, bound=bound, cpu=cpu, calls=n_calls, load=load, target=1.15)
+        print(f"server process CPU  {cpu_seconds(children=True):8.2f} s   (its own; not counted)")
         timing = (
             json.loads((out / "timing.json").read_text())
             if not args.keep

@@ -13,8 +13,8 @@ records (calls per stage and step, merge depth, cache hits), so it tracks what t
 Prints the shared figures (:mod:`figures`: wall, bound, ratio, target <= 1.15, CPU per
 call of this process only, load average, the load-adjusted ratio), the server process's
 own CPU (not counted), the bound at the measured median call latency (on a loaded machine
-every call takes longer than the server's latency, mostly client CPU in the SDK) and calls
-per stage.
+every call takes longer than the server's latency, mostly client CPU in the SDK), wall
+against bound per step stage and outside the steps, and calls per stage.
 
     .venv/bin/python bench/train.py [--latency 0.2 --members 4 --concurrency 16]
 """
@@ -126,21 +126,44 @@ def gate_units(rec: dict[str, Any], gate_rollouts: int, n_val: int, c: int) -> i
     return stages * waves(math.ceil(max(gate_rollouts, 2 * n_val) / stages), c)
 
 
+def step_units(out: Path, rec: dict[str, Any], c: int, n_val: int) -> dict[str, int]:
+    """One step's latency units on the chain, under the name of the stage timer that
+    times them (the step's ``timing.json``)."""
+    calls = {k: v["calls"] for k, v in rec["tokens"].items()}
+    merged = out / "steps" / f"step_{rec['step']:04d}" / "merged_patch.json"
+    return {
+        "rollout_s": waves(rec["rollout_n"], c),
+        "reflect_s": waves(calls.get("analyst", 0), c),
+        "aggregate_s": json.loads(merged.read_text())["merge_depth"] if merged.exists() else 0,
+        "select_s": 1 if calls.get("rank") else 0,
+        "update_s": 1 if calls.get("rewrite") else 0,
+        "evaluate_s": gate_units(rec, calls.get("rollout", 0) - rec["rollout_n"], n_val, c),
+    }
+
+
+def stage_lines(out: Path, c: int, n_val: int, latency: float, wall: float, units: int) -> str:
+    """Wall against bound per step stage (summed over the steps) and outside the steps
+    (baseline, epoch ends, final phase): where the run loses time to its bound."""
+    history = json.loads((out / "history.json").read_text())
+    timing = json.loads((out / "timing.json").read_text())["steps"]
+    walls: dict[str, float] = {}
+    bounds: dict[str, float] = {}
+    for rec in history:
+        for stage, n in step_units(out, rec, c, n_val).items():
+            walls[stage] = walls.get(stage, 0.0) + timing[str(rec["step"])].get(stage, 0.0)
+            bounds[stage] = bounds.get(stage, 0.0) + n * latency
+    parts = [f"{k.removesuffix('_s')} {walls[k]:.2f}/{bounds[k]:.2f}" for k in walls]
+    rest_wall, rest_bound = wall - sum(walls.values()), units * latency - sum(bounds.values())
+    parts.append(f"outside the steps {rest_wall:.2f}/{rest_bound:.2f}")
+    return "wall/bound s by stage: " + ", ".join(parts)
+
+
 def critical_path(out: Path, c: int, n_val: int, n_test: int) -> int:
     """Latency units on the run's dependency chain (see the module docstring)."""
     history = json.loads((out / "history.json").read_text())
     units = waves(n_val, c)  # baseline
     for rec in history:
-        calls = {k: v["calls"] for k, v in rec["tokens"].items()}
-        step_dir = out / "steps" / f"step_{rec['step']:04d}"
-        units += waves(rec["rollout_n"], c)
-        units += waves(calls.get("analyst", 0), c)
-        merged = step_dir / "merged_patch.json"
-        if merged.exists():
-            units += json.loads(merged.read_text())["merge_depth"]
-        units += 1 if calls.get("rank") else 0
-        units += 1 if calls.get("rewrite") else 0
-        units += gate_units(rec, calls.get("rollout", 0) - rec["rollout_n"], n_val, c)
+        units += sum(step_units(out, rec, c, n_val).values())
     for epoch_dir in sorted((out / "slow_update").glob("epoch_*")):
         result = json.loads((epoch_dir / "slow_result.json").read_text())
         if result["action"] == "inject_placeholder":
@@ -222,6 +245,7 @@ async def run(args: argparse.Namespace) -> int:
                 f"bound at the measured median call latency {units * p50:.2f} s, "
                 f"ratio {wall / (units * p50):.2f}"
             )
+        print(stage_lines(out, c, 100, args.latency, wall, units))
         print("calls per stage: " + ", ".join(f"{k}={v}" for k, v in sorted(calls.items())))
         return 0  # a missed target is reported above; the exit code is for a failed run
 

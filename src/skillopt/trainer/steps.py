@@ -30,6 +30,7 @@ from skillopt.errors import (
 from skillopt.logging import get_logger
 from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
 from skillopt.prompts import render_prompt
+from skillopt.redact import redact_obj
 from skillopt.skilldoc import apply_edits, content_hash
 from skillopt.trainer.config import TrainerConfig, UpdateMode
 from skillopt.trainer.envs.base import (
@@ -208,7 +209,7 @@ async def _attempt_all(
                         batch.append(rows_out.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                journal.append(batch)
+                journal.append(redact_obj(batch))  # on disk as results.json will be
 
     rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
     try:

@@ -1,18 +1,20 @@
 """Training-loop wall time against its critical-path bound (``make bench``; not a timed test).
 
 A 2-epoch run over 200 train / 100 val / 100 test synthetic QA items, batch 20, with every
-model call going over HTTP to the fake model server (in-process, ``--latency`` seconds per
-reply) through a pool of ``--members`` OpenAI-compatible members of concurrency
-``--concurrency`` serving both roles. The server answers with the demo world model.
+model call going over HTTP (loopback) to the fake model server, in a process of its own so
+that its CPU is not the trainer's (``--latency`` seconds per reply), through a pool of
+``--members`` OpenAI-compatible members of concurrency ``--concurrency`` serving both roles.
+The server answers with the demo world model.
 
 The bound is the run's dependency chain with every call taking exactly ``latency`` and
 each fan-out limited only by the pool's total concurrency ``C``: for every stage that must
 finish before the next starts, ``ceil(calls / C)`` waves. It is computed from the run's own
 records (calls per stage and step, merge depth, cache hits), so it tracks what the run did.
 Prints the shared figures (:mod:`figures`: wall, bound, ratio, target <= 1.15, CPU per
-call, load average, the load-adjusted ratio), the bound at the measured median
-call latency (on a loaded machine every call takes longer than the server's latency, mostly
-client CPU in the SDK) and calls per stage.
+call of this process only, load average, the load-adjusted ratio), the server process's
+own CPU (not counted), the bound at the measured median call latency (on a loaded machine
+every call takes longer than the server's latency, mostly client CPU in the SDK), wall
+against bound per step stage and outside the steps, and calls per stage.
 
     .venv/bin/python bench/train.py [--latency 0.2 --members 4 --concurrency 16]
 """
@@ -46,7 +48,7 @@ from skillopt.types import Split
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from figures import Load, print_figures  # noqa: E402
+from figures import Load, cpu_seconds, print_figures  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
 from support.fake_model_server import FakeModelServer, Request  # noqa: E402
 
@@ -124,21 +126,44 @@ def gate_units(rec: dict[str, Any], gate_rollouts: int, n_val: int, c: int) -> i
     return stages * waves(math.ceil(max(gate_rollouts, 2 * n_val) / stages), c)
 
 
+def step_units(out: Path, rec: dict[str, Any], c: int, n_val: int) -> dict[str, int]:
+    """One step's latency units on the chain, under the name of the stage timer that
+    times them (the step's ``timing.json``)."""
+    calls = {k: v["calls"] for k, v in rec["tokens"].items()}
+    merged = out / "steps" / f"step_{rec['step']:04d}" / "merged_patch.json"
+    return {
+        "rollout_s": waves(rec["rollout_n"], c),
+        "reflect_s": waves(calls.get("analyst", 0), c),
+        "aggregate_s": json.loads(merged.read_text())["merge_depth"] if merged.exists() else 0,
+        "select_s": 1 if calls.get("rank") else 0,
+        "update_s": 1 if calls.get("rewrite") else 0,
+        "evaluate_s": gate_units(rec, calls.get("rollout", 0) - rec["rollout_n"], n_val, c),
+    }
+
+
+def stage_lines(out: Path, c: int, n_val: int, latency: float, wall: float, units: int) -> str:
+    """Wall against bound per step stage (summed over the steps) and outside the steps
+    (baseline, epoch ends, final phase): where the run loses time to its bound."""
+    history = json.loads((out / "history.json").read_text())
+    timing = json.loads((out / "timing.json").read_text())["steps"]
+    walls: dict[str, float] = {}
+    bounds: dict[str, float] = {}
+    for rec in history:
+        for stage, n in step_units(out, rec, c, n_val).items():
+            walls[stage] = walls.get(stage, 0.0) + timing[str(rec["step"])].get(stage, 0.0)
+            bounds[stage] = bounds.get(stage, 0.0) + n * latency
+    parts = [f"{k.removesuffix('_s')} {walls[k]:.2f}/{bounds[k]:.2f}" for k in walls]
+    rest_wall, rest_bound = wall - sum(walls.values()), units * latency - sum(bounds.values())
+    parts.append(f"outside the steps {rest_wall:.2f}/{rest_bound:.2f}")
+    return "wall/bound s by stage: " + ", ".join(parts)
+
+
 def critical_path(out: Path, c: int, n_val: int, n_test: int) -> int:
     """Latency units on the run's dependency chain (see the module docstring)."""
     history = json.loads((out / "history.json").read_text())
     units = waves(n_val, c)  # baseline
     for rec in history:
-        calls = {k: v["calls"] for k, v in rec["tokens"].items()}
-        step_dir = out / "steps" / f"step_{rec['step']:04d}"
-        units += waves(rec["rollout_n"], c)
-        units += waves(calls.get("analyst", 0), c)
-        merged = step_dir / "merged_patch.json"
-        if merged.exists():
-            units += json.loads(merged.read_text())["merge_depth"]
-        units += 1 if calls.get("rank") else 0
-        units += 1 if calls.get("rewrite") else 0
-        units += gate_units(rec, calls.get("rollout", 0) - rec["rollout_n"], n_val, c)
+        units += sum(step_units(out, rec, c, n_val).values())
     for epoch_dir in sorted((out / "slow_update").glob("epoch_*")):
         result = json.loads((epoch_dir / "slow_result.json").read_text())
         if result["action"] == "inject_placeholder":
@@ -200,6 +225,7 @@ async def run(args: argparse.Namespace) -> int:
         n_calls = sum(calls.values())
         print(f"critical path: {units} dependent waves x {args.latency} s")
         print_figures(wall=wall, bound=bound, cpu=cpu, calls=n_calls, load=load, target=1.15)
+        print(f"server process CPU  {cpu_seconds(children=True):8.2f} s   (its own; not counted)")
         timing = (
             json.loads((out / "timing.json").read_text())
             if not args.keep
@@ -219,6 +245,7 @@ async def run(args: argparse.Namespace) -> int:
                 f"bound at the measured median call latency {units * p50:.2f} s, "
                 f"ratio {wall / (units * p50):.2f}"
             )
+        print(stage_lines(out, c, 100, args.latency, wall, units))
         print("calls per stage: " + ", ".join(f"{k}={v}" for k, v in sorted(calls.items())))
         return 0  # a missed target is reported above; the exit code is for a failed run
 

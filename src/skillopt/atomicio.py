@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,6 +23,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "dumps_json",
+    "dumps_json_list",
     "read_jsonl",
     "sweep_temp_files",
 ]
@@ -82,6 +83,15 @@ def atomic_write_text(
 def dumps_json(data: Any) -> str:
     """Stable JSON: sorted keys, 2-space indent, non-finite numbers rejected."""
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def dumps_json_list(item_texts: Iterable[str]) -> str:
+    """What :func:`dumps_json` gives for a list, built from what it gave for each item: a
+    document that repeats items already written (a history rewritten after every step)
+    serializes each of them once. JSON text holds no raw newline, so indenting an item is
+    putting two spaces after each of its line breaks."""
+    items = ["  " + text.removesuffix("\n").replace("\n", "\n  ") for text in item_texts]
+    return "[\n" + ",\n".join(items) + "\n]\n" if items else "[]\n"
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any, *, sync_dir: bool = True) -> None:

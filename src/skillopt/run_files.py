@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from skillopt.atomicio import atomic_write_json, atomic_write_text
+from skillopt.atomicio import atomic_write_text, dumps_json
 from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj, sanitize
 
@@ -26,10 +26,14 @@ class RunFiles:
         self.root = root
 
     def write_json(self, path: str | Path, data: Any) -> None:
-        atomic_write_json(self.root / path, redact_obj(data))
+        self.put_text(self.root / path, dumps_json(redact_obj(data)))
 
     def write_text(self, path: str | Path, text: str) -> None:
-        atomic_write_text(self.root / path, sanitize(text))
+        self.put_text(self.root / path, sanitize(text))
+
+    def put_text(self, target: Path, text: str) -> None:
+        """Write ``text``, already redacted, to ``target`` atomically (every write ends here)."""
+        atomic_write_text(target, text)
 
     def read_json(self, path: str | Path) -> Any:
         """Parse ``path``; raises CorruptStateError (naming it) when it is not valid JSON."""

@@ -9,6 +9,8 @@ from skillopt.atomicio import (
     append_jsonl,
     atomic_write_json,
     atomic_write_text,
+    dumps_json,
+    dumps_json_list,
     read_jsonl,
     sweep_temp_files,
 )
@@ -64,3 +66,15 @@ def test_sweep_removes_stray_temp_files(tmp_path: Path) -> None:
     (tmp_path / "keep").write_text("x")
     assert sweep_temp_files(tmp_path) == 1
     assert [p.name for p in tmp_path.iterdir()] == ["keep"]
+
+
+def test_a_list_built_from_its_items_texts_is_what_dumps_json_writes() -> None:
+    items: list[object] = [
+        {"b": [1, 2.5, {"deep": ["x\ny", "é", "\u2028"]}], "a": None, "empty": {}, "none": []},
+        [],
+        "line one\nline two",
+        7,
+        {"nested": {"lists": [[], [[]], [{"k": True}]]}},
+    ]
+    assert dumps_json_list(dumps_json(item) for item in items) == dumps_json(items)
+    assert dumps_json_list([]) == dumps_json([])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from skillopt.atomicio import append_jsonl
 from skillopt.backends.base import CompletionRequest, Role
+from skillopt.errors import BackendError, RetryableBackendError
 from skillopt.trainer.config import load_trainer_config
 from skillopt.trainer.envs.base import RolloutResult, rollout_to_json
 from skillopt.trainer.envs.qa import QAEnvironment
@@ -128,6 +131,23 @@ async def test_rollout_redoes_only_missing_rows(tmp_path: Path) -> None:
     assert not (out / "results.partial.jsonl").exists()
     again = await rollout(ctx, items, "S", out)
     assert again == got and len(backend.requests) == 4
+
+
+async def test_rollout_rows_journaled_before_the_stage_ends_are_redacted(tmp_path: Path) -> None:
+    secret = "ghp_abcdefghijklmnopqrstuvwxyz0123"
+    items = list(QAEnvironment().items(Split.VAL))[:5]
+
+    def answer(request: CompletionRequest) -> str:
+        if request.metadata["qa_item"]["id"] in {i.id for i in items[2:]}:
+            raise RetryableBackendError("down", kind="connection")
+        return f"push with {secret} <answer>x</answer>"
+
+    out = tmp_path / "eval"
+    with pytest.raises(BackendError, match="mostly broken"):  # so the journal stays
+        await rollout(context(tmp_path, ScriptedBackend(reply=answer)), items, "S", out)
+    journal = (out / "results.partial.jsonl").read_text(encoding="utf-8")
+    assert journal.count("\n") == 5 and "push with" in journal
+    assert secret not in journal
 
 
 async def test_rewrite_suggestions_arrive_whole(tmp_path: Path) -> None:

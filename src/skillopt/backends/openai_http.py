@@ -20,6 +20,7 @@ import httpx2
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
 from skillopt.backends.entra import EntraTokenProvider, make_credential
 from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.http_transport import SocketKeepingTransport
 from skillopt.backends.openai_import import import_openai
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.request_settings import RequestFields, RequestSettings, request_signature
@@ -56,8 +57,10 @@ def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.
     """The one shared HTTP client for all HTTP members of a pool (replies read up to the
     calling member's cap, :mod:`skillopt.backends.http_cap`)."""
     size = max(1, max_connections)
+    limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size)
     return openai.DefaultAsyncHttpxClient(
-        limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
+        transport=SocketKeepingTransport(limits=limits),
+        limits=limits,
         timeout=httpx2.Timeout(timeout, connect=min(timeout, 30.0)),
         headers=REQUEST_HEADERS,
         event_hooks={"request": [], "response": [cap_response]},

@@ -63,6 +63,7 @@ class Trainer:
                 raise leaf from group
             raise
         finally:
+            self.core.run_dir.sync_dirs()
             if self.core.progress is not None:
                 self.core.progress.close()
 
@@ -208,9 +209,9 @@ class Trainer:
         run = core.run_dir
         run.save_history(history)
         run.save_state(state)
-        step_dir = run.step_dir(int(record["step"]))
-        run.write_json(step_dir / "step_record.json", record)
-        run.write_json(step_dir / "timing.json", core.timing.step(int(record["step"])))
+        step = int(record["step"])
+        run.save_step_record(step, record)
+        run.write_json(run.step_dir(step) / "timing.json", core.timing.step(step))
 
 
 def run_failure(history: list[dict[str, Any]]) -> RunFailedError | None:

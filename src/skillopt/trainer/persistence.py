@@ -23,8 +23,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skillopt.atomicio import sweep_temp_files
+from skillopt.atomicio import (
+    atomic_write_text,
+    dumps_json,
+    dumps_json_list,
+    fsync_dir,
+    sweep_temp_files,
+)
 from skillopt.errors import CorruptStateError
+from skillopt.redact import redact_obj
 from skillopt.run_files import RunFiles
 
 __all__ = ["RunDir", "RunState", "StepBufferEntry"]
@@ -79,6 +86,10 @@ class RunDir(RunFiles):
     def __init__(self, root: str | Path) -> None:
         # Absolute, so a path built from it is never joined onto the root a second time.
         super().__init__(Path(root).expanduser().absolute())
+        # Step records as written, by identity (the record is kept, so an id is never
+        # reused): a record is final once persisted, and history.json repeats every one.
+        self._record_texts: dict[int, tuple[dict[str, Any], str]] = {}
+        self._unsynced_dirs: set[Path] = set()
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -99,6 +110,20 @@ class RunDir(RunFiles):
     def prepare(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         sweep_temp_files(self.root)
+
+    def put_text(self, target: Path, text: str) -> None:
+        """Atomic as every write; the directory's fsync, which makes the rename itself
+        survive a power cut, waits for :meth:`sync_dirs` (one per directory, not per file)."""
+        atomic_write_text(target, text, sync_dir=False)
+        self._unsynced_dirs.add(target.parent)
+
+    def sync_dirs(self) -> None:
+        """Make every write since the last call durable, renames included. Called before
+        the state that says a step is done is saved, so a power cut never leaves a state
+        naming files it lost, and at the end of the run."""
+        for directory in sorted(self._unsynced_dirs):
+            fsync_dir(directory)
+        self._unsynced_dirs.clear()
 
     def read_json_opt(self, path: Path) -> Any | None:
         return self.read_json(path) if path.exists() else None
@@ -136,8 +161,11 @@ class RunDir(RunFiles):
         return state
 
     def save_state(self, state: RunState) -> None:
-        """Save the state, then publish ``best_skill.md`` from the file the state names."""
+        """Save the state (after everything written before it is durable), then publish
+        ``best_skill.md`` from the file the state names."""
+        self.sync_dirs()
         self.write_json(self.state_path, state.model_dump(mode="json"))
+        self.sync_dirs()
         self.publish_best(state)
 
     def publish_best(self, state: RunState) -> None:
@@ -158,5 +186,19 @@ class RunDir(RunFiles):
             raise CorruptStateError(str(self.history_path), "expected a list of step records")
         return raw
 
+    def record_json(self, record: dict[str, Any]) -> str:
+        """``record`` as :meth:`write_json` writes it (redacted), serialized once per record."""
+        hit = self._record_texts.get(id(record))
+        if hit is None or hit[0] is not record:
+            hit = (record, dumps_json(redact_obj(record)))
+            self._record_texts[id(record)] = hit
+        return hit[1]
+
+    def save_step_record(self, step: int, record: dict[str, Any]) -> None:
+        self.put_text(self.step_dir(step) / "step_record.json", self.record_json(record))
+
     def save_history(self, history: list[dict[str, Any]]) -> None:
-        self.write_json(self.history_path, history)
+        """The same bytes as ``write_json(history_path, history)``, without serializing the
+        earlier steps' records again after every step."""
+        text = dumps_json_list(self.record_json(record) for record in history)
+        self.put_text(self.history_path, text)

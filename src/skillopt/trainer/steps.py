@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from skillopt.atomicio import append_jsonl, read_jsonl
+from skillopt.atomicio import AppendJournal, read_jsonl
 from skillopt.backends.wrappers import StageCounter
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
@@ -30,6 +30,7 @@ from skillopt.errors import (
 from skillopt.logging import get_logger
 from skillopt.optimizer.rank import needs_ranking, select_edits_detailed
 from skillopt.prompts import render_prompt
+from skillopt.redact import redact_obj
 from skillopt.skilldoc import apply_edits, content_hash
 from skillopt.trainer.config import TrainerConfig, UpdateMode
 from skillopt.trainer.envs.base import (
@@ -186,9 +187,12 @@ async def _attempt_all(
     partial_path: Path,
     sample: Sample,
 ) -> list[RolloutResult]:
-    """``jobs`` (index, item) concurrently; each finished row is journaled as it lands, one
-    fsync'd append per burst of rows rather than one per row."""
+    """``jobs`` (index, item) concurrently; each finished row is journaled as it lands (one
+    append per burst of rows, handed to the kernel at once, so a killed run keeps it). The
+    fsyncs, which only a power cut needs, are grouped by time: the stage's ``results.json``
+    replaces the journal when it succeeds, and a stage that fails syncs what it has."""
     digest = skill_hash(skill)
+    journal = AppendJournal(partial_path)
 
     async def one(k: int) -> RolloutResult:
         index, item = jobs[k]
@@ -205,13 +209,17 @@ async def _attempt_all(
                         batch.append(rows_out.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                append_jsonl(partial_path, batch)
+                journal.append(redact_obj(batch))  # on disk as results.json will be
 
     rows_in, rows_out = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(flush_rows)
-        async with rows_in:
-            results = await gather_indexed(one, len(jobs))
+    try:
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(flush_rows)
+            async with rows_in:
+                results = await gather_indexed(one, len(jobs))
+    except BaseException:
+        journal.sync()
+        raise
     return results
 
 

@@ -193,7 +193,7 @@ def main() -> int:
     stages = json.loads(run_json.read_text())["stages"]
     arrivals = json.loads(timeline.read_text())
     rounds = waves(arrivals, args.latency) if args.latency > 0 else []
-    per_stage = stage_rounds(stages, arrivals, rounds)
+    per_stage = stage_rounds(stages, arrivals, rounds) if rounds else {}  # no rounds at L=0
     limit = bound(stages, args.latency)
     calls = int(outcome["spend"]["calls"])
     print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "

@@ -84,6 +84,8 @@ class OpenAIHttpBackend:
         settings: RequestSettings | None = None,
     ) -> None:
         self._settings = settings or RequestSettings()
+        # What each role sends, merged once (the settings are frozen; merging is pydantic work).
+        self._fields = {role: self._settings.for_role(role) for role in Role}
         self._max_reply_bytes = max_reply_bytes
         self._owned_http_client = owned_http_client
         self._name = name
@@ -107,7 +109,7 @@ class OpenAIHttpBackend:
 
     async def complete(self, request: CompletionRequest) -> Completion:
         started = time.monotonic()
-        fields = self._settings.for_role(request.role)
+        fields = self._fields[request.role]
         limit = fields.max_output_tokens or request.max_output_tokens
         cap = http_reply_cap(limit, self._max_reply_bytes)
         try:
@@ -123,10 +125,11 @@ class OpenAIHttpBackend:
             if mapped is None:
                 raise  # a bug, not an outage: never retried, its traceback kept
             raise mapped from exc
-        prompt_text = request.text_for_key()
+        if usage is None:
+            usage = Usage.estimate(request.text_for_key(), text)
         return Completion(
             text=text,
-            usage=usage if usage is not None else Usage.estimate(prompt_text, text),
+            usage=usage,
             member=self._name,
             latency=time.monotonic() - started,
             raw=raw,

@@ -134,18 +134,40 @@ def stage_rounds(
     return out
 
 
-def run_night(
-    config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
-) -> tuple[float, float, dict[str, Any]]:
-    """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
+def night_env(config: Path, src: Path) -> dict[str, str]:
+    """The night process's environment: this tree, compiled as installed, the bench key."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
     env = as_installed(env, src)
     env.update(SKILLOPT_BENCH_KEY="bench-key", HOME=str(config.parent))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+    return env
+
+
+def night_argv(config: Path, project: Path, tasks_file: Path, profile: Path | None) -> list[str]:
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    argv = [sys.executable, *profiler, "-m", "skillopt_sleep", "once", "--json",
+    return [sys.executable, *profiler, "-m", "skillopt_sleep", "once", "--json",
             "--config", str(config),
             "--project", str(project), "--tasks-file", str(tasks_file)]  # fmt: skip
+
+
+def write_inputs(root: Path) -> tuple[Path, Path]:
+    """The project directory and the reviewed tasks file of the 60-task night."""
+    project = root / "project"
+    project.mkdir()
+    tasks_file = root / "tasks.json"
+    write_tasks_file(tasks_file, tasks(), generated_at=datetime.now(UTC))
+    doc = json.loads(tasks_file.read_text())
+    doc["reviewed"] = True
+    tasks_file.write_text(json.dumps(doc))
+    return project, tasks_file
+
+
+def run_night(
+    config: Path, project: Path, tasks_file: Path, profile: Path | None, src: Path
+) -> tuple[float, float, dict[str, Any]]:
+    """Wall seconds, CPU seconds of the night process, and its ``--json`` outcome."""
+    env = night_env(config, src)
+    argv = night_argv(config, project, tasks_file, profile)
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -173,13 +195,7 @@ def main() -> int:
     args = parser.parse_args()
     load = Load()
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
-    project = root / "project"
-    project.mkdir()
-    tasks_file = root / "tasks.json"
-    write_tasks_file(tasks_file, tasks(), generated_at=datetime.now(UTC))
-    doc = json.loads(tasks_file.read_text())
-    doc["reviewed"] = True
-    tasks_file.write_text(json.dumps(doc))
+    project, tasks_file = write_inputs(root)
     timeline = root / "arrivals.json"
     server, port = spawn(args.latency, timeline)
     try:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -43,14 +43,15 @@ from skillopt_sleep.harvest import (
 )
 from skillopt_sleep.harvest.locations import Homes
 from skillopt_sleep.harvest.locations import resolve as resolve_sources
-from skillopt_sleep.llm_miner import llm_mine
-from skillopt_sleep.mine import MineResult, heuristic_mine
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.explain import explain_empty, harvest_notes
-from skillopt_sleep.tasks.mining import MinedBatch, mine_heuristic, mine_llm_cached
 from skillopt_sleep.tasks.recall import share_capacity
 from skillopt_sleep.tasks.records import ArchivePolicy, HarvestWindow
 from skillopt_sleep.tasks_file import load_tasks_file
+
+if TYPE_CHECKING:  # the miners load only when a night mines (a tasks file needs none)
+    from skillopt_sleep.mine import MineResult
+    from skillopt_sleep.tasks.mining import MinedBatch
 
 __all__ = [
     "Gathered",
@@ -225,6 +226,8 @@ def gather(
     """Harvest and mine with the heuristic miner (no model calls), or load a tasks file."""
     if tasks_file is not None:
         return from_tasks_file(cfg, project=project, tasks_file=tasks_file)
+    from skillopt_sleep.mine import heuristic_mine
+
     harvested = collect(cfg, project=project, since=since)
     mined = heuristic_mine(harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks)
     return finish(cfg, harvested, mined)
@@ -298,6 +301,8 @@ async def gather_async(
         return await anyio.to_thread.run_sync(
             functools.partial(gather, cfg, project=project, since=since, tasks_file=tasks_file)
         )
+    from skillopt_sleep.llm_miner import llm_mine
+
     harvested = await anyio.to_thread.run_sync(
         functools.partial(collect, cfg, project=project, since=since)
     )
@@ -339,6 +344,8 @@ async def gather_night(
         functools.partial(collect, cfg, project=project, since=window.start, harvested=harvested)
     )
     digests = result.digests
+    from skillopt_sleep.tasks.mining import mine_heuristic, mine_llm_cached
+
     if use_llm and digests:
         if pool is None:
             raise ConfigError("the LLM miner needs a model pool", key="night.llm_mine")
@@ -447,6 +454,8 @@ def preview_all_projects(
     mined with the heuristic miner, grouped by project. Reads no archive and records
     nothing: a preview only."""
     hours = cfg.sources.lookback_hours
+    from skillopt_sleep.mine import heuristic_mine
+
     since = None if hours <= 0 else now - timedelta(hours=hours)
     result = collect(cfg, project=None, since=since)
     groups: dict[str, list[SessionDigest]] = {}

@@ -8,7 +8,6 @@ from typing import Any
 
 from skillopt.backends.patience import current_patience
 from skillopt_sleep import rundir
-from skillopt_sleep.html import publish_night
 from skillopt_sleep.night.gather_tasks import Gathered
 from skillopt_sleep.night.report import NightReport
 from skillopt_sleep.night.report_markdown import render_markdown
@@ -40,6 +39,8 @@ def write_outputs(night: Night, report: NightReport, gathered: Gathered | None) 
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
     run.write_json(rundir.REPORT_JSON, data)
     run.write_text(rundir.REPORT_MD, render_markdown(data))
+    from skillopt_sleep.html import publish_night  # jinja2 and the views: needed only here
+
     publish_night(run.path)  # report.html + the index across nights; never raises
 
 

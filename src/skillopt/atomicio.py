@@ -148,7 +148,8 @@ class AppendJournal:
             json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
             for r in records
         ).encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._checked:  # the first append makes the directory and checks the tail
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a+b") as handle:
             if not self._checked:
                 _cut_torn_tail(handle)

@@ -49,12 +49,12 @@ THINGS = [f"{a} {b}" for a in ("cache", "login", "export", "search", "billing", 
           for b in ("retry", "config", "parser", "widget", "report")]  # fmt: skip
 
 
-def tasks() -> list[TaskRecord]:
+def tasks(n_rubric: int = N_RUBRIC, n_rule: int = N_RULE) -> list[TaskRecord]:
     out = []
-    for i in range(N_RUBRIC + N_RULE):
+    for i in range(n_rubric + n_rule):
         intent = TEMPLATES[i % len(TEMPLATES)].format(x=THINGS[i % len(THINGS)])
         intent = f"{intent} (case {i})"
-        if i < N_RUBRIC:
+        if i < n_rubric:
             out.append(TaskRecord(id=f"rubric_{i:02d}", intent=intent))
         else:
             checks = (RuleCheck(op="max_chars", arg=600), RuleCheck(op="no_refusal"))
@@ -63,14 +63,14 @@ def tasks() -> list[TaskRecord]:
     return out
 
 
-def write_config(root: Path, port: int, k: int) -> Path:
+def write_config(root: Path, port: int, k: int, n_tasks: int = N_RUBRIC + N_RULE) -> Path:
     path = root / "sleep.toml"
     path.write_text(
         f"""state_dir = "{root / "state"}"
 skill_path = "{root / "skills" / "bench" / "SKILL.md"}"
 
 [night]
-max_tasks = {N_RUBRIC + N_RULE}
+max_tasks = {n_tasks}
 dream_rollouts = {k}
 
 [budget]
@@ -150,12 +150,12 @@ def night_argv(config: Path, project: Path, tasks_file: Path, profile: Path | No
             "--project", str(project), "--tasks-file", str(tasks_file)]  # fmt: skip
 
 
-def write_inputs(root: Path) -> tuple[Path, Path]:
-    """The project directory and the reviewed tasks file of the 60-task night."""
+def write_inputs(root: Path, n_rubric: int = N_RUBRIC, n_rule: int = N_RULE) -> tuple[Path, Path]:
+    """The project directory and the reviewed tasks file of the night (60 tasks unless told)."""
     project = root / "project"
     project.mkdir()
     tasks_file = root / "tasks.json"
-    write_tasks_file(tasks_file, tasks(), generated_at=datetime.now(UTC))
+    write_tasks_file(tasks_file, tasks(n_rubric, n_rule), generated_at=datetime.now(UTC))
     doc = json.loads(tasks_file.read_text())
     doc["reviewed"] = True
     tasks_file.write_text(json.dumps(doc))
@@ -187,6 +187,12 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per reply")
     parser.add_argument("--profile", type=Path, help="write the night's cProfile stats here")
     parser.add_argument(
+        "--tasks",
+        type=int,
+        default=N_RUBRIC + N_RULE,
+        help="tasks in the night, half rubric-judged (a smaller night shows the fixed CPU)",
+    )
+    parser.add_argument(
         "--src",
         type=Path,
         default=ROOT / "src",
@@ -195,12 +201,18 @@ def main() -> int:
     args = parser.parse_args()
     load = Load()
     root = Path(tempfile.mkdtemp(prefix="skillopt-bench-night60-"))
-    project, tasks_file = write_inputs(root)
+    n_rubric = args.tasks // 2
+    n_rule = args.tasks - n_rubric
+    project, tasks_file = write_inputs(root, n_rubric, n_rule)
     timeline = root / "arrivals.json"
     server, port = spawn(args.latency, timeline)
     try:
         wall, cpu, outcome = run_night(
-            write_config(root, port, args.k), project, tasks_file, args.profile, args.src
+            write_config(root, port, args.k, args.tasks),
+            project,
+            tasks_file,
+            args.profile,
+            args.src,
         )
     finally:
         server.terminate()
@@ -212,7 +224,7 @@ def main() -> int:
     per_stage = stage_rounds(stages, arrivals, rounds) if rounds else {}  # no rounds at L=0
     limit = bound(stages, args.latency)
     calls = int(outcome["spend"]["calls"])
-    print(f"night {outcome['result']}, tasks {N_RUBRIC} rubric + {N_RULE} rule, K={args.k}, "
+    print(f"night {outcome['result']}, tasks {n_rubric} rubric + {n_rule} rule, K={args.k}, "
           f"1 endpoint x {SLOTS} slots, latency {args.latency * 1000:.0f} ms")  # fmt: skip
     print_figures(wall=wall, bound=limit, cpu=cpu, calls=calls, load=load, target=1.15)
     n_rounds = max(rounds, default=0)

@@ -26,10 +26,10 @@ print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.__stderr__)
 """
 
 
-def _heavy_modules(*argv: str) -> list[str]:
+def _heavy_modules(*argv: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER.format(heavy=set(HEAVY)), *argv],
+        [sys.executable, "-c", DRIVER.format(heavy=set(heavy)), *argv],
         capture_output=True,
         text=True,
         env=env,
@@ -49,6 +49,8 @@ def test_demo_night_status_and_adopt_load_no_http_stack_and_no_scheduler(tmp_pat
     demo += ["--project", str(state / "demo" / "demo-project")]
     assert _heavy_modules("status", *demo, "--json") == []
     assert _heavy_modules("adopt", *demo, "--json") == []
+    # status names the report pages; it does not render them
+    assert _heavy_modules("status", *demo, "--json", heavy=("jinja2",)) == []
 
 
 def test_help_of_a_command_loads_no_http_stack_and_no_scheduler() -> None:

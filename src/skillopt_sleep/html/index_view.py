@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from skillopt_sleep.html.night_view import as_float, as_int, read_json, score
+from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
 from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
 
 __all__ = ["INDEX_PAGE", "NIGHT_PAGE", "IndexView", "RunRow", "index_view"]
-
-NIGHT_PAGE = "report.html"
-INDEX_PAGE = "index.html"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,6 @@ Content-Security-Policy that forbids loading anything, so they open from disk wi
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,12 @@ from markupsafe import Markup
 from skillopt.atomicio import atomic_write_text
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
-from skillopt_sleep.html.index_view import INDEX_PAGE, NIGHT_PAGE, index_view
+from skillopt_sleep.html.index_view import index_view
 from skillopt_sleep.html.night_view import Lenient, night_view, score
+from skillopt_sleep.html.pages import index_path, night_path, project_dir_of
 from skillopt_sleep.html.svgchart import learning_curve
 
-__all__ = [
-    "build_index",
-    "build_night",
-    "index_path",
-    "night_path",
-    "project_dir_of",
-    "publish_night",
-    "report_pages",
-]
+__all__ = ["build_index", "build_night", "publish_night"]
 
 _log = get_logger(__name__)
 
@@ -65,31 +57,6 @@ def _env() -> Environment:
 
 def _render(template: str, **context: Any) -> str:
     return sanitize(_env().get_template(template).render(**context))
-
-
-def project_dir_of(run_dir: Path) -> Path:
-    """``<project_dir>/runs/<run>`` -> ``<project_dir>``."""
-    return run_dir.parent.parent
-
-
-def index_path(project_dir: Path) -> Path:
-    return project_dir / INDEX_PAGE
-
-
-def night_path(run_dir: Path) -> Path:
-    return run_dir / NIGHT_PAGE
-
-
-def report_pages(runs: Sequence[Path]) -> dict[str, str | None]:
-    """The index across nights and the latest run's page, where they exist (for status)."""
-    if not runs:
-        return {"report_index": None, "latest_report": None}
-    index = index_path(project_dir_of(runs[-1]))
-    page = night_path(runs[-1])
-    return {
-        "report_index": str(index) if index.is_file() else None,
-        "latest_report": str(page) if page.is_file() else None,
-    }
 
 
 def build_night(run_dir: Path) -> Path:

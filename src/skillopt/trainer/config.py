@@ -119,6 +119,7 @@ class EvaluationSection(_Section):
     gate_confidence: float = Field(default=0.95, ge=0.5, lt=1.0)
     gate_samples: int = Field(default=1, ge=1)  # first samples per val item and skill
     gate_max_samples: int = Field(default=8, ge=1)  # adaptive sampling stops here
+    gate_confirm_samples: int = Field(default=16, ge=0)  # fresh pairs confirm a lone regression
     gate_min_delta: float = Field(default=0.0, ge=0.0)  # the gain must exceed this
 
     @model_validator(mode="after")

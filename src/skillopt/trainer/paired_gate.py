@@ -48,6 +48,7 @@ def gate_config(core: TrainerCore, *, confidence: float | None = None) -> GateCo
         min_delta=ev.gate_min_delta,
         samples_per_task=ev.gate_samples,
         max_samples_per_task=ev.gate_max_samples,
+        confirm_samples=ev.gate_confirm_samples,
         confidence=ev.gate_confidence if confidence is None else confidence,
     )
 
@@ -108,7 +109,9 @@ async def compare_skills(
 
     plan = functools.partial(next_samples, config=config)
     got = await compare_adaptive(measure, list(items), config=config, plan=plan, offset=offset)
-    decision = decide_paired(got.base, got.cand, config=config, task_ids=list(items))
+    decision = decide_paired(
+        got.base, got.cand, config=config, task_ids=list(items), confirm_from=got.confirm_from
+    )
     return Comparison(decision=decision, samples=got)
 
 

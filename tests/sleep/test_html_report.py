@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.cli import main
-from skillopt_sleep.html import build_index, build_night, publish_night
+from skillopt_sleep.html.render import build_index, build_night, publish_night
 from skillopt_sleep.html.svgchart import CurvePoint, describe, learning_curve
 from support.nights import Nights, three_nights
 

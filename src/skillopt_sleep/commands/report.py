@@ -38,7 +38,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import find_run, project_runs
-    from skillopt_sleep.html import build_index, build_night, project_dir_of
+    from skillopt_sleep.html import project_dir_of
+    from skillopt_sleep.html.render import build_index, build_night
 
     try:
         cfg, project = load_config(args)

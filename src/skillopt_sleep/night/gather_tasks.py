@@ -453,9 +453,9 @@ def preview_all_projects(
     """Every project's sessions of the last ``sources.lookback_hours`` (0 = all history),
     mined with the heuristic miner, grouped by project. Reads no archive and records
     nothing: a preview only."""
-    hours = cfg.sources.lookback_hours
     from skillopt_sleep.mine import heuristic_mine
 
+    hours = cfg.sources.lookback_hours
     since = None if hours <= 0 else now - timedelta(hours=hours)
     result = collect(cfg, project=None, since=since)
     groups: dict[str, list[SessionDigest]] = {}

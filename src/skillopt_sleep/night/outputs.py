@@ -39,7 +39,7 @@ def write_outputs(night: Night, report: NightReport, gathered: Gathered | None) 
     run.write_json(rundir.DIAGNOSTICS, diagnostics)
     run.write_json(rundir.REPORT_JSON, data)
     run.write_text(rundir.REPORT_MD, render_markdown(data))
-    from skillopt_sleep.html import publish_night  # jinja2 and the views: needed only here
+    from skillopt_sleep.html.render import publish_night  # jinja2 and the views: only here
 
     publish_night(run.path)  # report.html + the index across nights; never raises
 

@@ -157,17 +157,22 @@ class PairedTest:
         return not self.changed
 
     @property
+    def gains(self) -> bool:
+        """The paired gain clears ``min_delta`` at the test's confidence."""
+        clears = self.p_improve <= self.alpha and self.mean_delta > self.min_delta
+        return bool(self.tasks) and clears
+
+    @property
+    def worse_overall(self) -> bool:
+        return self.p_regress <= self.alpha and self.mean_delta < 0
+
+    @property
     def harmful(self) -> bool:
-        return bool(self.regressed) or (self.p_regress <= self.alpha and self.mean_delta < 0)
+        return bool(self.regressed) or self.worse_overall
 
     @property
     def passed(self) -> bool:
-        return (
-            bool(self.tasks)
-            and self.p_improve <= self.alpha
-            and self.mean_delta > self.min_delta
-            and not self.harmful
-        )
+        return self.gains and not self.harmful
 
     def rule(self) -> str:
         return (

@@ -108,9 +108,7 @@ def confirm_suspects(base: Scores, cand: Scores, *, config: GateConfig) -> list[
     if config.confirm_samples <= 0:
         return []
     test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
-    overall_worse = test.p_regress <= test.alpha and test.mean_delta < 0
-    gains = test.p_improve <= test.alpha and test.mean_delta > test.min_delta
-    return list(test.regressed) if gains and not overall_worse else []
+    return list(test.regressed) if test.gains and not test.worse_overall else []
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

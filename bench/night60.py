@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from figures import Load, as_installed, print_figures  # noqa: E402
 from skillopt.types import ReferenceKind, RuleCheck, TaskRecord  # noqa: E402
-from skillopt_sleep.tasks_file import write_tasks_file  # noqa: E402
+from skillopt_sleep.mining.tasks_file import write_tasks_file  # noqa: E402
 from support.world_http import spawn  # noqa: E402
 
 N_RUBRIC, N_RULE, SLOTS = 30, 30, 16

@@ -92,7 +92,7 @@ async def test_an_untested_edit_is_carried_and_tried_again(tmp_path: Path) -> No
     from datetime import UTC, datetime
 
     from skillopt.types import TaskRecord
-    from skillopt_sleep.tasks_file import write_tasks_file
+    from skillopt_sleep.mining.tasks_file import write_tasks_file
 
     demo = prepare_demo(tmp_path)
     path = demo.root / "tasks.json"

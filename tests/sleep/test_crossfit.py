@@ -17,10 +17,10 @@ from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, TaskRecord
 from skillopt_sleep.config import NightSettings, SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.mining.tasks_file import write_tasks_file
 from skillopt_sleep.night.crossfit import ROUND, Candidate, merge_same, next_samples
 from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
-from skillopt_sleep.tasks_file import write_tasks_file
 
 WORLD = World()
 RULES = {r.key: r for r in WORLD.rules}

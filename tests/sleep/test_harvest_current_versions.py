@@ -10,7 +10,7 @@ from pathlib import Path
 
 from skillopt.redact import sanitize
 from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
-from skillopt_sleep.mine import heuristic_mine, normalise_intent, stable_id
+from skillopt_sleep.mining.heuristic import heuristic_mine, normalise_intent, stable_id
 from support.agent_sessions import jsonl
 from support.transcripts import Turn, write_claude_session
 

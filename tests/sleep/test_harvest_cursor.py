@@ -13,9 +13,9 @@ import pytest
 from skillopt.backends.base import Completion, CompletionRequest
 from skillopt.types import Origin, TaskRecord
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.mining.tasks_file import write_tasks_file
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered, gather_night
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
-from skillopt_sleep.tasks_file import write_tasks_file
 from support.transcripts import Turn, write_claude_session
 
 NOW = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)

@@ -15,7 +15,7 @@ from skillopt.errors import BudgetExceededError, ReplyFormatError
 from skillopt.replies import parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest, SourceKind
-from skillopt_sleep.llm_miner import MAX_TASKS_PER_SESSION, MineReply, llm_mine
+from skillopt_sleep.mining.llm import MAX_TASKS_PER_SESSION, MineReply, llm_mine
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.pools import one_member_pool
 

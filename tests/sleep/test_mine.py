@@ -10,7 +10,7 @@ import pytest
 
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome
 from skillopt_sleep.harvest import FeedbackSignal, Sentiment, SessionDigest, SourceKind
-from skillopt_sleep.mine import (
+from skillopt_sleep.mining.heuristic import (
     JSON_REGEX,
     extract_checks,
     heuristic_mine,

@@ -297,7 +297,7 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     from datetime import UTC, datetime
 
     from skillopt.types import TaskRecord
-    from skillopt_sleep.tasks_file import write_tasks_file
+    from skillopt_sleep.mining.tasks_file import write_tasks_file
 
     path = demo.root / "one.json"
     task = TaskRecord(id="only", intent="Where is the retry delay computed? Which file?")

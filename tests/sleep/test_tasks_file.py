@@ -12,8 +12,8 @@ import pytest
 from skillopt.errors import DataError
 from skillopt.types import ReferenceKind, RuleCheck, Split, TaskRecord
 from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
-from skillopt_sleep.mine import heuristic_mine
-from skillopt_sleep.tasks_file import load_tasks_file, write_tasks_file
+from skillopt_sleep.mining.heuristic import heuristic_mine
+from skillopt_sleep.mining.tasks_file import load_tasks_file, write_tasks_file
 from support.transcripts import Turn, write_claude_session
 
 NOW = datetime(2026, 11, 25, 1, 0, tzinfo=UTC)

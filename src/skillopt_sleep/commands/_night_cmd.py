@@ -41,7 +41,7 @@ def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> Non
     """A real backend refuses an unreviewed tasks file before spending anything."""
     if path is None:
         return
-    from skillopt_sleep.tasks_file import load_tasks_file
+    from skillopt_sleep.mining.tasks_file import load_tasks_file
 
     loaded = load_tasks_file(path)
     real = demo is False and (cfg.pool is None or any(m.kind != "mock" for m in cfg.pool.members))

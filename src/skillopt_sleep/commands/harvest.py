@@ -191,7 +191,7 @@ async def _preview(
 
 
 def _write_draft(output: Path, got: Gathered, project: Path, now: datetime) -> None:
-    from skillopt_sleep.tasks_file import write_tasks_file
+    from skillopt_sleep.mining.tasks_file import write_tasks_file
 
     metadata: dict[str, Any] = {
         "project": str(project),

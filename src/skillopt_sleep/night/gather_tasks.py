@@ -43,15 +43,15 @@ from skillopt_sleep.harvest import (
 )
 from skillopt_sleep.harvest.locations import Homes
 from skillopt_sleep.harvest.locations import resolve as resolve_sources
+from skillopt_sleep.mining.tasks_file import load_tasks_file
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.explain import explain_empty, harvest_notes
 from skillopt_sleep.tasks.recall import share_capacity
 from skillopt_sleep.tasks.records import ArchivePolicy, HarvestWindow
-from skillopt_sleep.tasks_file import load_tasks_file
 
 if TYPE_CHECKING:  # the miners load only when a night mines (a tasks file needs none)
-    from skillopt_sleep.mine import MineResult
-    from skillopt_sleep.tasks.mining import MinedBatch
+    from skillopt_sleep.mining.batch import MinedBatch
+    from skillopt_sleep.mining.heuristic import MineResult
 
 __all__ = [
     "Gathered",
@@ -226,7 +226,7 @@ def gather(
     """Harvest and mine with the heuristic miner (no model calls), or load a tasks file."""
     if tasks_file is not None:
         return from_tasks_file(cfg, project=project, tasks_file=tasks_file)
-    from skillopt_sleep.mine import heuristic_mine
+    from skillopt_sleep.mining.heuristic import heuristic_mine
 
     harvested = collect(cfg, project=project, since=since)
     mined = heuristic_mine(harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks)
@@ -301,7 +301,7 @@ async def gather_async(
         return await anyio.to_thread.run_sync(
             functools.partial(gather, cfg, project=project, since=since, tasks_file=tasks_file)
         )
-    from skillopt_sleep.llm_miner import llm_mine
+    from skillopt_sleep.mining.llm import llm_mine
 
     harvested = await anyio.to_thread.run_sync(
         functools.partial(collect, cfg, project=project, since=since)
@@ -344,7 +344,7 @@ async def gather_night(
         functools.partial(collect, cfg, project=project, since=window.start, harvested=harvested)
     )
     digests = result.digests
-    from skillopt_sleep.tasks.mining import mine_heuristic, mine_llm_cached
+    from skillopt_sleep.mining.batch import mine_heuristic, mine_llm_cached
 
     if use_llm and digests:
         if pool is None:
@@ -453,7 +453,7 @@ def preview_all_projects(
     """Every project's sessions of the last ``sources.lookback_hours`` (0 = all history),
     mined with the heuristic miner, grouped by project. Reads no archive and records
     nothing: a preview only."""
-    from skillopt_sleep.mine import heuristic_mine
+    from skillopt_sleep.mining.heuristic import heuristic_mine
 
     hours = cfg.sources.lookback_hours
     since = None if hours <= 0 else now - timedelta(hours=hours)

@@ -24,8 +24,8 @@ from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SessionDigest
-from skillopt_sleep.llm_miner import mine_session
-from skillopt_sleep.mine import heuristic_mine, merge_tasks
+from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks
+from skillopt_sleep.mining.llm import mine_session
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import MinedSession
 

@@ -36,7 +36,7 @@ from skillopt.replies import parse_reply as shared_parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome, TaskRecord
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest
 from skillopt_sleep.harvest.common import clip
-from skillopt_sleep.mine import (
+from skillopt_sleep.mining.heuristic import (
     MIN_INTENT_CHARS,
     MineResult,
     heuristic_mine,

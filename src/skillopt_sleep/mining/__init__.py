@@ -1,0 +1,11 @@
+"""Mining: session digests become the judgeable tasks a night learns from.
+
+- :mod:`.heuristic` — the deterministic, offline miner (a candidate per session, merged by intent);
+- :mod:`.llm` — the LLM miner (up to 3 tasks per session, heuristic fallback per session);
+- :mod:`.batch` — mining a batch through the task archive's cache, so a session is paid for once;
+- :mod:`.tasks_file` — the reviewable ``tasks.json`` written by ``harvest --output`` and read by
+  ``once --tasks-file``.
+
+The package face imports nothing: callers import the module they need (the LLM miner pulls in
+pydantic and the backends, which a heuristic-only night does not pay for).
+"""

@@ -48,12 +48,14 @@ def test_core_never_imports_the_sleep_package() -> None:
 
 
 def test_backends_import_only_themselves_and_the_foundations() -> None:
+    """The stack opener alone also reaches the executor: it puts agent CLI members on Ray."""
     bad = [
         (a, b)
         for a, b in arrows(BACKENDS)
         if under(b, "skillopt")
         and not under(b, "skillopt.backends")
         and not any(under(b, f) for f in FOUNDATIONS)
+        and not (a == "skillopt.backends.open" and under(b, "skillopt.executor"))
     ]
     assert not bad
 

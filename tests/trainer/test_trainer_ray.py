@@ -22,9 +22,9 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.open import open_completer
 from skillopt.config import PoolConfig
 from skillopt.errors import BackendAuthError
-from skillopt.executor.ray_members import open_night_completer
 from skillopt.trainer.build import open_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config
 from skillopt.trainer.demo import DemoWorld
@@ -288,7 +288,7 @@ async def test_the_nights_opt_in_runs_agent_member_calls_on_ray_through_the_pool
     )
     night = SleepConfig.model_validate({"night": {"executor": {"kind": "ray"}}}).night
     request = CompletionRequest(role=Role.TARGET, prompt="Say FOUR", timeout=60)
-    async with open_night_completer(pool, executor=night.executor) as stack:
+    async with open_completer(pool, executor=night.executor) as stack:
         done = await stack.complete(request)
         fake.update(login_file="auth.json")  # "Not logged in" from now on
         with pytest.raises(BackendAuthError):

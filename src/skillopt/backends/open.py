@@ -10,7 +10,9 @@ stack here, so what every request passes through is decided in one place::
 
 Concurrency is bounded by the pool alone; the drain wrapper queues up to the same bound.
 A night puts its per-night budget (:class:`~skillopt.backends.wrappers.BudgetCompleter`)
-on top of the stack it is given.
+on top of the stack it is given. With ``executor`` of kind ``ray`` (``[night.executor]``),
+the pool's agent CLI members run each call as a Ray task
+(:mod:`skillopt.executor.ray_members`); the pool itself, its limits and accounting stay here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from skillopt.backends.wrappers import DrainingCompleter, PoolWrapper, Redacting
 
 if TYPE_CHECKING:
     from skillopt.config import PoolConfig
+    from skillopt.executor.settings import ExecutorSettings
 
 __all__ = ["CLOSE_TIMEOUT", "CompleterStack", "open_completer"]
 
@@ -54,23 +57,40 @@ async def open_completer(
     source: PoolConfig | BackendPool,
     *,
     drainable: bool = False,
-    extra_backends: Mapping[str, Backend] | None = None,
+    executor: ExecutorSettings | None = None,
 ) -> AsyncIterator[CompleterStack]:
     """The stack over the pool ``source`` describes (or is); the pool is closed on exit.
 
     ``source`` is a pool config (members are built here) or a pool already built from
     members the caller made (the trainer's offline world model). Missing environment
     variables or member kinds raise :class:`~skillopt.errors.ConfigError` before any call.
-    ``extra_backends`` replace configured members by name (agent CLI members that run on
-    Ray: :func:`skillopt.executor.ray_members.open_night_completer`).
+    ``executor`` (a night's ``[night.executor]``) of kind ``ray`` puts the config's agent
+    CLI members on Ray; ``None`` or ``local`` runs every call in this process.
     """
-    pool = (
-        source
-        if isinstance(source, BackendPool)
-        else BackendPool.from_config(source, extra_backends=extra_backends)
-    )
-    try:
-        yield CompleterStack(pool, drainable=drainable)
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
-            await pool.aclose()
+    async with _remote_members(source, executor) as remote:
+        pool = (
+            source
+            if isinstance(source, BackendPool)
+            else BackendPool.from_config(source, extra_backends=remote)
+        )
+        try:
+            yield CompleterStack(pool, drainable=drainable)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+                await pool.aclose()
+
+
+@asynccontextmanager
+async def _remote_members(
+    source: PoolConfig | BackendPool, executor: ExecutorSettings | None
+) -> AsyncIterator[Mapping[str, Backend] | None]:
+    """The members that run elsewhere, by name (none unless ``executor`` is Ray's)."""
+    if executor is None or executor.kind != "ray":
+        yield None
+        return
+    if isinstance(source, BackendPool):
+        raise TypeError("members run on Ray are built from a pool config, not a built pool")
+    from skillopt.executor.ray_members import open_ray_members
+
+    async with open_ray_members(source, executor) as remote:
+        yield remote

@@ -6,7 +6,8 @@ there, against the member's own endpoint) and closes it. The pool around it stay
 process: its member limiter holds a slot while the task runs, its retries see the same
 error classes (with ``status`` and ``retry_after``), and its cache, breaker and accounting
 are unchanged. HTTP members gain nothing from Ray (a call is a wait on the network) and
-stay local.
+stay local. :func:`skillopt.backends.open.open_completer` opens these members when a night's
+executor is Ray's.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from skillopt.backends.base import Backend, Completion, CompletionRequest
-from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.executor.ray_exec import RayExecutor, open_ray_executor
-from skillopt.executor.settings import ExecutorKind, ExecutorSettings
 
 if TYPE_CHECKING:
     from skillopt.config import (
@@ -28,10 +27,11 @@ if TYPE_CHECKING:
         MemberConfig,
         PoolConfig,
     )
+    from skillopt.executor.settings import ExecutorSettings
 
     CliMember = ClaudeCliMember | CodexCliMember | CopilotCliMember
 
-__all__ = ["RayMember", "complete_on_worker", "open_night_completer", "open_ray_members"]
+__all__ = ["RayMember", "complete_on_worker", "open_ray_members"]
 
 
 class _NoRelay:
@@ -91,20 +91,3 @@ async def open_ray_members(
     cli = (ClaudeCliMember, CodexCliMember, CopilotCliMember)
     async with open_ray_executor(settings) as executor:
         yield {m.name: RayMember(m, executor) for m in pool.members if isinstance(m, cli)}
-
-
-@asynccontextmanager
-async def open_night_completer(
-    pool: PoolConfig, *, drainable: bool = False, executor: ExecutorSettings | None = None
-) -> AsyncIterator[CompleterStack]:
-    """The night's model-call stack (:func:`~skillopt.backends.open.open_completer`); with
-    ``[night.executor] kind = "ray"`` its agent CLI members run each call on Ray."""
-    if executor is None or executor.kind is not ExecutorKind.RAY:
-        async with open_completer(pool, drainable=drainable) as stack:
-            yield stack
-        return
-    async with (
-        open_ray_members(pool, executor) as remote,
-        open_completer(pool, drainable=drainable, extra_backends=remote) as stack,
-    ):
-        yield stack

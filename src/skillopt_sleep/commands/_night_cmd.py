@@ -11,9 +11,8 @@ from pathlib import Path
 
 import anyio
 
-from skillopt.backends.open import CompleterStack
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
-from skillopt.executor.ray_members import open_night_completer
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -153,7 +152,7 @@ async def _night(
     async with AsyncExitStack() as resources:
         pool: CompleterStack | None = None
         if cfg.pool is not None:  # else run_night explains the missing [pool]
-            opened = open_night_completer(cfg.pool, drainable=True, executor=cfg.night.executor)
+            opened = open_completer(cfg.pool, drainable=True, executor=cfg.night.executor)
             pool = await resources.enter_async_context(opened)
         stop = GracefulStop("night")
         outcome: NightOutcome | None = None

@@ -20,10 +20,9 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt.backends.open import CompleterStack
+from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
-from skillopt.executor.ray_members import open_night_completer
 from skillopt.executor.settings import ExecutorSettings
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.commands._common import run_async, say_demo_ignores
@@ -240,7 +239,7 @@ class SharedPool:
 
     async def get(self) -> CompleterStack:
         if self._stack is None:  # no checkpoint before the assignment: nights share one
-            opened = open_night_completer(self._config, drainable=True, executor=self._executor)
+            opened = open_completer(self._config, drainable=True, executor=self._executor)
             self._stack = await self._resources.enter_async_context(opened)
         return self._stack
 

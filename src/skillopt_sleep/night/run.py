@@ -104,9 +104,9 @@ async def run_night(
                 "(see docs/night.md), or try `skillopt-sleep once --demo`",
                 key="pool",
             )
-        from skillopt.executor.ray_members import open_night_completer
+        from skillopt.backends.open import open_completer
 
-        async with open_night_completer(config.pool, executor=config.night.executor) as stack:
+        async with open_completer(config.pool, executor=config.night.executor) as stack:
             return await run_night(
                 config,
                 project=project,

@@ -4,7 +4,7 @@ Precedence is flags > env (``SKILLOPT_SLEEP__SECTION__KEY``) > file > defaults; 
 goes through :func:`skillopt.config.load_toml_model`, so every problem is a
 :class:`~skillopt.errors.ConfigError` naming the key path. The ``[pool]`` section is the
 shared :class:`~skillopt.config.PoolConfig`; ``[daemon]`` is
-:class:`~skillopt_sleep.daemon_settings.DaemonSettings`.
+:class:`~skillopt_sleep.daemon.settings.DaemonSettings`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from skillopt.config import (
     redacted_dump,
 )
 from skillopt.executor.settings import ExecutorSettings
-from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.daemon.settings import DaemonSettings
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",

@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 from skillopt.atomicio import atomic_write_text
 from skillopt.errors import ConfigError, RefusedError
-from skillopt_sleep.daemon_settings import DaemonSettings, parse_time
+from skillopt_sleep.daemon.settings import DaemonSettings, parse_time
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule_zone import MachineTime, on_machine_clock
 

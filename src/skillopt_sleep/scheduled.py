@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule import MARKER_TEXT, Kind, default_root
 

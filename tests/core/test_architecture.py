@@ -71,9 +71,14 @@ def test_members_and_wrappers_know_nothing_of_the_stack_above_them() -> None:
     assert not bad
 
 
-def test_only_the_daemon_and_its_cron_maths_import_apscheduler() -> None:
+def test_only_the_daemon_package_imports_apscheduler() -> None:
     users = {a for a, b in arrows(SRC) if under(b, "apscheduler")}
-    assert users == {"skillopt_sleep.daemon", "skillopt_sleep.daemon_cron"}
+    assert users == {"skillopt_sleep.daemon.service", "skillopt_sleep.daemon.cron"}
+
+
+def test_the_daemon_package_face_imports_nothing() -> None:
+    """``config.py`` reads ``daemon.settings``: that must not load the scheduler."""
+    assert not list(imports(SRC / "skillopt_sleep" / "daemon" / "__init__.py"))
 
 
 def test_pools_are_built_only_where_the_stack_is_opened() -> None:
@@ -95,10 +100,10 @@ def test_stop_signals_are_handled_only_by_the_shutdown_path() -> None:
         for p in SRC.rglob("*.py")
         if "open_signal_receiver(" in p.read_text(encoding="utf-8")
     }
-    # daemon.py listens for SIGHUP (reload) only; SIGTERM/SIGINT go through shutdown.py.
+    # daemon/service.py listens for SIGHUP (reload) only; SIGTERM/SIGINT go through shutdown.py.
     # The trainer's CLI turns SIGTERM into a cancellation of the run (exit 130).
-    assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon", "skillopt.cli"}
-    daemon = (SRC / "skillopt_sleep" / "daemon.py").read_text(encoding="utf-8")
+    assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon.service", "skillopt.cli"}
+    daemon = (SRC / "skillopt_sleep" / "daemon" / "service.py").read_text(encoding="utf-8")
     assert "open_signal_receiver(signal.SIGHUP)" in daemon
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.daemon_health import project_health
-from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.daemon.health import project_health
+from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.night.run import NightResult, run_night

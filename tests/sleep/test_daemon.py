@@ -17,7 +17,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from skillopt.errors import ConfigError
-from skillopt_sleep.daemon import (
+from skillopt_sleep.daemon.cron import build_trigger, next_wake_times
+from skillopt_sleep.daemon.health import daemon_holder, project_health
+from skillopt_sleep.daemon.service import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     Daemon,
@@ -28,10 +30,8 @@ from skillopt_sleep.daemon import (
     WakeReason,
     utc_now,
 )
-from skillopt_sleep.daemon_cron import build_trigger, next_wake_times
-from skillopt_sleep.daemon_health import daemon_holder, project_health
-from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
-from skillopt_sleep.daemon_state import STATE_FILE, read_daemon_state
+from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.daemon.state import STATE_FILE, read_daemon_state
 from skillopt_sleep.lock import project_key, project_lock
 
 

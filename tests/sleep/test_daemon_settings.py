@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from skillopt.errors import ConfigError
-from skillopt_sleep.daemon_settings import (
+from skillopt_sleep.daemon.settings import (
     CronSpec,
     DaemonSettings,
     ProjectSchedule,

@@ -16,7 +16,7 @@ import pytest
 
 from skillopt.errors import ConfigError
 from skillopt_sleep.cli import main
-from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule import (
     MARKER_TEXT,
@@ -164,7 +164,7 @@ def test_cron_and_launchd_get_the_zone_converted_with_a_dst_note(
 
 def test_converted_time_is_when_the_daemon_would_fire(tmp_path: Path) -> None:
     """The same config fires the daemon and a cron line at the same instant."""
-    from skillopt_sleep.daemon_cron import build_trigger, next_fire_after
+    from skillopt_sleep.daemon.cron import build_trigger, next_fire_after
 
     project = tmp_path / "p"
     settings = DaemonSettings.model_validate({**TOKYO, "projects": [{"path": str(project)}]})

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import anyio
 
-from skillopt_sleep.daemon import Daemon, DaemonConfig, NightRequest, NightSummary, WakeOutcome
-from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.daemon.service import (
+    Daemon,
+    DaemonConfig,
+    NightRequest,
+    NightSummary,
+    WakeOutcome,
+)
+from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
 
 
 class Tracked:

@@ -21,7 +21,7 @@ from skillopt.atomicio import atomic_write_json
 from skillopt_sleep.cli import build_parser
 from skillopt_sleep.commands import daemon
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.daemon import NightRequest, NightRunner, NightSummary, WakeOutcome
+from skillopt_sleep.daemon.service import NightRequest, NightRunner, NightSummary, WakeOutcome
 
 
 def sleep_night(state_dir: Path, seconds: float) -> NightRunner:

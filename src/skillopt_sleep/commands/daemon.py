@@ -26,7 +26,7 @@ from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.executor.settings import ExecutorSettings
 from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.commands._common import run_async, say_demo_ignores
-from skillopt_sleep.daemon import (
+from skillopt_sleep.daemon.service import (
     ConfigLoader,
     Daemon,
     DaemonConfig,
@@ -35,7 +35,7 @@ from skillopt_sleep.daemon import (
     NightSummary,
     WakeOutcome,
 )
-from skillopt_sleep.daemon_settings import DaemonSettings
+from skillopt_sleep.daemon.settings import DaemonSettings
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig

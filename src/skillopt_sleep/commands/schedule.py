@@ -155,8 +155,8 @@ def cannot_run(
     if invocation.project is not None and not invocation.project.is_dir():
         problems.append(f"the project {invocation.project} is not a directory")
     if daemon:
-        from skillopt_sleep.daemon import utc_now
-        from skillopt_sleep.daemon_cron import schedule_jobs
+        from skillopt_sleep.daemon.cron import schedule_jobs
+        from skillopt_sleep.daemon.service import utc_now
 
         extra = [invocation.project] if invocation.project is not None else []
         try:

@@ -31,7 +31,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def _schedule_health(cfg: Any, project: Any) -> dict[str, Any]:
     """Next wake, whether a daemon runs, and who holds the project lock right now."""
-    from skillopt_sleep.daemon_health import project_health
+    from skillopt_sleep.daemon.health import project_health
 
     return project_health(cfg.daemon, cfg.state_path(), project)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import CorruptStateError
-from skillopt_sleep.daemon_settings import DaemonSettings
-from skillopt_sleep.daemon_state import read_daemon_state
+from skillopt_sleep.daemon.settings import DaemonSettings
+from skillopt_sleep.daemon.state import read_daemon_state
 from skillopt_sleep.lock import (
     LockHolder,
     daemon_lock_path,
@@ -63,7 +63,7 @@ def project_health(
     )
     wakes: list[datetime] = []
     if any(s.kind in ("daemon", "systemd-daemon") for s in schedulers):
-        from skillopt_sleep.daemon_cron import next_wake_times  # the scheduler, only when used
+        from skillopt_sleep.daemon.cron import next_wake_times  # the scheduler, only when used
 
         wake = next_wake_times(settings.with_projects([resolved]), now=now).get(resolved)
         wakes += [wake] if wake else []

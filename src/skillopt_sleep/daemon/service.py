@@ -17,9 +17,9 @@ Lifecycle:
 A night counts as "done" for catch-up when it completed or failed; an aborted night is
 caught up (resumed) at the next start.
 
-Around it: the trigger maths (:mod:`.daemon_cron`), the settings
-(:mod:`.daemon_settings`), the catch-up record (:mod:`.daemon_state`), what ``status``
-shows (:mod:`.daemon_health`) and the stop (:mod:`.shutdown`).
+Around it: the trigger maths (:mod:`.cron`), the settings
+(:mod:`.settings`), the catch-up record (:mod:`.state`), what ``status``
+shows (:mod:`.health`) and the stop (:mod:`skillopt_sleep.shutdown`).
 """
 
 from __future__ import annotations
@@ -50,15 +50,15 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
-from skillopt_sleep.daemon_cron import (
+from skillopt_sleep.daemon.cron import (
     Jobs,
     build_trigger,
     next_fire_after,
     schedule_jobs,
     scheduler_zone,
 )
-from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
-from skillopt_sleep.daemon_state import DaemonState, ProjectRecord
+from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.daemon.state import DaemonState, ProjectRecord
 from skillopt_sleep.lock import daemon_lock, project_lock
 from skillopt_sleep.shutdown import Drain, GracefulStop
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.cron import CronTrigger
 
 from skillopt.errors import ConfigError
-from skillopt_sleep.daemon_settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.lock import project_key
 
 __all__ = [

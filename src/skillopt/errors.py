@@ -1,16 +1,21 @@
 """The one error hierarchy of skillopt.
 
 Foreign exceptions (openai, httpx2, OSError, pydantic) are mapped to these at the
-boundary with ``raise ... from``, so callers only ever catch our types::
+boundary with ``raise ... from``, so callers only ever catch our types. Every exception
+class in ``skillopt`` and ``skillopt_sleep`` is drawn here (a test walks the packages);
+the one defined elsewhere names its module. Private control-flow signals (``_Name``) that
+never leave their module are not errors and stay out::
 
     SkillOptError
     ├── ConfigError                 bad file, bad value, unknown key (names the key path)
     ├── DataError                   malformed input we read (tasks file, transcript, state file)
-    │   └── CorruptStateError       a state/checkpoint file exists but cannot be trusted
+    │   ├── CorruptStateError       a state/checkpoint file exists but cannot be trusted
+    │   └── BrokenTree              a Pi session's entries form no tree (harvest.pi; a ValueError)
     ├── SkillDocError               a skill document or edit cannot be applied
     ├── BackendError                a model call failed; carries member, status, cause
     │   ├── RetryableBackendError   429/408/409/5xx, timeout, connection, empty reply
-    │   │   └── BackendTimeoutError
+    │   │   ├── BackendTimeoutError
+    │   │   └── ReplyTooLargeError  the reply passed its byte cap; the rest was never read
     │   └── FatalBackendError       will not get better by retrying
     │       ├── BackendAuthError        401/403, CLI "not logged in"
     │       ├── BackendRequestError     400/404/422, unsupported model
@@ -23,6 +28,7 @@ boundary with ``raise ... from``, so callers only ever catch our types::
     ├── LockHeldError               another process holds the project lock
     ├── AdoptionError               writing the live files failed; every file touched was restored
     └── RefusedError                the user must act first (unreviewed tasks, changed live file)
+        └── SelectionRequiredError  a night proposes several skills: the user names which to adopt
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ __all__ = [
     "QuotaExhaustedError",
     "RefusedError",
     "ReplyFormatError",
+    "ReplyTooLargeError",
     "RetryableBackendError",
     "RunFailedError",
     "SelectionRequiredError",
@@ -141,6 +148,22 @@ class BackendTimeoutError(RetryableBackendError):
         super().__init__(message, kind="timeout", **kw)
 
 
+class ReplyTooLargeError(RetryableBackendError):
+    """The reply passed its byte cap; the rest was never read (class ``too_large``).
+    The caps themselves: :mod:`skillopt.backends.reply_cap`."""
+
+    def __init__(self, cap: int, *, seen: int | None = None, member: str = "") -> None:
+        self.cap = cap
+        got = f"{seen:,} bytes" if seen is not None else "more"
+        super().__init__(
+            f"reply larger than its {cap:,}-byte cap",
+            kind="too_large",
+            member=member,
+            cause=f"reply exceeded the {cap:,}-byte cap ({got}); reading stopped "
+            "(raise the member's max_reply_bytes if such replies are expected)",
+        )
+
+
 class FatalBackendError(BackendError):
     """Retrying will not help; fail fast."""
 
@@ -190,7 +213,8 @@ class ReplyFormatError(SkillOptError):
 
 
 class RunFailedError(SkillOptError):
-    """A run that cannot produce a trustworthy result; names the stage and the cause."""
+    """A run (a training run or a night) that cannot produce a trustworthy result; names
+    the stage and the cause."""
 
     def __init__(self, stage: str, cause: str) -> None:
         self.stage = stage

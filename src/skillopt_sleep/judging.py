@@ -8,7 +8,7 @@ calls) the night fails instead, naming the stage and the commonest cause.
 
 from __future__ import annotations
 
-from skillopt_sleep.night.outcome import NightFailed
+from skillopt.errors import RunFailedError
 from skillopt_sleep.replay import JudgeTally
 
 __all__ = ["MIN_FAILURES", "check_judging"]
@@ -19,7 +19,7 @@ the night fails only when every judge call of the stage failed."""
 
 
 def check_judging(stage: str, tally: JudgeTally, *, limit: float) -> None:
-    """Raise :class:`NightFailed` when more than ``limit`` of the judge calls since the last
+    """Raise :class:`RunFailedError` when more than ``limit`` of the judge calls since the last
     check failed (see :data:`MIN_FAILURES`); the tally starts over either way."""
     taken = tally.take()
     if not taken.failed or taken.failed <= limit * taken.calls:
@@ -27,7 +27,7 @@ def check_judging(stage: str, tally: JudgeTally, *, limit: float) -> None:
     if taken.failed < MIN_FAILURES and taken.failed < taken.calls:
         return
     cause = taken.causes.most_common(1)[0][0]
-    raise NightFailed(
+    raise RunFailedError(
         stage,
         f"judging failed for {taken.failed} of {taken.calls} answers that needed the model "
         f"judge: {cause}",

@@ -26,8 +26,7 @@ from skillopt.backends.cli_common import (
 )
 from skillopt.backends.cli_home import default_home
 from skillopt.backends.cli_process import ProcessResult, tail
-from skillopt.backends.reply_cap import ReplyTooLargeError
-from skillopt.errors import BackendError, RetryableBackendError
+from skillopt.errors import BackendError, ReplyTooLargeError, RetryableBackendError
 
 __all__ = ["CODEX_KEEP", "LAST_MESSAGE", "PROVIDER_ID", "SCHEMA_FILE", "CodexFlavor"]
 

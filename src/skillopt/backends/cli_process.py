@@ -20,11 +20,11 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from skillopt.backends.reply_cap import ReplyTooLargeError
 from skillopt.errors import (
     BackendError,
     BackendRequestError,
     BackendTimeoutError,
+    ReplyTooLargeError,
 )
 from skillopt.redact import sanitize
 

@@ -3,7 +3,7 @@
 HTTP members read through one shared client: :func:`reply_cap` sets the cap for the calls
 made inside it (a context variable, so concurrent calls each keep their own), and the
 client's response hook, :func:`cap_response`, wraps each body so that reading past the cap
-raises :class:`~skillopt.backends.reply_cap.ReplyTooLargeError` (a declared
+raises :class:`~skillopt.errors.ReplyTooLargeError` (a declared
 ``Content-Length`` over the cap fails before any of the body is read). Replies are
 requested uncompressed (``Accept-Encoding: identity``) so the bytes counted are the bytes
 held; a compressed reply is refused rather than inflated.
@@ -18,8 +18,7 @@ from typing import Any
 
 import httpx2
 
-from skillopt.backends.reply_cap import ReplyTooLargeError
-from skillopt.errors import RetryableBackendError
+from skillopt.errors import ReplyTooLargeError, RetryableBackendError
 
 __all__ = ["REQUEST_HEADERS", "UNSCOPED_CAP", "cap_response", "reply_cap"]
 

@@ -1,7 +1,8 @@
 """How many bytes of one reply a member reads before it gives up on the call.
 
 A reply far larger than the request asked for (a model that never stops, a hostile or
-broken endpoint, a CLI that floods stdout) is a failed call (:class:`ReplyTooLargeError`,
+broken endpoint, a CLI that floods stdout) is a failed call
+(:class:`~skillopt.errors.ReplyTooLargeError`,
 retryable, class ``too_large``), and reading stops at the cap instead of holding the whole
 thing in memory first. The default cap is sized from the request's own output budget
 (``max_output_tokens``): a 300-token judgement gets well under a hundred kilobytes over
@@ -11,15 +12,12 @@ cut off: :mod:`skillopt.backends.http_cap`; CLI output: :mod:`skillopt.backends.
 
 from __future__ import annotations
 
-from skillopt.errors import RetryableBackendError
-
 __all__ = [
     "CLI_BASE_BYTES",
     "CLI_BYTES_PER_TOKEN",
     "CLI_UNSIZED_BYTES",
     "HTTP_BASE_BYTES",
     "HTTP_BYTES_PER_TOKEN",
-    "ReplyTooLargeError",
     "cli_reply_cap",
     "http_reply_cap",
 ]
@@ -29,21 +27,6 @@ HTTP_BYTES_PER_TOKEN = 64  # a token is ~4 characters; escaped non-ASCII is 6-12
 CLI_BASE_BYTES = 1024 * 1024  # a CLI's event stream and metadata around the answer
 CLI_BYTES_PER_TOKEN = 1024
 CLI_UNSIZED_BYTES = 4 * 1024 * 1024  # a CLI run with no request to size it from (harness)
-
-
-class ReplyTooLargeError(RetryableBackendError):
-    """The reply passed its byte cap; the rest was never read."""
-
-    def __init__(self, cap: int, *, seen: int | None = None, member: str = "") -> None:
-        self.cap = cap
-        got = f"{seen:,} bytes" if seen is not None else "more"
-        super().__init__(
-            f"reply larger than its {cap:,}-byte cap",
-            kind="too_large",
-            member=member,
-            cause=f"reply exceeded the {cap:,}-byte cap ({got}); reading stopped "
-            "(raise the member's max_reply_bytes if such replies are expected)",
-        )
 
 
 def http_reply_cap(max_output_tokens: int, override: int | None = None) -> int:

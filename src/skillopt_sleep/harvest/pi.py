@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from skillopt.errors import DataError
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.files import peek_cwd
@@ -45,8 +46,9 @@ __all__ = ["SUBAGENTS", "BrokenTree", "active_branch", "list_sessions", "read_se
 SUBAGENTS = "subagent-artifacts"
 
 
-class BrokenTree(ValueError):
-    """The entries do not form a tree (the session cannot be read safely)."""
+class BrokenTree(DataError, ValueError):
+    """The entries do not form a tree (the session cannot be read safely). A ValueError
+    too, as every reader's "this file is not a session" is."""
 
 
 def _tree_ids(record: dict[str, Any]) -> tuple[str, str | None] | None:

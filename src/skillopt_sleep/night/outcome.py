@@ -1,4 +1,5 @@
-"""What a night returns and how it can fail: :class:`NightOutcome`, :class:`NightFailed`.
+"""What a night returns: :class:`NightOutcome` (a night that cannot go on raises
+:class:`skillopt.errors.RunFailedError`, naming the stage and the cause).
 
 Also the live documents as the night read them (:class:`Live`): their text and sha256,
 the pins a proposal is staged against.
@@ -13,11 +14,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from skillopt.errors import ConfigError, SkillOptError
+from skillopt.errors import ConfigError
 from skillopt.skilldoc import content_hash
 from skillopt_sleep.rundir import RunStatus
 
-__all__ = ["Live", "NightFailed", "NightOutcome", "NightResult", "read_live"]
+__all__ = ["Live", "NightOutcome", "NightResult", "read_live"]
 
 Clock = Callable[[], datetime]
 
@@ -80,15 +81,6 @@ class NightOutcome:
             "dry_run": self.dry_run,
             "spend": self.spend,
         }
-
-
-class NightFailed(SkillOptError):
-    """A night that cannot produce a trustworthy result; names the stage and the cause."""
-
-    def __init__(self, stage: str, cause: str) -> None:
-        self.stage = stage
-        self.cause = cause
-        super().__init__(f"{stage}: {cause}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

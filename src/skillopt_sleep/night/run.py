@@ -30,7 +30,7 @@ from skillopt.backends.base import Pool
 from skillopt.errors import ConfigError, RefusedError
 from skillopt.progress import Progress
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.outcome import Clock, NightFailed, NightOutcome, NightResult
+from skillopt_sleep.night.outcome import Clock, NightOutcome, NightResult
 from skillopt_sleep.night.resume import find_resumable
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
@@ -38,7 +38,7 @@ from skillopt_sleep.progress import LogProgress
 from skillopt_sleep.rundir import RunDir, utc_now
 from skillopt_sleep.state import runs_dir
 
-__all__ = ["NightFailed", "NightOutcome", "NightResult", "run_night"]
+__all__ = ["NightOutcome", "NightResult", "run_night"]
 
 
 def resolve_project(project: Path) -> Path:

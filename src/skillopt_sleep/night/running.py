@@ -26,14 +26,13 @@ from typing import Any
 
 from skillopt.backends.base import Pool
 from skillopt.backends.wrappers import BudgetCompleter
-from skillopt.errors import BudgetExceededError
+from skillopt.errors import BudgetExceededError, RunFailedError
 from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.judging import check_judging
-from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
@@ -149,12 +148,12 @@ class Night:
             cause = Counter(errors).most_common(1)[0][0]
             if self.spend.exhausted:
                 raise BudgetExceededError(stage)
-            raise NightFailed(stage, f"every model call failed ({len(errors)} calls): {cause}")
+            raise RunFailedError(stage, f"every model call failed ({len(errors)} calls): {cause}")
         if not candidate and all(not r.response.strip() for r in results):
-            raise NightFailed(stage, "every rollout came back empty")
+            raise RunFailedError(stage, "every rollout came back empty")
         if errors and all(r.hard == 0 and r.soft == 0 for r in results):
             cause = Counter(errors).most_common(1)[0][0]
-            raise NightFailed(
+            raise RunFailedError(
                 stage, f"all scores are zero alongside {len(errors)} call errors: {cause}"
             )
         check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
@@ -185,7 +184,7 @@ class Night:
             errors = [e for o in failed for e in o.errors]
             # an open circuit is a consequence: name the failure that opened it
             root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
-            raise NightFailed(stage, f"every reflection call failed ({calls}): {root}")
+            raise RunFailedError(stage, f"every reflection call failed ({calls}): {root}")
 
     async def measure(
         self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
-from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
+from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
@@ -40,7 +40,7 @@ from skillopt_sleep.night.archive import carried_edits, commit_archive
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
-from skillopt_sleep.night.outcome import Live, NightFailed, NightOutcome, NightResult, read_live
+from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult, read_live
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
@@ -193,7 +193,7 @@ async def _learn(
             course.result = NightResult.ACCEPTED
         elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
             course.result = NightResult.NO_EDITS
-    except NightFailed as exc:
+    except RunFailedError as exc:
         course.fail(exc.stage, exc.cause)
         # An outage: the next night resumes this one and pays only for what never answered.
         night.run.update(resumable=True)

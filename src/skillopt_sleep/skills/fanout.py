@@ -24,11 +24,10 @@ from typing import Any
 
 import anyio
 
-from skillopt.errors import BudgetExceededError, RefusedError, SkillOptError
+from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import GateAction, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.outcome import NightFailed
 from skillopt_sleep.night.rounds import Decision, consolidate
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
@@ -230,7 +229,7 @@ class Fanout:
             )
         except BudgetExceededError as exc:
             sn.status, sn.reason = "budget_reached", f"night budget reached during {exc}"
-        except NightFailed as exc:
+        except RunFailedError as exc:
             sn.status, sn.reason = "failed", f"{exc.stage}: {exc.cause}"
         except SkillOptError as exc:
             sn.status, sn.reason = "failed", f"{type(exc).__name__}: {exc}"

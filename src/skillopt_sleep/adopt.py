@@ -62,6 +62,7 @@ from skillopt_sleep.adopt_journal import (
 from skillopt_sleep.staging import (
     ManifestEntry,
     load_manifest,
+    read_pinned,
     sha256_bytes,
     sha256_file,
 )
@@ -266,13 +267,7 @@ def _prepare(root: Path, chosen: Sequence[ManifestEntry], roots: Sequence[str]) 
     """Every check that can refuse, done before anything is written."""
     plan: list[_Step] = []
     for entry in chosen:
-        staged_path = root / entry.proposed_file
-        try:
-            proposed = staged_path.read_bytes()
-        except OSError as exc:
-            raise CorruptStateError(str(staged_path), f"unreadable ({exc})") from exc
-        if sha256_bytes(proposed) != entry.sha256:
-            raise CorruptStateError(str(staged_path), "does not match its manifest sha256")
+        proposed = read_pinned(root / entry.proposed_file, entry.sha256)
         live, new_dirs = _confine(entry, roots)
         try:
             original: bytes | None = live.read_bytes()

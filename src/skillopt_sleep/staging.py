@@ -60,6 +60,7 @@ __all__ = [
     "UtcInstant",
     "check_name",
     "load_manifest",
+    "read_pinned",
     "scaffold_skill",
     "sha256_bytes",
     "sha256_file",
@@ -89,6 +90,19 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         return sha256_bytes(Path(path).read_bytes())
     except FileNotFoundError:
         return ""
+
+
+def read_pinned(path: Path, sha256: str) -> bytes:
+    """The bytes of a file we wrote earlier and pinned by its sha256 (a skill version, a
+    staged proposal). Raises :class:`CorruptStateError` when it cannot be read or its bytes
+    changed since: such a file is never trusted."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CorruptStateError(str(path), f"unreadable ({exc})") from exc
+    if sha256_bytes(data) != sha256:
+        raise CorruptStateError(str(path), "content does not match its sha256 pin")
+    return data
 
 
 def check_name(name: str) -> str:
@@ -175,13 +189,7 @@ class SkillStore:
         for version in self.versions(name):
             if version.number == number:
                 path = self._dir(name) / "versions" / version.file
-                try:
-                    data = path.read_bytes()
-                except OSError as exc:
-                    raise CorruptStateError(str(path), f"unreadable ({exc})") from exc
-                if sha256_bytes(data) != version.sha256:
-                    raise CorruptStateError(str(path), "content does not match its sha256")
-                return data.decode("utf-8")
+                return read_pinned(path, version.sha256).decode("utf-8")
         raise DataError(f"skill {name!r} has no version {number}")
 
     def add_version(

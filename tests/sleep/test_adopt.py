@@ -322,7 +322,7 @@ def test_lock_held_by_a_live_process(world: dict[str, Path]) -> None:
 
 def test_tampered_proposal_is_refused(world: dict[str, Path]) -> None:
     (world["run"] / "proposal" / "skill-alpha.md").write_text("# alpha\nsneaky\n")
-    with pytest.raises(CorruptStateError, match="manifest sha256"):
+    with pytest.raises(CorruptStateError, match="does not match its sha256 pin"):
         adopt(world["run"], skill_roots=[world["roots"]], select=["alpha"])
     assert _live(world, "alpha").read_text() == "# alpha\noriginal\n"
 

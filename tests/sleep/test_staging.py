@@ -16,7 +16,9 @@ from skillopt_sleep.staging import (
     ProposalKind,
     SkillStore,
     load_manifest,
+    read_pinned,
     scaffold_skill,
+    sha256_bytes,
     sha256_file,
     skill_description,
     write_proposal,
@@ -65,8 +67,21 @@ def test_tampered_version_is_detected(tmp_path: Path) -> None:
     path = tmp_path / "skills" / "s" / "versions" / "v0001.md"
     path.chmod(0o644)
     path.write_text("evil")
-    with pytest.raises(CorruptStateError, match="does not match"):
+    with pytest.raises(CorruptStateError, match="does not match its sha256 pin"):
         store.read("s", 1)
+
+
+def test_read_pinned_returns_the_pinned_bytes_and_refuses_any_other(tmp_path: Path) -> None:
+    path = tmp_path / "pinned.md"
+    path.write_bytes(b"kept\n")
+    pin = sha256_bytes(b"kept\n")
+    assert read_pinned(path, pin) == b"kept\n"
+    path.write_bytes(b"changed\n")
+    with pytest.raises(CorruptStateError, match="does not match its sha256 pin"):
+        read_pinned(path, pin)
+    path.unlink()
+    with pytest.raises(CorruptStateError, match="unreadable"):
+        read_pinned(path, pin)
 
 
 def test_corrupt_index_and_bad_names(tmp_path: Path) -> None:

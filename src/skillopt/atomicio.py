@@ -1,7 +1,9 @@
 """Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
 
 A reader never sees a half-written file, and a killed process leaves at worst a stray
-``.tmp-*`` file (ignored by readers, swept by :func:`sweep_temp_files`).
+``.tmp-*`` file (ignored by readers, swept by :func:`sweep_temp_files`). Every whole-file
+write that matters goes through :func:`atomic_write_bytes` (replace) or
+:func:`atomic_create_bytes` (create, never replace); nothing else renames a temp file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "TEMP_PREFIX",
     "AppendJournal",
     "append_jsonl",
+    "atomic_create_bytes",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
@@ -50,28 +53,71 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
     _fsync_dir(Path(directory))
 
 
-def atomic_write_bytes(
-    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, sync_dir: bool = True
-) -> None:
-    """Write ``data`` to ``path`` atomically. ``sync_dir=False`` leaves the directory's
-    fsync to the caller: after a power cut the file holds either the old or the new
-    content (never a mix); without it the rename itself may be the part that is lost."""
-    target = Path(path)
+def _durable_temp(target: Path, data: bytes, mode: int, prefix: str) -> str:
+    """A temp file beside ``target`` holding ``data``, fsynced, with ``mode``."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def _mode_of(target: Path, default: int) -> int:
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        return default
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    mode: int | None = 0o644,
+    sync_dir: bool = True,
+    temp_prefix: str = TEMP_PREFIX,
+    replace: Callable[[str, str], None] = os.replace,
+) -> None:
+    """Write ``data`` to ``path`` atomically. ``sync_dir=False`` leaves the directory's
+    fsync to the caller: after a power cut the file holds either the old or the new
+    content (never a mix); without it the rename itself may be the part that is lost.
+
+    ``mode=None`` keeps the permission bits of the file being replaced (0o644 for a new
+    one). ``temp_prefix`` names the temp file so a recovery can find its own strays;
+    ``replace`` is the rename (a caller that must observe or fail it passes its own)."""
+    target = Path(path)
+    chosen = _mode_of(target, 0o644) if mode is None else mode
+    tmp = _durable_temp(target, data, chosen, temp_prefix)
+    try:
+        replace(tmp, str(target))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     if sync_dir:
         _fsync_dir(target.parent)
+
+
+def atomic_create_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> bool:
+    """Create ``path`` holding ``data`` unless it already exists (never replaced): the
+    file appears whole or not at all. True if this call created it."""
+    target = Path(path)
+    tmp = _durable_temp(target, data, mode, TEMP_PREFIX)
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    _fsync_dir(target.parent)
+    return True
 
 
 def atomic_write_text(

@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import atomic_create_bytes
 from skillopt.errors import (
     AdoptionError,
     CorruptStateError,
@@ -184,17 +185,8 @@ def check_adoptable(name: str, live: Path, skill_roots: Sequence[str | os.PathLi
 def _backup(run_dir: Path, entry: ManifestEntry, original: bytes) -> Path:
     digest = sha256_bytes(original)
     path = run_dir / BACKUP_DIR / f"{entry.kind.value}-{entry.name}.{digest[:12]}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444)
-    except FileExistsError:
-        if sha256_file(path) != digest:
-            raise CorruptStateError(str(path), "existing backup does not match") from None
-        return path
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(original)
-        handle.flush()
-        os.fsync(handle.fileno())
+    if not atomic_create_bytes(path, original, mode=0o444) and sha256_file(path) != digest:
+        raise CorruptStateError(str(path), "existing backup does not match")
     return path
 
 

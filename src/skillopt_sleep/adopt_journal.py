@@ -23,7 +23,6 @@ import binascii
 import contextlib
 import json
 import os
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +30,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self
 
-from skillopt.atomicio import TEMP_PREFIX, append_jsonl, atomic_write_json, read_jsonl
+from skillopt.atomicio import (
+    TEMP_PREFIX,
+    append_jsonl,
+    atomic_write_bytes,
+    atomic_write_json,
+    read_jsonl,
+)
 from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
 from skillopt.logging import get_logger
 from skillopt_sleep.lock import FileLock
@@ -156,21 +161,11 @@ def _temp_prefix(transaction: str) -> str:
 
 
 def write_file(path: Path, data: bytes, replace_fn: ReplaceFn, transaction: str) -> None:
-    """Temp file beside ``path`` (named after the transaction, so a recovery can find it
-    if we are killed), fsync, then ``replace_fn(temp, path)``."""
-    tmp = path.parent / f"{_temp_prefix(transaction)}{uuid.uuid4().hex[:8]}-{path.name}"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            os.chmod(tmp, 0o644)
-        replace_fn(str(tmp), str(path))
-    finally:
-        tmp.unlink(missing_ok=True)
+    """The atomic writer, its temp file named after the transaction (so a recovery can find
+    it if we are killed), the live file's permissions kept, ``replace_fn`` as the rename."""
+    atomic_write_bytes(
+        path, data, mode=None, temp_prefix=_temp_prefix(transaction), replace=replace_fn
+    )
 
 
 def restore(path: Path, original: bytes | None, transaction: str) -> None:

@@ -36,7 +36,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from skillopt.atomicio import TEMP_PREFIX, atomic_write_json, atomic_write_text
+from skillopt.atomicio import atomic_create_bytes, atomic_write_json, atomic_write_text
 from skillopt.errors import CorruptStateError, DataError, RefusedError
 from skillopt.redact import redact_text
 from skillopt.skilldoc import (
@@ -136,24 +136,6 @@ class _SkillIndex(_Frozen):
     versions: tuple[SkillVersion, ...] = ()
 
 
-def _publish_new(path: Path, data: bytes) -> bool:
-    """Create ``path`` with ``data`` unless it exists (no replace); True if created."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TEMP_PREFIX}{path.name}.{os.getpid()}"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.chmod(tmp, 0o444)
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
-
-
 class SkillStore:
     """Numbered, immutable versions of each gated skill of one project."""
 
@@ -225,7 +207,7 @@ class SkillStore:
             number = same[0]
         else:
             number = max((*indexed, *orphans), default=0) + 1
-            while not _publish_new(versions_dir / f"v{number:04d}.md", data):
+            while not atomic_create_bytes(versions_dir / f"v{number:04d}.md", data, mode=0o444):
                 number += 1
         filename = f"v{number:04d}.md"
         version = SkillVersion(

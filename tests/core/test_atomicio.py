@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from skillopt.atomicio import (
     append_jsonl,
+    atomic_create_bytes,
+    atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     dumps_json,
@@ -78,3 +81,39 @@ def test_a_list_built_from_its_items_texts_is_what_dumps_json_writes() -> None:
     ]
     assert dumps_json_list(dumps_json(item) for item in items) == dumps_json(items)
     assert dumps_json_list([]) == dumps_json([])
+
+
+def test_mode_none_keeps_the_replaced_files_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "live.md"
+    target.write_text("old")
+    target.chmod(0o600)
+    atomic_write_bytes(target, b"new", mode=None)
+    assert (target.read_bytes(), target.stat().st_mode & 0o777) == (b"new", 0o600)
+    fresh = tmp_path / "fresh.md"
+    atomic_write_bytes(fresh, b"x", mode=None)
+    assert fresh.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failing_rename_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "live.md"
+    target.write_text("old")
+    seen: list[str] = []
+
+    def refuse(src: str, dst: str) -> None:
+        seen.append(Path(src).name)
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        atomic_write_bytes(target, b"new", temp_prefix=".tmp-tx1-", replace=refuse)
+    assert seen[0].startswith(".tmp-tx1-")
+    assert [p.name for p in tmp_path.iterdir()] == ["live.md"]
+    assert target.read_text() == "old"
+
+
+def test_create_never_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "versions" / "v0001.md"
+    assert atomic_create_bytes(target, b"first", mode=0o444)
+    assert not atomic_create_bytes(target, b"second", mode=0o444)
+    assert target.read_bytes() == b"first"
+    assert target.stat().st_mode & 0o777 == 0o444
+    assert os.listdir(target.parent) == ["v0001.md"]

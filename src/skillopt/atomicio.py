@@ -84,7 +84,7 @@ def atomic_write_bytes(
     mode: int | None = 0o644,
     sync_dir: bool = True,
     temp_prefix: str = TEMP_PREFIX,
-    replace: Callable[[str, str], None] = os.replace,
+    replace: Callable[[str, str], None] | None = None,
 ) -> None:
     """Write ``data`` to ``path`` atomically. ``sync_dir=False`` leaves the directory's
     fsync to the caller: after a power cut the file holds either the old or the new
@@ -92,12 +92,13 @@ def atomic_write_bytes(
 
     ``mode=None`` keeps the permission bits of the file being replaced (0o644 for a new
     one). ``temp_prefix`` names the temp file so a recovery can find its own strays;
-    ``replace`` is the rename (a caller that must observe or fail it passes its own)."""
+    ``replace`` is the rename, ``os.replace`` unless a caller that must observe or fail it
+    passes its own."""
     target = Path(path)
     chosen = _mode_of(target, 0o644) if mode is None else mode
     tmp = _durable_temp(target, data, chosen, temp_prefix)
     try:
-        replace(tmp, str(target))
+        (replace or os.replace)(tmp, str(target))
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -15,6 +15,8 @@ The stages:
 - :mod:`.estimate`: the up-front spend estimate and the per-call token model
 - :mod:`.rounds`: the learning (rollouts, rounds of cross-fitted learning, the final check)
 - :mod:`.crossfit`: one target document in one round
+- :mod:`.judging`: a night whose model judge cannot be trusted fails at that stage
+- :mod:`.fanout`: one night, many skills: each project skill learns on its own tasks
 - :mod:`.proposal`: staging an accepted night (skill store, proposal, auto-adopt)
 - :mod:`.archive`: carried edits in, tonight's harvest and outcomes back to the task archive
 

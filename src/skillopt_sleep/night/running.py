@@ -32,7 +32,7 @@ from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
-from skillopt_sleep.judging import check_judging
+from skillopt_sleep.night.judging import check_judging
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet

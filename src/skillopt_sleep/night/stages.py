@@ -39,6 +39,7 @@ from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
+from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult, read_live
 from skillopt_sleep.night.outputs import write_outputs
@@ -49,7 +50,6 @@ from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
-from skillopt_sleep.skills.fanout import Fanout
 from skillopt_sleep.state import ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 

@@ -18,15 +18,17 @@ which is not a branch.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from skillopt_sleep.harvest.common import SELF_MARKER, SessionBuilder
+from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
+from skillopt_sleep.harvest.lines import visit_json_objects
+from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs
 
-__all__ = ["read_session", "session_files"]
+__all__ = ["list_sessions", "read_session", "session_files"]
 
 _TURNS = ("user", "assistant")
 _NOT_A_BRANCH = "HEAD"  # a detached head, or no git repository at all
@@ -95,13 +97,15 @@ def _visit(builder: SessionBuilder, record: dict[str, Any]) -> None:
         _on_assistant(builder, blocks)
 
 
-def read_session(
-    path: Path,
-    tally: LineTally,
-    *,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    self_markers: tuple[str, ...] = (SELF_MARKER,),
-) -> SessionBuilder:
-    builder = SessionBuilder(source=SourceKind.CLAUDE_CODE, path=path, self_markers=self_markers)
-    visit_json_objects(path, tally, partial(_visit, builder), max_line_bytes=max_line_bytes)
+def read_session(path: Path, options: ReadOptions) -> SessionBuilder:
+    builder = SessionBuilder(
+        source=SourceKind.CLAUDE_CODE, path=path, self_markers=options.self_markers
+    )
+    visit_json_objects(
+        path, options.tally, partial(_visit, builder), max_line_bytes=options.max_line_bytes
+    )
     return builder
+
+
+def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
+    return file_refs(SourceKind.CLAUDE_CODE, session_files(home), read_session)

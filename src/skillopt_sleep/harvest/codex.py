@@ -18,17 +18,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from skillopt_sleep.harvest.common import MAX_FINALS, SELF_MARKER, SessionBuilder
+from skillopt_sleep.harvest.common import MAX_FINALS, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
-from skillopt_sleep.harvest.lines import DEFAULT_MAX_LINE_BYTES, LineTally, visit_json_objects
+from skillopt_sleep.harvest.lines import visit_json_objects
+from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs
 from skillopt_sleep.harvest.skillhint import skill_in_text
 
-__all__ = ["read_session", "session_files"]
+__all__ = ["list_sessions", "read_session", "session_files"]
 
 _MAX_RAW_MESSAGES = 200
 _MAX_RAW_CHARS = 16_000
@@ -148,17 +150,11 @@ def _visit(
         _on_item(builder, payload, responses)
 
 
-def read_session(
-    path: Path,
-    tally: LineTally,
-    *,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    self_markers: tuple[str, ...] = (SELF_MARKER,),
-) -> SessionBuilder:
-    builder = SessionBuilder(source=SourceKind.CODEX, path=path, self_markers=self_markers)
+def read_session(path: Path, options: ReadOptions) -> SessionBuilder:
+    builder = SessionBuilder(source=SourceKind.CODEX, path=path, self_markers=options.self_markers)
     events, items, responses = _Stream(), _Stream(), _Stream()
     visit = partial(_visit, builder, events, items, responses)
-    visit_json_objects(path, tally, visit, max_line_bytes=max_line_bytes)
+    visit_json_objects(path, options.tally, visit, max_line_bytes=options.max_line_bytes)
     users = events.users or items.users or responses.users
     assistants = next((s for s in (events, items) if s.n_assistants), responses)
     for text in users:
@@ -167,3 +163,7 @@ def read_session(
         builder.add_assistant_text(text)
     builder.n_assistant = assistants.n_assistants
     return builder
+
+
+def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
+    return file_refs(SourceKind.CODEX, session_files(home), read_session)

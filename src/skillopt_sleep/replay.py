@@ -39,6 +39,7 @@ from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
 
 __all__ = [
+    "ATTEMPT_TOKENS",
     "RUBRIC_PASS",
     "Docs",
     "Job",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 RUBRIC_PASS = 0.8
+ATTEMPT_TOKENS = 1024  # an attempt's reply limit
 
 
 @functools.lru_cache(maxsize=4096)
@@ -163,7 +165,7 @@ class Replayer:
     record: Callable[[list[dict[str, Any]]], None] | None = None
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     progress: Progress | None = None
-    attempt_tokens: int = 1024
+    attempt_tokens: int = ATTEMPT_TOKENS
     # Rows buffered before an append: 1 = each result is journalled as it lands, so a
     # resumed night pays only for calls that never answered (the run directory's journal
     # batches its fsyncs by time, not by count).

@@ -1,7 +1,8 @@
 """What a night takes from the task archive and gives back to it.
 
 It takes the edits earlier nights could not test (:func:`carried_edits`); once it has completed,
-it commits tonight's harvest, each task's outcome under the live documents, the fate of
+it commits tonight's harvest, every judged sample by the question it answered
+(:mod:`.quiet`), each task's outcome under the live documents, the fate of
 every carried edit, and retires tasks solved or no longer asked for (:func:`commit_archive`,
 idempotent, so a resumed night commits once).
 """
@@ -15,6 +16,7 @@ from typing import Any
 from skillopt.types import EditRecord
 from skillopt_sleep.night.crossfit import Candidate
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
+from skillopt_sleep.night.quiet import keep_samples
 from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -54,6 +56,7 @@ def commit_archive(
 ) -> dict[str, Any]:
     """Tonight's harvest, outcomes and carried edits into the archive (idempotent)."""
     commit_gathered(archive, gathered, night=night_no, now=now)
+    keep_samples(night, archive, gathered.tasks, night.run.read_rollouts(), night_no=night_no)
     if decision is None:
         return {}
     scores = decision.start_scores

@@ -17,7 +17,9 @@ What it keeps:
 - **harvested**: the per-file harvest cursor (see :mod:`skillopt_sleep.harvest.files`)
   and the harvest window's start once harvesting began;
 - **mining_cache**: what mining a session digest produced, so no session is paid twice;
-- **carried_edits**: edits waiting for a night that can test them.
+- **carried_edits**: edits waiting for a night that can test them;
+- **sample_answers**: every judged sample by the question it answered, and from them each
+  task's noise (:mod:`skillopt_sleep.tasks.archive_answers`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from skillopt.logging import get_logger
 from skillopt.redact import redact_obj
 from skillopt.types import Origin, Split, TaskRecord
+from skillopt_sleep.tasks.archive_answers import AnswersSide
 from skillopt_sleep.tasks.archive_base import instant, iso
 from skillopt_sleep.tasks.archive_cursor import ALL_HISTORY, HarvestSide
 from skillopt_sleep.tasks.archive_db import connect
@@ -53,7 +56,7 @@ LEGACY_STATE_NAME = "state.json"
 _log = get_logger(__name__)
 
 
-class TaskArchive(HarvestSide, EditsSide):
+class TaskArchive(HarvestSide, EditsSide, AnswersSide):
     """See the module docstring. Methods raise :class:`CorruptStateError` naming the file
     when its content cannot be trusted."""
 

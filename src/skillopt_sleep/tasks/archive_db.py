@@ -4,6 +4,11 @@ WAL journal with ``synchronous=FULL``: a killed process (or a crash mid-night) l
 last committed transaction intact and never a half-written one. A file that is not a
 database, fails SQLite's integrity check or carries a schema this code does not know is a
 :class:`CorruptStateError` naming the file; it is never reset silently.
+
+An archive of an older schema is brought up to date when opened, in the same transaction
+that checks it (:data:`_MIGRATIONS`: each step only adds, so nothing recorded is lost):
+
+- 1 -> 2: ``sample_answers``, every judged sample by the question it answered.
 """
 
 from __future__ import annotations
@@ -17,10 +22,26 @@ from skillopt.errors import CorruptStateError, LockHeldError
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 
-_SCHEMA = """
+_SAMPLE_ANSWERS = """
+CREATE TABLE IF NOT EXISTS sample_answers (
+    task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    task_hash   TEXT NOT NULL,     -- what the target and the judge see of the task
+    docs_hash   TEXT NOT NULL,     -- skill.memory hashes, as the target sees them
+    answer_key  TEXT NOT NULL,     -- models and settings that change answers or verdicts
+    sample_id   INTEGER NOT NULL,
+    run_id      TEXT NOT NULL,
+    night       INTEGER NOT NULL,
+    score       REAL NOT NULL,     -- the gate's score of this one sample
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (task_id, task_hash, docs_hash, answer_key, sample_id, run_id)
+);
+"""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -81,6 +102,12 @@ CREATE TABLE IF NOT EXISTS carried_edits (
     updated_at     TEXT NOT NULL
 );
 """
+    + _SAMPLE_ANSWERS
+)
+
+
+_MIGRATIONS: dict[int, str] = {2: _SAMPLE_ANSWERS}
+"""Schema version -> the statements that bring the version before it up to it."""
 
 
 @contextlib.contextmanager
@@ -143,6 +170,13 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
+            )
+        elif version < SCHEMA_VERSION:
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(_MIGRATIONS[step]):
+                    conn.execute(statement)
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
         elif version > SCHEMA_VERSION:
             raise CorruptStateError(

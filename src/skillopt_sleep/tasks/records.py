@@ -20,6 +20,9 @@ __all__ = [
     "EditStatus",
     "HarvestWindow",
     "MinedSession",
+    "NoiseEstimate",
+    "Question",
+    "SampleAnswer",
 ]
 
 
@@ -108,6 +111,54 @@ class MinedSession:
     tasks: tuple[TaskRecord, ...]
     calls: int = 0
     fallback_cause: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Question:
+    """What determines a sample's verdict, apart from its sample id: the task as the target
+    and the judge see it, the documents, and the models and settings (``answer_key``)."""
+
+    task_id: str
+    task_hash: str
+    docs_hash: str
+    answer_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleAnswer:
+    """One judged sample: its question, sample id and the gate's score of it."""
+
+    question: Question
+    sample_id: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoiseEstimate:
+    """How one question's recorded samples agree (across every night that drew them).
+
+    ``disagreement`` is the share of pairs of distinct samples whose scores differ (0 when
+    they all agree, or with fewer than two samples): an unbiased estimate of the chance two
+    fresh samples would disagree. A task is *steady* when it has samples and they all agree.
+    """
+
+    samples: int = 0
+    passes: int = 0  # samples whose score is a full pass (>= 1.0)
+    low: float = 0.0  # lowest and highest sample score
+    high: float = 0.0
+    disagreement: float = 0.0
+
+    @property
+    def steady(self) -> bool:
+        return self.samples > 0 and self.high - self.low <= 1e-9
+
+    def steady_pass(self, min_samples: int) -> bool:
+        """Every one of at least ``min_samples`` samples passed."""
+        return self.steady and self.samples >= min_samples and self.low >= 1.0
+
+    def steady_fail(self, min_samples: int) -> bool:
+        """Every one of at least ``min_samples`` samples failed, with the same score."""
+        return self.steady and self.samples >= min_samples and self.high < 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -148,7 +148,7 @@ async def quiet_decision(
         else "no model call"
     )
     line = (
-        f"quiet night: {sessions}; all {len(tasks)} task(s) already pass under the live "
-        f"documents and models ({need}+ agreeing samples each): nothing to learn, {spent}"
+        f"quiet night: {sessions}; every one of the {len(tasks)} task(s) already passes under "
+        f"the live documents and models ({need}+ agreeing samples each): nothing to learn, {spent}"
     )
     return Quiet(decision=decision, line=line)

@@ -1,0 +1,95 @@
+"""The archive's sample answers: kept by question, read back as a per-task noise estimate,
+and an archive of the older schema brought up to date in place (its records kept)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from skillopt.types import TaskRecord
+from skillopt_sleep.tasks.archive import TaskArchive, open_archive
+from skillopt_sleep.tasks.archive_db import SCHEMA_VERSION
+from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
+
+NOW = datetime(2026, 11, 27, 2, 30, tzinfo=UTC)
+
+
+def _q(task_id: str, docs: str = "d1", key: str = "k1") -> Question:
+    return Question(task_id=task_id, task_hash=f"h-{task_id}", docs_hash=docs, answer_key=key)
+
+
+def _answers(q: Question, *scores: float, first: int = 0) -> list[SampleAnswer]:
+    return [SampleAnswer(question=q, sample_id=first + i, score=s) for i, s in enumerate(scores)]
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Iterator[TaskArchive]:
+    with open_archive(tmp_path / "tasks.sqlite", now=NOW) as opened:
+        opened.record_mined(
+            [TaskRecord(id=t, intent=f"do {t}") for t in ("steady", "noisy", "failing")],
+            night=1,
+            now=NOW,
+        )
+        yield opened
+
+
+def test_noise_is_per_question_and_counts_every_night(archive: TaskArchive) -> None:
+    written = archive.record_answers(
+        [*_answers(_q("steady"), 1.0, 1.0), *_answers(_q("noisy"), 1.0, 1.0, 1.0),
+         *_answers(_q("failing"), 0.0, 0.0), *_answers(_q("unknown"), 1.0)],
+        night=1, run_id="r1", now=NOW,
+    )  # fmt: skip
+    assert written == 7  # a task the archive does not hold is skipped
+    # a later night's sample of the same question (same sample id, another run) adds up
+    archive.record_answers(_answers(_q("noisy"), 0.0), night=2, run_id="r2", now=NOW)
+    # a resumed night recording again keeps each sample once
+    again = archive.record_answers(_answers(_q("noisy"), 0.0), night=2, run_id="r2", now=NOW)
+    assert again == 0
+
+    steady = archive.task_noise("steady", "d1", "k1", task_hash="h-steady")
+    assert steady == NoiseEstimate(samples=2, passes=2, low=1.0, high=1.0, disagreement=0.0)
+    assert steady.steady and steady.steady_pass(2) and not steady.steady_pass(3)
+    noisy = archive.task_noise("noisy", "d1", "k1", task_hash="h-noisy")
+    assert (noisy.samples, noisy.passes) == (4, 3)
+    assert noisy.disagreement == pytest.approx(0.5)  # 6 of 12 ordered pairs differ
+    assert not noisy.steady and not noisy.steady_pass(1) and not noisy.steady_fail(1)
+    failing = archive.task_noise("failing", "d1", "k1", task_hash="h-failing")
+    assert failing.steady_fail(2) and not failing.steady_pass(1)
+
+    # another document, model or wording of the task is another question: nothing known
+    for other in (
+        archive.task_noise("steady", "d2", "k1", task_hash="h-steady"),
+        archive.task_noise("steady", "d1", "k2", task_hash="h-steady"),
+        archive.task_noise("steady", "d1", "k1", task_hash="reworded"),
+    ):
+        assert other == NoiseEstimate() and not other.steady
+    assert archive.noise([_q("steady"), _q("steady", docs="d2")]) == {_q("steady"): steady}
+
+
+def test_an_archive_of_schema_1_is_brought_up_to_date_and_keeps_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.sqlite"
+    with open_archive(path, now=NOW) as archive:
+        archive.record_mined([TaskRecord(id="t1", intent="do t1")], night=1, now=NOW)
+        archive.record_outcomes(night=1, run_id="r1", docs_hash="d1", scores={"t1": 1.0},
+                                passed={"t1": True}, now=NOW)  # fmt: skip
+    conn = sqlite3.connect(path)  # what the first schema's code left behind
+    conn.execute("DROP TABLE sample_answers")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+
+    with open_archive(path, now=NOW) as archive:
+        assert [t.id for t in archive.tasks()] == ["t1"]
+        assert archive.outcome_history("t1")[0]["passed"] is True
+        archive.record_answers(_answers(_q("t1"), 1.0), night=2, run_id="r2", now=NOW)
+        assert archive.task_noise("t1", "d1", "k1", task_hash="h-t1").samples == 1
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    conn.close()
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 2

@@ -1,10 +1,11 @@
 """Progress of a run (a night, a training run) on a terminal: one protocol, one display.
 
 A run reports stage starts, planned calls, finished calls (with their accounting stage)
-and notes. :class:`TtyProgress` shows ``[stage] calls done/planned (by stage) errors eta
-elapsed`` on one line of a terminal, redrawn on those events only (no timer, at most every
-``min_interval`` seconds), with notes as permanent lines above it. Off a terminal the
-structured logs are the record: :func:`terminal_progress` returns ``None`` there.
+and notes. :class:`TtyProgress` shows ``[stage] calls done/planned (by stage) cache hits
+errors eta elapsed`` on one line of a terminal (a reply the response cache served is no
+model call: it is counted apart and leaves the plan), redrawn on those events only (no
+timer, at most every ``min_interval`` seconds), with notes as permanent lines above it.
+Off a terminal the structured logs are the record: :func:`terminal_progress` returns ``None`` there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ class Progress(Protocol):
 
     def calls_planned(self, n: int) -> None: ...
 
-    def call_done(self, *, ok: bool = True, stage: str = "") -> None: ...
+    def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
+        """A planned call finished; ``cached``: the response cache answered it (no model call)."""
+        ...
 
     def note(self, message: str) -> None: ...
 
@@ -50,6 +53,7 @@ class TtyProgress:
         self.done = 0
         self.errors = 0
         self.planned = 0
+        self.cache_hits = 0
         self.by_stage: dict[str, int] = {}
         self.started = time.monotonic()
         self._min_interval = min_interval
@@ -61,6 +65,7 @@ class TtyProgress:
     def stage(self, name: str) -> None:
         self._end_line()
         self.current, self.done, self.errors, self.planned = name, 0, 0, 0
+        self.cache_hits = 0
         self.by_stage = {}
         self.started = time.monotonic()
         self._draw(force=True)
@@ -69,7 +74,12 @@ class TtyProgress:
         self.planned += n
         self._draw()
 
-    def call_done(self, *, ok: bool = True, stage: str = "") -> None:
+    def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
+        if cached:
+            self.cache_hits += 1
+            self.planned = max(0, self.planned - 1)
+            self._draw()
+            return
         self.done += 1
         self.errors += 0 if ok else 1
         if stage:
@@ -118,6 +128,7 @@ class TtyProgress:
         stages = ", ".join(f"{name} {n}" for name, n in sorted(self.by_stage.items()))
         detail = f" ({stages})" if stages else ""
         errors = f"  errors {self.errors}" if self.errors else ""
+        errors = (f"  cache hits {self.cache_hits}" if self.cache_hits else "") + errors
         eta = ""
         if self.done and self.planned > self.done:
             eta = f"  eta {elapsed / self.done * (self.planned - self.done):.0f}s"

@@ -2,7 +2,8 @@
 
 The night reports stage starts, planned calls and finished calls through the one progress
 protocol of :mod:`skillopt.progress`; on a terminal each finished stage keeps its line
-(calls done/total, errors), off one :class:`LogProgress` logs a line per stage and note.
+(model calls done/total, cache hits apart, errors), off one :class:`LogProgress` logs a
+line per stage and note.
 """
 
 from __future__ import annotations
@@ -30,17 +31,22 @@ class LogProgress:
         self.done = 0
         self.errors = 0
         self.planned = 0
+        self.cache_hits = 0
 
     def stage(self, name: str) -> None:
         if self.current:
-            _log.info("night.stage_done", stage=self.current, calls=self.done, errors=self.errors)
+            self._stage_done()
         self.current, self.done, self.errors, self.planned = name, 0, 0, 0
+        self.cache_hits = 0
         _log.info("night.stage", stage=name)
 
     def calls_planned(self, n: int) -> None:
         self.planned += n
 
-    def call_done(self, *, ok: bool = True, stage: str = "") -> None:
+    def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
+        if cached:
+            self.cache_hits += 1
+            return
         self.done += 1
         self.errors += 0 if ok else 1
 
@@ -49,8 +55,12 @@ class LogProgress:
 
     def close(self) -> None:
         if self.current:
-            _log.info("night.stage_done", stage=self.current, calls=self.done, errors=self.errors)
+            self._stage_done()
         self.current = ""
+
+    def _stage_done(self) -> None:
+        _log.info("night.stage_done", stage=self.current, calls=self.done,
+                  cache_hits=self.cache_hits, errors=self.errors)  # fmt: skip
 
 
 def default_progress(stream: TextIO | None = None) -> NightProgress:

@@ -251,7 +251,9 @@ class Reflector:
                 if self.progress is not None:
                     self.progress.call_done(ok=False)
                 raise
-            if self.progress is not None:
+            if self.progress is not None and done.cached:
+                self.progress.call_done(ok=True, cached=True)  # no model call: shown apart
+            elif self.progress is not None:
                 self.progress.call_done(ok=True)
             raw = sanitize(done.text)
             raws.append(raw)

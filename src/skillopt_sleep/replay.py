@@ -37,6 +37,7 @@ from skillopt.replies import parse_reply
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
+from skillopt_sleep.ledger import SampleCost
 
 __all__ = [
     "ATTEMPT_TOKENS",
@@ -175,6 +176,7 @@ class Replayer:
     reused: int = 0
     judging: JudgeTally = field(default_factory=JudgeTally)
     errors: ErrorGroups = field(default_factory=ErrorGroups)
+    costs: list[SampleCost] = field(default_factory=list)  # what each sample drawn here cost
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _evidence: list[dict[str, Any]] = field(default_factory=list)
 
@@ -229,8 +231,12 @@ class Replayer:
     def _calls_for(task: TaskRecord) -> int:
         return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
 
-    def _tick(self, ok: bool) -> None:
-        if self.progress is not None:
+    def _tick(self, ok: bool, *, cached: bool = False) -> None:
+        if self.progress is None:
+            return
+        if cached:  # the response cache answered: no model call, shown apart
+            self.progress.call_done(ok=ok, cached=True)
+        else:
             self.progress.call_done(ok=ok)
 
     async def _one(self, job: Job) -> RolloutResult:
@@ -265,18 +271,21 @@ class Replayer:
             "memory_hash": docs.memory_hash,
         }
         evidence: list[dict[str, Any]] = []
+        spent = _Spent()
         try:
             done = await self._attempt(job, request)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
+            spent.attempt = int(not isinstance(exc, BudgetExceededError))
             failed = RolloutResult(**base, error=_cause(exc))
-            return self._finish(job, failed, evidence, failure=(job.phase, exc))
-        self._tick(True)
+            return self._finish(job, failed, evidence, spent, failure=(job.phase, exc))
+        self._tick(True, cached=done.cached)
+        spent.attempt = int(not done.cached)
         response = sanitize(done.text)
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
         tokens = done.usage.total_tokens
         try:
-            verdict = await self._judge(task, response, done.tools_called, evidence)
+            verdict = await self._judge(task, response, done.tools_called, evidence, spent)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             result = RolloutResult(
                 **base,
@@ -286,7 +295,7 @@ class Replayer:
                 tokens=tokens,
                 error=f"{JUDGE_ERROR}{_cause(exc)}",
             )
-            return self._finish(job, result, evidence, failure=(f"{job.phase}.judge", exc))
+            return self._finish(job, result, evidence, spent, failure=(f"{job.phase}.judge", exc))
         result = RolloutResult(
             **base,
             response=response,
@@ -299,7 +308,7 @@ class Replayer:
             latency=done.latency,
             tokens=tokens,
         )
-        return self._finish(job, result, evidence)
+        return self._finish(job, result, evidence, spent)
 
     async def _attempt(self, job: Job, request: CompletionRequest) -> Completion:
         """The attempt's reply: a model call, or the answer an earlier run of this night
@@ -323,6 +332,7 @@ class Replayer:
         response: str,
         tools: tuple[str, ...],
         evidence: list[dict[str, Any]],
+        spent: _Spent,
     ) -> JudgeResult:
         local = judge_local(task, response, tools)
         if local is not None:
@@ -349,6 +359,7 @@ class Replayer:
         try:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
+            spent.judge = 1
             self._tick(False)
             self.judging.failed += 1
             self.judging.causes[_cause(exc)] += 1
@@ -356,7 +367,8 @@ class Replayer:
         except BudgetExceededError:
             self._tick(False)
             raise
-        self._tick(True)
+        self._tick(True, cached=done.cached)
+        spent.judge = int(not done.cached)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
         return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
 
@@ -365,11 +377,25 @@ class Replayer:
         job: Job,
         result: RolloutResult,
         evidence: list[dict[str, Any]],
+        spent: _Spent,
         *,
         failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
-        """Remember ``result``; ``failure`` is (stage, error) when a call failed."""
+        """Remember ``result`` and what it cost; ``failure`` is (stage, error) when a call
+        failed."""
         self.done[job.key] = result
+        self.costs.append(
+            SampleCost(
+                stage=job.phase,
+                task_id=job.task.id,
+                docs=f"{result.skill_hash}:{result.memory_hash}",
+                sample_id=job.sample_id,
+                score=(float(result.hard), float(result.soft)),
+                attempt_calls=spent.attempt,
+                judge_calls=spent.judge,
+                failed=bool(result.error),
+            )
+        )
         grouped: dict[str, str] = {}
         if failure is not None:
             stage, exc = failure
@@ -397,6 +423,14 @@ class Replayer:
         if len(self._rows) >= self.flush_every or len(self._evidence) >= 2 * self.flush_every:
             self.flush()
         return result
+
+
+@dataclass
+class _Spent:
+    """Model calls one sample made (a reply the response cache served is none)."""
+
+    attempt: int = 0
+    judge: int = 0
 
 
 def _cause(exc: BaseException) -> str:

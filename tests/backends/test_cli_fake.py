@@ -546,3 +546,34 @@ def test_tool_shims_log_calls_and_print_fixed_output(tmp_path: Path) -> None:
     assert not shims.log_path.is_relative_to(tmp_path / "ws")  # outside the agent's workspace
     with pytest.raises(ConfigError):
         install_shims(tmp_path / "ws", tmp_path / "log", ["rm -rf /"])
+
+
+# ------------------------------------------------------------------------- provider caching
+async def test_cli_members_report_the_prompt_tokens_their_provider_cached(
+    tmp_path: Path,
+) -> None:
+    """claude counts cache reads and writes apart from input_tokens (the prompt is all
+    three); codex counts cached_input_tokens inside input_tokens."""
+    claude = json.dumps(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": "ANSWER:7",
+            "usage": {
+                "input_tokens": 5,
+                "cache_read_input_tokens": 300,
+                "cache_creation_input_tokens": 20,
+                "output_tokens": 4,
+            },
+        }
+    )
+    codex = codex_events("x").replace(
+        '"input_tokens": 40,', '"input_tokens": 40, "cached_input_tokens": 32,'
+    )
+    seen = []
+    for kind, stdout in ((CliKind.CLAUDE, claude), (CliKind.CODEX, codex)):
+        fake = write_fake_cli(tmp_path / kind.value, kind.value, stdout=stdout, last_message="A")
+        out = await member(fake, kind, tmp_path / kind.value).complete(req("seven?"))
+        seen.append((out.usage.prompt_tokens, out.usage.cached_tokens))
+    assert seen == [(325, 300), (40, 32)]

@@ -73,6 +73,22 @@ EXPECTED_ROUTE = {"oc": "chat", "orr": "responses", "ac": "azure_chat", "ar": "a
 
 
 @pytest.mark.parametrize("index", range(4))
+async def test_each_kind_reports_the_prompt_tokens_the_provider_cached(
+    server: FakeModelServer, index: int
+) -> None:
+    """``prompt_tokens_details.cached_tokens`` (chat) and ``input_tokens_details`` (Responses)
+    reach the completion's usage as the cached part of the prompt."""
+    cfg = configs(server)[index]
+    server.script(cfg.name, Reply(usage=(2048, 9), cached_tokens=1920))
+    backend = build_http_member(cfg, environ=ENV)
+    try:
+        done = await backend.complete(CompletionRequest(role=Role.TARGET, prompt="hello"))
+    finally:
+        await backend.aclose()
+    assert (done.usage.prompt_tokens, done.usage.cached_tokens) == (2048, 1920)
+
+
+@pytest.mark.parametrize("index", range(4))
 async def test_each_kind_speaks_its_route(server: FakeModelServer, index: int) -> None:
     cfg = configs(server)[index]
     server.script(cfg.name, Reply(usage=(21, 4)))

@@ -92,6 +92,7 @@ async def test_stage_counter_tallies_calls_and_tokens_per_stage() -> None:
         "cache_hits": 0,
         "prompt_tokens": 22,
         "completion_tokens": 4,
+        "cached_tokens": 0,
     }
     assert StageCounter.delta({"rollout": snap["rollout"]}, snap) == {"analyst": snap["analyst"]}
     assert seen == ["rollout", "rollout", "analyst"]

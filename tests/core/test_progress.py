@@ -31,6 +31,18 @@ def test_night_stages_keep_their_line_and_notes_are_indented() -> None:
     assert lines[3:] == [""]
 
 
+def test_cache_hits_are_shown_apart_from_model_calls() -> None:
+    out = io.StringIO()
+    progress = TtyProgress(out, min_interval=0.0, keep_stage_lines=True)
+    progress.stage("baseline")
+    progress.calls_planned(3)
+    progress.call_done(ok=True)
+    progress.call_done(ok=True, cached=True)
+    progress.call_done(ok=True, cached=True)
+    progress.close()
+    assert re.fullmatch(r"\[baseline\] calls 1/1  cache hits 2  \d+s", screen(out.getvalue())[0])
+
+
 def test_trainer_steps_replace_each_other() -> None:
     out = io.StringIO()
     progress = TtyProgress(out, min_interval=0.0)

@@ -1,4 +1,5 @@
-"""The progress display counts every model call of a stage, reflection included."""
+"""The progress display counts every model call of a stage, reflection included, and the
+replies the response cache served apart (they are no model call)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class Recorder:
         self.current = ""
         self.done: Counter[str] = Counter()
         self.planned: Counter[str] = Counter()
+        self.cache_hits: Counter[str] = Counter()
 
     def stage(self, name: str) -> None:
         self.current = name
@@ -22,8 +24,12 @@ class Recorder:
     def calls_planned(self, n: int) -> None:
         self.planned[self.current] += n
 
-    def call_done(self, *, ok: bool) -> None:
-        self.done[self.current] += 1
+    def call_done(self, *, ok: bool, cached: bool = False) -> None:
+        if cached:
+            self.cache_hits[self.current] += 1
+            self.planned[self.current] -= 1
+        else:
+            self.done[self.current] += 1
 
     def note(self, message: str) -> None:
         pass
@@ -41,9 +47,12 @@ async def test_reflection_calls_show_in_the_progress(tmp_path: Path) -> None:
     reflects = {s["name"]: s["model_calls"] for s in stages if "reflect" in s["name"]}
     assert sum(reflects.values()) > 0
     for name, calls in reflects.items():
-        # folds whose reflection prompts coincide share one model call (the pool's cache)
-        assert progress.done[name] >= calls, name
+        # folds whose reflection prompts coincide share one model call (the pool's cache):
+        # the display counts the model calls, the cache hits apart
+        assert progress.done[name] == calls, name
         assert progress.planned[name] == progress.done[name], name
+    model_calls = {s["name"]: s["model_calls"] for s in stages}
+    assert all(progress.done[name] == n for name, n in model_calls.items() if name in progress.done)
 
 
 async def test_last_stage_line_comes_before_the_night_line(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ Behaviour per request comes from, in order: the member's scripted queue
 (echo of the last user message after ``latency`` seconds, usage numbers included).
 A :class:`Reply` can add latency, return any status with ``Retry-After`` /
 ``retry-after-ms`` headers, hang past a client timeout, drop the connection, send
-malformed JSON, empty content or any raw body (an HTML page), and set usage numbers.
+malformed JSON, empty content or any raw body (an HTML page), and set usage numbers
+(cached prompt tokens included, as OpenAI reports them).
 
 Every request is recorded (:attr:`FakeModelServer.requests`) with its parsed body and
 headers so tests can assert what was (not) sent. In-flight requests are counted per
@@ -66,6 +67,7 @@ class Reply:
     latency: float | None = None  # None: the server default
     headers: dict[str, str] = field(default_factory=dict)
     usage: tuple[int, int] | None = (11, 7)  # (prompt, completion); None: omit usage
+    cached_tokens: int | None = None  # prompt tokens the provider served from its prompt cache
     finish_reason: str = "stop"
     hang: bool = False  # never answer; the request ends when the client goes away
     drop: bool = False  # close the connection without any response
@@ -495,6 +497,8 @@ def _chat_body(model: str, text: str, reply: Reply) -> dict[str, Any]:
     if reply.usage is not None:
         p, c = reply.usage
         body["usage"] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+        if reply.cached_tokens is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     return body
 
 
@@ -524,7 +528,7 @@ def _responses_body(model: str, text: str, reply: Reply) -> dict[str, Any]:
             "input_tokens": p,
             "output_tokens": c,
             "total_tokens": p + c,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": reply.cached_tokens or 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         }
     return body

@@ -1,5 +1,9 @@
 """Call accounting per member, role and stage: calls, retries, failures, tokens, latency.
 
+``calls`` are model calls that answered; a reply the response cache served is no call and is
+counted apart (``cache_hits``). ``cached_tokens`` is the part of ``prompt_tokens`` the
+provider served from its own prompt cache, where it reports one.
+
 Everything here runs on the event loop thread, so plain counters need no locks. Latencies
 are kept in a bounded reservoir so a night of a million calls stays small in memory.
 """
@@ -28,6 +32,7 @@ class _Bucket:
     failures: Counter[str] = field(default_factory=Counter)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # part of prompt_tokens the provider served from its prompt cache
     estimated_tokens: int = 0  # part of the totals that was estimated, not reported
     latencies: list[float] = field(default_factory=list)
     seen_latencies: int = 0
@@ -52,6 +57,7 @@ class _Bucket:
             "failed": sum(self.failures.values()),
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
             "estimated_tokens": self.estimated_tokens,
             "tokens_estimated": self.estimated_tokens > 0,
             "latency_p50": _percentile(ordered, 0.50),
@@ -110,6 +116,7 @@ class Accounting:
             b.calls += 1
             b.prompt_tokens += usage.prompt_tokens
             b.completion_tokens += usage.completion_tokens
+            b.cached_tokens += usage.cached_tokens
             if usage.estimated:
                 b.estimated_tokens += usage.total_tokens
             b.add_latency(latency, self._rng)

@@ -92,6 +92,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated: bool = False  # True when counted as len/4, not reported by the API
+    # Part of ``prompt_tokens`` the provider served from its prompt cache (cheaper, faster):
+    # OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``.
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

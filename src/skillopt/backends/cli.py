@@ -173,7 +173,9 @@ class CliBackend:
             raise error
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
             usage = Usage(
-                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                cached_tokens=min(reply.cached_tokens, reply.prompt_tokens),
             )
         else:
             usage = Usage.estimate(prompt, reply.text)

@@ -130,11 +130,24 @@ class ClaudeFlavor:
         structured = final.get("structured_output")
         return ParsedReply(
             text=str(text),
-            prompt_tokens=_int(usage.get("input_tokens")),
+            prompt_tokens=_prompt_tokens(usage),
             completion_tokens=_int(usage.get("output_tokens")),
+            cached_tokens=_int(usage.get("cache_read_input_tokens")) or 0,
             structured=structured if isinstance(structured, dict) else None,
             extras={"num_turns": final.get("num_turns"), "cost_usd": final.get("total_cost_usd")},
         )
+
+
+def _prompt_tokens(usage: dict[str, Any]) -> int | None:
+    """Anthropic counts cache reads and cache writes apart from ``input_tokens``; the prompt
+    is all three (the cache reads are then reported as its cached part)."""
+    fresh = _int(usage.get("input_tokens"))
+    if fresh is None:
+        return None
+    cached = (
+        _int(usage.get(k)) or 0 for k in ("cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    return fresh + sum(cached)
 
 
 def _int(value: object) -> int | None:

@@ -156,6 +156,7 @@ class CodexFlavor:
             text=text,
             prompt_tokens=usage.get("input_tokens"),
             completion_tokens=usage.get("output_tokens"),
+            cached_tokens=usage.get("cached_input_tokens", 0),  # part of input_tokens
             structured=structured,
         )
 

@@ -104,6 +104,7 @@ class ParsedReply:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int = 0  # part of prompt_tokens served from the provider's prompt cache
     structured: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 

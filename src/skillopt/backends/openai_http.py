@@ -207,9 +207,11 @@ class OpenAIHttpBackend:
         _require_json(resp, self._name)
         usage = None
         if resp.usage is not None:
+            details = getattr(resp.usage, "input_tokens_details", None)
             usage = Usage(
                 prompt_tokens=resp.usage.input_tokens or 0,
                 completion_tokens=resp.usage.output_tokens or 0,
+                cached_tokens=_count(getattr(details, "cached_tokens", None)),
             )
         incomplete = getattr(resp, "incomplete_details", None)
         if incomplete is not None and getattr(incomplete, "reason", None) == "content_filter":
@@ -254,12 +256,22 @@ def _chat_reply(data: object, member: str) -> tuple[str, Usage | None, dict[str,
         usage = Usage(
             prompt_tokens=_count(raw_usage.get("prompt_tokens")),
             completion_tokens=_count(raw_usage.get("completion_tokens")),
+            cached_tokens=_cached(raw_usage),
         )
     return str(content), usage, {"finish_reason": choice.get("finish_reason")}
 
 
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _cached(usage: dict[str, Any]) -> int:
+    """Prompt tokens served from the provider's prompt cache: OpenAI and Azure report
+    ``prompt_tokens_details.cached_tokens``; Anthropic-compatible endpoints report
+    ``cache_read_input_tokens``."""
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    return cached or _count(usage.get("cache_read_input_tokens"))
 
 
 def _require_json(resp: object, member: str) -> None:

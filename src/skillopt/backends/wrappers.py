@@ -19,7 +19,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import anyio
@@ -41,6 +41,7 @@ __all__ = [
     "PoolWrapper",
     "RedactingCompleter",
     "StageCounter",
+    "StageSpend",
     "redact_request",
 ]
 
@@ -155,12 +156,34 @@ class DrainingCompleter(PoolWrapper):
 # --------------------------------------------------------------------------- budget
 
 
+@dataclass(kw_only=True)
+class StageSpend:
+    """One stage's line of the night's ledger: model calls (failed ones included; a reply the
+    response cache served is no call and is counted apart as a cache hit) and their tokens."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # part of prompt_tokens served from the provider's prompt cache
+    estimated_tokens: int = 0  # part of the tokens a member estimated (it reported none)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {**asdict(self), "tokens": self.tokens}
+
+
 class BudgetCompleter(PoolWrapper):
     """Enforces ``max_calls`` / ``max_tokens`` (0 = unlimited), checked before every call.
 
     A call is refused with :class:`BudgetExceededError` once the cap is reached; calls already
     in flight finish and are counted, so the overshoot is bounded by the pool's concurrency.
-    Cached replies cost nothing and are not counted.
+    Cached replies cost nothing and are not counted as calls; :attr:`stages` keeps them
+    apart, with each stage's calls, tokens and provider-cached tokens (the ledger).
     """
 
     def __init__(self, inner: Pool, *, max_calls: int = 0, max_tokens: int = 0) -> None:
@@ -170,7 +193,8 @@ class BudgetCompleter(PoolWrapper):
         self.calls = 0
         self.tokens = 0
         self.failures = 0
-        self.calls_by_stage: Counter[str] = Counter()
+        self.cached_tokens = 0  # part of ``tokens`` served from the provider's prompt cache
+        self.stages: dict[str, StageSpend] = {}
         self.errors_by_class: Counter[str] = Counter()
         self.reached: str = ""  # "calls" or "tokens" once the cap stopped a call
         self.estimated_tokens = 0  # part of ``tokens`` a member estimated (reported none)
@@ -208,32 +232,57 @@ class BudgetCompleter(PoolWrapper):
             f"night budget reached ({self.reached}: {self.calls} calls, {self.tokens} tokens)"
         )
 
+    @property
+    def cache_hits(self) -> int:
+        """Replies the response cache served (no model call, no spend)."""
+        return sum(row.cache_hits for row in self.stages.values())
+
+    @property
+    def calls_by_stage(self) -> dict[str, int]:
+        """Model calls per stage (cache hits are no calls)."""
+        return {name: row.calls for name, row in self.stages.items() if row.calls}
+
+    def _stage(self, name: str) -> StageSpend:
+        row = self.stages.get(name)
+        if row is None:
+            row = self.stages[name] = StageSpend()
+        return row
+
     async def complete(self, request: CompletionRequest) -> Completion:
         self._check()
+        row = self._stage(request.stage)
         self.calls += 1
-        self.calls_by_stage[request.stage] += 1
+        row.calls += 1
         try:
             done = await self.inner.complete(request)
         except Exception as exc:
             self.failures += 1
+            row.failed += 1
             self.errors_by_class[_error_class(exc)] += 1
             raise
         if done.cached:
             self.calls -= 1
-            self.calls_by_stage[request.stage] -= 1
+            row.calls -= 1
+            row.cache_hits += 1
         else:
-            self._count(done, request.stage)
+            self._count(done, row, request.stage)
         return done
 
-    def _count(self, done: Completion, stage: str) -> None:
-        used = done.usage.total_tokens
-        estimated = used if done.usage.estimated else 0
+    def _count(self, done: Completion, row: StageSpend, stage: str) -> None:
+        usage = done.usage
+        used = usage.total_tokens
+        estimated = used if usage.estimated else 0
         self.tokens += used
         self.estimated_tokens += estimated
-        row = self.usage_by_member.setdefault((done.member, stage), [0, 0, 0])
-        row[0] += 1
-        row[1] += used
-        row[2] += estimated
+        self.cached_tokens += usage.cached_tokens
+        row.prompt_tokens += usage.prompt_tokens
+        row.completion_tokens += usage.completion_tokens
+        row.cached_tokens += usage.cached_tokens
+        row.estimated_tokens += estimated
+        member = self.usage_by_member.setdefault((done.member, stage), [0, 0, 0])
+        member[0] += 1
+        member[1] += used
+        member[2] += estimated
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -244,7 +293,10 @@ class BudgetCompleter(PoolWrapper):
             "max_tokens": self.max_tokens,
             "budget_reached": self.reached,
             "estimated_tokens": self.estimated_tokens,
-            "calls_by_stage": dict(self.calls_by_stage),
+            "cached_tokens": self.cached_tokens,
+            "cache_hits": self.cache_hits,
+            "calls_by_stage": self.calls_by_stage,
+            "stages": {name: row.to_dict() for name, row in sorted(self.stages.items())},
             "errors_by_class": dict(self.errors_by_class),
         }
 
@@ -272,7 +324,13 @@ class StageCounter:
         completion = await self.inner.complete(request)
         row = self.stages.setdefault(
             request.stage,
-            {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0},
+            {
+                "calls": 0,
+                "cache_hits": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+            },
         )
         if completion.cached:
             row["cache_hits"] += 1
@@ -280,6 +338,7 @@ class StageCounter:
             row["calls"] += 1
             row["prompt_tokens"] += completion.usage.prompt_tokens
             row["completion_tokens"] += completion.usage.completion_tokens
+            row["cached_tokens"] += completion.usage.cached_tokens
         if self._on_call is not None:
             self._on_call(request.stage)
         return completion

@@ -162,6 +162,8 @@ class SpendRow:
     p95: str
     max: str
     note: str = ""
+    cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache
+    no_decision: int = 0  # calls that changed no decision (the ledger's, by stage only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +177,7 @@ class NightView:
     trials: tuple[Trial, ...]
     diffs: tuple[DocDiff, ...]
     spend: Mapping[str, Any]
+    ledger: Mapping[str, Any]
     by_stage: tuple[SpendRow, ...]
     by_member: tuple[SpendRow, ...]
     by_role: tuple[SpendRow, ...]
@@ -308,7 +311,9 @@ def curve_points(chart: Sequence[Mapping[str, Any]]) -> list[CurvePoint]:
     ]
 
 
-def _spend_row(name: str, s: Mapping[str, Any], note: str = "") -> SpendRow:
+def _spend_row(
+    name: str, s: Mapping[str, Any], note: str = "", ledger: Mapping[str, Any] | None = None
+) -> SpendRow:
     tokens = as_int(s.get("estimated_tokens")) or (
         as_int(s.get("prompt_tokens")) + as_int(s.get("completion_tokens"))
     )
@@ -323,17 +328,21 @@ def _spend_row(name: str, s: Mapping[str, Any], note: str = "") -> SpendRow:
         p95=seconds(s.get("latency_p95")),
         max=seconds(s.get("latency_max")),
         note=note,
+        cached_tokens=as_int((ledger or s).get("cached_tokens")),
+        no_decision=as_int((ledger or {}).get("no_decision")),
     )
 
 
 def spend_rows(
-    spend: Mapping[str, Any], pool: Mapping[str, Any]
+    spend: Mapping[str, Any], pool: Mapping[str, Any], ledger: Mapping[str, Any] | None = None
 ) -> tuple[list[SpendRow], list[SpendRow], list[SpendRow]]:
     """By stage, by member and by role; stages the pool did not account get the call count
-    from the night's own spend summary (no latency then)."""
+    from the night's own spend summary (no latency then). A stage's provider-cached tokens
+    and calls that changed no decision come from the night's ledger."""
     stages = dict(pool.get("by_stage") or {})
     for stage, calls in (spend.get("calls_by_stage") or {}).items():
         stages.setdefault(stage, {"calls": calls})
+    lines = (ledger or {}).get("stages") or {}
     members = pool.get("members") or {}
     by_member = []
     for name, s in sorted((pool.get("by_member") or {}).items()):
@@ -344,7 +353,7 @@ def spend_rows(
             note = "; ".join([note, *(f"{k}: {v}" for k, v in failures.items())]).strip("; ")
         by_member.append(_spend_row(str(name), s, note))
     return (
-        [_spend_row(str(k), v) for k, v in sorted(stages.items())],
+        [_spend_row(str(k), v, ledger=lines.get(k)) for k, v in sorted(stages.items())],
         by_member,
         [_spend_row(str(k), v) for k, v in sorted((pool.get("by_role") or {}).items())],
     )
@@ -412,7 +421,8 @@ def night_view(run_dir: Path) -> NightView:
     diagnostics = read_json(run_dir / "diagnostics.json")
     pool = diagnostics.get("pool") or {}
     pool_note = str(pool.get("error") or "") if isinstance(pool, dict) else ""
-    by_stage, by_member, by_role = spend_rows(r.get("spend") or {}, pool)
+    ledger = r.get("ledger") or {}
+    by_stage, by_member, by_role = spend_rows(r.get("spend") or {}, pool, ledger)
     intents = r.get("task_intents") or {}
     project = r.get("project_name") or r.get("project") or "project"
     return NightView(
@@ -425,6 +435,7 @@ def night_view(run_dir: Path) -> NightView:
         trials=tuple(_trial(t, intents) for t in r.get("trials") or []),
         diffs=tuple(proposal_diffs(run_dir)),
         spend=lenient(r.get("spend") or {}),
+        ledger=lenient(ledger),
         by_stage=tuple(by_stage),
         by_member=tuple(by_member),
         by_role=tuple(by_role),

@@ -215,6 +215,7 @@ class Fanout:
             progress=SkillProgress(parent.progress, sn.skill.name), dry_run=parent.dry_run,
             resumed=resumed,
         )  # fmt: skip
+        child.replayer.costs = parent.replayer.costs  # one ledger for the night
         if resumed:
             child.replayer.preload(run.read_rollouts())
         return child

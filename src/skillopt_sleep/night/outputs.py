@@ -27,6 +27,7 @@ def write_outputs(night: Night, report: NightReport, gathered: Gathered | None) 
         "reason": data["reason"],
         "pool": _safe_accounting(night),
         "spend": night.spend.summary(),
+        "ledger": data["ledger"],
         "rollout_errors": night.replayer.errors.to_list(),
         "reflect": {k: v.to_dict() for k, v in night.reflections.items()},
         "no_edit_reasons": night.no_edit_reasons,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.types import Split
 from skillopt_sleep import rundir
+from skillopt_sleep.ledger import build_ledger
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.gather_tasks import Gathered
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
@@ -111,6 +112,9 @@ class NightReport(_Frozen):
     test: TestScore | None
     notes: tuple[str, ...]
     spend: JsonObject
+    # what each call bought: per stage calls, cache hits, tokens, provider-cached tokens and
+    # calls that changed no decision (skillopt_sleep.ledger)
+    ledger: JsonObject
     reused_rollouts: int
     auto_adopted: tuple[str, ...]
     accepted_edits: tuple[JsonObject, ...]
@@ -199,6 +203,7 @@ def build_report(
         test=course.test,
         notes=tuple(night.notes),
         spend=night.spend.summary(),
+        ledger=build_ledger(night.spend.summary(), night.replayer.costs),
         reused_rollouts=night.replayer.reused,
         auto_adopted=tuple(course.adopted),
         estimate=estimate.said if estimate else None,

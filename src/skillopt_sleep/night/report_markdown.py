@@ -334,6 +334,37 @@ def _estimated(spend: Mapping[str, Any]) -> str:
     return f", {estimated} of them estimated (a member reported no usage)"
 
 
+def _ledger(ledger: Mapping[str, Any]) -> list[str]:
+    """What the calls bought: cache hits apart from calls, the provider-cached share of the
+    prompt tokens, calls that changed no decision, and a line per stage."""
+    if not ledger:
+        return []
+    share = ledger.get("cached_share")
+    cached = f" ({share:.0%} of prompt tokens)" if isinstance(share, int | float) else ""
+    out = [
+        f"- repeated requests answered from the response cache (no call): "
+        f"{ledger.get('cache_hits', 0)}; prompt tokens served from the provider's prompt "
+        f"cache: {ledger.get('cached_tokens', 0)}{cached}",
+        f"- calls that changed no decision: {ledger.get('no_decision', 0)} (repeat samples of "
+        "a task whose samples in that stage all scored alike)",
+    ]
+    stages = ledger.get("stages") or {}
+    if stages:
+        out += [
+            "",
+            "| stage | calls | cache hits | tokens | cached tokens | no decision |",
+            "|---|---:|---:|---:|---:|---:|",
+            *(
+                f"| {cell(name, 40)} | {row.get('calls', 0)} | {row.get('cache_hits', 0)} | "
+                f"{row.get('tokens', 0)} | {row.get('cached_tokens', 0)} | "
+                f"{row.get('no_decision', 0)} |"
+                for name, row in stages.items()
+            ),
+            "",
+        ]
+    return out
+
+
 def _spend(r: Mapping[str, Any]) -> list[str]:
     s = r.get("spend") or {}
     if not s:
@@ -349,6 +380,7 @@ def _spend(r: Mapping[str, Any]) -> list[str]:
         f"- tokens: {s.get('tokens', 0)}{_estimated(s)} (cap: calls "
         f"{s.get('max_calls') or 'none'}, tokens {s.get('max_tokens') or 'none'})",
     ]
+    out += _ledger(r.get("ledger") or {})
     if r.get("estimate"):
         out.append(f"- estimated before the night: {cell(r['estimate'], 300)}")
     if s.get("budget_reached"):

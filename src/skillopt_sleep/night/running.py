@@ -100,6 +100,7 @@ class Night:
         self.no_edit_reasons: list[str] = []
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
+        self._hits_at: dict[str, int] = {}
         self.stage = ""
 
     # -- small helpers ---------------------------------------------------------------
@@ -113,12 +114,14 @@ class Night:
         self.stage = name
         self.progress.stage(name)
         self._calls_at[name] = self.spend.calls
+        self._hits_at[name] = self.spend.cache_hits
         self.run.begin_stage(name, self.clock())
         self.observer.stage_started(name)
 
     def end(self, name: str, **extra: Any) -> None:
         calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
-        self.run.end_stage(name, self.clock(), model_calls=calls, **extra)
+        hits = self.spend.cache_hits - self._hits_at.get(name, self.spend.cache_hits)
+        self.run.end_stage(name, self.clock(), model_calls=calls, cache_hits=hits, **extra)
         self.observer.stage_ended(name)
 
     def jobs(

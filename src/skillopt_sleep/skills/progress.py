@@ -37,10 +37,11 @@ class SkillProgress:
     def calls_planned(self, n: int) -> None:
         self.parent.calls_planned(n)
 
-    def call_done(self, *, ok: bool = True, stage: str = "") -> None:
-        self.done += 1
-        self.errors += 0 if ok else 1
-        self.parent.call_done(ok=ok, stage=self.label)
+    def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
+        if not cached:
+            self.done += 1
+            self.errors += 0 if ok else 1
+        self.parent.call_done(ok=ok, stage=self.label, cached=cached)
 
     def note(self, message: str) -> None:
         _log.info("skills.note", skill=self.skill, stage=self.current, message=sanitize(message))

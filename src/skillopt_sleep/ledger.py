@@ -1,0 +1,119 @@
+"""The night's ledger: what each model call bought, per stage and per decision.
+
+Every stage's line comes from the budget wrapper's tally
+(:class:`skillopt.backends.wrappers.BudgetCompleter`): model calls (failed ones included), the
+replies the response cache served (counted apart: they are no call and cost nothing), tokens,
+and the prompt tokens the provider served from its own prompt cache (``cached_tokens``:
+OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``,
+the codex and claude CLIs' JSON usage; the copilot CLI reports no usage at all).
+
+**Calls that changed no decision.** The samples of a stage (rollout, trial, union,
+attribution, final) are what its decisions read: the task's pass state, and for the paired
+stages the accept or reject of an edit and the regression verdict of each task. Within one
+stage, a task is *settled* when every sample it got there, under every pair of documents
+tested there, scored alike (:func:`skillopt.paired.task_settled`). Then each pair of
+documents' first sample of the task is what tells the task's outcome, and every later sample
+changed no decision: the task's pass state is the same without it, and in a paired test each
+pair it makes has delta 0, which the sign-flip test leaves out and which does not change the
+sign of the mean gain (the gate's ``min_delta`` is 0 by default; with a positive one, a
+zero pair counts against the edit, and the ledger then overstates what could go). The
+samples' model calls (the attempt and its judge call; cache hits and results reused from an
+interrupted run excluded, a failed sample never counted) are the night's *no-decision*
+calls: what a test that stops at the first sample settling it would not have spent.
+Mining and reflection are never counted: they make the candidates the decisions are about.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skillopt.paired import task_settled
+
+__all__ = ["SampleCost", "build_ledger", "no_decision_calls"]
+
+JUDGE_STAGE = "judge"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SampleCost:
+    """One sample a stage drew: where it belongs, what it scored, what it cost."""
+
+    stage: str  # the job's phase: rollout, trial, union, attribution, final, ...
+    task_id: str
+    docs: str  # the documents' hashes: skill and memory
+    sample_id: int
+    score: tuple[float, float]  # (hard, soft)
+    attempt_calls: int  # 0 when the response cache answered, else 1
+    judge_calls: int  # model calls of its judging (0: judged locally or from the cache)
+    failed: bool = False
+
+    @property
+    def calls(self) -> int:
+        return self.attempt_calls + self.judge_calls
+
+
+def _settled(samples: list[SampleCost]) -> bool:
+    """Every sample scored alike, hard and soft (a score that is not finite never does)."""
+    if not all(math.isfinite(v) for s in samples for v in s.score):
+        return False
+    return all(task_settled([s.score[i] for s in samples], []) for i in (0, 1))
+
+
+def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
+    """Per decision stage: ``samples``, ``calls`` and ``no_decision`` calls (the attempts'
+    and their judge calls'), and the same split by accounting stage under ``by_stage``
+    (judge calls are the ``judge`` stage's there). See the module docstring."""
+    groups: dict[tuple[str, str], list[SampleCost]] = defaultdict(list)
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    by_stage: Counter[str] = Counter()
+    for s in samples:
+        groups[(s.stage, s.task_id)].append(s)
+        row = out[s.stage]
+        row["samples"] += 1
+        row["calls"] += s.calls
+    for (stage, _task), group in groups.items():
+        answered = [s for s in group if not s.failed]
+        if len(answered) < 2 or not _settled(answered):
+            continue
+        first: dict[str, int] = {}
+        for s in answered:
+            first[s.docs] = min(first.get(s.docs, s.sample_id), s.sample_id)
+        for s in answered:
+            if s.sample_id == first[s.docs]:
+                continue
+            out[stage]["no_decision"] += s.calls
+            by_stage[stage] += s.attempt_calls
+            by_stage[JUDGE_STAGE] += s.judge_calls
+    result = dict(out)
+    result["by_stage"] = by_stage
+    return result
+
+
+def build_ledger(spend: Mapping[str, Any], samples: Iterable[SampleCost]) -> dict[str, Any]:
+    """``report.json``'s ``ledger``: totals, each stage's line and each decision stage's
+    calls with those that changed no decision."""
+    decided = no_decision_calls(samples)
+    by_stage = decided.pop("by_stage")
+    stages: dict[str, Any] = {}
+    for name, row in (spend.get("stages") or {}).items():
+        stages[name] = {**row, "no_decision": by_stage.get(name, 0)}
+    prompt = sum(int(r.get("prompt_tokens") or 0) for r in stages.values())
+    cached = sum(int(r.get("cached_tokens") or 0) for r in stages.values())
+    return {
+        "calls": int(spend.get("calls") or 0),
+        "cache_hits": int(spend.get("cache_hits") or 0),
+        "tokens": int(spend.get("tokens") or 0),
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "cached_share": round(cached / prompt, 4) if prompt else None,
+        "no_decision": sum(by_stage.values()),
+        "stages": stages,
+        "decisions": {
+            name: {k: int(row.get(k, 0)) for k in ("samples", "calls", "no_decision")}
+            for name, row in sorted(decided.items())
+        },
+    }

@@ -1,0 +1,125 @@
+"""The night's ledger: what each call bought, from the endpoint's usage to report.json.
+
+A night runs against the fake OpenAI server on 127.0.0.1 playing the demo world, the server
+reporting usage as a provider does, with the prompt tokens its prefix cache would have
+served (``usage.prompt_tokens_details.cached_tokens``). What the server counted must be
+what report.json, diagnostics.json and run.json say: model calls counted once each, the
+replies the response cache served apart.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.ledger import SampleCost, build_ledger, no_decision_calls
+from skillopt_sleep.night.run import run_night
+from skillopt_sleep.rundir import RunStatus
+from support.fake_model_server import FakeModelServer, Reply, Request
+from support.prompt_cache import PromptCache, prompt_text
+from support.sleep_setup import http_config
+from support.world_http import world_reply
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
+    monkeypatch.setenv("SKILLOPT_TEST_FAKE_KEY", "test-key-not-secret")
+    return prepare_demo(tmp_path)
+
+
+class CachingProvider:
+    """A reply rule: the demo world's answer, with usage and cached prompt tokens."""
+
+    def __init__(self) -> None:
+        self.cache = PromptCache(block_tokens=16, min_tokens=64)
+        self.lock = threading.Lock()
+        self.seen: Counter[str] = Counter()
+
+    def __call__(self, request: Request) -> Reply:
+        usage = self.cache.usage(prompt_text(request.body))
+        with self.lock:
+            self.seen["calls"] += 1
+            self.seen["prompt"] += usage.prompt_tokens
+            self.seen["cached"] += usage.cached_tokens
+        return Reply(
+            text=world_reply(request),
+            usage=(usage.prompt_tokens, 5),
+            cached_tokens=usage.cached_tokens,
+        )
+
+
+async def test_the_ledger_shows_what_the_endpoint_counted(setup: DemoSetup) -> None:
+    provider = CachingProvider()
+    with FakeModelServer(rule=provider) as server:
+        outcome = await run_night(http_config(setup, server, folds=2), project=setup.project)
+    assert outcome.status is RunStatus.COMPLETE
+    seen = provider.seen
+    assert seen["cached"] > 0  # the instructions and documents lead, so prefixes repeat
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    diagnostics = json.loads((outcome.run_dir / "diagnostics.json").read_text())
+    ledger = report["ledger"]
+    assert diagnostics["ledger"] == ledger
+    assert (ledger["calls"], ledger["prompt_tokens"], ledger["cached_tokens"]) == (
+        seen["calls"],
+        seen["prompt"],
+        seen["cached"],
+    )
+    assert ledger["cached_share"] == round(seen["cached"] / seen["prompt"], 4)
+    stages = ledger["stages"]
+    # stage counts are model calls; the replies the response cache served are apart
+    assert sum(row["calls"] for row in stages.values()) == seen["calls"]
+    assert report["spend"]["calls_by_stage"] == {k: r["calls"] for k, r in stages.items()}
+    assert ledger["cache_hits"] == sum(row["cache_hits"] for row in stages.values()) > 0
+    run = json.loads((outcome.run_dir / "run.json").read_text())
+    assert sum(s.get("model_calls", 0) for s in run["stages"]) == seen["calls"]
+    assert sum(s.get("cache_hits", 0) for s in run["stages"]) == ledger["cache_hits"]
+    markdown = (outcome.run_dir / "report.md").read_text()
+    assert f"prompt cache: {seen['cached']} (" in markdown
+    html = (outcome.run_dir / "report.html").read_text()
+    assert f"{seen['cached']} prompt token(s) served from the provider" in html
+
+
+def _sample(stage: str, task: str, docs: str, k: int, score: float, **kw: int) -> SampleCost:
+    return SampleCost(
+        stage=stage,
+        task_id=task,
+        docs=docs,
+        sample_id=k,
+        score=(score, score),
+        attempt_calls=kw.get("attempt", 1),
+        judge_calls=kw.get("judge", 1),
+    )
+
+
+def test_repeat_samples_of_a_settled_task_changed_no_decision() -> None:
+    samples = [
+        # t1 scored alike under both documents on every sample: only each arm's first counts
+        *(_sample("trial", "t1", docs, k, 1.0) for docs in ("a", "b") for k in range(3)),
+        # t2's arms disagree: every sample is evidence
+        *(_sample("trial", "t2", "a", k, 1.0) for k in range(3)),
+        *(_sample("trial", "t2", "b", k, 0.0) for k in range(3)),
+        # a repeat the response cache answered (judge included) cost nothing
+        _sample("rollout", "t3", "a", 0, 0.5),
+        _sample("rollout", "t3", "a", 1, 0.5, attempt=0, judge=0),
+        _sample("rollout", "t3", "a", 2, 0.5, judge=0),
+    ]
+    decided = no_decision_calls(samples)
+    assert decided["trial"] == Counter(samples=12, calls=24, no_decision=8)
+    assert decided["rollout"] == Counter(samples=3, calls=3, no_decision=1)
+    assert decided["by_stage"] == Counter(trial=4, judge=4, rollout=1)
+
+
+def test_a_failed_sample_never_settles_a_task_nor_counts() -> None:
+    failed = SampleCost(
+        stage="union", task_id="t", docs="a", sample_id=1, score=(0.0, 0.0),
+        attempt_calls=1, judge_calls=0, failed=True,
+    )  # fmt: skip
+    samples = [_sample("union", "t", "a", 0, 1.0), failed, _sample("union", "t", "a", 2, 1.0)]
+    ledger = build_ledger({"calls": 5, "stages": {"union": {"calls": 3}}}, samples)
+    assert ledger["decisions"]["union"] == {"samples": 3, "calls": 5, "no_decision": 2}
+    assert ledger["stages"]["union"]["no_decision"] == 1 and ledger["no_decision"] == 2

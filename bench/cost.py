@@ -1,0 +1,421 @@
+"""What a night costs, next to what it buys: issue 21's targets, each beside today's figure.
+
+Runs nights of ``bench/lift.py`` (its worlds, history writer, CLI path and true score: this
+imports them) on the lift world over real HTTP on 127.0.0.1, plus one held-out world of
+``bench/lift_variants.py`` (``--variant``, default ``wide``). The fake endpoint reports
+usage as a provider would: prompt tokens (characters / 4 of every message), completion
+tokens, and the prompt tokens a provider's prefix cache would have served
+(``usage.prompt_tokens_details.cached_tokens``; ``tests/support/prompt_cache.py``: blocks
+of 128 tokens, prompts of 1024 tokens or more). It also prints the *prefix share*, the
+same measure with no minimum length: how much of what was sent repeats a prefix already
+sent (how well prompts are laid out for caching, whatever their size).
+
+Nights, each from the seed documents with a fresh state directory unless said:
+
+- **consistent**: first night, the model answers consistently. Tasks solved by the
+  adopted documents (true score, read from the files), calls per task (mining and judging
+  included), tokens, cached share; the per-stage ledger from ``report.json``.
+- **quiet**: the night after it, no new session (nothing left to learn once 24/24).
+- **noisy**: ``--noisy-nights`` first nights with 20 % of answers flipped (default 3; the
+  issue's target is over 20): harmful adoptions, mean true score, calls per task.
+- **estimate**: the spend printed before the night vs what it spent, on the three kinds.
+- **budget**: a first night capped at ``--budget-share`` (30 %) of the consistent night's
+  calls: exit code, result and lift (tasks solved above the seed) vs the uncapped lift.
+- **variant**: the consistent first night on the held-out world.
+
+Then wall, load average and CPU per call (the CLI processes' CPU over their model calls).
+
+Today's figures (issue 21, 24 tasks / 96 sessions) are printed beside each target. The
+baseline this script measured on main at 52e742b (2026-11-27, before the ledger; seed 7,
+latency 20 ms, 3 noisy nights; 2 loaded cores, wall 121 s):
+
+    consistent  24/24 solved, 539 calls = 22.5/task (judge 82, mine 101, reflect 5,
+                rollout 96, trial 183, union 72), 194,619 tokens; provider-cached 896
+                (1 %: few prompts reach 1024 tokens), prefix share 55 %
+    quiet       72 calls (rollout 48, judge 24), result no_edits
+    noisy x3    0/3 harmful adopted, mean 100 %, 2,717 calls mean (2,375-3,100) = 113/task
+    estimate    1,764 calls printed for all three (+227 %, -43 %, +2,350 %)
+    budget      --max-calls 162 (30 %): exit 1, failed, lift 0 vs 24
+    wide        40/40 solved, 848 calls = 21.2/task, 314,051 tokens
+    CPU         27.3 s over 9,773 calls = 3 ms per call
+    --quick     consistent 502 calls / 174k tokens, quiet 72, noisy 2,676, budget 151:
+                exit 0 budget_reached with lift 0, wide 844 (wall 16 s)
+
+    .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]
+                                   [--seed 7] [--latency 0.02] [--budget-share 0.3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lift import SEED_MEMORY, SEED_SKILL, Lab, Night, Shape, run_night, setup
+from lift_variants import SHAPES
+from lift_world.model import WorldModel
+from support.fake_model_server import FakeModelServer, Reply, Request
+from support.prompt_cache import CHARS_PER_TOKEN, PromptCache, prompt_text
+
+BUDGET_ENV = "SKILLOPT_SLEEP__BUDGET__MAX_CALLS"
+
+# Issue 21's figures for today (24 tasks, 96 sessions, through the real HTTP path).
+TODAY = {
+    "consistent_calls": 532,
+    "consistent_per_task": 22.0,
+    "consistent_tokens": 186_000,
+    "consistent_stages": "mine 94, rollout 96, judge 48, reflect 5, trial 217, union 72",
+    "noisy_calls": 2349,
+    "noisy_per_task": 98.0,
+    "quiet_calls": 72,
+    "estimate": "1,764 for the 532-call night, 1,764 for a 2,507-call night, 856 for 64",
+    "budget": "--max-calls 150: failed, exit 1",
+}
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+
+@dataclass
+class Meter:
+    """What the endpoint saw since the last take: prompt text sent and what repeated."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # a provider's rule (>= 1024-token prompts)
+    prefix_tokens: int = 0  # any prompt: tokens of a prefix already sent
+
+    def take(self) -> Meter:
+        out = Meter(**asdict(self))
+        self.__init__()  # type: ignore[misc]
+        return out
+
+
+@dataclass
+class Endpoint:
+    """One world served over HTTP, reporting usage with cached prompt tokens."""
+
+    shape: Shape
+    model: WorldModel
+    server: FakeModelServer
+    meter: Meter
+    provider: PromptCache = field(default_factory=PromptCache)
+    layout: PromptCache = field(default_factory=lambda: PromptCache(min_tokens=0))
+
+
+def serve(shape: Shape, latency: float) -> Endpoint:
+    model = WorldModel(world=shape.world)
+    meter = Meter()
+    server = FakeModelServer(latency=latency, reply_fn=model.reply)
+    endpoint = Endpoint(shape=shape, model=model, server=server, meter=meter)
+
+    def rule(request: Request) -> Reply:
+        text = model.reply(request)
+        sent = prompt_text(request.body)
+        usage = endpoint.provider.usage(sent)
+        prefix = endpoint.layout.usage(sent)
+        completion = max(1, len(text) // CHARS_PER_TOKEN)
+        meter.requests += 1
+        meter.prompt_tokens += usage.prompt_tokens
+        meter.completion_tokens += completion
+        meter.cached_tokens += usage.cached_tokens
+        meter.prefix_tokens += prefix.cached_tokens
+        return Reply(
+            text=text, usage=(usage.prompt_tokens, completion), cached_tokens=usage.cached_tokens
+        )
+
+    server.rule = rule
+    server.start()
+    return endpoint
+
+
+# --------------------------------------------------------------------------- one night
+
+
+@dataclass
+class Measured:
+    """One night as the user pays for it."""
+
+    kind: str
+    night: Night
+    tokens: int = 0
+    cached_tokens: int = 0  # as the night's own accounting reports it
+    estimate_calls: int | None = None
+    estimate_tokens: int | None = None
+    ledger: dict[str, Any] = field(default_factory=dict)
+    endpoint: Meter = field(default_factory=Meter)
+    cap: int = 0  # the night's --max-calls (0: none)
+
+    @property
+    def calls(self) -> int:
+        return self.night.calls
+
+    @property
+    def per_task(self) -> float | None:
+        return self.calls / self.night.total if self.night.total else None
+
+
+def night(
+    lab: Lab, endpoint: Endpoint, kind: str, number: int, *, noise: float, seed: int
+) -> Measured:
+    endpoint.meter.take()
+    done = run_night(lab, kind, number, noise=noise, seed=seed)
+    report = _report(lab.logs / f"{kind}-{number:02d}-run" / "report.json")
+    spend = report.get("spend") or {}
+    detail = report.get("estimate_detail") or {}
+    return Measured(
+        kind=kind,
+        night=done,
+        tokens=int(spend.get("tokens") or 0),
+        cached_tokens=int(spend.get("cached_tokens") or 0),
+        estimate_calls=detail.get("calls"),
+        estimate_tokens=detail.get("tokens"),
+        ledger=dict(report.get("ledger") or {}),
+        endpoint=endpoint.meter.take(),
+    )
+
+
+def _report(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# --------------------------------------------------------------------------- output
+
+
+def pct(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
+
+
+def stages(m: Measured) -> str:
+    """Calls per stage: the ledger's model calls (cache hits apart) when the night has one."""
+    rows = m.ledger.get("stages") if m.ledger else None
+    if isinstance(rows, dict) and rows:
+        return ", ".join(
+            f"{name} {row.get('calls', 0)}"
+            + (f" (+{row['cache_hits']} cached)" if row.get("cache_hits") else "")
+            for name, row in rows.items()
+        )
+    return ", ".join(f"{k} {v}" for k, v in sorted(m.night.calls_by_stage.items()) if v)
+
+
+def ledger_lines(m: Measured) -> list[str]:
+    rows = m.ledger.get("stages") if m.ledger else None
+    if not isinstance(rows, dict) or not rows:
+        return [f"  (no ledger in report.json) calls by stage: {stages(m)}"]
+    out = [
+        f"  {'stage':<12} {'calls':>6} {'cache hits':>10} {'tokens':>9} {'cached':>8} "
+        f"{'no decision':>11}"
+    ]
+    for name, row in rows.items():
+        out.append(
+            f"  {name:<12} {row.get('calls', 0):>6} {row.get('cache_hits', 0):>10} "
+            f"{row.get('tokens', 0):>9} {row.get('cached_tokens', 0):>8} "
+            f"{row.get('no_decision', '-'):>11}"
+        )
+    return out
+
+
+def brief(m: Measured) -> str:
+    return f"{m.night.solved}/{m.night.total} solved, {m.calls} calls"
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "NOT MET"
+
+
+def estimate_line(m: Measured) -> str:
+    if m.estimate_calls is None:
+        return f"  {m.kind:<10} no estimate printed ({m.calls} calls spent)"
+    err = (m.estimate_calls - m.calls) / m.calls if m.calls else float("inf")
+    tok = ""
+    if m.estimate_tokens is not None and m.tokens:
+        off = (m.estimate_tokens - m.tokens) / m.tokens
+        tok = f"; tokens {m.estimate_tokens} vs {m.tokens} ({off:+.0%})"
+    ok = abs(err) <= 0.3
+    return (
+        f"  {m.kind:<10} estimated {m.estimate_calls} calls, spent {m.calls} ({err:+.0%}){tok}"
+        f" [target +-30%: {verdict(ok)}]"
+    )
+
+
+def report(
+    nights: dict[str, list[Measured]], seed_solved: int, wall: float, load: float
+) -> list[str]:
+    lines: list[str] = []
+    first = nights["consistent"][0]
+    n = first.night
+    cached = first.endpoint
+    lines += [
+        "consistent first night (today: 532 calls, 22/task, 186k tokens; target >= 92% solved "
+        "in <= 8 calls/task, tokens <= 45% of today's):",
+        f"  solved {n.solved}/{n.total} ({n.score:.0%}) [>= 92%: {verdict(n.score >= 0.92)}]; "
+        f"{n.calls} calls = {first.per_task:.1f}/task "
+        f"[<= 8: {verdict((first.per_task or 99) <= 8)}]",
+        f"  tokens {first.tokens} (endpoint: {cached.prompt_tokens} prompt + "
+        f"{cached.completion_tokens} completion); cached {cached.cached_tokens} "
+        f"({pct(cached.cached_tokens, cached.prompt_tokens)} of prompt; night's ledger says "
+        f"{first.cached_tokens}); prefix share {pct(cached.prefix_tokens, cached.prompt_tokens)}",
+        f"  stages: {stages(first)}  (today: {TODAY['consistent_stages']})",
+        "  ledger:",
+        *ledger_lines(first),
+    ]
+    noisy = nights["noisy"]
+    if noisy:
+        harmful = sum(m.night.harmful_adopted for m in noisy)
+        mean = sum(m.night.score for m in noisy) / len(noisy)
+        per_task = sum(m.calls for m in noisy) / sum(m.night.total for m in noisy)
+        calls = [m.calls for m in noisy]
+        lines += [
+            f"20% flips, {len(noisy)} night(s) (today: 2,349 calls mean, ~98/task; target 0 "
+            "harmful in 20, mean >= 90%, <= 30 calls/task):",
+            f"  harmful adopted {harmful}/{len(noisy)} [{verdict(harmful == 0)}]; mean true "
+            f"score {mean:.0%} [{verdict(mean >= 0.9)}]; calls mean {sum(calls) / len(calls):.0f} "
+            f"({min(calls)}-{max(calls)}) = {per_task:.1f}/task [{verdict(per_task <= 30)}]",
+            f"  stages (first): {stages(noisy[0])}",
+        ]
+    quiet = nights["quiet"][0]
+    lines += [
+        f"quiet night (today: 72 calls; target <= 5): {quiet.calls} calls, result "
+        f"{quiet.night.result} [{verdict(quiet.calls <= 5)}]; stages: {stages(quiet) or 'none'}",
+        "estimate vs spend (today: 1,764 printed for a 532-call night):",
+        *(estimate_line(m) for m in (first, noisy[0] if noisy else None, quiet) if m),
+    ]
+    budget = nights["budget"]
+    if budget:
+        b = budget[0]
+        lift_uncapped = n.solved - seed_solved
+        lift_capped = b.night.solved - seed_solved
+        ok = b.night.exit_code == 0 and lift_capped * 2 >= lift_uncapped
+        lines.append(
+            f"budget night, --max-calls {b.cap} (today: --max-calls 150 ends failed, exit 1): exit "
+            f"{b.night.exit_code}, result {b.night.result}, {b.calls} calls; lift "
+            f"{lift_capped} vs uncapped {lift_uncapped} tasks [exit 0 and >= half: {verdict(ok)}]"
+        )
+    for m in nights["variant"]:
+        v = m.night
+        lines.append(
+            f"held-out world {m.kind}: first night solved {v.solved}/{v.total} ({v.score:.0%}), "
+            f"{v.calls} calls = {m.per_task:.1f}/task, tokens {m.tokens}, harmful adopted "
+            f"{v.harmful_adopted}; stages: {stages(m)}"
+        )
+    everything = [m for group in nights.values() for m in group]
+    calls = sum(m.calls for m in everything)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = kids.ru_utime + kids.ru_stime
+    lines.append(
+        f"wall {wall:.1f} s; load average {load:.2f} before, {os.getloadavg()[0]:.2f} after; CPU:"
+        f" nights {cpu:.1f} s over {calls} calls = {cpu / calls * 1000 if calls else 0:.0f} ms "
+        f"per call, endpoint + bench {own.ru_utime + own.ru_stime:.1f} s"
+    )
+    return lines
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller histories, 1 noisy night")
+    parser.add_argument("--noisy-nights", type=int, help="noisy first nights (3; quick 1)")
+    parser.add_argument("--variant", default="wide", help=f"held-out world ({', '.join(SHAPES)})")
+    parser.add_argument("--seed", type=int, default=7, help="world seed (history and noise)")
+    parser.add_argument("--latency", type=float, default=0.02, help="seconds per model reply")
+    parser.add_argument("--budget-share", type=float, default=0.3, help="cap / uncapped calls")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    if args.noisy_nights is None:
+        args.noisy_nights = 1 if args.quick else 3
+    if args.variant not in SHAPES:
+        parser.error(f"unknown variant {args.variant}; choose from {', '.join(SHAPES)}")
+    # what bench/lift.py's setup reads
+    args.lookback_hours, args.miner = 0.0, "llm"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="skillopt-bench-cost-"))
+    say = (lambda _: None) if args.json else (lambda s: print(s, flush=True))
+    shape = Shape()
+    nights: dict[str, list[Measured]] = {
+        k: [] for k in ("consistent", "quiet", "noisy", "budget", "variant")
+    }
+    endpoints: list[Endpoint] = []
+    try:
+        lift = serve(shape, args.latency)
+        endpoints.append(lift)
+        lab = setup(args, root / "lift", args.seed, lift.server, lift.model, shape)
+        seed_solved = shape.world.true_score(SEED_SKILL, SEED_MEMORY).solved
+        first = night(lab, lift, "consistent", 1, noise=0.0, seed=args.seed)
+        nights["consistent"].append(first)
+        say(f"consistent: {brief(first)}, {first.tokens} tokens")
+        quiet = night(lab, lift, "quiet", 2, noise=0.0, seed=args.seed)
+        nights["quiet"].append(quiet)
+        say(f"quiet: {quiet.calls} calls, {quiet.night.result}")
+        for i in range(1, args.noisy_nights + 1):
+            lab.reset()
+            m = night(lab, lift, "noisy", i, noise=shape.noise, seed=args.seed * 1000 + i)
+            nights["noisy"].append(m)
+            say(f"noisy {i}: {brief(m)}, harmful adopted {m.night.harmful_adopted}")
+        cap = max(1, round(first.calls * args.budget_share))
+        lab.reset()
+        lab.env[BUDGET_ENV] = str(cap)
+        try:
+            b = night(lab, lift, "budget", 1, noise=0.0, seed=args.seed)
+        finally:
+            lab.env.pop(BUDGET_ENV, None)
+        b.cap = cap
+        nights["budget"].append(b)
+        say(f"budget {cap}: exit {b.night.exit_code}, {b.night.result}, {brief(b)}")
+        vshape = SHAPES[args.variant]
+        held = serve(vshape, args.latency)
+        endpoints.append(held)
+        vlab = setup(args, root / args.variant, args.seed, held.server, held.model, vshape)
+        v = night(vlab, held, args.variant, 1, noise=0.0, seed=args.seed)
+        nights["variant"].append(v)
+    finally:
+        for e in endpoints:
+            e.server.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    lines = report(nights, seed_solved, time.perf_counter() - started, load)
+    if args.json:
+        doc = {
+            "args": vars(args),
+            "nights": {
+                k: [{**asdict(m), "score": m.night.score} for m in group]
+                for k, group in nights.items()
+            },
+            "summary": lines,
+        }
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print()
+        for line in lines:
+            print(line)
+        if args.keep:
+            print(f"work directory kept: {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,6 +26,7 @@ from skillopt.config import (
     redacted_dump,
 )
 from skillopt.executor.settings import ExecutorSettings
+from skillopt.gate.config import GateConfig
 from skillopt_sleep.daemon.settings import DaemonSettings
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "ENV_PREFIX",
     "MANAGED_SKILL",
     "BudgetSettings",
-    "GateSettings",
     "NightSettings",
     "RetentionSettings",
     "SleepConfig",
@@ -124,26 +124,6 @@ _REPLACED_NIGHT_KEYS = {
 }
 
 
-class GateSettings(StrictModel):
-    # strict: the full gate; greedy: no final check against the live documents; off: no
-    # validation at all (see skillopt_sleep.gate_modes)
-    mode: Literal["strict", "greedy", "off"] = "strict"
-    metric: Literal["hard", "soft", "mixed"] = "mixed"
-    mixed_weight: float = Field(default=0.5, ge=0, le=1)
-    no_regression: bool = False
-    min_delta: float = Field(default=0.0, ge=0)
-    samples_per_task: int = Field(default=1, ge=1, le=16)  # first paired samples per task
-    max_samples_per_task: int = Field(default=8, ge=1, le=32)  # adaptive: where samples disagree
-    confirm_samples: int = Field(default=16, ge=0, le=64)  # fresh pairs confirm a lone regression
-    confidence: float = Field(default=0.9, ge=0.5, lt=1)  # one-sided, of the paired gain
-
-    @model_validator(mode="after")
-    def _samples(self) -> GateSettings:
-        if self.max_samples_per_task < self.samples_per_task:
-            raise ValueError("max_samples_per_task must be >= samples_per_task")
-        return self
-
-
 class BudgetSettings(StrictModel):
     """Per-night spend cap (0 means no cap), and how long a night waits out an outage."""
 
@@ -183,7 +163,7 @@ class SleepConfig(StrictModel):
     bare_adopt: Literal["list", "all"] = "list"
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     night: NightSettings = Field(default_factory=NightSettings)
-    gate: GateSettings = Field(default_factory=GateSettings)
+    gate: GateConfig = Field(default_factory=GateConfig)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)

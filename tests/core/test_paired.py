@@ -8,7 +8,7 @@ import random
 import pytest
 
 from skillopt.gate import GateConfig, decide_paired
-from skillopt.paired import paired_test, sign_flip_p, task_settled
+from skillopt.gate.paired import paired_test, sign_flip_p, task_settled
 from skillopt.types import GateAction
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from skillopt.gate import GateConfig, decide_paired
-from skillopt.paired import paired_test
-from skillopt.paired_sampling import compare_adaptive, confirm_suspects, next_samples
+from skillopt.gate.paired import paired_test
+from skillopt.gate.sampling import compare_adaptive, confirm_suspects, next_samples
 from skillopt.types import GateAction
 
 World = Callable[[int, str, int], float]

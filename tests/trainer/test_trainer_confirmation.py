@@ -2,7 +2,7 @@
 
 The optimizer proposes a correct rule (it fixes every "count" item). Under the new skill the
 target also fumbles one plain item on its first six attempts, and never again: noise that
-looks like a regression on the first look. With ``gate_confirm_samples = 0`` that look vetoes
+looks like a regression on the first look. With ``gate.confirm_samples = 0`` that look vetoes
 the rule; with confirmation the fresh pairs clear the item and the rule is accepted.
 """
 
@@ -78,7 +78,7 @@ async def run(tmp_path: Path, confirm: int) -> list[dict[str, object]]:
             "optimizer.use_slow_update=false",
             "optimizer.use_meta_skill=false",
             "evaluation.eval_test=false",
-            f"evaluation.gate_confirm_samples={confirm}",
+            f"gate.confirm_samples={confirm}",
         ],
     )
     spec = MemberSpec(backend=fumbling_world(fumbled), max_concurrency=16, timeout=30.0)

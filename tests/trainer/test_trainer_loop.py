@@ -160,7 +160,7 @@ async def test_gate_off_forces_candidates_but_best_only_improves(tmp_path: Path)
     out = tmp_path / "run"
     await train(
         demo_cfg(
-            out, "evaluation.use_gate=false", "train.num_epochs=1", "evaluation.eval_test=false"
+            out, "gate.mode=off", "train.num_epochs=1", "evaluation.eval_test=false"
         ),
         DemoWorld(),
     )
@@ -454,7 +454,7 @@ async def test_appendix_is_consolidated_past_the_threshold(tmp_path: Path) -> No
     assert sum(1 for r in backend.requests if r.stage == "appendix_consolidate") >= 1
 
 
-@pytest.mark.parametrize("gate", ["true", "false"])
+@pytest.mark.parametrize("gate", ["strict", "off"])
 async def test_final_and_test_eval_dirs_are_written_when_the_docs_say(
     tmp_path: Path, gate: str
 ) -> None:
@@ -464,7 +464,7 @@ async def test_final_and_test_eval_dirs_are_written_when_the_docs_say(
     from skillopt.trainer.steps import skill_hash
 
     out = tmp_path / "run"
-    await train(demo_cfg(out, f"evaluation.use_gate={gate}"), DemoWorld())
+    await train(demo_cfg(out, f"gate.mode={gate}"), DemoWorld())
     state = json.loads((out / "runtime_state.json").read_text())
     initial = (out / "skills" / "skill_v0000.md").read_text()
     best = (out / state["best_skill_path"]).read_text()

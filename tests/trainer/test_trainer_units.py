@@ -7,12 +7,18 @@ from pathlib import Path
 import pytest
 
 from skillopt.errors import ConfigError, DataError
-from skillopt.gate import gate_score
-from skillopt.trainer.config import GateMetric, LrScheduler, load_trainer_config, parse_override
+from skillopt.gate import gate_score, trainer_outcome
+from skillopt.optimizer.budget import scheduled_budget
+from skillopt.trainer.config import (
+    TRAINER_GATE,
+    GateMetric,
+    LrScheduler,
+    load_trainer_config,
+    parse_override,
+)
 from skillopt.trainer.data import eval_batch, plan_steps, plan_train_epoch, sample_train
 from skillopt.trainer.envs.base import RolloutResult, parse_split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
-from skillopt.trainer.gating import decide, scheduled_budget
 from skillopt.trainer.steps import partition
 from skillopt.types import GateAction, Split
 
@@ -53,6 +59,45 @@ def test_inheritance_cycle_and_bad_values(tmp_path: Path) -> None:
         load_trainer_config(tmp_path / "c.toml")
     with pytest.raises(ConfigError):
         parse_override("novalue")
+
+
+def test_old_gate_keys_load_into_the_gate_table_with_a_deprecation_warning(
+    tmp_path: Path,
+) -> None:
+    """``evaluation.gate_*`` and ``evaluation.use_gate`` (before the one ``[gate]`` table)
+    still load, into ``[gate]``, each with a warning naming its new key; in a file, in a
+    ``--set`` override, and over a base that already uses ``[gate]``."""
+    (tmp_path / "old.toml").write_text(
+        'base = "%s"\n[evaluation]\nuse_gate = false\ngate_confidence = 0.8\n'
+        "gate_confirm_samples = 4\nmixed_weight = 0.25\n" % (REPO / "configs/trainer/base.toml")
+    )
+    with pytest.warns(FutureWarning) as caught:
+        cfg = load_trainer_config(tmp_path / "old.toml", overrides=["evaluation.gate_samples=2"])
+    assert sorted(str(w.message) for w in caught) == [
+        f"evaluation.{old} is deprecated: use gate.{new} (the [gate] table)"
+        for old, new in sorted(
+            [("gate_confidence", "confidence"), ("gate_confirm_samples", "confirm_samples"),
+             ("gate_samples", "samples_per_task"), ("mixed_weight", "mixed_weight"),
+             ("use_gate", "mode")]
+        )
+    ]  # fmt: skip
+    assert (cfg.gate.mode, cfg.gate.confidence, cfg.gate.confirm_samples) == ("off", 0.8, 4)
+    assert (cfg.gate.mixed_weight, cfg.gate.samples_per_task) == (0.25, 2)
+    assert cfg.gate.metric is GateMetric.HARD  # from base.toml's [gate]
+    (tmp_path / "both.toml").write_text(
+        "[evaluation]\ngate_min_delta = 0.1\n[gate]\nmin_delta = 0.2\n"
+    )
+    with pytest.warns(FutureWarning), pytest.raises(ConfigError, match=r"gate\.min_delta"):
+        load_trainer_config(tmp_path / "both.toml")
+
+
+def test_a_partial_gate_table_completes_from_the_trainer_preset(tmp_path: Path) -> None:
+    (tmp_path / "g.toml").write_text("[gate]\nmin_delta = 0.1\n")
+    cfg = load_trainer_config(tmp_path / "g.toml")
+    assert cfg.gate == TRAINER_GATE.model_copy(update={"min_delta": 0.1})
+    (tmp_path / "greedy.toml").write_text('[gate]\nmode = "greedy"\n')
+    with pytest.raises(ConfigError, match=r"strict.*off"):
+        load_trainer_config(tmp_path / "greedy.toml")
 
 
 def test_override_values_parse_as_toml_literals() -> None:
@@ -130,14 +175,17 @@ def test_budget_schedule(
 
 
 def test_gate_strict_improvement_and_gate_off() -> None:
-    assert decide(candidate=0.5, current=0.5, best=0.5, use_gate=True).action is GateAction.REJECT
     assert (
-        decide(candidate=0.6, current=0.5, best=0.5, use_gate=True).action
+        trainer_outcome(candidate=0.5, current=0.5, best=0.5, use_gate=True).action
+        is GateAction.REJECT
+    )
+    assert (
+        trainer_outcome(candidate=0.6, current=0.5, best=0.5, use_gate=True).action
         is GateAction.ACCEPT_NEW_BEST
     )
-    plain = decide(candidate=0.6, current=0.4, best=0.7, use_gate=True)
+    plain = trainer_outcome(candidate=0.6, current=0.4, best=0.7, use_gate=True)
     assert plain.action is GateAction.ACCEPT and not plain.becomes_best
-    forced = decide(candidate=0.1, current=0.5, best=0.5, use_gate=False)
+    forced = trainer_outcome(candidate=0.1, current=0.5, best=0.5, use_gate=False)
     assert forced.action is GateAction.FORCE_ACCEPT
     assert forced.becomes_current and not forced.becomes_best
     assert gate_score(1.0, 0.0, metric=GateMetric.MIXED, mixed_weight=0.25) == 0.75

@@ -6,6 +6,7 @@ Public API::
     NO_LIMIT = 999                                 # the autonomous schedule's "no cap"
     BudgetSchedule(kind, max_edits, min_edits, total_steps)
     edit_budget(step, schedule) -> int             # step is 1-based; 0 means "before any step"
+    scheduled_budget(kind, *, max_edits, min_edits, step, total_steps) -> int  # the two at once
     schedule_state(step) -> dict[str, int]         # {"current_step": n}, for checkpoints
     step_from_state(state) -> int                  # missing key -> 0
 
@@ -35,6 +36,7 @@ __all__ = [
     "ScheduleKind",
     "edit_budget",
     "schedule_state",
+    "scheduled_budget",
     "step_from_state",
 ]
 
@@ -95,6 +97,17 @@ def edit_budget(step: int, schedule: BudgetSchedule) -> int:
     else:
         value = lo + (hi - lo) * (1.0 + math.cos(math.pi * t)) / 2.0
     return max(lo, round(value))
+
+
+def scheduled_budget(
+    kind: ScheduleKind | str, *, max_edits: int, min_edits: int, step: int, total_steps: int
+) -> int:
+    """Edits allowed at 1-based ``step`` under the schedule ``kind`` (the trainer's
+    ``optimizer.lr_scheduler``)."""
+    schedule = BudgetSchedule(
+        kind=ScheduleKind(kind), max_edits=max_edits, min_edits=min_edits, total_steps=total_steps
+    )
+    return edit_budget(step, schedule)
 
 
 def schedule_state(step: int) -> dict[str, int]:

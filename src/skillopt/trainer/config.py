@@ -8,6 +8,7 @@ backends reference their keys by environment-variable name in the pool config fi
 from __future__ import annotations
 
 import tomllib
+import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from skillopt.config import config_error
 from skillopt.errors import ConfigError
 from skillopt.executor.settings import ExecutorSettings
-from skillopt.gate import GateMetric
+from skillopt.gate import GateConfig, GateMetric
 from skillopt.trainer.dataset import DataSection
 
 __all__ = [
+    "TRAINER_GATE",
     "BackendKind",
     "BackendSection",
     "EnvSection",
@@ -108,25 +110,60 @@ class OptimizerSection(_Section):
 
 
 class EvaluationSection(_Section):
-    use_gate: bool = True
-    gate_metric: GateMetric = GateMetric.HARD
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     sel_env_num: int = Field(default=0, ge=0)  # 0 = the whole val split
     test_env_num: int = Field(default=0, ge=0)
     eval_test: bool = True
-    # The paired gate (steps and the final promotion): fresh samples of both skills on every
-    # val item, paired per item and sample, accepted at this one-sided confidence.
-    gate_confidence: float = Field(default=0.95, ge=0.5, lt=1.0)
-    gate_samples: int = Field(default=1, ge=1)  # first samples per val item and skill
-    gate_max_samples: int = Field(default=8, ge=1)  # adaptive sampling stops here
-    gate_confirm_samples: int = Field(default=16, ge=0)  # fresh pairs confirm a lone regression
-    gate_min_delta: float = Field(default=0.0, ge=0.0)  # the gain must exceed this
 
-    @model_validator(mode="after")
-    def _samples_in_order(self) -> EvaluationSection:
-        if self.gate_max_samples < self.gate_samples:
-            raise ValueError("gate_max_samples must be >= gate_samples")
-        return self
+
+TRAINER_GATE = GateConfig(metric=GateMetric.HARD, confidence=0.95)
+"""The trainer's ``[gate]`` when its config names none: the shared defaults, except that a
+val item is scored by its hard score and a run, which takes many steps (each a chance for
+luck), asks for 0.95 confidence (``configs/trainer/base.toml`` says the same)."""
+
+_OLD_GATE_KEYS = {
+    "use_gate": "mode",
+    "gate_metric": "metric",
+    "mixed_weight": "mixed_weight",
+    "gate_confidence": "confidence",
+    "gate_samples": "samples_per_task",
+    "gate_max_samples": "max_samples_per_task",
+    "gate_confirm_samples": "confirm_samples",
+    "gate_min_delta": "min_delta",
+}
+
+
+def _old_gate_key(parts: list[str], value: Any) -> tuple[list[str], Any]:
+    """``evaluation.gate_*`` (and ``evaluation.use_gate``) in the ``[gate]`` table, with a
+    deprecation warning; any other key as it is."""
+    if len(parts) != 2 or parts[0] != "evaluation" or parts[1] not in _OLD_GATE_KEYS:
+        return parts, value
+    new = _OLD_GATE_KEYS[parts[1]]
+    if new == "mode" and isinstance(value, bool):
+        value = "strict" if value else "off"
+    warnings.warn(
+        f"evaluation.{parts[1]} is deprecated: use gate.{new} (the [gate] table)",
+        FutureWarning,
+        stacklevel=4,
+    )
+    return ["gate", new], value
+
+
+def _lift_old_gate_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """One config layer with its ``evaluation.gate_*`` keys moved into ``[gate]``."""
+    evaluation = data.get("evaluation")
+    if not isinstance(evaluation, dict) or not set(evaluation) & set(_OLD_GATE_KEYS):
+        return data
+    out = {**data, "evaluation": dict(evaluation)}
+    gate = dict(out.get("gate") or {})
+    for key in [k for k in evaluation if k in _OLD_GATE_KEYS]:
+        (_, new), value = _old_gate_key(["evaluation", key], out["evaluation"].pop(key))
+        if new in gate:
+            raise ConfigError(
+                f"set twice: as evaluation.{key} and as gate.{new}", key=f"gate.{new}"
+            )
+        gate[new] = value
+    out["gate"] = gate
+    return out
 
 
 class EnvSection(_Section):
@@ -159,9 +196,30 @@ class TrainerConfig(_Section):
     reflect: ReflectSection = ReflectSection()
     optimizer: OptimizerSection = OptimizerSection()
     evaluation: EvaluationSection = EvaluationSection()
+    gate: GateConfig = TRAINER_GATE  # the paired gate of every step and the final promotion
     env: EnvSection = EnvSection()
     backend: BackendSection = BackendSection()
     executor: ExecutorSettings = ExecutorSettings()  # where rollouts run (local, or Ray)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gate_table(cls, data: Any) -> Any:
+        """Old ``evaluation.gate_*`` keys lifted into ``[gate]``; a partial ``[gate]`` table
+        completes from :data:`TRAINER_GATE`, not from the night's defaults."""
+        if not isinstance(data, dict):
+            return data
+        data = _lift_old_gate_keys(data)
+        gate = data.get("gate")
+        if isinstance(gate, dict):
+            preset = TRAINER_GATE.model_dump(include={"metric", "confidence"})
+            data = {**data, "gate": {**preset, **gate}}
+        return data
+
+    @model_validator(mode="after")
+    def _gate_mode(self) -> TrainerConfig:
+        if self.gate.mode == "greedy":
+            raise ValueError('gate.mode: the trainer\'s gate is "strict" or "off"')
+        return self
 
     def redacted_dump(self) -> dict[str, Any]:
         """A JSON-ready dump safe to persist (the model holds no secrets; strings redacted)."""
@@ -197,6 +255,7 @@ def _read_layers(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         raise ConfigError(f"unreadable: {exc}", source=str(path)) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from exc
+    data = _lift_old_gate_keys(data)
     base = data.pop(_BASE_KEY, None)
     if base is None:
         return data
@@ -242,7 +301,7 @@ def load_trainer_config(
     data = _read_layers(source, ())
     origins: dict[str, str] = {}
     for item in overrides:
-        parts, value = parse_override(item)
+        parts, value = _old_gate_key(*parse_override(item))
         _set_path(data, parts, value)
         origins[".".join(parts)] = f"--set {item}"
     try:

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
-from skillopt.gate import gate_score
 from skillopt.logging import get_logger
 from skillopt.progress import Progress
 from skillopt.skilldoc import migrate_on_read
@@ -82,8 +81,7 @@ class TrainerCore:
             self.progress.call_done(stage=stage)
 
     def score(self, hard: float, soft: float) -> float:
-        ev = self.cfg.evaluation
-        return gate_score(hard, soft, metric=ev.gate_metric, mixed_weight=ev.mixed_weight)
+        return self.cfg.gate.score(hard, soft)
 
     async def validate(
         self, state: RunState, skill: str, out_dir: Path

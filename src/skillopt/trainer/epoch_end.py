@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 
 from skillopt.concurrency import gather_indexed
+from skillopt.gate import GateOutcome, paired_outcome, trainer_outcome
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.skilldoc import (
@@ -19,7 +20,6 @@ from skillopt.trainer.config import PairPolicy
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import sample_train
 from skillopt.trainer.envs.base import EnvItem, RolloutResult
-from skillopt.trainer.gating import GateOutcome, decide, paired_outcome
 from skillopt.trainer.paired_gate import compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
@@ -218,7 +218,7 @@ class EpochEnd:
         else:
             state, hard, soft, _ = await core.validate(state, candidate, edir / "selection_eval")
             score = core.score(hard, soft)
-            outcome = decide(
+            outcome = trainer_outcome(
                 candidate=score, current=state.current_score, best=state.best_score, use_gate=gated
             )
         result.update(

@@ -49,7 +49,7 @@ class FinalPhase:
             cached = state.selection_cache.get(skill_hash(best))
             if cached is not None:
                 final_hard, final_soft = cached
-        elif cfg.evaluation.use_gate:
+        elif cfg.gate.gated:
             state, final_hard, final_soft, promoted = await self._paired_promotion(
                 state, best, current
             )

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.concurrency import gather_indexed
+from skillopt.gate import GateOutcome, paired_outcome, trainer_outcome
+from skillopt.optimizer.budget import scheduled_budget
 from skillopt.optimizer.meta import meta_context
 from skillopt.redact import sanitize
 from skillopt.skilldoc import Region, append_notes, appendix_notes, carry_regions, strip_region
@@ -21,12 +23,11 @@ from skillopt.trainer.config import LrControl, UpdateMode
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.data import BatchSpec
 from skillopt.trainer.envs.base import RolloutResult
-from skillopt.trainer.gating import GateOutcome, decide, paired_outcome, scheduled_budget
 from skillopt.trainer.merge import MergeOutcome
+from skillopt.trainer.paired_gate import Rebuild, judge_step
 from skillopt.trainer.persistence import RunState, StepBufferEntry
 from skillopt.trainer.replies import EditItem, fit_summaries
 from skillopt.trainer.sample_ids import train_sample
-from skillopt.trainer.step_gate import Rebuild, judge_step
 from skillopt.trainer.steps import (
     REJECTED_EDITS_BUDGET,
     Analysis,
@@ -379,17 +380,17 @@ async def evaluate(
     the current skill on fresh val samples (edit by edit when it fails); with it off (or for
     a candidate identical to the current skill, a tie read from the selection cache), the
     candidate's val scores against current and best."""
-    if core.cfg.evaluation.use_gate and skill_hash(candidate) != skill_hash(inp.skill):
+    if core.cfg.gate.gated and skill_hash(candidate) != skill_hash(inp.skill):
         return await _paired_verdict(core, inp, candidate, edits, notes)
     state, hard, soft, cached = await core.validate(
         inp.state, candidate, inp.dir / "selection_eval"
     )
     score = core.score(hard, soft)
-    outcome = decide(
+    outcome = trainer_outcome(
         candidate=score,
         current=state.current_score,
         best=state.best_score,
-        use_gate=core.cfg.evaluation.use_gate,
+        use_gate=core.cfg.gate.gated,
     )
     return Evaluated(state=state, hard=hard, soft=soft, cached=cached, score=score, outcome=outcome)
 
@@ -495,7 +496,7 @@ def conclude(
         "selection_hard": verdict.hard,
         "selection_soft": verdict.soft,
         "selection_cached": verdict.cached,
-        "gate_metric": core.cfg.evaluation.gate_metric.value,
+        "gate_metric": core.cfg.gate.metric.value,
         "candidate_gate_score": verdict.score,
         "action": outcome.action.value,
         "gate": outcome.decision.arithmetic,

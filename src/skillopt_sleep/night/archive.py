@@ -15,9 +15,9 @@ from typing import Any
 
 from skillopt.types import EditRecord
 from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
 from skillopt_sleep.night.quiet import keep_samples
-from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus

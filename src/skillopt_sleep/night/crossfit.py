@@ -37,8 +37,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from skillopt.concurrency import gather_indexed
-from skillopt.gate import decide_paired
-from skillopt.paired_sampling import Plan, compare_adaptive, next_samples, unsettled
+from skillopt.gate import (
+    GateConfig,
+    Plan,
+    compare_adaptive,
+    decide_paired,
+    leave_one_out,
+    next_samples,
+    unsettled,
+)
 from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
@@ -107,7 +114,7 @@ class Measured:
     docs: Docs
     scores: Mapping[str, tuple[float, ...]]
     results: tuple[RolloutResult, ...] = ()
-    confirm_from: Mapping[str, int] = field(default_factory=dict)  # see skillopt.paired
+    confirm_from: Mapping[str, int] = field(default_factory=dict)  # see skillopt.gate.paired
 
     def rollout_sets(self, tasks: Sequence[Task]) -> list[RolloutSet]:
         """What a reflection reads: each task with its measured rollouts."""
@@ -175,7 +182,7 @@ async def _scores(
     results = await night.replayer.run(jobs)
     out: dict[str, list[float]] = {t.id: [] for t in tasks}
     for r in results:
-        out[r.task_id].append(math.nan if r.error else night.gate.config.score(r.hard, r.soft))
+        out[r.task_id].append(math.nan if r.error else night.gate.score(r.hard, r.soft))
     return out, results
 
 
@@ -227,7 +234,7 @@ async def compare(
         return await _scores(night, [by_id[t] for t in ids], cand if i else base, samples, phase)
 
     got = await compare_adaptive(
-        arm, [t.id for t in tasks], config=night.gate.config, plan=plan, offset=offset
+        arm, [t.id for t in tasks], config=night.gate, plan=plan, offset=offset
     )
     return (
         Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
@@ -413,7 +420,7 @@ async def _singles(
                                  plan=clear_pass(night), offset=first_id)  # fmt: skip
             results.extend(c.results)
             trial.decision = decide_paired(
-                b.scores, c.scores, config=night.gate.config,
+                b.scores, c.scores, config=night.gate,
                 task_ids=[t.id for t in held], seen=cand.seen, confirm_from=c.confirm_from,
             )  # fmt: skip
         return cand, trial, docs
@@ -429,7 +436,7 @@ async def _singles(
 
 def clear_pass(night: Night) -> Plan:
     """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
-    return functools.partial(next_samples, config=night.gate.config)
+    return functools.partial(next_samples, config=night.gate)
 
 
 async def _union(
@@ -516,7 +523,7 @@ async def _settle(
         decision = decide_paired(
             b.scores,
             c.scores,
-            config=night.gate.config,
+            config=night.gate,
             task_ids=[t.id for t in tasks],
             confirm_from=c.confirm_from,
         )
@@ -571,28 +578,23 @@ async def _leave_one_out(
     task_ids: Sequence[str],
     union_from: int,
 ) -> set[EditRecord]:
-    """The edits whose removal makes ``task_ids`` significantly better (the union's
-    samples are one arm: they are reused, not paid again)."""
+    """The edits whose removal makes ``task_ids`` significantly better
+    (:func:`skillopt.gate.leave_one_out`; the union's samples are one arm: they are reused,
+    not paid again)."""
     on = [t for t in tasks if t.id in set(task_ids)]
-    # one test per edit: Bonferroni, so noise alone rarely drops a good edit
-    alpha = (1.0 - night.gate.config.confidence) / len(chosen)
-    cfg = dataclasses.replace(night.gate.config, confidence=1.0 - alpha)
 
-    async def one(i: int) -> GateDecision:
-        rest = [e for j, e in enumerate(chosen) if j != i]
-        docs, _ = apply_to(start, rest, target)
-        u, without = await compare(night, on, union, docs, phase="attribution", offset=union_from)
+    async def without(rest: Sequence[EditRecord]) -> Docs:
+        return apply_to(start, rest, target)[0]
+
+    async def better(whole: Docs, docs: Docs, cfg: GateConfig) -> GateDecision:
+        u, w = await compare(night, on, whole, docs, phase="attribution", offset=union_from)
         return decide_paired(
-            u.scores,
-            without.scores,
-            config=cfg,
-            task_ids=[t.id for t in on],
-            confirm_from=without.confirm_from,
+            u.scores, w.scores, config=cfg, task_ids=[t.id for t in on], confirm_from=w.confirm_from
         )
 
-    out = await gather_indexed(one, len(chosen))
-    drop = {e for e, d in zip(chosen, out, strict=True) if d.accepted}
-    for e, d in zip(chosen, out, strict=True):
+    found = await leave_one_out(union, chosen, build=without, compare=better, config=night.gate)
+    drop = {chosen[i] for i in found.dropped}
+    for e, d in zip(chosen, found.decisions, strict=True):
         night.trials.append(
             Trial(
                 name=f"leave_one_out.{target.value}",

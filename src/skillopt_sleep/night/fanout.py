@@ -28,7 +28,8 @@ from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, S
 from skillopt.logging import get_logger
 from skillopt.types import GateAction, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.rounds import Decision, consolidate
+from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillopt.types import GateAction, RolloutResult, TaskRecord
-from skillopt_sleep.gate_modes import OFF
+from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.gate_modes import OFF
 from skillopt_sleep.night.questions import answer_key, task_hash
-from skillopt_sleep.night.rounds import Decision
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -83,7 +83,7 @@ def keep_samples(
         result = RolloutResult.from_dict(
             {k: v for k, v in row.items() if k in RolloutResult.__dataclass_fields__}
         )
-        score = night.gate.score(result)
+        score = night.score(result)
         if not math.isfinite(score):
             continue
         docs_hash = f"{result.skill_hash}.{result.memory_hash}"
@@ -133,7 +133,7 @@ async def quiet_decision(
         night.begin("recheck")
         results = await night.replayer.run(jobs)
         night.end("recheck", rollouts=len(results))
-        if any(r.error or not night.gate.score(r) >= 1.0 for r in results):
+        if any(r.error or not night.score(r) >= 1.0 for r in results):
             return None  # the night goes on, and its rollouts read these samples back
     scores = {t.id: noise[t.id].low for t in tasks}
     decision = Decision(

@@ -25,16 +25,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from skillopt.errors import BudgetExceededError
-from skillopt.gate import decide_paired
-from skillopt.paired import task_settled
+from skillopt.gate import decide_paired, task_settled
 from skillopt.types import (
     EditRecord,
     EditTarget,
     GateAction,
-    GateDecision,
     TaskRecord,
 )
-from skillopt_sleep.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.crossfit import (
     FRESH,
     ROUND,
@@ -48,26 +45,12 @@ from skillopt_sleep.night.crossfit import (
     make_folds,
     measure,
 )
+from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate"]
-
-
-@dataclass(kw_only=True)
-class Decision:
-    accepted: bool
-    action: str
-    baseline: float
-    candidate: float
-    final: GateDecision | None
-    docs: Docs
-    applied: list[EditRecord]
-    rejected: list[EditRecord]
-    untested: list[Candidate] = field(default_factory=list)
-    folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
-    nothing_to_learn: bool = False
-    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
 
 
 def _all_pass(measured: Measured) -> bool:
@@ -243,7 +226,7 @@ async def _final(
         night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
     )
     night.check_degenerate("final", c.results, candidate=True)
-    final = decide_paired(b.scores, c.scores, config=night.gate.config,
+    final = decide_paired(b.scores, c.scores, config=night.gate,
                           task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
     leaks = [
         e.content[:80] for t in night.trials if t.kind == "single" and t.decision

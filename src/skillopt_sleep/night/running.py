@@ -27,10 +27,10 @@ from typing import Any
 from skillopt.backends.base import Pool
 from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import BudgetExceededError, RunFailedError
+from skillopt.gate import GateConfig, task_scores
 from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.gating import Gate
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.night.judging import check_judging
 from skillopt_sleep.night.trials import Trial
@@ -71,7 +71,7 @@ class Night:
         self.progress = progress
         self.dry_run = dry_run
         self.resumed = resumed
-        self.gate = Gate(settings=config.gate)
+        self.gate: GateConfig = config.gate
         evidence = (
             functools.partial(
                 run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
@@ -90,7 +90,7 @@ class Night:
             pool=self.spend,
             marker=SELF_MARKER,
             preferences=config.night.preferences,
-            score=self.gate.score,
+            score=self.score,
             evidence=evidence,
             progress=progress,
         )
@@ -102,6 +102,18 @@ class Night:
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}
         self.stage = ""
+
+    # -- gate scores -----------------------------------------------------------------
+
+    def score(self, result: RolloutResult) -> float:
+        """One rollout's gate score (a failed call scores 0)."""
+        return 0.0 if result.error else self.gate.score(result.hard, result.soft)
+
+    def mean_score(self, results: Sequence[RolloutResult]) -> float:
+        """The mean over tasks of each task's mean gate score (tasks with no usable
+        sample left out; 0 when none has one)."""
+        per = [v for v in task_scores(results, config=self.gate).values() if v == v]
+        return sum(per) / len(per) if per else 0.0
 
     # -- small helpers ---------------------------------------------------------------
 

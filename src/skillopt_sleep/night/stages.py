@@ -38,6 +38,7 @@ from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive
 from skillopt_sleep.night.course import Course, TestScore
+from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
@@ -46,7 +47,7 @@ from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
 from skillopt_sleep.night.quiet import quiet_decision
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
-from skillopt_sleep.night.rounds import Decision, consolidate
+from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
@@ -314,9 +315,9 @@ async def _score_test(
     after = await night.measure(test, decision.docs, "test")
     before = None
     if decision.accepted:
-        before = night.gate.mean(await night.measure(test, start, "test"))
+        before = night.mean_score(await night.measure(test, start, "test"))
     night.end("test")
-    return TestScore(n=len(test), score=night.gate.mean(after), before=before)
+    return TestScore(n=len(test), score=night.mean_score(after), before=before)
 
 
 def _number(night: Night, store: StateStore) -> tuple[ProjectState, int]:

@@ -25,7 +25,7 @@ from skillopt_sleep.night.crossfit import apply_to, measure
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.rounds import Decision
+    from skillopt_sleep.night.decision import Decision
     from skillopt_sleep.night.running import Night
 
 __all__ = ["GREEDY", "OFF", "STRICT", "greedy_final", "ungated"]
@@ -45,7 +45,7 @@ def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> D
 
 async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
     """``off``: reflect once per document over every task and keep what applies."""
-    from skillopt_sleep.night.rounds import Decision
+    from skillopt_sleep.night.decision import Decision
 
     cfg = night.cfg
     night.begin("rollouts")

@@ -23,7 +23,7 @@ are corrected for their number (Bonferroni over the tasks that went down).
 A task named in ``confirm_from`` (task -> index of its first confirmation sample) is judged
 for regression on its confirmation pairs alone, corrected over the tasks confirmed: a
 regression seen on the screening samples must show again on fresh ones, at a level that
-accounts for every task that was screened (:func:`skillopt.paired_sampling.confirm_suspects`).
+accounts for every task that was screened (:func:`skillopt.gate.sampling.confirm_suspects`).
 
 A candidate sample that is missing or not finite counts 0 (a crash never helps); a pair
 whose baseline sample is missing is left out (it cannot be compared).

@@ -1,7 +1,7 @@
 """Adaptive paired sampling: how many fresh samples each arm of a paired comparison draws.
 
 The night's gate and the trainer's gate both compare a baseline and a candidate on the same
-tasks, sample ``k`` of one arm paired with sample ``k`` of the other (:mod:`skillopt.paired`).
+tasks, sample ``k`` of one arm paired with sample ``k`` of the other (:mod:`.paired`).
 A clean model settles after one pair per task; a noisy one is sampled again, wave by wave
 (``samples_per_task``, then 4, 8, ... up to ``max_samples_per_task``), only on the tasks
 where more samples can still change the decision (:func:`next_samples`).
@@ -32,8 +32,8 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from skillopt.gate import GateConfig
-from skillopt.paired import paired_test, task_settled
+from skillopt.gate.config import GateConfig
+from skillopt.gate.paired import paired_test, task_settled
 
 __all__ = [
     "Measure",

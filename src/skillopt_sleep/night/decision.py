@@ -1,0 +1,30 @@
+"""What a night's learning decided (:class:`Decision`): the documents it proposes, the edits
+it kept and rejected, and the gate decision of its final check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skillopt.types import EditRecord, GateDecision
+from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.replay import Docs
+
+__all__ = ["Decision"]
+
+
+@dataclass(kw_only=True)
+class Decision:
+    """The outcome of :func:`skillopt_sleep.night.rounds.consolidate` (and of a gate-off night)."""
+
+    accepted: bool
+    action: str
+    baseline: float
+    candidate: float
+    final: GateDecision | None
+    docs: Docs
+    applied: list[EditRecord]
+    rejected: list[EditRecord]
+    untested: list[Candidate] = field(default_factory=list)
+    folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
+    nothing_to_learn: bool = False
+    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents

@@ -116,6 +116,19 @@ def test_the_ground_floor_stands_on_nothing_above_it() -> None:
     assert not bad
 
 
+def test_the_gate_knows_nothing_of_the_loops_that_use_it() -> None:
+    """The rule has one home: ``skillopt.gate`` stands on the ground floor, the config base
+    and the fan-out helper, never on the trainer, the optimizer, the stack or the night."""
+    allowed = (*GROUND_FLOOR, "skillopt.config", "skillopt.concurrency")
+    bad = [
+        (a, b)
+        for a, b in arrows(SRC / "skillopt" / "gate")
+        if under(b, "skillopt") and not under(b, "skillopt.gate") and b not in allowed
+    ]
+    assert not bad
+    assert not (SRC / "skillopt" / "gate.py").exists()
+
+
 def test_harvest_reads_transcripts_and_knows_nothing_of_the_night() -> None:
     bad = [
         (a, b)

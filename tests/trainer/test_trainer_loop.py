@@ -159,9 +159,7 @@ async def test_secrets_never_reach_config_or_summary(tmp_path: Path) -> None:
 async def test_gate_off_forces_candidates_but_best_only_improves(tmp_path: Path) -> None:
     out = tmp_path / "run"
     await train(
-        demo_cfg(
-            out, "gate.mode=off", "train.num_epochs=1", "evaluation.eval_test=false"
-        ),
+        demo_cfg(out, "gate.mode=off", "train.num_epochs=1", "evaluation.eval_test=false"),
         DemoWorld(),
     )
     hist = history(out)

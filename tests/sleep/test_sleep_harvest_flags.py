@@ -93,6 +93,15 @@ def test_lookback_hours_overrides_a_fixed_window(tmp_path: Path) -> None:
     assert everything.start is None
 
 
+def test_one_rule_for_a_moving_window() -> None:
+    """The archive's unfixed window and the every-project preview both use this rule."""
+    from skillopt_sleep.tasks.records import HarvestWindow
+
+    week = HarvestWindow.moving(168, NOW)
+    assert (week.start, week.fixed, week.lookback_hours) == (NOW - timedelta(days=7), False, 168)
+    assert HarvestWindow.moving(0, NOW).start is None  # 0 = all history
+
+
 @pytest.mark.parametrize("command", ["once", "dry-run", "harvest"])
 def test_the_flags_reach_the_config(command: str, env: tuple[str, Path, Path]) -> None:
     config, project, _ = env

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +63,6 @@ __all__ = [
     "gather",
     "gather_async",
     "gather_night",
-    "harvest_window_start",
     "preview_all_projects",
     "session_limit",
     "sources_for",
@@ -178,16 +177,6 @@ def _file_from_dict(data: dict[str, Any]) -> SessionFile:
         mtime_ns=int(data["mtime_ns"]),
         session_id=str(data.get("session_id", "")),
     )
-
-
-def harvest_window_start(
-    cfg: SleepConfig, cursor: datetime | None, now: datetime
-) -> datetime | None:
-    """Where tonight's harvest starts: the cursor, else the first-night lookback."""
-    if cursor is not None:
-        return cursor
-    hours = cfg.sources.lookback_hours
-    return None if hours <= 0 else now - timedelta(hours=hours)
 
 
 def sources_for(cfg: SleepConfig) -> list[SourceSpec]:
@@ -455,8 +444,7 @@ def preview_all_projects(
     nothing: a preview only."""
     from skillopt_sleep.mining.heuristic import heuristic_mine
 
-    hours = cfg.sources.lookback_hours
-    since = None if hours <= 0 else now - timedelta(hours=hours)
+    since = HarvestWindow.moving(cfg.sources.lookback_hours, now).start
     result = collect(cfg, project=None, since=since)
     groups: dict[str, list[SessionDigest]] = {}
     for digest in result.digests:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from skillopt.redact import redact_obj
 from skillopt.types import TaskRecord
@@ -86,8 +86,7 @@ class HarvestSide(ArchiveBase):
         if stored is not None and not rolling:
             start = None if stored == ALL_HISTORY else self._stored_instant(stored)
             return HarvestWindow(start=start, fixed=True, lookback_hours=lookback_hours)
-        start = None if lookback_hours <= 0 else now - timedelta(hours=lookback_hours)
-        return HarvestWindow(start=start, fixed=False, lookback_hours=lookback_hours)
+        return HarvestWindow.moving(lookback_hours, now)
 
     def set_window_start(self, start: datetime | None) -> None:
         """Fix the harvest window's start (``None`` = all history): ``harvest --since``."""

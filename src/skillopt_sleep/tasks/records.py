@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +169,13 @@ class HarvestWindow:
     start: datetime | None
     fixed: bool
     lookback_hours: float
+
+    @classmethod
+    def moving(cls, lookback_hours: float, now: datetime) -> HarvestWindow:
+        """The last ``lookback_hours`` before ``now`` (0 = all history): the one rule for a
+        window not fixed yet, ``--lookback-hours`` and the every-project preview."""
+        start = None if lookback_hours <= 0 else now - timedelta(hours=lookback_hours)
+        return cls(start=start, fixed=False, lookback_hours=lookback_hours)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,11 +32,11 @@ from skillopt.errors import LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt_sleep.adopt import adopted_names, pending
 from skillopt_sleep.adopt_journal import JOURNAL_NAME, RunLock
-from skillopt_sleep.rundir import RunDir, RunStatus
+from skillopt_sleep.night_end import NightResult, RunStatus
+from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import ManifestEntry, sha256_file
 
 __all__ = [
-    "NO_TASKS",
     "Retention",
     "RunFacts",
     "apply_retention",
@@ -46,8 +46,6 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-
-NO_TASKS = "no_tasks"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,7 +132,11 @@ def plan_retention(
     keep: dict[Path, str] = {}
     newest_pending = next((r.path for r in reversed(runs) if r.pending), None)
     newest_adoptable = next((r.path for r in reversed(runs) if r.adoptable), None)
-    no_tasks = [r.path for r in runs if r.status == RunStatus.COMPLETE and r.outcome == NO_TASKS]
+    no_tasks = [
+        r.path
+        for r in runs
+        if r.status == RunStatus.COMPLETE and r.outcome == NightResult.NO_TASKS
+    ]
     for run in runs:
         why = _protected(run, keep_adopted=keep_adopted, current=current,
                          store_run_ids=store_run_ids)  # fmt: skip

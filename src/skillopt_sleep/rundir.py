@@ -23,7 +23,6 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from skillopt.atomicio import (
 from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj, sanitize
 from skillopt.run_files import RunFiles
+from skillopt_sleep.night_end import RunStatus
 
 __all__ = [
     "DIAGNOSTICS",
@@ -99,13 +99,6 @@ def _clip_redact(row: Mapping[str, Any], max_chars: int) -> dict[str, Any]:
         else:
             out[key] = redact_obj(value)
     return out
-
-
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    COMPLETE = "complete"
-    FAILED = "failed"
-    ABORTED = "aborted"
 
 
 class StageRecord(BaseModel):

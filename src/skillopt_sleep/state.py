@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,12 +25,12 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.errors import CorruptStateError
 from skillopt.redact import redact_obj
 from skillopt.types import Split, TaskRecord
+from skillopt_sleep.night_end import NightResult, RunStatus
 
 __all__ = [
     "ARCHIVE_CAP",
     "HISTORY_CAP",
     "NightEntry",
-    "NightStatus",
     "ProjectState",
     "StateStore",
     "UtcInstant",
@@ -65,13 +64,6 @@ def runs_dir(state_dir: str | os.PathLike[str], project_path: str | os.PathLike[
     return project_dir(state_dir, project_path) / "runs"
 
 
-class NightStatus(StrEnum):
-    COMPLETE = "complete"
-    FAILED = "failed"
-    ABORTED = "aborted"
-    NO_TASKS = "no_tasks"
-
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -85,7 +77,7 @@ class NightEntry(_Frozen):
     night: int = Field(ge=1)
     run_id: str
     started_at: UtcInstant
-    status: NightStatus
+    status: RunStatus | NightResult  # COMPLETE, or NO_TASKS: nothing to learn from
     accepted: bool = False
     baseline: float | None = None
     candidate: float | None = None

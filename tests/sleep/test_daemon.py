@@ -26,13 +26,13 @@ from skillopt_sleep.daemon.service import (
     DaemonConfig,
     NightRequest,
     NightSummary,
-    WakeOutcome,
     WakeReason,
     utc_now,
 )
 from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon.state import STATE_FILE, read_daemon_state
 from skillopt_sleep.lock import project_key, project_lock
+from skillopt_sleep.night_end import RunStatus
 
 
 @dataclass
@@ -63,7 +63,7 @@ class FakeNights:
                 await self.release.wait()
             else:
                 await anyio.sleep(self.seconds)
-            return NightSummary(status=WakeOutcome.COMPLETE, calls=3, tokens=120)
+            return NightSummary(status=RunStatus.COMPLETE, calls=3, tokens=120)
         finally:
             self.active -= 1
             self.finalized.append(request.key)

@@ -13,9 +13,9 @@ from skillopt_sleep.daemon.service import (
     DaemonConfig,
     NightRequest,
     NightSummary,
-    WakeOutcome,
 )
 from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
+from skillopt_sleep.night_end import RunStatus
 
 
 class Tracked:
@@ -31,7 +31,7 @@ class Tracked:
     async def night(self, request: NightRequest) -> NightSummary:
         self.started.set()
         await self.release.wait()
-        return NightSummary(status=WakeOutcome.COMPLETE)
+        return NightSummary(status=RunStatus.COMPLETE)
 
     def load(self) -> DaemonConfig:
         tag = self.made

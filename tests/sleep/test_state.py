@@ -11,11 +11,11 @@ import pytest
 
 from skillopt.errors import CorruptStateError
 from skillopt.types import Split, TaskRecord
+from skillopt_sleep.night_end import RunStatus
 from skillopt_sleep.state import (
     ARCHIVE_CAP,
     HISTORY_CAP,
     NightEntry,
-    NightStatus,
     StateStore,
     project_key,
     runs_dir,
@@ -25,9 +25,7 @@ NOW = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)
 
 
 def _entry(n: int) -> NightEntry:
-    return NightEntry(
-        night=n, run_id=f"r{n}", started_at=NOW, status=NightStatus.COMPLETE, n_tasks=3
-    )
+    return NightEntry(night=n, run_id=f"r{n}", started_at=NOW, status=RunStatus.COMPLETE, n_tasks=3)
 
 
 def test_fresh_state_then_round_trip(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from skillopt.atomicio import atomic_write_json
 from skillopt_sleep.cli import build_parser
 from skillopt_sleep.commands import daemon
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.daemon.service import NightRequest, NightRunner, NightSummary, WakeOutcome
+from skillopt_sleep.daemon.service import NightRequest, NightRunner, NightSummary
+from skillopt_sleep.night_end import RunStatus
 
 
 def sleep_night(state_dir: Path, seconds: float) -> NightRunner:
@@ -45,7 +46,7 @@ def sleep_night(state_dir: Path, seconds: float) -> NightRunner:
             raise
         record.update(status="complete")
         atomic_write_json(run_dir / "run.json", record)
-        return NightSummary(status=WakeOutcome.COMPLETE, run_dir=run_dir, detail="test night")
+        return NightSummary(status=RunStatus.COMPLETE, run_dir=run_dir, detail="test night")
 
     return run_one
 

@@ -33,9 +33,9 @@ from skillopt_sleep.daemon.service import (
     NightRequest,
     NightRunner,
     NightSummary,
-    WakeOutcome,
 )
 from skillopt_sleep.daemon.settings import DaemonSettings
+from skillopt_sleep.night_end import RunStatus
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
@@ -219,7 +219,7 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
         return None
     spend = journal.spend or {}
     return NightSummary(
-        status=WakeOutcome.ABORTED,
+        status=RunStatus.ABORTED,
         calls=int(spend.get("calls", 0) or 0),
         tokens=int(spend.get("tokens", 0) or 0),
         run_dir=runs[-1],
@@ -269,10 +269,10 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
 def summary_from_outcome(outcome: Any) -> NightSummary:
     """Map a NightOutcome (status, spend, run_dir, reason) to the daemon's summary."""
     status = {
-        "complete": WakeOutcome.COMPLETE,
-        "failed": WakeOutcome.FAILED,
-        "aborted": WakeOutcome.ABORTED,
-    }.get(str(getattr(outcome, "status", "failed")), WakeOutcome.FAILED)
+        "complete": RunStatus.COMPLETE,
+        "failed": RunStatus.FAILED,
+        "aborted": RunStatus.ABORTED,
+    }.get(str(getattr(outcome, "status", "failed")), RunStatus.FAILED)
     spend = getattr(outcome, "spend", {}) or {}
     detail = str(getattr(outcome, "result", ""))
     reason = str(getattr(outcome, "reason", "") or "")

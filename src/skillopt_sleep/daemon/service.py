@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import anyio
@@ -60,6 +60,7 @@ from skillopt_sleep.daemon.cron import (
 from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon.state import DaemonState, ProjectRecord
 from skillopt_sleep.lock import daemon_lock, project_lock
+from skillopt_sleep.night_end import RunStatus
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
 __all__ = [
@@ -96,18 +97,12 @@ class WakeReason(StrEnum):
     CATCH_UP = "catch_up"
 
 
-class WakeOutcome(StrEnum):
-    """What came of one wake of the daemon (a night's own end is
-    :class:`skillopt_sleep.state.NightStatus`)."""
+#: What came of one wake: how its night ended, or why no night ran: ``locked`` (another
+#: process, ``once`` or a timer, holds the project lock), ``skipped`` (the daemon was
+#: stopping before the night could start).
+WakeOutcome = RunStatus | Literal["locked", "skipped"]
 
-    COMPLETE = "complete"
-    FAILED = "failed"
-    ABORTED = "aborted"
-    LOCKED = "locked"  # another process (``once``, a timer) holds the project lock
-    SKIPPED = "skipped"  # the daemon was stopping before the night could start
-
-
-_COUNTS_AS_DONE = frozenset({WakeOutcome.COMPLETE, WakeOutcome.FAILED})
+_COUNTS_AS_DONE = frozenset({RunStatus.COMPLETE, RunStatus.FAILED})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,16 +446,16 @@ class Daemon:
     async def _night(self, request: NightRequest, config: DaemonConfig) -> None:
         started = self._clock()
         t0 = time.monotonic()
-        summary = NightSummary(status=WakeOutcome.ABORTED, detail="cancelled")
+        summary = NightSummary(status=RunStatus.ABORTED, detail="cancelled")
         self._users[id(config)] += 1
         try:
             summary = await self._guarded_night(request, config)
         finally:
-            if summary.status is WakeOutcome.ABORTED and summary.run_dir is None:
+            if summary.status is RunStatus.ABORTED and summary.run_dir is None:
                 summary = _described(config, request, summary)
             self._users[id(config)] -= 1
             self._running.discard(request.key)
-            if summary.status is WakeOutcome.ABORTED:
+            if summary.status is RunStatus.ABORTED:
                 self._aborted += 1
             self._record(request, summary, started)
             _log.info(
@@ -480,7 +475,7 @@ class Daemon:
     async def _guarded_night(self, request: NightRequest, config: DaemonConfig) -> NightSummary:
         async with self._limiter:
             if self._stopping:
-                return NightSummary(status=WakeOutcome.SKIPPED, detail="daemon stopping")
+                return NightSummary(status="skipped", detail="daemon stopping")
             lock = project_lock(
                 config.state_dir, request.project.path, command=f"daemon night ({request.reason})"
             )
@@ -488,14 +483,12 @@ class Daemon:
                 async with lock:
                     return await config.runner(request)
             except LockHeldError as exc:
-                return NightSummary(status=WakeOutcome.LOCKED, detail=str(exc))
+                return NightSummary(status="locked", detail=str(exc))
             except SkillOptError as exc:
-                return NightSummary(status=WakeOutcome.FAILED, detail=str(exc))
+                return NightSummary(status=RunStatus.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
                 _log.exception("daemon.night_crashed", project=str(request.project.path))
-                return NightSummary(
-                    status=WakeOutcome.FAILED, detail=f"{type(exc).__name__}: {exc}"
-                )
+                return NightSummary(status=RunStatus.FAILED, detail=f"{type(exc).__name__}: {exc}")
 
     def _record(self, request: NightRequest, summary: NightSummary, started: datetime) -> None:
         state = self._state

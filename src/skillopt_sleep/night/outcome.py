@@ -10,26 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from skillopt.errors import ConfigError
 from skillopt.skilldoc import content_hash
-from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.night_end import NightResult, RunStatus
 
 __all__ = ["Live", "NightOutcome", "NightResult", "read_live"]
 
 Clock = Callable[[], datetime]
-
-
-class NightResult(StrEnum):
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    NO_TASKS = "no_tasks"
-    NO_EDITS = "no_edits"
-    BUDGET_REACHED = "budget_reached"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

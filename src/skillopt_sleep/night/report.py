@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from skillopt.types import Split
 from skillopt_sleep import rundir
@@ -24,7 +25,7 @@ from skillopt_sleep.night.gather_tasks import Gathered
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.rundir import RunStatus, iso
-from skillopt_sleep.state import NightEntry, NightStatus, ProjectState
+from skillopt_sleep.state import NightEntry, ProjectState
 
 __all__ = [
     "ChartPoint",
@@ -39,6 +40,9 @@ __all__ = [
 SCHEMA = "skillopt-sleep-report/1"
 
 JsonObject = dict[str, Any]
+
+#: An instant, written as the run journal writes it (``2026-11-25T03:00:00Z``).
+Instant = Annotated[datetime, PlainSerializer(iso, return_type=str)]
 
 
 class _Frozen(BaseModel):
@@ -85,30 +89,30 @@ class NightReport(_Frozen):
 
     schema_: str = Field(default=SCHEMA, serialization_alias="schema")
     run_id: str
-    run_dir: str
+    run_dir: Path
     night: int
-    project: str
+    project: Path
     project_name: str
-    started_at: str
+    started_at: Instant
     dry_run: bool
     demo: bool
     metric: str
     gate_mode: str
-    live_skill: str
-    live_memory: str
+    live_skill: Path
+    live_memory: Path
     resumed: bool
     resumable: bool
     status: RunStatus
     result: NightResult
     reason: str
     failed_stage: str
-    ended_at: str
+    ended_at: Instant
     accepted: bool
     gate_action: str
     baseline: float | None
     candidate: float | None
     leaked: bool
-    proposal_dir: str | None
+    proposal_dir: Path | None
     test: TestScore | None
     notes: tuple[str, ...]
     spend: JsonObject
@@ -176,30 +180,30 @@ def build_report(
     estimate = course.estimate if course.estimate and course.estimate.said else None
     return NightReport(
         run_id=run.run_id,
-        run_dir=str(run.path),
+        run_dir=run.path,
         night=night_no,
-        project=str(night.project),
+        project=night.project,
         project_name=night.project.name,
-        started_at=run.journal.started_at,
+        started_at=datetime.fromisoformat(run.journal.started_at.replace("Z", "+00:00")),
         dry_run=night.dry_run,
         demo=demo,
         metric=night.cfg.gate.metric,
         gate_mode=night.cfg.gate.mode,
-        live_skill=str(live.skill_path),
-        live_memory=str(live.memory_path),
+        live_skill=live.skill_path,
+        live_memory=live.memory_path,
         resumed=night.resumed,
         resumable=bool(night.run.journal.resumable) and course.status is RunStatus.FAILED,
         status=course.status,
         result=course.result,
         reason=course.reason,
         failed_stage=course.failed_stage,
-        ended_at=iso(ended),
+        ended_at=ended,
         accepted=course.accepted,
         gate_action=decision.action if decision else "",
         baseline=_finite(decision.baseline) if decision else None,
         candidate=_finite(decision.candidate) if decision else None,
         leaked=bool(decision and decision.final and decision.final.leaked),
-        proposal_dir=str(course.proposal_dir) if course.proposal_dir else None,
+        proposal_dir=course.proposal_dir,
         test=course.test,
         notes=tuple(night.notes),
         spend=night.spend.summary(),
@@ -309,14 +313,13 @@ def _final_deltas(night: Night) -> list[dict[str, Any]]:
 
 
 def history_entry(night: Night, course: Course, report: NightReport) -> NightEntry:
-    started = datetime.fromisoformat(report.started_at.replace("Z", "+00:00"))
     return NightEntry(
         night=report.night,
         run_id=report.run_id,
-        started_at=started,
-        status=NightStatus.NO_TASKS
+        started_at=report.started_at,
+        status=NightResult.NO_TASKS
         if course.result is NightResult.NO_TASKS
-        else NightStatus.COMPLETE,
+        else RunStatus.COMPLETE,
         accepted=course.accepted,
         baseline=report.baseline,
         candidate=report.candidate,

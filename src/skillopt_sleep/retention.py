@@ -133,9 +133,7 @@ def plan_retention(
     newest_pending = next((r.path for r in reversed(runs) if r.pending), None)
     newest_adoptable = next((r.path for r in reversed(runs) if r.adoptable), None)
     no_tasks = [
-        r.path
-        for r in runs
-        if r.status == RunStatus.COMPLETE and r.outcome == NightResult.NO_TASKS
+        r.path for r in runs if r.status == RunStatus.COMPLETE and r.outcome == NightResult.NO_TASKS
     ]
     for run in runs:
         why = _protected(run, keep_adopted=keep_adopted, current=current,

@@ -343,7 +343,7 @@ class Replayer:
             "judge",
             marker=self.marker,
             intent=clean(task.intent),
-            rubric=clean(task.reference or task.intent),
+            rubric=_rubric(task),
             response=response,
         )
         request = CompletionRequest(
@@ -423,6 +423,16 @@ class Replayer:
         if len(self._rows) >= self.flush_every or len(self._evidence) >= 2 * self.flush_every:
             self.flush()
         return result
+
+
+# What the judge reads when a task has no rubric of its own: the request is already in the
+# prompt, and sending it twice only costs tokens.
+NO_RUBRIC = "Everything the request above asks for, done fully and correctly."
+
+
+def _rubric(task: TaskRecord) -> str:
+    reference = clean(task.reference).strip()
+    return reference if reference and reference != clean(task.intent).strip() else NO_RUBRIC
 
 
 @dataclass

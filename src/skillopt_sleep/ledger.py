@@ -11,7 +11,7 @@ the codex and claude CLIs' JSON usage; the copilot CLI reports no usage at all).
 attribution, final) are what its decisions read: the task's pass state, and for the paired
 stages the accept or reject of an edit and the regression verdict of each task. Within one
 stage, a task is *settled* when every sample it got there, under every pair of documents
-tested there, scored alike (:func:`skillopt.paired.task_settled`). Then each pair of
+tested there, scored alike (:func:`skillopt.gate.task_settled`). Then each pair of
 documents' first sample of the task is what tells the task's outcome, and every later sample
 changed no decision: the task's pass state is the same without it, and in a paired test each
 pair it makes has delta 0, which the sign-flip test leaves out and which does not change the
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from skillopt.paired import task_settled
+from skillopt.gate import task_settled
 
 __all__ = ["SampleCost", "build_ledger", "no_decision_calls"]
 

@@ -13,7 +13,7 @@ import pytest
 from skillopt.types import TaskRecord
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
 from skillopt_sleep.tasks.archive_db import SCHEMA_VERSION
-from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
+from skillopt_sleep.tasks.records import ArchivePolicy, NoiseEstimate, Question, SampleAnswer
 
 NOW = datetime(2026, 11, 27, 2, 30, tzinfo=UTC)
 
@@ -70,26 +70,62 @@ def test_noise_is_per_question_and_counts_every_night(archive: TaskArchive) -> N
     assert archive.noise([_q("steady"), _q("steady", docs="d2")]) == {_q("steady"): steady}
 
 
-def test_an_archive_of_schema_1_is_brought_up_to_date_and_keeps_its_records(
-    tmp_path: Path,
+@pytest.mark.parametrize("old", [1, 2])
+def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_records(
+    tmp_path: Path, old: int
 ) -> None:
     path = tmp_path / "tasks.sqlite"
     with open_archive(path, now=NOW) as archive:
         archive.record_mined([TaskRecord(id="t1", intent="do t1")], night=1, now=NOW)
-        archive.record_outcomes(night=1, run_id="r1", docs_hash="d1", scores={"t1": 1.0},
-                                passed={"t1": True}, now=NOW)  # fmt: skip
-    conn = sqlite3.connect(path)  # what the first schema's code left behind
-    conn.execute("DROP TABLE sample_answers")
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn = sqlite3.connect(path)  # what the older schema's code left behind
+    conn.execute("ALTER TABLE outcomes DROP COLUMN answer_key")
+    if old < 2:
+        conn.execute("DROP TABLE sample_answers")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(old),))
+    conn.execute(
+        "INSERT INTO outcomes (task_id, night, run_id, docs_hash, score, samples, passed,"
+        " recorded_at) VALUES ('t1', 1, 'r1', 'd1', 1.0, 2, 1, ?)",
+        (NOW.isoformat(),),
+    )
     conn.commit()
     conn.close()
 
     with open_archive(path, now=NOW) as archive:
         assert [t.id for t in archive.tasks()] == ["t1"]
-        assert archive.outcome_history("t1")[0]["passed"] is True
+        assert archive.outcome_history("t1") == [
+            {"night": 1, "run_id": "r1", "docs_hash": "d1", "answer_key": "", "score": 1.0,
+             "samples": 2, "passed": True}
+        ]  # fmt: skip
+        assert archive.task("t1").pass_streak == 1  # type: ignore[union-attr]
         archive.record_answers(_answers(_q("t1"), 1.0), night=2, run_id="r2", now=NOW)
         assert archive.task_noise("t1", "d1", "k1", task_hash="h-t1").samples == 1
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     conn.close()
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 2
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 3
+
+
+def test_a_pass_streak_is_under_the_current_models_and_solved_tasks_revive_on_a_change(
+    archive: TaskArchive,
+) -> None:
+    def passes(night: int, key: str) -> None:
+        archive.record_outcomes(night=night, run_id=f"r{night}", docs_hash="d", now=NOW,
+                                scores={"steady": 1.0}, passed={"steady": True},
+                                answer_key=key)  # fmt: skip
+
+    def streak() -> int:
+        return archive.task("steady").pass_streak  # type: ignore[union-attr]
+
+    passes(1, "k1")
+    passes(2, "k1")
+    assert streak() == 2  # no models known yet: every pass counts (as before keys)
+    assert archive.revive_solved("k1") == []  # the first key known: nothing to compare
+    retired = archive.retire(now=NOW, policy=ArchivePolicy(retire_after_passes=2))
+    assert [t for t, _ in retired] == ["steady"]
+    assert archive.revive_solved("k1") == []  # the same models: it stays retired
+    assert archive.revive_solved("k2") == ["steady"]
+    assert not archive.task("steady").retired  # type: ignore[union-attr]
+    assert streak() == 0  # its passes were under other models
+    passes(3, "k2")
+    assert streak() == 1
+    assert archive.retire(now=NOW, policy=ArchivePolicy(retire_after_passes=2)) == []

@@ -122,3 +122,21 @@ async def test_a_task_whose_samples_disagreed_is_sampled_again(tmp_path: Path) -
     ]
     assert any(r["task_id"] == question.task_id for r in rollouts)
     assert noisy.spend["calls_by_stage"].get("rollout", 0) >= noisy.n_tasks
+
+
+async def test_tasks_retired_as_solved_come_back_under_other_models(tmp_path: Path) -> None:
+    demo = prepare_demo(tmp_path)
+    cfg = _config(demo)
+    assert _calls(await _until_quiet(demo, cfg)) == 0
+    for _ in range(3):  # quiet nights count as passes: the solved tasks retire
+        last = await run_night(cfg, project=demo.project)
+        if last.result is NightResult.NO_TASKS:
+            break
+    assert last.result is NightResult.NO_TASKS and _calls(last) == 0
+    pool = cfg.pool.model_dump(mode="json")  # type: ignore[union-attr]
+    pool["members"][0]["model"] = "mock-next"
+    changed = await run_night(_config(demo, pool=pool), project=demo.project)
+    assert changed.n_tasks > 0
+    assert changed.spend["calls_by_stage"].get("rollout", 0) >= changed.n_tasks, changed.spend
+    notes = _report(changed)["notes"]
+    assert any("retired as solved come back" in n for n in notes), notes

@@ -1,10 +1,11 @@
 """What a night takes from the task archive and gives back to it.
 
-It takes the edits earlier nights could not test (:func:`carried_edits`); once it has completed,
-it commits tonight's harvest, every judged sample by the question it answered
-(:mod:`.quiet`), each task's outcome under the live documents, the fate of
-every carried edit, and retires tasks solved or no longer asked for (:func:`commit_archive`,
-idempotent, so a resumed night commits once).
+It takes the edits earlier nights could not test (:func:`carried_edits`) and, when the
+models or their settings changed, brings back the tasks retired as solved under the old
+ones (:func:`revive_for_models`). Once it has completed, it commits tonight's harvest,
+every judged sample by the question it answered (:mod:`.quiet`), each task's outcome
+under the live documents, the fate of every carried edit, and retires tasks solved or no
+longer asked for (:func:`commit_archive`, idempotent, so a resumed night commits once).
 """
 
 from __future__ import annotations
@@ -17,14 +18,31 @@ from skillopt.types import EditRecord
 from skillopt_sleep.night.crossfit import Candidate
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
+from skillopt_sleep.night.questions import answer_key
 from skillopt_sleep.night.quiet import keep_samples
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
 
-__all__ = ["MAX_CARRIED_NIGHTS", "carried_edits", "commit_archive"]
+__all__ = ["MAX_CARRIED_NIGHTS", "carried_edits", "commit_archive", "revive_for_models"]
 
 MAX_CARRIED_NIGHTS = 5
+
+
+def revive_for_models(night: Night, archive: TaskArchive) -> None:
+    """Tasks retired as solved under other models or settings come back to be measured
+    under tonight's (said once, as a note)."""
+    key = answer_key(night.cfg)
+    if not key or night.dry_run:
+        return
+    revived = archive.revive_solved(key)
+    if revived:
+        note = (
+            f"the models or their settings changed since the last night: {len(revived)} "
+            "task(s) retired as solved come back to be measured under them"
+        )
+        night.notes.append(note)
+        night.progress.note(note)
 
 
 def carried_edits(archive: TaskArchive) -> tuple[list[Candidate], dict[EditRecord, int]]:
@@ -67,6 +85,7 @@ def commit_archive(
         scores={t: s for t, s in scores.items() if math.isfinite(s)},
         passed={t: s >= 1.0 for t, s in scores.items()},
         now=now,
+        answer_key=answer_key(night.cfg),
     )
     settled = {c.edit: c for c in decision.untested}
     for edit, edit_id in carried_ids.items():

@@ -36,7 +36,7 @@ from skillopt.redact import secret_kinds
 from skillopt.skilldoc import migrate_on_read
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
-from skillopt_sleep.night.archive import carried_edits, commit_archive
+from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
@@ -281,6 +281,7 @@ async def _gather(
         info = run.journal.checkpoint.get("gather", {})
         return Gathered.restore([TaskRecord.from_dict(r) for r in rows], info)
     night.begin("harvest")
+    revive_for_models(night, archive)
     gathered = await gather_night(
         night.cfg,
         project=night.project,

@@ -40,7 +40,7 @@ from skillopt_sleep.tasks.archive_base import instant, iso
 from skillopt_sleep.tasks.archive_cursor import ALL_HISTORY, HarvestSide
 from skillopt_sleep.tasks.archive_db import connect
 from skillopt_sleep.tasks.archive_edits import EditsSide
-from skillopt_sleep.tasks.recall import UNSEEN, recall_order, retire_reason
+from skillopt_sleep.tasks.recall import PASSED, UNSEEN, recall_order, retire_reason
 from skillopt_sleep.tasks.records import (
     ArchivedTask,
     ArchivePolicy,
@@ -145,23 +145,27 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
             )
 
     def _outcome_summaries(self, task_id: str | None = None) -> dict[str, tuple[bool, int]]:
-        """Per task: whether its latest night passed, and how many latest nights in a row."""
+        """Per task: whether its latest night passed, and how many latest nights in a row
+        it passed under the current models and settings (the last :meth:`revive_solved`
+        key; any, before one is known): a pass under other models is not one under these."""
         where, params = ("WHERE task_id = ?", (task_id,)) if task_id else ("", ())
         rows = self._rows(
-            f"SELECT task_id, night, min(passed) AS passed FROM outcomes {where}"
-            " GROUP BY task_id, night ORDER BY task_id, night DESC",
+            f"SELECT task_id, night, min(passed) AS passed, max(answer_key) AS answer_key"
+            f" FROM outcomes {where} GROUP BY task_id, night ORDER BY task_id, night DESC",
             params,
         )
+        current = self._meta("answer_key")
         out: dict[str, tuple[bool, int]] = {}
         broken: set[str] = set()
         for row in rows:
             tid, passed = str(row["task_id"]), bool(row["passed"])
+            counts = passed and current in (None, str(row["answer_key"]))
             if tid not in out:
-                out[tid] = (passed, int(passed))
-                if not passed:
+                out[tid] = (passed, int(counts))
+                if not counts:
                     broken.add(tid)
             elif tid not in broken:
-                if passed:
+                if counts:
                     out[tid] = (out[tid][0], out[tid][1] + 1)
                 else:
                     broken.add(tid)
@@ -205,10 +209,12 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
         passed: Mapping[str, bool],
         now: datetime,
         samples: Mapping[str, int] | int = 1,
+        answer_key: str = "",
     ) -> int:
         """Record tonight's per-task outcomes under the documents ``docs_hash`` (the ones a
-        user would run: the adopted/accepted documents). Ids not in the archive are skipped;
-        a retired task that fails comes back. Returns how many rows were written."""
+        user would run: the adopted/accepted documents) and the models and settings
+        ``answer_key``. Ids not in the archive are skipped; a retired task that fails comes
+        back. Returns how many rows were written."""
         written = 0
         with self.transaction():
             known = {str(r["id"]) for r in self._rows("SELECT id FROM tasks")}
@@ -219,9 +225,10 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
                 n = samples if isinstance(samples, int) else samples.get(task_id, 1)
                 self._conn.execute(
                     "INSERT OR REPLACE INTO outcomes (task_id, night, run_id, docs_hash, score,"
-                    " samples, passed, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (task_id, night, run_id, docs_hash, float(score), int(n), int(ok), iso(now)),
-                )
+                    " samples, passed, recorded_at, answer_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (task_id, night, run_id, docs_hash, float(score), int(n), int(ok), iso(now),
+                     answer_key),
+                )  # fmt: skip
                 if not ok:
                     self._conn.execute(
                         "UPDATE tasks SET retired_at = NULL, retired_why = '' WHERE id = ?",
@@ -230,10 +237,33 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
                 written += 1
         return written
 
+    def revive_solved(self, answer_key: str) -> list[str]:
+        """When the models or settings differ from the last recorded ones (``answer_key``),
+        tasks retired for passing come back: they passed under other models. The key is
+        kept either way; returns the revived ids (none on the first call)."""
+        with self.transaction():
+            last = self._meta("answer_key")
+            revived: list[str] = []
+            if last is not None and last != answer_key:
+                rows = self._rows(
+                    "SELECT id FROM tasks WHERE retired_at IS NOT NULL AND retired_why LIKE ?",
+                    (f"{PASSED}%",),
+                )
+                revived = [str(r["id"]) for r in rows]
+                self._conn.execute(
+                    "UPDATE tasks SET retired_at = NULL, retired_why = ''"
+                    " WHERE retired_at IS NOT NULL AND retired_why LIKE ?",
+                    (f"{PASSED}%",),
+                )
+            self._set_meta("answer_key", answer_key)
+        if revived:
+            _log.info("archive.revived", count=len(revived))
+        return revived
+
     def outcome_history(self, task_id: str) -> list[dict[str, Any]]:
         """A task's outcomes, oldest night first (for reports)."""
         rows = self._rows(
-            "SELECT night, run_id, docs_hash, score, samples, passed FROM outcomes"
+            "SELECT night, run_id, docs_hash, answer_key, score, samples, passed FROM outcomes"
             " WHERE task_id = ? ORDER BY night, run_id",
             (task_id,),
         )

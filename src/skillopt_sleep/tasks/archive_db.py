@@ -8,7 +8,11 @@ database, fails SQLite's integrity check or carries a schema this code does not 
 An archive of an older schema is brought up to date when opened, in the same transaction
 that checks it (:data:`_MIGRATIONS`: each step only adds, so nothing recorded is lost):
 
-- 1 -> 2: ``sample_answers``, every judged sample by the question it answered.
+- 1 -> 2: ``sample_answers``, every judged sample by the question it answered;
+- 2 -> 3: ``outcomes.answer_key``, the models and settings an outcome was measured with
+  ('' on the rows recorded before).
+
+A new archive is the first schema with every step applied, so both paths give one shape.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from skillopt.errors import CorruptStateError, LockHeldError
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 
 _SAMPLE_ANSWERS = """
@@ -40,8 +44,7 @@ CREATE TABLE IF NOT EXISTS sample_answers (
 );
 """
 
-_SCHEMA = (
-    """
+_SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -102,11 +105,13 @@ CREATE TABLE IF NOT EXISTS carried_edits (
     updated_at     TEXT NOT NULL
 );
 """
-    + _SAMPLE_ANSWERS
-)
+"""The first schema (version 1): :data:`_MIGRATIONS` bring it up to date."""
 
 
-_MIGRATIONS: dict[int, str] = {2: _SAMPLE_ANSWERS}
+_MIGRATIONS: dict[int, str] = {
+    2: _SAMPLE_ANSWERS,
+    3: "ALTER TABLE outcomes ADD COLUMN answer_key TEXT NOT NULL DEFAULT ''",
+}
 """Schema version -> the statements that bring the version before it up to it."""
 
 
@@ -164,25 +169,23 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _schema_version(conn, path)
-        if version == 0:
-            for statement in _statements(_SCHEMA):
-                conn.execute(statement)
-            conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-        elif version < SCHEMA_VERSION:
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _statements(_MIGRATIONS[step]):
-                    conn.execute(statement)
-            conn.execute(
-                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-            )
-        elif version > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             raise CorruptStateError(
                 str(path),
                 f"task archive schema {version} is newer than this skillopt understands "
                 f"({SCHEMA_VERSION}); upgrade skillopt",
+            )
+        if version == 0:
+            for statement in _statements(_SCHEMA_1):
+                conn.execute(statement)
+            version = 1
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _statements(_MIGRATIONS[step]):
+                conn.execute(statement)
+        if version < SCHEMA_VERSION:
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
             )
         conn.execute("COMMIT")
     except BaseException:

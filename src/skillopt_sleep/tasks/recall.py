@@ -18,10 +18,19 @@ from datetime import datetime, timedelta
 from skillopt.types import TaskRecord
 from skillopt_sleep.tasks.records import ArchivedTask, ArchivePolicy
 
-__all__ = ["UNSEEN", "recall_order", "relatedness", "retire_reason", "share_capacity", "words"]
+__all__ = [
+    "PASSED",
+    "UNSEEN",
+    "recall_order",
+    "relatedness",
+    "retire_reason",
+    "share_capacity",
+    "words",
+]
 
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 UNSEEN = "not seen in any session"  # how an unseen retirement's reason starts
+PASSED = "passed on "  # how a solved retirement's reason starts
 
 
 def words(text: str) -> frozenset[str]:
@@ -65,7 +74,7 @@ def retire_reason(item: ArchivedTask, *, now: datetime, policy: ArchivePolicy) -
     """Why ``item`` should retire now, or ``""`` when it stays active."""
     passes = policy.retire_after_passes
     if passes and item.pass_streak >= passes:
-        return f"passed on {item.pass_streak} consecutive nights"
+        return f"{PASSED}{item.pass_streak} consecutive nights"
     days = policy.retire_after_days
     if days and now - item.last_seen >= timedelta(days=days):
         unseen = (now - item.last_seen) // timedelta(days=1)

@@ -234,6 +234,12 @@ def brief(m: Measured) -> str:
     return f"{m.night.solved}/{m.night.total} solved, {m.calls} calls"
 
 
+def no_decision(group: list[Measured]) -> str:
+    if not any(m.ledger for m in group):
+        return "- (no ledger)"
+    return str(sum(int(m.ledger.get("no_decision") or 0) for m in group))
+
+
 def verdict(ok: bool) -> str:
     return "MET" if ok else "NOT MET"
 
@@ -271,7 +277,7 @@ def report(
         f"({pct(cached.cached_tokens, cached.prompt_tokens)} of prompt; night's ledger says "
         f"{first.cached_tokens}); prefix share {pct(cached.prefix_tokens, cached.prompt_tokens)}",
         f"  stages: {stages(first)}  (today: {TODAY['consistent_stages']})",
-        "  ledger:",
+        f"  calls that changed no decision: {no_decision([first])}; ledger:",
         *ledger_lines(first),
     ]
     noisy = nights["noisy"]
@@ -287,6 +293,9 @@ def report(
             f"score {mean:.0%} [{verdict(mean >= 0.9)}]; calls mean {sum(calls) / len(calls):.0f} "
             f"({min(calls)}-{max(calls)}) = {per_task:.1f}/task [{verdict(per_task <= 30)}]",
             f"  stages (first): {stages(noisy[0])}",
+            f"  calls that changed no decision: {no_decision(noisy)} of {sum(calls)}; the "
+            "first night's ledger:",
+            *ledger_lines(noisy[0]),
         ]
     quiet = nights["quiet"][0]
     lines += [

@@ -53,10 +53,36 @@ class CachingProvider:
         )
 
 
+class StageLines:
+    """A progress display's stage lines: model calls and cache hits per stage."""
+
+    def __init__(self) -> None:
+        self.current = ""
+        self.calls: Counter[str] = Counter()
+        self.cache_hits: Counter[str] = Counter()
+
+    def stage(self, name: str) -> None:
+        self.current = name
+
+    def calls_planned(self, n: int) -> None:
+        pass
+
+    def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
+        (self.cache_hits if cached else self.calls)[self.current] += 1
+
+    def note(self, message: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 async def test_the_ledger_shows_what_the_endpoint_counted(setup: DemoSetup) -> None:
     provider = CachingProvider()
+    lines = StageLines()
     with FakeModelServer(rule=provider) as server:
-        outcome = await run_night(http_config(setup, server, folds=2), project=setup.project)
+        config = http_config(setup, server, folds=2)
+        outcome = await run_night(config, project=setup.project, progress=lines)
     assert outcome.status is RunStatus.COMPLETE
     seen = provider.seen
     assert seen["cached"] > 0  # the instructions and documents lead, so prefixes repeat
@@ -78,6 +104,12 @@ async def test_the_ledger_shows_what_the_endpoint_counted(setup: DemoSetup) -> N
     run = json.loads((outcome.run_dir / "run.json").read_text())
     assert sum(s.get("model_calls", 0) for s in run["stages"]) == seen["calls"]
     assert sum(s.get("cache_hits", 0) for s in run["stages"]) == ledger["cache_hits"]
+    # the live display's stage lines count the same calls, mining in the harvest included
+    assert stages["mine"]["calls"] > 0
+    assert dict(lines.calls) == {
+        s["name"]: s["model_calls"] for s in run["stages"] if s["model_calls"]
+    }
+    assert sum(lines.cache_hits.values()) == ledger["cache_hits"]
     markdown = (outcome.run_dir / "report.md").read_text()
     assert f"prompt cache: {seen['cached']} (" in markdown
     html = (outcome.run_dir / "report.html").read_text()

@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
+from skillopt.backends.wrappers import ProgressCompleter
 from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
@@ -286,7 +287,7 @@ async def _gather(
         night.cfg,
         project=night.project,
         archive=archive,
-        pool=night.spend,
+        pool=ProgressCompleter(night.spend, night.progress),  # mining calls on the display
         use_llm=uses_llm_miner(night.cfg),
         now=started,
         tasks_file=tasks_file,

@@ -50,15 +50,17 @@ def _question(task: TaskRecord, docs_hash: str, key: str) -> Question:
 
 
 def noise_estimates(
-    night: Night, archive: TaskArchive, tasks: Sequence[TaskRecord], docs: Docs
+    night: Night, tasks: Sequence[TaskRecord], docs: Docs
 ) -> dict[str, NoiseEstimate]:
     """Per task id, how its recorded samples under ``docs`` and tonight's models agree
-    (``NoiseEstimate()`` where none is recorded, or the models cannot be known)."""
+    (``NoiseEstimate()`` where none is recorded, or the models or the archive cannot be
+    known). For the gate: a task steady under the documents it measures needs fewer
+    samples; one that ever disagreed is noisy."""
     key = answer_key(night.cfg)
-    if not key:
+    if not key or night.archive is None:
         return {t.id: NoiseEstimate() for t in tasks}
     questions = {t.id: _question(t, docs.key, key) for t in tasks}
-    found = archive.noise(list(questions.values()))
+    found = night.archive.noise(list(questions.values()))
     return {tid: found.get(q, NoiseEstimate()) for tid, q in questions.items()}
 
 
@@ -103,7 +105,6 @@ class Quiet:
 
 async def quiet_decision(
     night: Night,
-    archive: TaskArchive,
     tasks: Sequence[TaskRecord],
     start: Docs,
     *,
@@ -120,7 +121,7 @@ async def quiet_decision(
     if not tasks or night.cfg.gate.mode == OFF:
         return None
     need = steady_samples(night)
-    noise = noise_estimates(night, archive, tasks, start)
+    noise = noise_estimates(night, tasks, start)
     if not all(noise[t.id].steady_pass(1) for t in tasks):
         return None
     short = [t for t in tasks if noise[t.id].samples < need]

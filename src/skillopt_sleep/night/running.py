@@ -38,6 +38,7 @@ from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
+from skillopt_sleep.tasks.archive import TaskArchive
 
 __all__ = ["Clock", "Night"]
 
@@ -102,6 +103,9 @@ class Night:
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}
         self.stage = ""
+        # the project's task archive while the night runs (set by the driver; None in a
+        # bare Night): what earlier nights recorded, e.g. each task's noise (see .quiet)
+        self.archive: TaskArchive | None = None
 
     # -- gate scores -----------------------------------------------------------------
 

@@ -72,7 +72,11 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         raise
     patience = Patience(night.cfg.budget.outage_patience_seconds)
     with archive, patience_for(patience):
-        return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
+        night.archive = archive
+        try:
+            return await _drive(night, archive, tasks_file=tasks_file, demo=demo)
+        finally:
+            night.archive = None
 
 
 async def _drive(
@@ -181,7 +185,7 @@ async def _learn(
             return
         fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         start = Docs(skill=live.skill, memory=live.memory)
-        if not fan.learning() and await _quiet(night, archive, course, tasks, start):
+        if not fan.learning() and await _quiet(night, course, tasks, start):
             return
         course.estimate = announce_estimate(
             night, tasks, fan.managed_tasks, test, skills=fan.learning()
@@ -217,15 +221,11 @@ async def _learn(
         raise
 
 
-async def _quiet(
-    night: Night, archive: TaskArchive, course: Course, tasks: list[TaskRecord], start: Docs
-) -> bool:
+async def _quiet(night: Night, course: Course, tasks: list[TaskRecord], start: Docs) -> bool:
     """End a quiet night right after harvest (see :mod:`.quiet`): its decision and test
     score come from the archive's records, its one line says so."""
     assert course.gathered is not None
-    quiet = await quiet_decision(
-        night, archive, tasks, start, new_sessions=course.gathered.n_sessions
-    )
+    quiet = await quiet_decision(night, tasks, start, new_sessions=course.gathered.n_sessions)
     if quiet is None:
         return False
     course.decision, course.result, course.reason = quiet.decision, NightResult.NO_EDITS, quiet.line

@@ -11,11 +11,13 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from skillopt.backends.base import Completer, Completion, CompletionRequest
+from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
 from skillopt.progress import Progress, TtyProgress, terminal_progress
 from skillopt.redact import sanitize
 
-__all__ = ["LogProgress", "NightProgress", "TtyProgress", "default_progress"]
+__all__ = ["LogProgress", "NightProgress", "ProgressCompleter", "TtyProgress", "default_progress"]
 
 _log = get_logger(__name__)
 
@@ -68,3 +70,26 @@ def default_progress(stream: TextIO | None = None) -> NightProgress:
     out = stream or sys.stderr
     live = terminal_progress(out, keep_stage_lines=True, note_prefix="  ")
     return live if live is not None else LogProgress()
+
+
+class ProgressCompleter:
+    """Counts each finished call on a progress display (a reply the response cache served
+    apart, as no model call), for code that reports no progress of its own (the miner)."""
+
+    def __init__(self, inner: Completer, progress: Progress) -> None:
+        self.inner = inner
+        self.progress = progress
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        try:
+            done = await self.inner.complete(request)
+        except BudgetExceededError:
+            raise  # refused before any call: nothing to count
+        except Exception:
+            self.progress.call_done(ok=False)
+            raise
+        if done.cached:
+            self.progress.call_done(ok=True, cached=True)
+        else:
+            self.progress.call_done(ok=True)
+        return done

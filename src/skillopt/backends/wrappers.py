@@ -10,8 +10,7 @@ the outside in::
 
 :func:`skillopt.backends.open.open_completer` builds the lower part from config; a night adds
 its own budget on top. :class:`StageCounter` is the trainer's deterministic per-stage tally
-and wraps any completer (a bare member or fake as well as a pool); :class:`ProgressCompleter`
-counts calls on a progress display for code that reports none itself.
+and wraps any completer (a bare member or fake as well as a pool).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -36,14 +35,10 @@ from skillopt.backends.base import (
 from skillopt.errors import BudgetExceededError
 from skillopt.redact import redact_text
 
-if TYPE_CHECKING:
-    from skillopt.progress import Progress
-
 __all__ = [
     "BudgetCompleter",
     "DrainingCompleter",
     "PoolWrapper",
-    "ProgressCompleter",
     "RedactingCompleter",
     "StageCounter",
     "StageSpend",
@@ -309,32 +304,6 @@ class BudgetCompleter(PoolWrapper):
 def _error_class(exc: BaseException) -> str:
     label = getattr(exc, "error_class", None)
     return str(label) if label else type(exc).__name__
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class ProgressCompleter:
-    """Counts each finished call on a progress display (a reply the response cache served
-    apart, as no model call), for code that reports no progress of its own (the miner)."""
-
-    def __init__(self, inner: Completer, progress: Progress) -> None:
-        self.inner = inner
-        self.progress = progress
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        try:
-            done = await self.inner.complete(request)
-        except BudgetExceededError:
-            raise  # refused before any call: nothing to count
-        except Exception:
-            self.progress.call_done(ok=False)
-            raise
-        if done.cached:
-            self.progress.call_done(ok=True, cached=True)
-        else:
-            self.progress.call_done(ok=True)
-        return done
 
 
 # --------------------------------------------------------------------------- stage tally

@@ -30,7 +30,6 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
-from skillopt.backends.wrappers import ProgressCompleter
 from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
@@ -50,6 +49,7 @@ from skillopt_sleep.night.quiet import quiet_decision
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus

@@ -7,7 +7,9 @@ instead of waiting for a whole wave.
 
 Finished rollouts are appended to ``rollouts.jsonl`` as they complete and are keyed by
 (task, skill hash, memory hash, sample, fresh); a resumed night reuses them instead of
-calling the model again.
+calling the model again. A job whose key is already in flight (a concurrent batch asked for
+the same sample a moment earlier: the baseline arm every candidate of a fold shares) waits
+for that rollout instead of paying for it twice.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest, Role, Usage
@@ -179,6 +182,7 @@ class Replayer:
     costs: list[SampleCost] = field(default_factory=list)  # what each sample drawn here cost
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _evidence: list[dict[str, Any]] = field(default_factory=list)
+    _flying: dict[str, anyio.Event] = field(default_factory=dict)  # key -> set once done
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -200,23 +204,54 @@ class Replayer:
         return len(self.done)
 
     async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
-        """Results in the order of ``jobs``. Failures become results with ``error`` set."""
+        """Results in the order of ``jobs``. Failures become results with ``error`` set.
+
+        A job already done is read back; one already in flight (asked for by a concurrent
+        batch, e.g. the baseline arm two candidates share) waits for that rollout."""
         results: list[RolloutResult | None] = [None] * len(jobs)
-        todo = [i for i, job in enumerate(jobs) if job.key not in self.done]
+        todo: list[tuple[int, anyio.Event, bool]] = []  # (index, its flight, leads it)
         for i, job in enumerate(jobs):
             if job.key in self.done:
                 results[i] = self.done[job.key]
                 self.reused += 1
+            elif job.key in self._flying:
+                todo.append((i, self._flying[job.key], False))
+            else:
+                self._flying[job.key] = anyio.Event()
+                todo.append((i, self._flying[job.key], True))
         if self.progress is not None:
-            self.progress.calls_planned(sum(self._calls_for(jobs[i].task) for i in todo))
+            self.progress.calls_planned(
+                sum(self._calls_for(jobs[i].task) for i, _, lead in todo if lead)
+            )
+
+        async def one(k: int) -> RolloutResult:
+            i, flight, lead = todo[k]
+            return await self._shared(jobs[i], flight, lead=lead)
 
         try:
-            fresh = await gather_indexed(lambda k: self._one(jobs[todo[k]]), len(todo))
+            fresh = await gather_indexed(one, len(todo))
         finally:
             self.flush()
-        for i, result in zip(todo, fresh, strict=True):
+        for (i, _, _), result in zip(todo, fresh, strict=True):
             results[i] = result
         return [r for r in results if r is not None]
+
+    async def _shared(self, job: Job, flight: anyio.Event, *, lead: bool) -> RolloutResult:
+        """The job's rollout: the call it leads, or the one in flight it waits for (made
+        again only when that call ended without a result, e.g. cancelled)."""
+        if lead:
+            try:
+                return await self._one(job)
+            finally:
+                if self._flying.get(job.key) is flight:
+                    del self._flying[job.key]
+                flight.set()
+        await flight.wait()
+        kept = self.done.get(job.key)
+        if kept is None:
+            return await self._one(job)
+        self.reused += 1
+        return kept
 
     def flush(self) -> None:
         """Persist buffered rollouts and evidence (line-complete appends)."""

@@ -18,8 +18,16 @@ from skillopt.types import EditRecord, TaskRecord
 from skillopt_sleep.config import NightSettings, SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.mining.tasks_file import write_tasks_file
-from skillopt_sleep.night.crossfit import ROUND, Candidate, merge_same, next_samples
+from skillopt_sleep.night.crossfit import (
+    ROUND,
+    Candidate,
+    Measured,
+    merge_same,
+    next_samples,
+    quiet_tasks,
+)
 from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunStatus
 
 WORLD = World()
@@ -281,3 +289,32 @@ def test_the_default_folds_rarely_hide_every_task_a_rare_rule_helps() -> None:
     deals = [assign_folds(ids, n_folds=folds, seed=42, rotation=r) for r in range(600)]
     hidden = sum(len({deal[t] for t in ids[:4]}) == 1 for deal in deals) / len(deals)
     assert hidden < 0.05
+
+
+@pytest.mark.slow
+async def test_attribution_runs_only_where_a_noisy_union_fails(tmp_path: Path) -> None:
+    """On a model that flips answers, a union that passes the gate is not taken apart
+    edit by edit because a task a single improved read no better by chance: every
+    attribution follows a union that failed."""
+    unions_passed = 0
+    for seed in range(4):
+        demo = prepare_demo(tmp_path / f"n{seed}")
+        outcome = await run_night(_config(demo, flip=0.2, flip_seed=seed), project=demo.project)
+        last_union: dict[str, Any] = {}
+        for trial in _report(outcome)["trials"]:
+            if trial["kind"] == "union":
+                last_union = trial
+                unions_passed += trial["verdict"] == "accepted"
+            elif trial["kind"] == "leave_one_out":
+                assert last_union.get("verdict") == "rejected", (seed, last_union.get("note"))
+    assert unions_passed
+
+
+def test_only_a_model_that_always_agrees_makes_its_tasks_quiet() -> None:
+    docs = Docs(skill="", memory="")
+    steady = Measured(docs=docs, scores={"a": (1.0, 1.0, 1.0), "b": (0.0, 0.0, 0.0)})
+    assert quiet_tasks(steady) == {"a", "b"}
+    noisy = Measured(docs=docs, scores={"a": (1.0, 1.0, 1.0), "b": (0.0, 1.0, 0.0)})
+    assert quiet_tasks(noisy) == frozenset()  # one flip: no task is known quiet
+    once = Measured(docs=docs, scores={"a": (1.0,), "b": (0.0,)})
+    assert quiet_tasks(once) == frozenset()  # one sample cannot show agreement

@@ -26,9 +26,9 @@ the same path from 3 on, its candidate being the step's edits against the skill 
    night, not a tie); ``reject_unverified`` when a task the reflection saw was used;
    otherwise ``reject``. The arithmetic is kept in ``GateDecision.arithmetic``.
 7. **Together.** Accepted edits are measured together; a bundle that fails is attributed
-   edit by edit (:func:`leave_one_out`, :mod:`.attribution`): an edit whose removal makes
-   the documents significantly better, at a Bonferroni-corrected confidence, is dropped and
-   the rest is measured again on samples no earlier look saw. The night's final check is
+   (:func:`attribute`, :mod:`.attribution`: edit by edit, or by halves when there are many):
+   an edit whose removal makes the documents significantly better, at a Bonferroni-corrected
+   confidence, is dropped and the rest is measured again on samples no earlier look saw. The night's final check is
    step 6 once more: the best documents against the live ones, on every task.
 
 ``gate.mode = "greedy"`` or ``"off"`` skips the measured decision (:func:`decide_greedy`);
@@ -36,7 +36,13 @@ the trainer's gate-off path and a candidate equal to the current skill use
 :func:`decide_trainer`.
 """
 
-from skillopt.gate.attribution import Attribution, bonferroni, leave_one_out
+from skillopt.gate.attribution import (
+    Attribution,
+    attribute,
+    bonferroni,
+    leave_one_out,
+    planned_tests,
+)
 from skillopt.gate.config import GateConfig, GateMetric, GateMode, gate_score
 from skillopt.gate.decide import (
     GateOutcome,
@@ -66,6 +72,7 @@ __all__ = [
     "PairedSamples",
     "PairedTest",
     "Plan",
+    "attribute",
     "bonferroni",
     "compare_adaptive",
     "confirm_suspects",
@@ -77,6 +84,7 @@ __all__ = [
     "next_samples",
     "paired_outcome",
     "paired_test",
+    "planned_tests",
     "sign_flip_p",
     "task_scores",
     "task_settled",

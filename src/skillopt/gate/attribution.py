@@ -1,4 +1,4 @@
-"""Leave-one-out attribution: which edits of a failing bundle spoil it.
+"""Attribution: which edits of a failing bundle spoil it (leave-one-out, or bisection).
 
 A bundle of edits (the night's union of accepted singles, the trainer's step candidate)
 can fail although most of its edits help: one harmful edit spoils the rest. Each edit is
@@ -6,6 +6,12 @@ tested by comparing the whole bundle with the bundle without it; an edit whose r
 makes the documents significantly better is dropped. With one test per edit the
 confidence of each is Bonferroni-corrected (:func:`bonferroni`), so noise alone rarely
 drops a good edit.
+
+Many edits are searched by halves instead (:func:`attribute`, from :data:`SPLIT_FROM` edits
+on): the bundle without a half is compared with the whole, and only a half whose removal
+makes the documents significantly better is split again, down to single edits. One
+spoiler among ``n`` edits then costs at most ``2 * ceil(log2(n))`` tests instead of ``n``;
+each test is corrected over the most tests the search can make (:func:`planned_tests`).
 
 The caller says how a bundle without an edit is built and how two documents are compared
 (``compare(whole, without, config)``: its own sampling, the decision
@@ -22,7 +28,16 @@ from skillopt.concurrency import gather_indexed
 from skillopt.gate.config import GateConfig
 from skillopt.types import GateDecision
 
-__all__ = ["Attribution", "Build", "Compare", "bonferroni", "leave_one_out"]
+__all__ = [
+    "SPLIT_FROM",
+    "Attribution",
+    "Build",
+    "Compare",
+    "attribute",
+    "bonferroni",
+    "leave_one_out",
+    "planned_tests",
+]
 
 D = TypeVar("D")
 E = TypeVar("E")
@@ -33,6 +48,9 @@ Build = Callable[[Sequence[E]], Awaitable[D | None]]
 Compare = Callable[[D, D, GateConfig], Awaitable[GateDecision]]
 """``compare(whole, without, config)``: is ``without`` significantly better than ``whole``?"""
 
+SPLIT_FROM = 7
+"""From this many edits on, :func:`attribute` bisects: fewer tests than leaving each out."""
+
 
 def bonferroni(confidence: float, tests: int) -> float:
     """The confidence of each of ``tests`` tests that together keep ``confidence``."""
@@ -42,10 +60,12 @@ def bonferroni(confidence: float, tests: int) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attribution(Generic[E]):
-    """Per edit, the decision on the bundle without it (None: not tested)."""
+    """Per edit, the decision on the bundle without it (None: not tested alone); ``tests``:
+    every comparison made, as (indices of the edits left out, its decision)."""
 
     edits: tuple[E, ...]
     decisions: tuple[GateDecision | None, ...]
+    tests: tuple[tuple[tuple[int, ...], GateDecision], ...] = ()
 
     @property
     def dropped(self) -> tuple[int, ...]:
@@ -77,4 +97,52 @@ async def leave_one_out(
         return await compare(whole, without, corrected)
 
     decisions = await gather_indexed(one, len(edits))
-    return Attribution(edits=tuple(edits), decisions=tuple(decisions))
+    tests = tuple(((i,), d) for i, d in enumerate(decisions) if d is not None)
+    return Attribution(edits=tuple(edits), decisions=tuple(decisions), tests=tests)
+
+
+def planned_tests(n: int, *, split_from: int = SPLIT_FROM) -> int:
+    """The most tests :func:`attribute` can make on ``n`` edits (its Bonferroni divisor):
+    ``n`` left out one by one, or every node but the root of a binary split tree."""
+    return max(n, 1) if n < split_from else 2 * (n - 1)
+
+
+async def attribute(
+    whole: D,
+    edits: Sequence[E],
+    *,
+    build: Build[E, D],
+    compare: Compare[D],
+    config: GateConfig,
+    split_from: int = SPLIT_FROM,
+) -> Attribution[E]:
+    """:func:`leave_one_out` for fewer than ``split_from`` edits; otherwise both halves
+    left out at once, and each half whose removal makes the documents significantly better
+    searched the same way, down to the single edits to drop."""
+    if len(edits) < split_from:
+        return await leave_one_out(whole, edits, build=build, compare=compare, config=config)
+    tests_at = bonferroni(config.confidence, planned_tests(len(edits), split_from=split_from))
+    corrected = config.model_copy(update={"confidence": tests_at})
+    tests: list[tuple[tuple[int, ...], GateDecision]] = []
+
+    async def spoils(group: tuple[int, ...]) -> bool:
+        without = await build([e for j, e in enumerate(edits) if j not in group])
+        if without is None:
+            return False
+        decision = await compare(whole, without, corrected)
+        tests.append((group, decision))
+        return decision.accepted
+
+    async def search(group: tuple[int, ...]) -> None:
+        halves = (group[: len(group) // 2], group[len(group) // 2 :])
+        verdicts = await gather_indexed(lambda i: spoils(halves[i]), 2)
+        deeper = [h for h, bad in zip(halves, verdicts, strict=True) if bad and len(h) > 1]
+        await gather_indexed(lambda i: search(deeper[i]), len(deeper))
+
+    await search(tuple(range(len(edits))))
+    decisions: list[GateDecision | None] = [None] * len(edits)
+    for group, decision in tests:
+        if len(group) == 1:
+            decisions[group[0]] = decision
+    ordered = tuple(sorted(tests, key=lambda t: (len(t[0]) * -1, t[0])))
+    return Attribution(edits=tuple(edits), decisions=tuple(decisions), tests=ordered)

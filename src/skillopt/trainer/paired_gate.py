@@ -11,7 +11,7 @@ regressed item (:func:`compare_skills`).
 
 A step's candidate carries every edit the step selected (:func:`judge_step`). When it fails
 and carries several edits, one harmful edit may be spoiling good ones, so each edit is
-attributed as the night attributes a union (:func:`skillopt.gate.leave_one_out`): the
+attributed as the night attributes a union (:func:`skillopt.gate.attribute`): the
 candidate without edit ``i`` is compared with the full candidate (whose samples are reused,
 not paid again) at a Bonferroni-corrected confidence; an edit whose removal makes the skill
 significantly better is dropped. The skill without the dropped edits is then compared with
@@ -34,9 +34,9 @@ from skillopt.concurrency import gather_indexed
 from skillopt.gate import (
     GateConfig,
     PairedSamples,
+    attribute,
     compare_adaptive,
     decide_paired,
-    leave_one_out,
     next_samples,
 )
 from skillopt.trainer.core import TrainerCore
@@ -171,9 +171,7 @@ async def judge_step(
         got = await compare_skills(core, whole_text, text, out_dir, offset=offset, config=config)
         return got.decision
 
-    found = await leave_one_out(
-        candidate, edits, build=without, compare=better, config=core.cfg.gate
-    )
+    found = await attribute(candidate, edits, build=without, compare=better, config=core.cfg.gate)
     drop = set(found.dropped)
     attribution = [
         {

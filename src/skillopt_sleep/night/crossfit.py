@@ -16,8 +16,9 @@ A walk through one step (:func:`learn_target`):
    (no held-out task moved: carried to a later night, not rejected as a tie).
 4. **Union.** The accepted singles together (an edit several folds proposed counts once),
    measured on every learnable task. The union must pass the gate, keep every task its
-   singles improved and regress none; when it does not, each edit is attributed by
-   leave-one-out on the tasks the singles improved (where a spoiler shows), the edits
+   singles improved and regress none; when it fails the gate (or, where answers never
+   vary, lost such a task), its edits are attributed on the tasks the singles improved
+   (where a spoiler shows: leave-one-out for a few edits, by halves for many), the edits
    whose removal makes those tasks significantly better are dropped and the rest is
    measured again on unseen samples, and failing that only the strongest single edit is
    kept. This is what stops a harmful generalisation that only shows once good edits are
@@ -40,10 +41,11 @@ from skillopt.concurrency import gather_indexed
 from skillopt.gate import (
     GateConfig,
     Plan,
+    attribute,
     compare_adaptive,
     decide_paired,
-    leave_one_out,
     next_samples,
+    task_settled,
     unsettled,
 )
 from skillopt.skilldoc import EditMode, apply_edits
@@ -502,13 +504,14 @@ async def _settle(
     single. Each is measured on fresh samples of every task, paired with fresh baseline
     samples (no earlier decision saw them), and must pass the paired gate.
 
-    A union of several edits that loses a task a single improved, or fails the gate, is
-    attributed edit by edit (:func:`_leave_one_out`) on the tasks the singles improved:
-    that is where a spoiler shows (a rule that breaks what the others fixed), and those
-    tasks were chosen from the singles' samples, not the union's, so the union's samples
-    can serve as one arm without biasing the test. The union without the spoilers is then
-    measured on samples nobody has looked at (:data:`RETEST`), since the spoilers were
-    picked on the union's."""
+    A union of several edits that fails the gate (or certainly lost a task a single
+    improved: :func:`_attribute`) is attributed (:func:`_attribution`) on the tasks the
+    singles improved: that is where a spoiler shows (a rule that breaks what the others
+    fixed), and those tasks were chosen from the singles' samples, not the union's, so the
+    union's samples can serve as one arm without biasing the test. The union without the
+    spoilers is then measured on samples nobody has looked at (:data:`RETEST`), since the
+    spoilers were picked on the union's."""
+    quiet = quiet_tasks(base)
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
@@ -542,9 +545,9 @@ async def _settle(
             else "",
         )
         night.trials.append(trial)
-        if kind == "union" and len(chosen) > 1 and (conflicts or not decision.accepted):
+        if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts, quiet):
             on = sorted(promised) or [t.id for t in tasks]
-            drop = await _leave_one_out(
+            drop = await _attribution(
                 night, tasks, docs, chosen, base.docs, target, on, first_id + FRESH
             )
             if drop:
@@ -555,6 +558,26 @@ async def _settle(
             return list(app.applied), c, kind
         attempts.append(("strongest_single", chosen[:1], first_id + FRESH))
     return [], base, "no combination passed the paired gate on every task"
+
+
+def quiet_tasks(measured: Measured) -> frozenset[str]:
+    """The tasks whose answers agree every time: tonight's stand-in for a per-task noise
+    estimate. When every task has at least two samples and each task's samples agree, the
+    model answers consistently and every task is quiet; one task whose samples disagree
+    makes the night noisy and no task quiet (a handful of agreeing samples cannot tell a
+    quiet task from a lucky one under a model that flips answers)."""
+    scores = measured.scores
+    consistent = bool(scores) and all(len(v) >= 2 and task_settled(v, v) for v in scores.values())
+    return frozenset(scores) if consistent else frozenset()
+
+
+def _attribute(decision: GateDecision, conflicts: list[str], quiet: frozenset[str]) -> bool:
+    """Whether the union's edits are attributed: only where the union fails the gate, or
+    lost a task a single improved where answers never vary (the loss is then certain).
+    On a noisy task a union that passes "loses" a task a single improved by chance about
+    as often as not; its gate already holds it to a significant gain with no significantly
+    regressed task."""
+    return not decision.accepted or any(t in quiet for t in conflicts)
 
 
 def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
@@ -568,7 +591,7 @@ def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
     )
 
 
-async def _leave_one_out(
+async def _attribution(
     night: Night,
     tasks: Sequence[Task],
     union: Docs,
@@ -579,8 +602,8 @@ async def _leave_one_out(
     union_from: int,
 ) -> set[EditRecord]:
     """The edits whose removal makes ``task_ids`` significantly better
-    (:func:`skillopt.gate.leave_one_out`; the union's samples are one arm: they are reused,
-    not paid again)."""
+    (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many; the
+    union's samples are one arm: they are reused, not paid again)."""
     on = [t for t in tasks if t.id in set(task_ids)]
 
     async def without(rest: Sequence[EditRecord]) -> Docs:
@@ -592,22 +615,23 @@ async def _leave_one_out(
             u.scores, w.scores, config=cfg, task_ids=[t.id for t in on], confirm_from=w.confirm_from
         )
 
-    found = await leave_one_out(union, chosen, build=without, compare=better, config=night.gate)
+    found = await attribute(union, chosen, build=without, compare=better, config=night.gate)
     drop = {chosen[i] for i in found.dropped}
-    for e, d in zip(chosen, found.decisions, strict=True):
+    for group, d in found.tests:
+        edits = [chosen[i] for i in group]
+        if len(edits) > 1:
+            note = (
+                f"without these {len(edits)} the tasks the singles improved are significantly "
+                "better: searched further" if d.accepted
+                else f"kept: removing these {len(edits)} does not make those tasks better"
+            )  # fmt: skip
+        elif d.accepted:
+            note = "without it the tasks the singles improved are significantly better: dropped"
+        else:
+            note = "kept: removing it does not make the tasks the singles improved better"
         night.trials.append(
-            Trial(
-                name=f"leave_one_out.{target.value}",
-                kind="leave_one_out",
-                round=0,
-                target=target.value,
-                edits=[e],
-                applied=[e],
-                unmatched=[],
-                decision=d,
-                note="without it the tasks the singles improved are significantly better: dropped"
-                if e in drop
-                else "kept: removing it does not make the tasks the singles improved better",
-            )
-        )
+            Trial(name=f"leave_one_out.{target.value}", kind="leave_one_out", round=0,
+                  target=target.value, edits=edits, applied=edits, unmatched=[], decision=d,
+                  note=note)
+        )  # fmt: skip
     return drop

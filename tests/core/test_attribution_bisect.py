@@ -1,0 +1,78 @@
+"""Attribution of a failing bundle by halves when it has many edits: the spoilers found in
+fewer tests than leaving each out, at a confidence corrected over every test it may make."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from skillopt.gate import GateConfig, attribute, bonferroni, planned_tests
+from skillopt.gate.attribution import SPLIT_FROM
+from skillopt.types import GateAction, GateDecision
+
+
+class Spoilers:
+    """``compare``: the bundle without a group is better when the group holds a spoiler;
+    with ``false_rate``, a group without one is also called better that often."""
+
+    def __init__(self, bad: set[int], *, false_rate: float = 0.0, seed: int = 0) -> None:
+        self.bad = bad
+        self.false_rate = false_rate
+        self.rng = random.Random(seed)
+        self.confidences: list[float] = []
+
+    async def build(self, rest: Sequence[int]) -> frozenset[int]:
+        return frozenset(rest)
+
+    async def compare(
+        self, whole: frozenset[int], without: frozenset[int], config: GateConfig
+    ) -> GateDecision:
+        self.confidences.append(config.confidence)
+        removed = whole - without
+        better = bool(removed & self.bad) or self.rng.random() < self.false_rate
+        action = GateAction.ACCEPT_NEW_BEST if better else GateAction.REJECT
+        return GateDecision(action=action, accepted=better, baseline=0.0, candidate=0.0, delta=0.0)
+
+
+async def _search(n: int, world: Spoilers, config: GateConfig | None = None) -> tuple[int, ...]:
+    edits = list(range(n))
+    found = await attribute(
+        frozenset(edits), edits, build=world.build, compare=world.compare,
+        config=config or GateConfig(),
+    )  # fmt: skip
+    return found.dropped
+
+
+async def test_a_few_edits_are_left_out_one_at_a_time() -> None:
+    world = Spoilers({1})
+    assert await _search(3, world) == (1,)
+    assert len(world.confidences) == 3 == planned_tests(3)
+
+
+async def test_many_edits_are_searched_by_halves_in_fewer_tests() -> None:
+    for n in (SPLIT_FROM, 8, 12, 16):
+        for spoiler in range(n):
+            world = Spoilers({spoiler})
+            assert await _search(n, world) == (spoiler,)
+            assert len(world.confidences) < n
+            assert set(world.confidences) == {bonferroni(0.9, planned_tests(n))}
+    world = Spoilers({2, 13})  # in different halves: both found
+    assert await _search(16, world) == (2, 13)
+    assert len(world.confidences) <= planned_tests(16)
+
+
+@pytest.mark.slow
+async def test_noise_alone_drops_a_good_edit_no_more_often_than_alpha() -> None:
+    """Every test errs at most at alpha / planned_tests(n) (what the corrected confidence
+    grants it): over seeded searches among good edits only, the share that drops any edit
+    stays at most alpha, up to three standard errors of the simulation."""
+    alpha, runs = 0.1, 1500
+    slack = 3 * (alpha * (1 - alpha) / runs) ** 0.5
+    for n in (3, 8, 16):
+        dropped = 0
+        for seed in range(runs):
+            world = Spoilers(set(), false_rate=alpha / planned_tests(n), seed=seed)
+            dropped += bool(await _search(n, world))
+        assert dropped / runs <= alpha + slack

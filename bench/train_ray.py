@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from figures import Load, print_figures  # noqa: E402
+from skillopt.backends.wrappers import StageCounter  # noqa: E402
 from skillopt.logging import configure_logging  # noqa: E402
 from skillopt.trainer.build import open_environment  # noqa: E402
 from skillopt.trainer.config import TrainerConfig, load_trainer_config  # noqa: E402
@@ -43,7 +44,8 @@ from skillopt.trainer.demo import DemoWorld  # noqa: E402
 from skillopt.trainer.envs.base import rollout_to_json  # noqa: E402
 from skillopt.trainer.envs.qa_synth import write_synthetic_qa  # noqa: E402
 from skillopt.trainer.persistence import RunDir  # noqa: E402
-from skillopt.trainer.steps import RunContext, StageCounter, rollout  # noqa: E402
+from skillopt.trainer.step.context import RunContext  # noqa: E402
+from skillopt.trainer.step.rollout import rollout  # noqa: E402
 from skillopt.types import Split  # noqa: E402
 from support.fake_cli import FakeCli, codex_events, write_fake_cli  # noqa: E402
 from support.netns import private_network  # noqa: E402

@@ -8,12 +8,15 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest
+from skillopt.backends.wrappers import StageCounter
 from skillopt.errors import BackendError, RetryableBackendError
 from skillopt.trainer.config import load_trainer_config
 from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
-from skillopt.trainer.steps import RunContext, StageCounter, analyse, rollout
+from skillopt.trainer.step.context import RunContext
+from skillopt.trainer.step.reflect import analyse
+from skillopt.trainer.step.rollout import rollout
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend
 

@@ -9,21 +9,18 @@ import pytest
 
 from skillopt.atomicio import append_jsonl
 from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.wrappers import StageCounter
 from skillopt.errors import BackendError, RetryableBackendError
 from skillopt.trainer.config import load_trainer_config
 from skillopt.trainer.envs.base import RolloutResult, rollout_to_json
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.replies import EditItem
-from skillopt.trainer.steps import (
-    RunContext,
-    StageCounter,
-    analyse,
-    rank_edits,
-    rewrite_skill,
-    rollout,
-    skill_hash,
-)
+from skillopt.trainer.step.context import RunContext, skill_hash
+from skillopt.trainer.step.reflect import analyse
+from skillopt.trainer.step.rollout import rollout
+from skillopt.trainer.step.select import rank_edits
+from skillopt.trainer.step.update import rewrite_skill
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend
 

@@ -19,7 +19,7 @@ from skillopt.trainer.config import (
 from skillopt.trainer.data import eval_batch, plan_steps, plan_train_epoch, sample_train
 from skillopt.trainer.envs.base import RolloutResult, parse_split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
-from skillopt.trainer.steps import partition
+from skillopt.trainer.step.reflect import partition
 from skillopt.types import GateAction, Split
 
 REPO = Path(__file__).resolve().parents[2]
@@ -297,7 +297,7 @@ def test_mean_scores_tie_whatever_the_order() -> None:
     import random
 
     from skillopt.trainer.envs.base import RolloutResult as EnvResult
-    from skillopt.trainer.steps import mean_scores
+    from skillopt.trainer.step.rollout import mean_scores
 
     rng = random.Random(7)
     values = [rng.random() * 10 ** rng.randint(-8, 3) for _ in range(50)]

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from skillopt.backends.wrappers import StageCounter
 from skillopt.errors import ConfigError, ReplyFormatError, RetryableBackendError
 from skillopt.logging import get_logger
 from skillopt.progress import Progress
@@ -21,7 +22,8 @@ from skillopt.trainer.data import StepPlan, eval_batch, plan_steps
 from skillopt.trainer.envs.base import Completer, Environment, EnvItem
 from skillopt.trainer.persistence import RunDir, RunState
 from skillopt.trainer.replies import ask_json
-from skillopt.trainer.steps import RunContext, StageCounter, mean_scores, rollout, skill_hash
+from skillopt.trainer.step.context import RunContext, skill_hash
+from skillopt.trainer.step.rollout import mean_scores, rollout
 from skillopt.trainer.timing import RunTiming
 from skillopt.types import Split
 

@@ -30,12 +30,8 @@ from skillopt.trainer.slow_update import (
     filter_pairs,
     format_comparison,
 )
-from skillopt.trainer.steps import (
-    Sample,
-    mean_scores,
-    rollout,
-    skill_hash,
-)
+from skillopt.trainer.step.context import Sample, skill_hash
+from skillopt.trainer.step.rollout import mean_scores, rollout
 
 __all__ = ["EpochEnd"]
 

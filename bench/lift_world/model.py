@@ -16,7 +16,8 @@ Roles, told apart by their headings:
   (right -> one convention dropped, wrong -> right), decided by a hash of (seed, task,
   documents, n-th such call), so a run is reproducible whatever the call order.
 - **judge**: grades the answer against the task's true conventions (partial credit).
-- **mine**: one session -> the recurring task it is about, always in the same one of its
+- **mine**: one session (or each session of a batched prompt, ``# Session S1``, ...) ->
+  the recurring task it is about, always in the same one of its
   wordings (picked per world seed, so task ids, and the night's hash splits, vary with
   the seed), with a rubric from the corrections the session holds; one-off sessions give
   no task.
@@ -44,6 +45,8 @@ __all__ = ["LONG_LOOKUP", "WorldModel", "fill", "reply_shape", "sections"]
 MIN_SUPPORT = 2  # distinct failing tasks a convention needs before reflection proposes it
 
 _HEADING = re.compile(r"^# (.+)$", re.M)
+_ENTRY = re.compile(r"^# Session (S\d+)\b.*$", re.M)  # one session of a batched mining prompt
+_SUBHEADING = re.compile(r"^## ", re.M)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,9 @@ class WorldModel:
         return self.answer(str(request.user_text))
 
     def answer(self, text: str) -> str:
+        entries = list(_ENTRY.finditer(text))
+        if entries:
+            return self._answer_batch(text, entries)
         parts = sections(text)
         kinds = {s.kind for s in parts}
         reply: Any
@@ -307,6 +313,19 @@ class WorldModel:
         intent = self.wording(task)
         return [{"intent": intent, "rubric": rubric, "checks": [], "satisfied": satisfied}]
 
+    def _answer_batch(self, text: str, entries: list[re.Match[str]]) -> str:
+        """Several sessions in one mining prompt: each entry (``# Session S1``, its parts
+        under ``##`` headings) mined on its own, answered in the prompt's reply shape."""
+        answers = []
+        for i, m in enumerate(entries):
+            end = entries[i + 1].start() if i + 1 < len(entries) else len(text)
+            body = _SUBHEADING.sub("# ", text[m.end() : end])
+            answers.append({"session": m.group(1), "tasks": self._mine(sections(body))})
+        with self._lock:
+            self.calls["mine"] += 1
+        shape = reply_shape(text[: entries[0].start()]) or _DEFAULT_SHAPES["mine_batch"]
+        return json.dumps(fill(shape, answers))
+
     def wording(self, task: Task) -> str:
         """The one wording the miner gives ``task`` in this world."""
         return task.variants[flip_choice(self.world_seed, task.id) % len(task.variants)]
@@ -349,5 +368,6 @@ def _why(subjects: Iterable[str]) -> str:
 _DEFAULT_SHAPES: dict[str, Any] = {
     "judge": {"score": None, "reason": ""},
     "mine": {"tasks": [{"intent": "", "rubric": "", "checks": [], "satisfied": None}]},
+    "mine_batch": {"sessions": [{"session": "", "tasks": []}]},
     "reflect": [{"op": "add", "content": "", "anchor": "", "rationale": ""}],
 }

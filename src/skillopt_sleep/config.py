@@ -98,6 +98,9 @@ class NightSettings(StrictModel):
     evolve_memory: bool = True
     folds: int = Field(default=3, ge=2, le=10)  # cross-fitting: every task is held out once
     llm_mine: bool = True
+    # A mining call's prompt plus the reply it may need, in tokens: the sessions of one
+    # request are mined as one, and several requests share a call up to this bound
+    mine_call_tokens: int = Field(default=8000, ge=500, le=200_000)
     test_fraction: float = Field(default=0.0, ge=0, lt=1)  # report-only tasks, never learned on
     seed: int = 42
     preferences: str = ""

@@ -4,7 +4,6 @@ HTTP server), a re-harvested session is not mined twice, a failed call is asked 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,8 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.mining.llm import Completer
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered, gather_night
 from skillopt_sleep.tasks.archive import open_archive
-from support.fake_model_server import FakeModelServer, Reply, Request
+from support.fake_model_server import FakeModelServer, Reply
+from support.mining_replies import batch_reply
 from support.pools import one_member_pool
 from support.transcripts import Turn, write_claude_session
 
@@ -26,14 +26,14 @@ NOW = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)
 SESSIONS = ("alpha", "beta", "gamma", "delta")
 
 
-def _reply(request: Request) -> str:
-    name = next(s for s in SESSIONS if f"topic {s}" in request.user_text)
-    return json.dumps({"tasks": [{"intent": f"Handle the {name} request", "rubric": "Does it"}]})
+def _tasks(entry: str) -> list[dict[str, str]]:
+    name = next(s for s in SESSIONS if f"topic {s}" in entry)
+    return [{"intent": f"Handle the {name} request", "rubric": "Does it"}]
 
 
 @pytest.fixture
 def server() -> Iterator[FakeModelServer]:
-    with FakeModelServer(reply_fn=_reply) as srv:
+    with FakeModelServer(reply_fn=batch_reply(_tasks)) as srv:
         yield srv
 
 
@@ -69,9 +69,9 @@ def setup(tmp_path: Path) -> tuple[SleepConfig, Path, Path]:
             start=NOW - timedelta(hours=i + 1),
             session_id=name,
         )
-    cfg = SleepConfig.model_validate(
-        {"sources": {"kinds": ["claude_code"], "claude_home": str(claude), "lookback_hours": 0}}
-    )
+    sources = {"kinds": ["claude_code"], "claude_home": str(claude), "lookback_hours": 0}
+    # a bound no two sessions fit in together: each is mined by a call of its own
+    cfg = SleepConfig.model_validate({"sources": sources, "night": {"mine_call_tokens": 500}})
     return cfg, project, tmp_path / "state" / "tasks.sqlite"
 
 

@@ -11,19 +11,16 @@ import pytest
 
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from support.fake_model_server import FakeModelServer, Request
+from support.fake_model_server import FakeModelServer
+from support.mining_replies import batch_reply
 from support.sleep_setup import write_config
 
-MINED = {"tasks": [{"intent": "Preview task from the LLM miner", "rubric": "Does the thing"}]}
-
-
-def _reply(request: Request) -> str:
-    return json.dumps(MINED)
+MINED = [{"intent": "Preview task from the LLM miner", "rubric": "Does the thing"}]
 
 
 @pytest.fixture
 def server() -> Iterator[FakeModelServer]:
-    with FakeModelServer(reply_fn=_reply) as srv:
+    with FakeModelServer(reply_fn=batch_reply(lambda entry: MINED)) as srv:
         yield srv
 
 
@@ -72,7 +69,9 @@ def test_harvest_mines_with_the_llm_like_the_night(
     intents = {t["intent"] for t in data["tasks"]}  # type: ignore[attr-defined]
     assert intents == {"Preview task from the LLM miner"}
     assert data["diagnostics"]["mine"]["miner"] == "llm"  # type: ignore[index]
-    assert len(server.requests) == 16  # one optimizer call per session
+    mine = data["diagnostics"]["mine"]  # type: ignore[index]
+    assert (mine["sessions"], mine["requests"]) == (16, 16)  # type: ignore[index]
+    assert len(server.requests) == mine["calls"] == 2  # type: ignore[index]  # requests share calls
 
 
 def test_no_llm_flag_spends_nothing(
@@ -95,11 +94,11 @@ def test_harvest_says_what_it_spent(
 ) -> None:
     config = _http_config(setup, server, monkeypatch)
     data = _harvest(capsys, config, setup)
-    assert data["model_calls"] == len(server.requests) == 16
+    assert data["model_calls"] == len(server.requests) == 2
     assert main(["harvest", "--config", config, "--project", str(setup.project)]) == 0
     out = capsys.readouterr().out
     assert "model calls: 0 (16 session(s) from the mining cache" in out  # paid once
-    assert len(server.requests) == 16
+    assert len(server.requests) == 2
     assert _harvest(capsys, config, setup, "--no-llm")["model_calls"] == 0
 
 
@@ -109,4 +108,4 @@ def test_readme_says_what_reviewing_costs() -> None:
     start = readme.index("harvest --output")
     sentence = " ".join(readme[start - 200 : start + 400].split())
     assert "before spending anything" not in sentence
-    assert "one optimizer-model call per session" in sentence and "`--no-llm`" in sentence
+    assert "optimizer-model call" in sentence and "`--no-llm`" in sentence

@@ -273,8 +273,9 @@ class MockBackend:
                 budget=int(meta.get("edit_budget", 4)),
             )
             return json.dumps(edits)
-        if stage == "mine":
-            return "[]"
+        if stage == "mine":  # the mock world has no recurring request: no session yields a task
+            labels = meta.get("labels") or ()
+            return json.dumps({"sessions": [{"session": str(x), "tasks": []} for x in labels]})
         return "ok"
 
     def _flipped(self, task: Mapping[str, Any], skill: str, memory: str, sample_id: int) -> bool:

@@ -1,11 +1,14 @@
 """Mining through the archive's cache: a session digest is mined (and paid for) once.
 
-Each session's LLM mining result is written to the cache the moment it lands, so a night
-killed half-way through mining and run again pays only for the sessions it never got
-an answer for. The key is a hash of the digest's content (not its path: Codex keeps the
-same session in two places), the miner and the project, so a session that grew since is
-mined again. A session whose call failed (endpoint down) is not cached: its heuristic
-fallback is used tonight and the LLM is asked again next time.
+Sessions the cache lacks are mined a request at a time, not a session at a time: the
+sessions that opened with the same request are one entry of a prompt, and several entries
+share a call up to a token bound (:mod:`.groups`, :mod:`.joint`). Each session's result is
+written to the cache the moment its call lands, so a night killed half-way through mining
+and run again pays only for the sessions it never got an answer for. The key is a hash of
+the digest's content (not its path: Codex keeps the same session in two places), the miner
+and the project, so a session that grew since is mined again. A session whose call failed
+(endpoint down) is not cached: its heuristic fallback is used tonight and the LLM is asked
+again next time.
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SessionDigest
+from skillopt_sleep.mining.groups import RequestGroup, group_by_request, pack
 from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks
-from skillopt_sleep.mining.llm import mine_session
+from skillopt_sleep.mining.joint import call_overhead, entry_cost, entry_text, mine_joint
+from skillopt_sleep.mining.llm import MiningTally
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import MinedSession
 
-__all__ = ["MINER_VERSION", "MinedBatch", "digest_key", "mine_heuristic", "mine_llm_cached"]
+__all__ = [
+    "DEFAULT_CALL_TOKENS",
+    "MINER_VERSION",
+    "MinedBatch",
+    "digest_key",
+    "mine_heuristic",
+    "mine_llm_cached",
+]
 
 MINER_VERSION = "1"
+#: A mining call's prompt plus the reply it may need, in tokens (``night.mine_call_tokens``).
+DEFAULT_CALL_TOKENS = 8000
 _MAX_LISTED = 50
 
 _log = get_logger(__name__)
@@ -81,6 +95,14 @@ def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBa
     )
 
 
+@dataclass(slots=True)
+class _Spent:
+    calls: int = 0
+    requests: int = 0  # entries sent: sessions that opened with the same request are one
+    reasked: int = 0
+    tally: MiningTally = field(default_factory=MiningTally)
+
+
 async def _mine_missing(
     pool: Completer,
     missing: Sequence[SessionDigest],
@@ -91,33 +113,46 @@ async def _mine_missing(
     project: str,
     clock: Callable[[], datetime],
     call_timeout: float | None,
-) -> int:
-    """Mine the sessions the cache lacks, concurrently, into ``results`` (by path); cache
-    each one whose call did not fail. Returns the model calls made."""
-    calls = 0
+    call_tokens: int,
+) -> _Spent:
+    """Mine the sessions the cache lacks into ``results`` (by path): grouped by opening
+    request, the groups packed into calls within ``call_tokens``, the calls concurrent.
+    Each session's result is cached as its call lands, unless the call failed."""
+    groups = group_by_request(missing)
+    entries = {id(g): entry_cost(entry_text(g, "S00")) for g in groups}
+    runs = pack(
+        groups,
+        cost=lambda g: entries[id(g)],
+        fixed=call_overhead(project=project),
+        bound=call_tokens,
+    )
+    spent = _Spent(requests=len(groups))
 
-    async def mine(digest: SessionDigest) -> None:
-        nonlocal calls
-        got = await mine_session(pool, digest, project=project, call_timeout=call_timeout)
-        calls += got.calls
-        entry = MinedSession(
-            digest_key=keys[str(digest.path)],
-            miner="llm" if not got.fallback_cause else "heuristic",
-            tasks=got.tasks,
-            calls=got.calls,
-            fallback_cause=got.fallback_cause,
+    async def mine(run: list[RequestGroup]) -> None:
+        got = await mine_joint(
+            pool, run, project=project, tally=spent.tally, call_timeout=call_timeout
         )
-        if not got.call_failed:
-            archive.cache_mining(entry, now=clock())
-        results[str(digest.path)] = entry
+        spent.calls += got.calls
+        spent.reasked += got.reasked
+        for path, mined in got.sessions:
+            entry = MinedSession(
+                digest_key=keys[path],
+                miner="llm" if not mined.fallback_cause else "heuristic",
+                tasks=mined.tasks,
+                calls=mined.calls,
+                fallback_cause=mined.fallback_cause,
+            )
+            if not mined.call_failed:
+                archive.cache_mining(entry, now=clock())
+            results[path] = entry
 
     try:
         async with anyio.create_task_group() as group:
-            for digest in missing:
-                group.start_soon(mine, digest)
+            for run in runs:
+                group.start_soon(mine, run)
     except* BudgetExceededError as caught:
         raise caught.exceptions[0] from None
-    return calls
+    return spent
 
 
 async def mine_llm_cached(
@@ -128,8 +163,10 @@ async def mine_llm_cached(
     project: str,
     clock: Callable[[], datetime],
     call_timeout: float | None = None,
+    call_tokens: int = DEFAULT_CALL_TOKENS,
 ) -> MinedBatch:
-    """Mine each session with the LLM unless the cache already holds it."""
+    """Mine each session with the LLM unless the cache already holds it (sessions of one
+    request together, several requests per call within ``call_tokens``)."""
     chosen = [d for d in digests if d.user_intents]
     keys = {str(d.path): digest_key(d, miner="llm", project=project) for d in chosen}
     results: dict[str, MinedSession] = {}
@@ -140,9 +177,9 @@ async def mine_llm_cached(
             missing.append(digest)
         else:
             results[str(digest.path)] = hit
-    calls = await _mine_missing(
+    spent = await _mine_missing(
         pool, missing, keys, results, archive=archive, project=project, clock=clock,
-        call_timeout=call_timeout,
+        call_timeout=call_timeout, call_tokens=call_tokens,
     )  # fmt: skip
 
     done = [(d, results[str(d.path)]) for d in chosen if str(d.path) in results]
@@ -156,7 +193,11 @@ async def mine_llm_cached(
         "sessions": len(chosen),
         "cached": len(chosen) - len(missing),
         "mined_now": len(missing),
-        "calls": calls,
+        "requests": spent.requests,
+        "calls": spent.calls,
+        "reasked": spent.reasked,
+        "dropped_uncheckable": spent.tally.dropped_uncheckable,
+        "dropped_checks": spent.tally.dropped_checks,
         "fallbacks": fallbacks[:_MAX_LISTED],
     }
     if chosen and not llm_tasks:

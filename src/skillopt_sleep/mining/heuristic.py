@@ -41,6 +41,8 @@ __all__ = [
     "heuristic_mine",
     "merge_tasks",
     "normalise_intent",
+    "opening_index",
+    "request_key",
     "session_outcome",
     "stable_id",
     "task_from_digest",
@@ -178,11 +180,26 @@ def _rubric(intent: str, followups: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord | None:
-    """One candidate task from one session, or ``None`` if it has no usable request."""
-    opening = next(
+def opening_index(digest: SessionDigest) -> int | None:
+    """Where the session's opening request is among its user messages (the first one long
+    enough to be a request), or ``None`` for nothing but greetings or one-word messages."""
+    return next(
         (i for i, t in enumerate(digest.user_intents) if len(t.strip()) >= MIN_INTENT_CHARS), None
     )
+
+
+def request_key(digest: SessionDigest) -> str | None:
+    """The heuristic task id of the session's opening request (sessions that opened with
+    the same request share it), or ``None`` when it has none."""
+    opening = opening_index(digest)
+    if opening is None:
+        return None
+    return stable_id("h", clip(sanitize(digest.user_intents[opening]), MAX_INTENT_CHARS))
+
+
+def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord | None:
+    """One candidate task from one session, or ``None`` if it has no usable request."""
+    opening = opening_index(digest)
     if opening is None:  # nothing but greetings or one-word messages
         return None
     intent = clip(sanitize(digest.user_intents[opening]), MAX_INTENT_CHARS)

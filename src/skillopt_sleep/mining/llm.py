@@ -50,8 +50,11 @@ __all__ = [
     "MAX_TASKS_PER_SESSION",
     "Completer",
     "MineReply",
+    "MiningTally",
+    "SessionMined",
     "build_prompt",
     "llm_mine",
+    "tasks_from_reply",
 ]
 
 MAX_TASKS_PER_SESSION = 3
@@ -118,16 +121,20 @@ def build_prompt(digest: SessionDigest, *, project: str) -> str:
 
 
 @dataclass(slots=True)
-class _Tally:
+class MiningTally:
+    """What was dropped from the model's tasks, and why (the diagnostics' counts)."""
+
     dropped_uncheckable: int = 0
     dropped_checks: int = 0
     dropped_short: int = 0
     truncated: int = 0
 
 
-def _to_tasks(
-    reply: MineReply, digest: SessionDigest, *, project: str, tally: _Tally
+def tasks_from_reply(
+    reply: MineReply, digest: SessionDigest, *, project: str, tally: MiningTally
 ) -> list[TaskRecord]:
+    """The usable tasks of ``reply`` as mined from ``digest`` (its source, its outcome when
+    the model did not say whether the developer was satisfied)."""
     scope = project or (str(digest.cwd) if digest.cwd else "")
     if len(reply.tasks) > MAX_TASKS_PER_SESSION:
         tally.truncated += len(reply.tasks) - MAX_TASKS_PER_SESSION
@@ -186,7 +193,7 @@ async def _mine_one(
     digest: SessionDigest,
     *,
     project: str,
-    tally: _Tally,
+    tally: MiningTally,
     call_timeout: float | None,
     max_output_tokens: int,
 ) -> _SessionOutcome:
@@ -223,7 +230,7 @@ async def _mine_one(
             cause = f"bad reply: {sanitize(str(exc))[:300]}"
             continue
         return _SessionOutcome(
-            tasks=_to_tasks(reply, digest, project=project, tally=tally),
+            tasks=tasks_from_reply(reply, digest, project=project, tally=tally),
             prompt=prompt,
             calls=attempt + 1,
             exchanges=tuple(exchanges),
@@ -264,7 +271,7 @@ async def mine_session(
         pool,
         digest,
         project=project,
-        tally=_Tally(),
+        tally=MiningTally(),
         call_timeout=call_timeout,
         max_output_tokens=max_output_tokens,
     )
@@ -290,7 +297,7 @@ async def llm_mine(
 ) -> MineResult:
     """Mine ``digests`` (newest first) with the optimizer role; see the module docstring."""
     chosen = [d for d in digests[: max_sessions or len(digests)] if d.user_intents]
-    tally = _Tally()
+    tally = MiningTally()
 
     async def run(index: int) -> _SessionOutcome:
         return await _mine_one(

@@ -339,7 +339,12 @@ async def gather_night(
         if pool is None:
             raise ConfigError("the LLM miner needs a model pool", key="night.llm_mine")
         batch = await mine_llm_cached(
-            pool, digests, archive=archive, project=str(project), clock=clock or (lambda: now)
+            pool,
+            digests,
+            archive=archive,
+            project=str(project),
+            clock=clock or (lambda: now),
+            call_tokens=cfg.night.mine_call_tokens,
         )
     else:
         batch = mine_heuristic(digests, project=str(project))

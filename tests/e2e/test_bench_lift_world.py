@@ -132,6 +132,31 @@ def test_miner_names_the_recurring_task_and_skips_one_offs() -> None:
     assert mine("What does the walrus operator do?") == {"tasks": []}
 
 
+def test_miner_answers_each_session_of_a_batched_prompt() -> None:
+    def entry(label: str, *intents: str) -> str:
+        return render_prompt(
+            "mine_batch_entry", label=label, asked_in="",
+            intents="\n".join(f"{i + 1}. {t}" for i, t in enumerate(intents)),
+            final_answer="Done.", feedback="neg:broke", tools="Read",
+        )  # fmt: skip
+
+    task = BY_ID["t06"]
+    prompt = render_prompt(
+        "mine_batch", marker=MARKER, project="/work/shop-api", ops="contains, regex",
+        sessions="\n\n".join([
+            entry("S1", "What does the walrus operator do?"),
+            entry("S2", f"hey, {task.variants[2]}", BY_KEY["news"].corrections[1]),
+        ]),
+    )  # fmt: skip
+    reply = json.loads(WorldModel(world_seed=3).answer(prompt))
+    one_off, recurring = reply["sessions"]
+    assert one_off == {"session": "S1", "tasks": []}
+    assert recurring["session"] == "S2"
+    (mined,) = recurring["tasks"]
+    assert mined["intent"] == WorldModel(world_seed=3).wording(task)
+    assert BY_KEY["news"].rubric in mined["rubric"] and mined["satisfied"] is False
+
+
 def test_replies_follow_the_schema_the_prompt_shows() -> None:
     prompt = 'Reply with one JSON object:\n{"verdict": {"score": <0..1>, "why": "<text>"}}'
     assert reply_shape(prompt) == {"verdict": {"score": None, "why": "<text>"}}

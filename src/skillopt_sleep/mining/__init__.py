@@ -3,6 +3,8 @@
 - :mod:`.heuristic` — the deterministic, offline miner (a candidate per session, merged by intent);
 - :mod:`.llm` — the LLM miner (up to 3 tasks per session, heuristic fallback per session);
 - :mod:`.batch` — mining a batch through the task archive's cache, so a session is paid for once;
+- :mod:`.groups` — sessions of one request are one entry; entries packed into calls, token-bound;
+- :mod:`.joint` — one call for several entries: the shared prompt, its reply read entry by entry;
 - :mod:`.tasks_file` — the reviewable ``tasks.json`` written by ``harvest --output`` and read by
   ``once --tasks-file``.
 

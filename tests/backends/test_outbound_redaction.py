@@ -102,10 +102,11 @@ def train(setup: DemoSetup, server: FakeModelServer) -> None:
 
 
 Run = Callable[[DemoSetup, FakeModelServer], None]
-ENTRY_POINTS: dict[str, tuple[Run, Callable[[Request], str]]] = {
-    "night": (night, world_reply),
-    "harvest": (harvest, world_reply),
-    "train": (train, demo_reply_fn(QAEnvironment())),
+# entry point -> how it runs, the model's replies, the fewest calls it makes
+ENTRY_POINTS: dict[str, tuple[Run, Callable[[Request], str], int]] = {
+    "night": (night, world_reply, 8),
+    "harvest": (harvest, world_reply, 2),  # the demo's 16 sessions share 2 mining calls
+    "train": (train, demo_reply_fn(QAEnvironment()), 8),
 }
 
 
@@ -120,11 +121,11 @@ def test_no_secret_reaches_the_model_server(
 ) -> None:
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
     monkeypatch.setenv("HOME", str(tmp_path))
-    run, reply = ENTRY_POINTS[entry]
+    run, reply, fewest = ENTRY_POINTS[entry]
     with FakeModelServer(reply_fn=reply) as server:
         run(prepare_demo(tmp_path / "demo"), server)
         bodies = [r.raw_body for r in server.requests]
-    assert len(bodies) >= 8, "the entry point made too few model calls to tell"
+    assert len(bodies) >= fewest, "the entry point made too few model calls to tell"
     leaked = {s for s in SECRETS for body in bodies if s.encode() in body}
     assert not leaked, f"{entry} sent {sorted(leaked)}"
     assert any(b"[REDACTED:" in body for body in bodies), "the planted text was never sent"

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from skillopt.backends.mock import World
 from support.fake_model_server import FakeModelServer, Request
+from support.mining_replies import ENTRY, answer
 
 WORLD = World()
 
@@ -44,6 +45,8 @@ def _task(intent: str) -> dict[str, Any]:
 
 def world_reply(request: Request) -> str:
     text = request.user_text
+    if ENTRY.search(text):  # mining: the mock world has no recurring request to find
+        return answer(text, lambda entry: [])
     if "# Project notes" in text:
         skill = _between(text, "\n# Skill\n\n", "\n\n# Project notes\n\n")
         memory = _between(text, "\n\n# Project notes\n\n", "\n\n# Task\n\n")

@@ -26,7 +26,8 @@ from typing import Any
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import visit_json_objects
-from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs
+from skillopt_sleep.harvest.refs import Listing, ReadOptions, Unreadable, file_refs
+from skillopt_sleep.harvest.walk import files_below
 
 __all__ = ["list_sessions", "read_session", "session_files"]
 
@@ -34,15 +35,13 @@ _TURNS = ("user", "assistant")
 _NOT_A_BRANCH = "HEAD"  # a detached head, or no git repository at all
 
 
-def session_files(claude_home: Path) -> Iterator[Path]:
-    root = claude_home / "projects"
-    if not root.is_dir():
-        return
-    for path in root.rglob("*.jsonl"):
-        if "subagents" in path.relative_to(root).parts[:-1] or path.name.startswith("agent-"):
-            continue
-        if path.is_file():
-            yield path
+def session_files(claude_home: Path) -> Iterator[Path | Unreadable]:
+    yield from files_below(
+        claude_home / "projects",
+        ".jsonl",
+        skip_folders=("subagents",),
+        skip_file=lambda name: name.startswith("agent-"),
+    )
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

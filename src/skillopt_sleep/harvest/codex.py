@@ -27,8 +27,9 @@ from typing import Any
 from skillopt_sleep.harvest.common import MAX_FINALS, SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import visit_json_objects
-from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs
+from skillopt_sleep.harvest.refs import Listing, ReadOptions, Unreadable, file_refs
 from skillopt_sleep.harvest.skillhint import skill_in_text
+from skillopt_sleep.harvest.walk import files_below
 
 __all__ = ["list_sessions", "read_session", "session_files"]
 
@@ -41,11 +42,9 @@ _TOOL_ITEMS = {
 }
 
 
-def session_files(codex_home: Path) -> Iterator[Path]:
+def session_files(codex_home: Path) -> Iterator[Path | Unreadable]:
     for sub in ("sessions", "archived_sessions"):
-        root = codex_home / sub
-        if root.is_dir():
-            yield from (p for p in root.rglob("*.jsonl") if p.is_file())
+        yield from files_below(codex_home / sub, ".jsonl")
 
 
 @dataclass(slots=True)

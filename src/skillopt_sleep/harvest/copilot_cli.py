@@ -47,6 +47,7 @@ from skillopt_sleep.harvest.refs import (
 from skillopt_sleep.harvest.skillhint import skill_in_text
 from skillopt_sleep.harvest.sqlite_ro import columns, list_rows, misencoded, read_transaction
 from skillopt_sleep.harvest.timeparse import parse_instant
+from skillopt_sleep.harvest.walk import entries
 
 __all__ = [
     "EVENTS_FILE",
@@ -68,11 +69,12 @@ _CONTEXT_LOAD = "context-load"  # a skill preloaded for a custom agent, not one 
 
 
 # -- the event logs -------------------------------------------------------------------------
-def _event_logs(home: Path) -> Iterator[tuple[str, Path]]:
-    root = home / STATE_DIR
-    if not root.is_dir():
+def _event_logs(home: Path) -> Iterator[tuple[str, Path] | Unreadable]:
+    listed = entries(home / STATE_DIR)
+    if isinstance(listed, Unreadable):
+        yield listed
         return
-    for entry in sorted(root.iterdir()):
+    for entry in listed:
         if entry.is_dir() and (entry / EVENTS_FILE).is_file():
             yield entry.name, entry / EVENTS_FILE
         elif entry.suffix == ".jsonl" and entry.is_file():
@@ -250,8 +252,12 @@ def _stored_refs(db: Path, scope: Path | None, skip: set[str], resources: ExitSt
 def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
     """Every event log, then the stored sessions that have none."""
     logged: set[str] = set()
-    paths: list[Path] = []
-    for session_id, path in _event_logs(home):
+    paths: list[Path | Unreadable] = []
+    for log in _event_logs(home):
+        if isinstance(log, Unreadable):
+            paths.append(log)
+            continue
+        session_id, path = log
         logged.add(session_id)
         paths.append(path)
     for ref in file_refs(SourceKind.COPILOT_CLI, paths, read_events, cwd_of=_log_cwd):

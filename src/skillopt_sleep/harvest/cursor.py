@@ -26,8 +26,15 @@ from typing import Any
 from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import FeedbackSignal, Sentiment, SourceKind
 from skillopt_sleep.harvest.lines import iter_json_objects
-from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs, may_be_in_scope
+from skillopt_sleep.harvest.refs import (
+    Listing,
+    ReadOptions,
+    Unreadable,
+    file_refs,
+    may_be_in_scope,
+)
 from skillopt_sleep.harvest.skillhint import skill_in_text
+from skillopt_sleep.harvest.walk import files_below, subfolders
 
 __all__ = ["TRANSCRIPTS", "TRUST_FILE", "list_sessions", "project_of", "read_session", "slug"]
 
@@ -60,9 +67,8 @@ def _descend(folder: Path, rest: str, depth: int) -> Path | None:
         return folder
     if depth >= _MAX_DEPTH:
         return None
-    try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir())
-    except OSError:
+    children = subfolders(folder)
+    if isinstance(children, Unreadable):
         return None
     for child in children:
         name = slug(child.name)
@@ -139,17 +145,18 @@ def read_session(path: Path, options: ReadOptions, *, cwd: str = "") -> SessionB
 
 def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
     """Transcripts of the Cursor projects that may be ours (all of them for ``scope=None``)."""
-    root = home / "projects"
-    if not root.is_dir():
+    projects = subfolders(home / "projects")
+    if isinstance(projects, Unreadable):
+        yield projects
         return
-    for project_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+    for project_dir in projects:
         transcripts = project_dir / TRANSCRIPTS
         if not transcripts.is_dir():
             continue
         cwd = project_of(project_dir, scope)
         if scope is not None and (cwd is None or not may_be_in_scope(cwd, scope)):
             continue
-        files = sorted(p for p in transcripts.rglob("*.jsonl") if p.is_file())
+        files = files_below(transcripts, ".jsonl")
         yield from file_refs(
             SourceKind.CURSOR, files, partial(read_session, cwd=cwd or ""), cwd=cwd
         )

@@ -40,6 +40,7 @@ from skillopt_sleep.harvest.refs import (
     may_be_in_scope,
 )
 from skillopt_sleep.harvest.skillhint import skill_in_text, split_skill_block
+from skillopt_sleep.harvest.walk import files_below
 
 __all__ = ["SUBAGENTS", "BrokenTree", "active_branch", "list_sessions", "read_session"]
 
@@ -155,14 +156,7 @@ def read_session(path: Path, options: ReadOptions) -> SessionBuilder:
 
 
 def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
-    root = home / "agent" / "sessions"
-    if not root.is_dir():
-        return
-    files = sorted(
-        p
-        for p in root.rglob("*.jsonl")
-        if SUBAGENTS not in p.relative_to(root).parts[:-1] and p.is_file()
-    )
+    files = files_below(home / "agent" / "sessions", ".jsonl", skip_folders=(SUBAGENTS,))
     for ref in file_refs(SourceKind.PI, files, read_session, cwd_of=peek_cwd):
         if isinstance(ref, Unreadable) or may_be_in_scope(ref.cwd, scope):
             yield ref

@@ -71,7 +71,7 @@ PathReader = Callable[[Path, ReadOptions], SessionBuilder]
 
 def file_refs(
     kind: SourceKind,
-    paths: Iterable[Path],
+    paths: Iterable[Path | Unreadable],
     read: PathReader,
     *,
     cwd: str | None = None,
@@ -79,8 +79,12 @@ def file_refs(
 ) -> Listing:
     """One ref per transcript file: its stat is its version, ``read(path, options)`` reads it.
     Its working directory, when known without reading it: ``cwd`` (every file), or
-    ``cwd_of(path)``."""
+    ``cwd_of(path)``. An :class:`Unreadable` among ``paths`` (a folder the walk could not
+    list) is passed on."""
     for path in paths:
+        if isinstance(path, Unreadable):
+            yield path
+            continue
         try:
             file = SessionFile.stat(kind, path)
         except OSError as exc:

@@ -30,8 +30,15 @@ from skillopt_sleep.harvest.common import SessionBuilder
 from skillopt_sleep.harvest.digest import SourceKind
 from skillopt_sleep.harvest.lines import iter_json_objects
 from skillopt_sleep.harvest.oplog import LEAF, WHOLE, Shape, replay
-from skillopt_sleep.harvest.refs import Listing, ReadOptions, file_refs, may_be_in_scope
+from skillopt_sleep.harvest.refs import (
+    Listing,
+    ReadOptions,
+    Unreadable,
+    file_refs,
+    may_be_in_scope,
+)
 from skillopt_sleep.harvest.skillhint import skill_in_text
+from skillopt_sleep.harvest.walk import entries
 
 __all__ = [
     "COPILOT_EXTENSION",
@@ -105,10 +112,12 @@ def workspace_folder(storage: Path) -> str | None:
     return None
 
 
-def _storages(user_dir: Path) -> Iterator[Path]:
-    root = user_dir / "workspaceStorage"
-    if root.is_dir():
-        yield from sorted(p for p in root.iterdir() if (p / "chatSessions").is_dir())
+def _storages(user_dir: Path) -> Iterator[Path | Unreadable]:
+    listed = entries(user_dir / "workspaceStorage")
+    if isinstance(listed, Unreadable):
+        yield listed
+        return
+    yield from (p for p in listed if (p / "chatSessions").is_dir())
 
 
 def _extension(agent: Any) -> str:
@@ -181,8 +190,16 @@ def read_session(path: Path, options: ReadOptions) -> SessionBuilder:
 def list_sessions(user_dir: Path, scope: Path | None, resources: ExitStack) -> Listing:
     """The chat sessions of every workspace of one VS Code user folder that may be ours."""
     for storage in _storages(user_dir):
+        if isinstance(storage, Unreadable):
+            yield storage
+            continue
         folder = workspace_folder(storage)
         if scope is not None and (folder is None or not may_be_in_scope(folder, scope)):
             continue
-        files = sorted((storage / "chatSessions").glob("*.jsonl"))
+        listed = entries(storage / "chatSessions")
+        files: list[Path | Unreadable] = (
+            [listed]
+            if isinstance(listed, Unreadable)
+            else [p for p in listed if p.suffix == ".jsonl"]
+        )
         yield from file_refs(SourceKind.COPILOT, files, read_session, cwd=folder)

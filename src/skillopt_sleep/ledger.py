@@ -11,16 +11,18 @@ the codex and claude CLIs' JSON usage; the copilot CLI reports no usage at all).
 attribution, final) are what its decisions read: the task's pass state, and for the paired
 stages the accept or reject of an edit and the regression verdict of each task. Within one
 stage, a task is *settled* when every sample it got there, under every pair of documents
-tested there, scored alike (:func:`skillopt.gate.task_settled`). Then each pair of
-documents' first sample of the task is what tells the task's outcome, and every later sample
-changed no decision: the task's pass state is the same without it, and in a paired test each
-pair it makes has delta 0, which the sign-flip test leaves out and which does not change the
-sign of the mean gain (the gate's ``min_delta`` is 0 by default; with a positive one, a
-zero pair counts against the edit, and the ledger then overstates what could go). The
-samples' model calls (the attempt and its judge call; cache hits and results reused from an
-interrupted run excluded, a failed sample never counted) are the night's *no-decision*
-calls: what a test that stops at the first sample settling it would not have spent.
-Mining and reflection are never counted: they make the candidates the decisions are about.
+tested there, scored alike (:func:`skillopt.gate.task_settled`); in the rollout stage, which
+compares nothing and measures each round's documents for reflection, every sample under the
+same documents. Then each pair of documents' first sample of the task tells the task's
+outcome, and every later sample changed no decision: the task's pass state is the same
+without it, and in a paired test each pair it makes has delta 0, which the sign-flip test
+leaves out and which does not change the sign of the mean gain (the gate's ``min_delta`` is
+0 by default; with a positive one, a zero pair counts against the edit, and the ledger then
+overstates what could go). The samples' model calls (the attempt and its judge call; cache
+hits and results reused from an interrupted run excluded, a failed sample never counted)
+are the night's *no-decision* calls: what a test that stops at the first sample settling it
+would not have spent. Mining and reflection are never counted: they make the candidates the
+decisions are about.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from skillopt.gate import task_settled
 __all__ = ["SampleCost", "build_ledger", "no_decision_calls"]
 
 JUDGE_STAGE = "judge"
+# Stages that measure documents without pairing them against others: a task settles per
+# documents there. Every other stage is taken as paired (the conservative reading).
+UNPAIRED_STAGES = frozenset({"rollout"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,15 +72,16 @@ def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
     """Per decision stage: ``samples``, ``calls`` and ``no_decision`` calls (the attempts'
     and their judge calls'), and the same split by accounting stage under ``by_stage``
     (judge calls are the ``judge`` stage's there). See the module docstring."""
-    groups: dict[tuple[str, str], list[SampleCost]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[SampleCost]] = defaultdict(list)
     out: dict[str, Counter[str]] = defaultdict(Counter)
     by_stage: Counter[str] = Counter()
     for s in samples:
-        groups[(s.stage, s.task_id)].append(s)
+        docs = s.docs if s.stage in UNPAIRED_STAGES else ""
+        groups[(s.stage, s.task_id, docs)].append(s)
         row = out[s.stage]
         row["samples"] += 1
         row["calls"] += s.calls
-    for (stage, _task), group in groups.items():
+    for (stage, _task, _docs), group in groups.items():
         answered = [s for s in group if not s.failed]
         if len(answered) < 2 or not _settled(answered):
             continue

@@ -139,11 +139,13 @@ def test_repeat_samples_of_a_settled_task_changed_no_decision() -> None:
         _sample("rollout", "t3", "a", 0, 0.5),
         _sample("rollout", "t3", "a", 1, 0.5, attempt=0, judge=0),
         _sample("rollout", "t3", "a", 2, 0.5, judge=0),
+        # the rollout stage pairs nothing: a later round's documents settle on their own
+        *(_sample("rollout", "t3", "b", k, 1.0) for k in range(2)),
     ]
     decided = no_decision_calls(samples)
     assert decided["trial"] == Counter(samples=12, calls=24, no_decision=8)
-    assert decided["rollout"] == Counter(samples=3, calls=3, no_decision=1)
-    assert decided["by_stage"] == Counter(trial=4, judge=4, rollout=1)
+    assert decided["rollout"] == Counter(samples=5, calls=7, no_decision=3)
+    assert decided["by_stage"] == Counter(trial=4, judge=5, rollout=2)
 
 
 def test_a_failed_sample_never_settles_a_task_nor_counts() -> None:

@@ -214,17 +214,15 @@ def test_wal_and_one_transaction_per_step(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         (b"this is not a database at all" * 100, "not a usable task archive"),
-        (b"", None),  # an empty file is a fresh database
+        (b"", "an empty file"),  # truncated to nothing: never a fresh archive in its place
+        (b"SQLite format 2\x00" + bytes(200), "not an SQLite database"),
     ],
 )
 def test_unreadable_archive_is_an_error_naming_the_file(
-    tmp_path: Path, content: bytes, reason: str | None
+    tmp_path: Path, content: bytes, reason: str
 ) -> None:
     path = tmp_path / "tasks.sqlite"
     path.write_bytes(content)
-    if reason is None:
-        open_archive(path, now=NOW).close()
-        return
     with pytest.raises(CorruptStateError) as caught:
         open_archive(path, now=NOW)
     assert str(path) in str(caught.value) and reason in str(caught.value)

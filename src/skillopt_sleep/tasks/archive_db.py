@@ -2,8 +2,9 @@
 
 WAL journal with ``synchronous=FULL``: a killed process (or a crash mid-night) leaves the
 last committed transaction intact and never a half-written one. A file that is not a
-database, fails SQLite's integrity check or carries a schema this code does not know is a
-:class:`CorruptStateError` naming the file; it is never reset silently.
+database (an empty one included: SQLite would start a new archive in it), fails SQLite's
+integrity check or carries a schema this code does not know is a :class:`CorruptStateError`
+naming the file; it is never reset silently.
 
 An archive of an older schema is brought up to date when opened, in the same transaction
 that checks it (:data:`_MIGRATIONS`: each step only adds, so nothing recorded is lost):
@@ -18,6 +19,7 @@ A new archive is the first schema with every step applied, so both paths give on
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +30,7 @@ __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 _SAMPLE_ANSWERS = """
 CREATE TABLE IF NOT EXISTS sample_answers (
@@ -140,6 +143,13 @@ def connect(path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CorruptStateError(str(path), f"cannot create its directory: {exc}") from exc
+    if not path.exists():
+        _create(path)
+    _refuse_foreign_file(path)
+    return _open(path)
+
+
+def _open(path: Path) -> sqlite3.Connection:
     with sqlite_errors(path):
         try:
             conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -151,6 +161,37 @@ def connect(path: Path) -> sqlite3.Connection:
             conn.close()
             raise
     return conn
+
+
+def _create(path: Path) -> None:
+    """A new archive, built aside and renamed into place: SQLite creates an empty file first,
+    which a kill would leave behind for the next run to refuse."""
+    aside = path.with_name(path.name + ".new")
+    for leftover in (
+        aside,
+        aside.with_name(aside.name + "-wal"),
+        aside.with_name(aside.name + "-shm"),
+    ):
+        leftover.unlink(missing_ok=True)
+    _open(aside).close()  # closing checkpoints the log into the file and removes it
+    os.replace(aside, path)
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """A file already there must start as an SQLite database does. SQLite itself would take an
+    empty (truncated) file for a new database and write a fresh archive over it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return  # a new archive
+    except OSError as exc:
+        raise CorruptStateError(str(path), f"cannot read the task archive: {exc}") from exc
+    if head != _SQLITE_HEADER:
+        what = "an empty file" if not head else "not an SQLite database"
+        raise CorruptStateError(
+            str(path), f"not a usable task archive ({what}); move it aside to start a new one"
+        )
 
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> None:

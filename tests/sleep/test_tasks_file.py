@@ -195,3 +195,26 @@ def test_harvest_mine_write_review_load(tmp_path: Path) -> None:
     data["tasks"][0]["intent"] = "Write today's standup summary from the git log"
     reviewed = load_tasks_file(_write(path, data))
     assert reviewed.reviewed and reviewed.tasks[0].intent.startswith("Write today's")
+
+
+def test_a_deeply_nested_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text('{"version": 1, "tasks": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(DataError, match="nested too deeply"):
+        load_tasks_file(path)
+
+
+@pytest.mark.parametrize("field", ["intent", "context", "reference", "system_contract"])
+def test_an_oversized_task_is_refused_naming_it(tmp_path: Path, field: str) -> None:
+    task = {"id": "h_000000000009", "intent": "Fix it", field: "x" * 6_000_000}
+    path = _write(tmp_path / "tasks.json", {"version": 1, "reviewed": True, "tasks": [task]})
+    with pytest.raises(DataError, match=rf"'h_000000000009'.*{field} is 6,000,000 characters"):
+        load_tasks_file(path)
+
+
+def test_a_tasks_file_past_its_size_bound_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    with open(path, "wb") as handle:
+        handle.truncate(65 * 1024 * 1024)  # sparse: no disk spent
+    with pytest.raises(DataError, match="larger than 64 MiB"):
+        load_tasks_file(path)

@@ -29,9 +29,21 @@ from skillopt.redact import redact_obj
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
 
-__all__ = ["TASKS_FILE_VERSION", "TasksFile", "load_tasks_file", "write_tasks_file"]
+__all__ = [
+    "MAX_TASKS_FILE_BYTES",
+    "MAX_TASK_FIELD_CHARS",
+    "TASKS_FILE_VERSION",
+    "TasksFile",
+    "load_tasks_file",
+    "write_tasks_file",
+]
 
 TASKS_FILE_VERSION = 1
+MAX_TASKS_FILE_BYTES = 64 * 1024 * 1024
+MAX_TASK_FIELD_CHARS = 64 * 1024
+"""One task's intent, context, reference or system contract: ample for a pasted log or
+stack trace (mined intents are clipped to 800), and every one is sent with each attempt."""
+_BOUNDED_FIELDS = ("intent", "context", "reference", "system_contract")
 _META_KEYS = {"project": str, "source": str, "n_sessions": int, "note": str}
 _KNOWN_KEYS = {"version", "reviewed", "generated_at", "tasks", *_META_KEYS}
 
@@ -94,21 +106,45 @@ def _load_task(where: str, index: int, raw: Any) -> tuple[TaskRecord, list[str]]
         warnings.extend(f"{name}: {w}" for w in validate_checks(task.checks))
     if not task.intent.strip():
         raise DataError(f"{where}: {name}: empty intent")
+    for key in _BOUNDED_FIELDS:
+        size = len(getattr(task, key))
+        if size > MAX_TASK_FIELD_CHARS:
+            raise DataError(
+                f"{where}: {name}: {key} is {size:,} characters, more than the "
+                f"{MAX_TASK_FIELD_CHARS:,} a task may carry (it is sent with every attempt); "
+                "shorten it"
+            )
     return task, warnings
+
+
+def _read_json(target: Path) -> Any:
+    where = str(target)
+    try:
+        with open(target, "rb") as handle:
+            raw = handle.read(MAX_TASKS_FILE_BYTES + 1)
+        if len(raw) > MAX_TASKS_FILE_BYTES:
+            raise DataError(
+                f"{where}: a tasks file larger than {MAX_TASKS_FILE_BYTES // (1024 * 1024)} MiB "
+                "is not read; split it or remove what the tasks do not need"
+            )
+        return json.loads(raw.decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise DataError(f"{where}: no such tasks file") from exc
+    except IsADirectoryError as exc:
+        raise DataError(f"{where}: is a directory, not a tasks file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{where}: cannot read tasks file ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{where}: JSON nested too deeply to be a tasks file") from exc
 
 
 def load_tasks_file(path: str | os.PathLike[str]) -> TasksFile:
     """Read and validate a tasks file; every problem raises :class:`DataError` naming it."""
     target = Path(path)
     where = str(target)
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(f"{where}: no such tasks file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where}: cannot read tasks file ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno})") from exc
+    data = _read_json(target)
 
     if isinstance(data, list):  # a bare list of tasks is a draft
         data = {"version": TASKS_FILE_VERSION, "reviewed": False, "tasks": data}

@@ -297,7 +297,7 @@ def test_mean_scores_tie_whatever_the_order() -> None:
     import random
 
     from skillopt.trainer.envs.base import RolloutResult as EnvResult
-    from skillopt.trainer.step.rollout import mean_scores
+    from skillopt.trainer.rollouts import mean_scores
 
     rng = random.Random(7)
     values = [rng.random() * 10 ** rng.randint(-8, 3) for _ in range(50)]

@@ -9,8 +9,8 @@ from skillopt.backends.wrappers import StageCounter
 from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.envs.base import Completer, Environment
 from skillopt.trainer.persistence import RunDir
+from skillopt.trainer.rollouts import mean_scores, rollout
 from skillopt.trainer.step.context import RunContext, skill_hash
-from skillopt.trainer.step.rollout import mean_scores, rollout
 from skillopt.types import Split
 
 __all__ = ["evaluate_skill"]

@@ -23,8 +23,8 @@ from skillopt.trainer.envs.base import Completer, Environment
 from skillopt.trainer.epoch_end import EpochEnd
 from skillopt.trainer.final import FinalPhase
 from skillopt.trainer.persistence import RunState
+from skillopt.trainer.rollouts import mean_scores, rollout
 from skillopt.trainer.step.context import skill_hash
-from skillopt.trainer.step.rollout import mean_scores, rollout
 from skillopt.trainer.step.run import run_step, step_input
 
 __all__ = ["Trainer", "run_failure"]

@@ -42,9 +42,9 @@ from skillopt.gate import (
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.replies import EditItem
+from skillopt.trainer.rollouts import rollout
 from skillopt.trainer.sample_ids import FINAL_SAMPLES, STEP_SAMPLES
 from skillopt.trainer.step.context import Sample, skill_hash
-from skillopt.trainer.step.rollout import rollout
 from skillopt.types import GateAction, GateDecision
 
 __all__ = [

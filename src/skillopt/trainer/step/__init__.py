@@ -1,7 +1,8 @@
 """One training step, stage by stage; a module per stage, read in this order.
 
-1. :mod:`.rollout` — every micro-batch's items attempted with the current skill, at once;
-   rows journaled as they land, so a resumed step attempts only what is missing.
+1. :mod:`.rollout` — every micro-batch's items attempted with the current skill, at once
+   (:mod:`skillopt.trainer.rollouts`: rows journaled as they land, so a resumed step
+   attempts only what is missing).
 2. :mod:`.reflect` — analysts read seeded minibatches of failures (and successes) with the
    step buffer and propose patches: edits, and execution-lapse notes for the appendix.
 3. :mod:`.select` (merge) — the patches merged into one list of edits.
@@ -16,6 +17,5 @@
 skipped: no patch, or no candidate); :mod:`.context` holds what they share (the run's
 :class:`~.context.RunContext`, the step's :class:`~.context.StepInput`, the record). Every
 stage writes its files under the step directory before it returns, so a resumed run finds
-finished work. Nothing is imported here: :mod:`skillopt.trainer.core` uses the rollout
-stage, and the stages take the core.
+finished work. Nothing is imported here, so importing one stage does not load the others.
 """

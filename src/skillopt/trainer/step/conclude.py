@@ -24,8 +24,9 @@ from skillopt.trainer.replies import (
     EditItem,
     fit_summaries,
 )
+from skillopt.trainer.rollouts import failure_patterns, mean_scores
 from skillopt.trainer.step.context import REJECTED_EDITS_BUDGET, Record, StepInput, skill_hash
-from skillopt.trainer.step.rollout import RolledOut, failure_patterns, mean_scores
+from skillopt.trainer.step.rollout import RolledOut
 from skillopt.trainer.step.select import Selected
 from skillopt.trainer.step.update import rewrite_skill, update_patch
 from skillopt.types import GateAction

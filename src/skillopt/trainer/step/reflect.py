@@ -25,8 +25,9 @@ from skillopt.trainer.replies import (
     EditItem,
     SourceType,
 )
+from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.step.context import Record, RunContext, StepInput, ask
-from skillopt.trainer.step.rollout import RolledOut, mean_scores
+from skillopt.trainer.step.rollout import RolledOut
 
 if TYPE_CHECKING:
     from skillopt.trainer.core import TrainerCore

@@ -27,9 +27,10 @@ from skillopt.trainer.replies import (
     RankReply,
     SourceType,
 )
+from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.step.context import Record, RunContext, StepInput, ask
 from skillopt.trainer.step.reflect import Patch, Reflected
-from skillopt.trainer.step.rollout import RolledOut, mean_scores
+from skillopt.trainer.step.rollout import RolledOut
 
 if TYPE_CHECKING:
     from skillopt.trainer.core import TrainerCore

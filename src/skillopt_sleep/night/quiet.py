@@ -9,11 +9,17 @@ draw them again.
 2. **Ask** (:func:`noise_estimates`): per task, how the recorded samples of tonight's
    question agree. A task is never steady on a disagreement: one differing sample under
    the same question, on any night, makes it noisy until the documents or models change.
-3. **End quiet** (:func:`quiet_decision`): when every task tonight is steady and passing,
-   with at least the samples the rollouts stage would draw (``max(night.dream_rollouts,
-   gate.samples_per_task)``), the rollouts could only find that every task already passes,
-   and the night would stop there with nothing to learn. It stops before them instead,
-   with the same decision, built from the records, and no model call.
+3. **Plan** (:func:`plan_quiet`, no call): when every task tonight passed on every
+   recorded sample of tonight's question, the night may be quiet. Tasks with fewer
+   samples than the rollouts stage would draw (``max(night.dream_rollouts,
+   gate.samples_per_task)``; typically the night after an adoption, whose documents the
+   gate's final check sampled once) are to be re-sampled, with the rollouts' own first
+   samples. The night's estimate is printed after the plan, before any call.
+4. **Settle** (:func:`settle_quiet`): the missing samples drawn (stage ``recheck``), the
+   rollouts could only find that every task already passes, and the night would stop
+   there with nothing to learn. It stops before them instead, with the same decision,
+   built from the records. When a re-sampled task fails, the night goes on as any other
+   and its rollouts read those samples back.
 
 Only the live documents' question is answered from records. A candidate is new documents,
 so a new question: the gate always measures it, and its held-out validation never reads a
@@ -36,7 +42,15 @@ from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
 
-__all__ = ["Quiet", "keep_samples", "noise_estimates", "quiet_decision", "steady_samples"]
+__all__ = [
+    "Quiet",
+    "QuietPlan",
+    "keep_samples",
+    "noise_estimates",
+    "plan_quiet",
+    "settle_quiet",
+    "steady_samples",
+]
 
 
 def steady_samples(night: Night) -> int:
@@ -96,6 +110,16 @@ def keep_samples(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QuietPlan:
+    """A night that looks quiet by the records: each task's recorded samples under the
+    live documents (``live``), and the samples still to draw (``recheck``) before it is."""
+
+    docs: Docs
+    live: Mapping[str, NoiseEstimate]
+    recheck: tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Quiet:
     """A quiet night: the decision from the records, and the one line that says so."""
 
@@ -103,53 +127,46 @@ class Quiet:
     line: str
 
 
-async def quiet_decision(
-    night: Night,
-    tasks: Sequence[TaskRecord],
-    start: Docs,
-    *,
-    new_sessions: int,
-) -> Quiet | None:
-    """The night's decision when every task in ``tasks`` is steady and passing under
-    ``start`` (see the module docstring), else ``None``.
-
-    A task whose recorded samples all pass but are fewer than the rollouts would draw is
-    topped up first (stage ``recheck``) with the rollouts' own first samples, so a night
-    that goes on to learn reads them back instead of paying twice. Any other task (never
-    measured under ``start``, failing, or noisy) ends the check before any call.
-    """
+def plan_quiet(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> QuietPlan | None:
+    """Whether tonight may be quiet, without a call: every task in ``tasks`` passed on
+    every recorded sample under ``start`` and tonight's models (one at least). Tasks with
+    fewer samples than the rollouts would draw get the rollouts' own first samples to draw
+    (so a night that goes on to learn reads them back instead of paying twice). Any other
+    task (never measured under ``start``, failing, or noisy) makes it ``None``."""
     if not tasks or night.cfg.gate.mode == OFF:
         return None
     need = steady_samples(night)
-    noise = noise_estimates(night, tasks, start)
-    if not all(noise[t.id].steady_pass(1) for t in tasks):
+    live = noise_estimates(night, tasks, start)
+    if not all(live[t.id].steady_pass(1) for t in tasks):
         return None
-    short = [t for t in tasks if noise[t.id].samples < need]
-    if short:
-        jobs = [
-            Job(task=t, docs=start, sample_id=k, phase="rollout", fresh=True)
-            for t in short
-            for k in range(need - noise[t.id].samples)
-        ]
+    recheck = tuple(
+        Job(task=t, docs=start, sample_id=k, phase="rollout", fresh=True)
+        for t in tasks
+        for k in range(max(0, need - live[t.id].samples))
+    )
+    return QuietPlan(docs=start, live=live, recheck=recheck)
+
+
+async def settle_quiet(night: Night, plan: QuietPlan, *, new_sessions: int) -> Quiet | None:
+    """Draw ``plan``'s samples (stage ``recheck``); the night's decision when every one
+    passed too, else ``None`` (the night goes on, and its rollouts read them back)."""
+    if plan.recheck:
         night.begin("recheck")
-        results = await night.replayer.run(jobs)
+        results = await night.replayer.run(plan.recheck)
         night.end("recheck", rollouts=len(results))
         if any(r.error or not night.score(r) >= 1.0 for r in results):
-            return None  # the night goes on, and its rollouts read these samples back
-    scores = {t.id: noise[t.id].low for t in tasks}
+            return None
     decision = Decision(
         accepted=False, action=GateAction.REJECT.value, baseline=1.0, candidate=1.0,
-        final=None, docs=start, applied=[], rejected=[], nothing_to_learn=True,
-        start_scores=scores,
+        final=None, docs=plan.docs, applied=[], rejected=[], nothing_to_learn=True,
+        start_scores={tid: est.low for tid, est in plan.live.items()},
     )  # fmt: skip
     sessions = "no new session" if not new_sessions else f"{new_sessions} session(s), no new task"
-    spent = (
-        f"{len(short)} task(s) topped up to {need} samples ({night.spend.calls} call(s))"
-        if short
-        else "no model call"
-    )
+    topped = len({job.task.id for job in plan.recheck})
+    spent = f"{topped} task(s) re-sampled" if topped else "no model call"
     line = (
-        f"quiet night: {sessions}; every one of the {len(tasks)} task(s) already passes under "
-        f"the live documents and models ({need}+ agreeing samples each): nothing to learn, {spent}"
+        f"quiet night: {sessions}; every one of the {len(plan.live)} task(s) already passes "
+        f"under the live documents and models ({steady_samples(night)}+ agreeing samples "
+        f"each): nothing to learn, {spent}"
     )
     return Quiet(decision=decision, line=line)

@@ -45,7 +45,7 @@ from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_m
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult, read_live
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
-from skillopt_sleep.night.quiet import quiet_decision
+from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
@@ -185,11 +185,14 @@ async def _learn(
             return
         fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         start = Docs(skill=live.skill, memory=live.memory)
-        if not fan.learning() and await _quiet(night, course, tasks, start):
+        plan = None if fan.learning() else plan_quiet(night, tasks, start)
+        if plan is not None and not plan.recheck and await _quiet(night, course, plan):
             return
         course.estimate = announce_estimate(
             night, tasks, fan.managed_tasks, test, skills=fan.learning()
         )
+        if plan is not None and plan.recheck and await _quiet(night, course, plan):
+            return
         carried, course.carried_ids = carried_edits(archive)
         course.decision = await fan.alongside(
             lambda tasks: consolidate(
@@ -221,21 +224,21 @@ async def _learn(
         raise
 
 
-async def _quiet(night: Night, course: Course, tasks: list[TaskRecord], start: Docs) -> bool:
+async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:
     """End a quiet night right after harvest (see :mod:`.quiet`): its decision and test
     score come from the archive's records, its one line says so."""
     assert course.gathered is not None
-    quiet = await quiet_decision(night, tasks, start, new_sessions=course.gathered.n_sessions)
+    quiet = await settle_quiet(night, plan, new_sessions=course.gathered.n_sessions)
     if quiet is None:
         return False
     course.decision, course.result, course.reason = quiet.decision, NightResult.NO_EDITS, quiet.line
-    test = [t.id for t in tasks if t.split is Split.TEST]
+    test = [t.id for t in course.gathered.tasks if t.split is Split.TEST]
     if test:
         scores = [quiet.decision.start_scores[t] for t in test]
         course.test = TestScore(n=len(test), score=sum(scores) / len(scores), before=None)
     night.no_edit_reasons.append(quiet.line)
     night.progress.note(quiet.line)
-    _log.info("night.quiet", tasks=len(tasks))
+    _log.info("night.quiet", tasks=len(plan.live), rechecked=len(plan.recheck))
     return True
 
 

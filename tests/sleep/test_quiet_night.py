@@ -49,6 +49,7 @@ async def _until_quiet(demo: DemoSetup, cfg: SleepConfig) -> NightOutcome:
     assert second.result is NightResult.NO_EDITS, second.reason
     assert 0 < _calls(second) < _calls(first) / 4, second.spend  # topped up, not re-rolled
     assert set(second.spend["calls_by_stage"]) <= {"rollout", "judge"}
+    assert _report(second)["estimate"]  # said before the re-sampling's calls
     return await run_night(cfg, project=demo.project)
 
 
@@ -64,6 +65,7 @@ async def test_a_quiet_night_spends_nothing_and_says_so_in_one_line(tmp_path: Pa
     assert report["reason"] == quiet.reason
     assert quiet.reason in report["no_edit_reasons"]
     assert report["baseline"] == 1.0  # the chart goes on from the recorded answers
+    assert report.get("estimate") is None  # nothing to estimate: no call
     md = (quiet.run_dir / "report.md").read_text()  # type: ignore[operator]
     assert quiet.reason in md
 

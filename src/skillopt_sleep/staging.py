@@ -34,7 +34,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from skillopt.atomicio import atomic_create_bytes, atomic_write_json, atomic_write_text
 from skillopt.errors import CorruptStateError, DataError, RefusedError
@@ -49,8 +57,10 @@ from skillopt.skilldoc import (
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "MEMORY_FILE_NAMES",
     "PROPOSAL_DIR",
     "RECEIPTS_NAME",
+    "SKILL_FILE_NAME",
     "Manifest",
     "ManifestEntry",
     "Proposal",
@@ -60,6 +70,7 @@ __all__ = [
     "UtcInstant",
     "check_name",
     "load_manifest",
+    "proposed_file_name",
     "read_pinned",
     "scaffold_skill",
     "sha256_bytes",
@@ -74,6 +85,8 @@ PROPOSAL_DIR = "proposal"
 MANIFEST_NAME = "manifest.json"
 RECEIPTS_NAME = "adoptions.jsonl"
 
+MEMORY_FILE_NAMES = ("CLAUDE.md", "AGENTS.md")
+SKILL_FILE_NAME = "SKILL.md"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VERSION_FILE = re.compile(r"^v(\d{4,})\.md$")
 
@@ -119,10 +132,18 @@ class _Frozen(BaseModel):
 # --------------------------------------------------------------------------- skill store
 
 
+def _version_file(value: str) -> str:
+    """A version's file is one of ours in ``versions/``: never a path the index could point
+    anywhere with (``/etc/hostname``, ``../../CLAUDE.md``)."""
+    if not _VERSION_FILE.match(value):
+        raise ValueError(f"not a version file name: {value!r}")
+    return value
+
+
 class SkillVersion(_Frozen):
     name: str
     number: int = Field(ge=1)
-    file: str
+    file: Annotated[str, AfterValidator(_version_file)]
     sha256: str
     run_id: str
     night: int = Field(ge=0)
@@ -171,6 +192,8 @@ class SkillStore:
         for version in self.versions(name):
             if version.number == number:
                 path = self._dir(name) / "versions" / version.file
+                if path.is_symlink():
+                    raise CorruptStateError(str(path), "a skill version is never a symlink")
                 return read_pinned(path, version.sha256).decode("utf-8")
         raise DataError(f"skill {name!r} has no version {number}")
 
@@ -268,6 +291,11 @@ class ProposalKind(StrEnum):
     MEMORY = "memory"
 
 
+def proposed_file_name(kind: ProposalKind, name: str) -> str:
+    """Where a night stages a proposal, relative to its run directory."""
+    return f"{PROPOSAL_DIR}/{kind.value}-{name}.md"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Proposal:
     """One document the night proposes to replace a live file with.
@@ -297,6 +325,21 @@ class ManifestEntry(_Frozen):
     store_version: int | None = None
     fanout: bool = False  # never adopted by a bare ``adopt`` or by ``auto_adopt = true``
 
+    @model_validator(mode="after")
+    def _confined(self) -> ManifestEntry:
+        """The proposed file is the one staging names (inside ``proposal/``), and a skill
+        never targets a memory file nor a memory file a skill: a manifest edited on disk
+        cannot make ``adopt`` or ``versions restore`` read or write anything else."""
+        check_name(self.name)
+        if self.proposed_file != proposed_file_name(self.kind, self.name):
+            raise ValueError(f"{self.name}: unexpected proposed file {self.proposed_file!r}")
+        target = Path(self.live_path).name
+        if self.kind is ProposalKind.SKILL and target in MEMORY_FILE_NAMES:
+            raise ValueError(f"{self.name}: a skill cannot replace the memory file {target}")
+        if self.kind is ProposalKind.MEMORY and target == SKILL_FILE_NAME:
+            raise ValueError(f"{self.name}: a memory proposal cannot replace a {target}")
+        return self
+
 
 class Manifest(_Frozen):
     schema_id: Literal["skillopt.proposal"] = Field(default="skillopt.proposal", alias="schema")
@@ -322,11 +365,10 @@ def _entry_for(proposal: Proposal) -> tuple[ManifestEntry, bytes]:
             f"{live}: the live file changed while the night ran; discard this night and rerun"
         )
     data = proposal.text.encode("utf-8")
-    filename = f"{proposal.kind.value}-{name}.md"
     entry = ManifestEntry(
         name=name,
         kind=proposal.kind,
-        proposed_file=f"{PROPOSAL_DIR}/{filename}",
+        proposed_file=proposed_file_name(proposal.kind, name),
         sha256=sha256_bytes(data),
         live_path=str(live),
         live_realpath=os.path.realpath(live),

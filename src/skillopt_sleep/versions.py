@@ -27,6 +27,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import (
     PROPOSAL_DIR,
+    SKILL_FILE_NAME,
     ManifestEntry,
     Proposal,
     ProposalKind,
@@ -199,14 +200,24 @@ def _manifest_entries(folder: Path) -> Iterator[ManifestEntry]:
 
 
 def _live_path(cfg: SleepConfig, project: Path, name: str) -> Path | None:
-    """Where skill ``name`` lives: as the newest proposal of it says, else the managed
-    skill's path when that is the one named."""
+    """Where skill ``name`` lives: the managed skill's path (the config says) when that is
+    the one named, else as the newest proposal of it says, if that is where one of the
+    project's skills lives (``<root>/<name>/SKILL.md``, never the memory file): a file in
+    the state directory is not trusted to name any other target."""
+    managed = cfg.live_skill_path()
+    if managed.parent.name == name:
+        return managed
+    memory = os.path.realpath(cfg.live_memory_path(project))
     for folder in reversed([*_nights(cfg, project), *restore_dirs(cfg, project)]):
         for entry in _manifest_entries(folder):
-            if entry.name == name and entry.kind is ProposalKind.SKILL:
-                return Path(entry.live_path)
-    managed = cfg.live_skill_path()
-    return managed if managed.parent.name == name else None
+            if entry.name != name or entry.kind is not ProposalKind.SKILL:
+                continue
+            live = Path(entry.live_path)
+            if (live.name, live.parent.name) == (SKILL_FILE_NAME, name) and (
+                os.path.realpath(live) != memory
+            ):
+                return live
+    return None
 
 
 def restore(

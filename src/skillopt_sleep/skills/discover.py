@@ -19,13 +19,13 @@ from pathlib import Path
 
 from skillopt.errors import DataError
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.staging import check_name, sha256_bytes
+from skillopt_sleep.staging import MEMORY_FILE_NAMES, SKILL_FILE_NAME, check_name, sha256_bytes
 
 __all__ = ["PROJECT_SKILL_DIRS", "Discovery", "ProjectSkill", "discover_skills"]
 
 PROJECT_SKILL_DIRS = (".claude/skills", ".agents/skills", ".cursor/skills", ".codex/skills")
-MEMORY_FILES = ("CLAUDE.md", "AGENTS.md")
-SKILL_FILE = "SKILL.md"
+MEMORY_FILES = MEMORY_FILE_NAMES
+SKILL_FILE = SKILL_FILE_NAME
 _FRONT_KEY = re.compile(r"^(name|description):\s*(.*)$")
 
 

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
@@ -131,6 +133,39 @@ async def test_spending_pool_stops_at_the_cap() -> None:
     with pytest.raises(BudgetExceededError):
         await tokens.complete(request)
     assert tokens.reached == "tokens"
+
+
+async def test_the_token_cap_refuses_the_call_that_would_cross_it() -> None:
+    pool = ScriptedPool(["a", "b"])
+    spend = BudgetCompleter(pool, max_tokens=1000)
+    small = CompletionRequest(role=Role.TARGET, prompt="p" * 400, stage="rollout")
+    await spend.complete(small)
+    huge = CompletionRequest(role=Role.TARGET, prompt="x" * 6_000_000, stage="rollout")
+    with pytest.raises(BudgetExceededError, match="next call's prompt alone is ~1500000"):
+        await spend.complete(huge)
+    # refused before it was sent: the huge prompt cost nothing
+    assert len(pool.requests) == 1 and spend.calls == 1 and spend.reached == "tokens"
+    assert spend.tokens < 1000
+
+
+async def test_calls_in_flight_count_against_the_token_cap() -> None:
+    gate = anyio.Event()  # set once the second call was refused: the first stays in flight
+
+    class Hanging(ScriptedPool):
+        async def complete(self, request: CompletionRequest) -> Any:
+            await gate.wait()
+            return await super().complete(request)
+
+    spend = BudgetCompleter(Hanging(["a"]), max_tokens=1000)
+    request = CompletionRequest(role=Role.TARGET, prompt="p" * 2400, stage="rollout")  # ~600
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(spend.complete, request)
+        while not spend.in_flight_tokens:
+            await anyio.lowlevel.checkpoint()
+        with pytest.raises(BudgetExceededError):
+            await spend.complete(request)  # 600 in flight + 600 would cross 1000
+        gate.set()
+    assert spend.calls == 1
 
 
 def test_report_cells_are_escaped_and_chart_scales() -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "RedactingCompleter",
     "StageCounter",
     "StageSpend",
+    "prompt_tokens",
     "redact_request",
 ]
 
@@ -180,10 +181,12 @@ class StageSpend:
 class BudgetCompleter(PoolWrapper):
     """Enforces ``max_calls`` / ``max_tokens`` (0 = unlimited), checked before every call.
 
-    A call is refused with :class:`BudgetExceededError` once the cap is reached; calls already
-    in flight finish and are counted, so the overshoot is bounded by the pool's concurrency.
-    Cached replies cost nothing and are not counted as calls; :attr:`stages` keeps them
-    apart, with each stage's calls, tokens and provider-cached tokens (the ledger).
+    A call is refused with :class:`BudgetExceededError` once the cap is reached, and so is a
+    call whose prompt alone (estimated from its text, :func:`prompt_tokens`) would take the
+    tokens spent and in flight past ``max_tokens``: a huge prompt is refused, not paid for.
+    Calls already in flight finish and are counted. Cached replies cost nothing and are not
+    counted as calls; :attr:`stages` keeps them apart, with each stage's calls, tokens and
+    provider-cached tokens (the ledger).
     """
 
     def __init__(self, inner: Pool, *, max_calls: int = 0, max_tokens: int = 0) -> None:
@@ -198,6 +201,9 @@ class BudgetCompleter(PoolWrapper):
         self.errors_by_class: Counter[str] = Counter()
         self.reached: str = ""  # "calls" or "tokens" once the cap stopped a call
         self.estimated_tokens = 0  # part of ``tokens`` a member estimated (reported none)
+        self.in_flight_tokens = 0  # prompt tokens of the calls under way (not yet counted)
+        self.caps = max_calls, max_tokens  # as configured (``holding_back`` lowers the live ones)
+        self.holding = False
         # (member, stage) -> [calls, tokens, estimated tokens]: what a token model learns from
         self.usage_by_member: dict[tuple[str, str], list[int]] = {}
 
@@ -215,22 +221,41 @@ class BudgetCompleter(PoolWrapper):
             self.max_calls = max(1, self.max_calls - calls)
         if self.max_tokens:
             self.max_tokens = max(1, self.max_tokens - tokens)
+        self.holding = True
         try:
             yield
         finally:
             self.max_calls, self.max_tokens = caps
+            self.holding = False
         self.reached = ""
 
-    def _check(self) -> None:
+    def _check(self, ahead: int) -> None:
+        """Refuse the call when a cap is reached, or when its ``ahead`` prompt tokens would
+        cross the token cap."""
         if self.max_calls and self.calls >= self.max_calls:
             self.reached = self.reached or "calls"
-        elif self.max_tokens and self.tokens >= self.max_tokens:
+            why = self.stopped()
+        elif self.max_tokens and self.tokens + self.in_flight_tokens + ahead > self.max_tokens:
             self.reached = self.reached or "tokens"
+            why = self.stopped() + (
+                f" (the next call's prompt alone is ~{ahead} tokens)"
+                if self.tokens < self.max_tokens else ""
+            )  # fmt: skip
         else:
             return
-        raise BudgetExceededError(
-            f"night budget reached ({self.reached}: {self.calls} calls, {self.tokens} tokens)"
-        )
+        raise BudgetExceededError(why)
+
+    def spent(self) -> str:
+        """What the night spent so far, for the line that says why it stopped."""
+        return f"{self.calls} calls, {self.tokens} tokens spent"
+
+    def stopped(self) -> str:
+        """Which cap stopped the night ("" while none did), with what was spent."""
+        if not self.reached:
+            return ""
+        cap = self.caps[0] if self.reached == "calls" else self.caps[1]
+        held = " (less the reserve held back for the final check)" if self.holding else ""
+        return f"budget.max_{self.reached} = {cap} reached{held}: {self.spent()}"
 
     @property
     def cache_hits(self) -> int:
@@ -249,10 +274,12 @@ class BudgetCompleter(PoolWrapper):
         return row
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        self._check()
+        ahead = prompt_tokens(request) if self.max_tokens else 0
+        self._check(ahead)
         row = self._stage(request.stage)
         self.calls += 1
         row.calls += 1
+        self.in_flight_tokens += ahead
         try:
             done = await self.inner.complete(request)
         except Exception as exc:
@@ -260,6 +287,8 @@ class BudgetCompleter(PoolWrapper):
             row.failed += 1
             self.errors_by_class[_error_class(exc)] += 1
             raise
+        finally:
+            self.in_flight_tokens -= ahead
         if done.cached:
             self.calls -= 1
             row.calls -= 1
@@ -299,6 +328,12 @@ class BudgetCompleter(PoolWrapper):
             "stages": {name: row.to_dict() for name, row in sorted(self.stages.items())},
             "errors_by_class": dict(self.errors_by_class),
         }
+
+
+def prompt_tokens(request: CompletionRequest) -> int:
+    """The prompt tokens a request will cost at least, estimated from its text (about four
+    characters a token, as a member that reports no usage is counted)."""
+    return sum(len(m.content) for m in request.as_messages()) // 4
 
 
 def _error_class(exc: BaseException) -> str:

@@ -28,3 +28,5 @@ class Decision:
     folds: dict[str, int] = field(default_factory=dict)  # task id -> fold (first round)
     nothing_to_learn: bool = False
     start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
+    # the budget ran out mid-rounds: what it cut short (the kept edits went to the final check)
+    budget_stop: str = ""

@@ -230,7 +230,7 @@ class Fanout:
                 child, tasks=sn.tasks, start=start, rotation=self.night_no
             )
         except BudgetExceededError as exc:
-            sn.status, sn.reason = "budget_reached", f"night budget reached during {exc}"
+            sn.status, sn.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"
         except RunFailedError as exc:
             sn.status, sn.reason = "failed", f"{exc.stage}: {exc.cause}"
         except SkillOptError as exc:
@@ -244,6 +244,7 @@ class Fanout:
                                                        d.rejected else "rejected")  # fmt: skip
             if d.nothing_to_learn and child.no_edit_reasons:
                 sn.reason = child.no_edit_reasons[-1]
+            sn.reason = d.budget_stop or sn.reason
         if self.night.spend.exhausted and sn.status == "failed":
             sn.status = "budget_reached"
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})

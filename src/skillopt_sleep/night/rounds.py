@@ -72,7 +72,7 @@ async def _rollouts(
     night.begin(stage)
     samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
     measured = await measure(night, tasks, docs, samples=samples, phase="rollout", first=first)
-    night.check_degenerate(stage, measured.results)
+    night.check_degenerate(stage, measured.results, tasks=tasks)
     night.end(stage, rollouts=len(measured.results))
     night.check_budget(stage)
     return measured
@@ -125,10 +125,12 @@ async def consolidate(
         except BudgetExceededError as exc:
             if not learned.applied:
                 raise
-            night.notes.append(
-                f"{exc}: the rounds stopped there; the {len(learned.applied)} edit(s) kept "
-                "so far go to the final check, on the budget held back for it"
+            rejected_all.budget_stop = (
+                f"{exc}; the rounds stopped during {night.stage} (it and the rest of the "
+                f"rounds did not finish); the {len(set(learned.applied))} edit(s) kept so far "
+                "went to the final check, on the budget held back for it"
             )
+            night.notes.append(rejected_all.budget_stop)
     best, applied, proposed, untested = (
         learned.best, learned.applied, learned.proposed, learned.untested
     )  # fmt: skip

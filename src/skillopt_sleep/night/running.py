@@ -40,9 +40,26 @@ from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
 
-__all__ = ["Clock", "Night"]
+__all__ = ["MAX_ERROR_SHARE", "Clock", "Night"]
 
 Clock = Callable[[], datetime]
+
+# A stage whose rollouts failed beyond this share is an outage; below it, the night goes on
+# without the failed ones (a call lost after its retries, a task an endpoint always refuses).
+MAX_ERROR_SHARE = 0.5
+
+
+def _lost_tasks(results: Sequence[RolloutResult]) -> dict[str, str]:
+    """Task id -> the error of each task none of whose rollouts answered."""
+    by_task: dict[str, list[str]] = {}
+    for r in results:
+        by_task.setdefault(r.task_id, []).append(r.error)
+    return {t: errs[0] for t, errs in by_task.items() if all(errs)}
+
+
+def _names(tasks: dict[str, str], most: int = 5) -> str:
+    names = ", ".join(sorted(tasks)[:most])
+    return names + (f" and {len(tasks) - most} more" if len(tasks) > most else "")
 
 
 class Night:
@@ -99,6 +116,7 @@ class Night:
         self.reflections: dict[str, ReflectOutcome] = {}
         self.notes: list[str] = []
         self.no_edit_reasons: list[str] = []
+        self.lost_tasks: set[str] = set()  # tasks none of whose calls answered (named once)
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}
@@ -151,30 +169,65 @@ class Night:
 
     def check_budget(self, stage: str) -> None:
         if self.spend.exhausted:
-            raise BudgetExceededError(stage)
+            raise self.budget_stop(stage)
+
+    def budget_stop(self, stage: str) -> BudgetExceededError:
+        """The error that ends a stage the budget cut short (saying which cap)."""
+        return BudgetExceededError(self.spend.stopped() or f"budget reached during {stage}")
 
     # -- stages ----------------------------------------------------------------------
 
     def check_degenerate(
-        self, stage: str, results: Sequence[RolloutResult], *, candidate: bool = False
+        self,
+        stage: str,
+        results: Sequence[RolloutResult],
+        *,
+        candidate: bool = False,
+        tasks: Sequence[TaskRecord] = (),
     ) -> None:
-        """Fail the night on an outage. ``candidate``: results under a candidate document,
-        whose empty answers may be the edit's own (bad) effect rather than an outage."""
+        """Fail the night on an outage; go on without a few errored rollouts.
+
+        A budget that ran out is no call failure: the stage's results are incomplete, so
+        the night stops there as budget-reached. Otherwise, errored rollouts are left out
+        of every score (the gate skips them); the night fails only when more than
+        :data:`MAX_ERROR_SHARE` of the stage's rollouts errored. A task none of whose
+        rollouts answered (an endpoint that always refuses it) is named in the notes.
+        ``candidate``: results under a candidate document, whose empty answers may be the
+        edit's own (bad) effect rather than an outage; ``tasks`` name the lost ones."""
         if not results:
             return
-        errors = [r.error for r in results if r.error]
-        if len(errors) == len(results):
-            cause = Counter(errors).most_common(1)[0][0]
-            if self.spend.exhausted:
-                raise BudgetExceededError(stage)
-            raise RunFailedError(stage, f"every model call failed ({len(errors)} calls): {cause}")
+        errors = [r for r in results if r.error]
+        if errors and self.spend.exhausted:
+            raise self.budget_stop(stage)
+        if len(errors) > MAX_ERROR_SHARE * len(results):
+            cause = Counter(r.error for r in errors).most_common(1)[0][0]
+            what = (
+                f"every model call failed ({len(errors)} calls)" if len(errors) == len(results)
+                else f"{len(errors)} of {len(results)} rollouts failed"
+            )  # fmt: skip
+            lost = _lost_tasks(results)
+            named = f"; no answer at all for {_names(lost)}" if lost and len(errors) < len(
+                results) else ""  # fmt: skip
+            raise RunFailedError(stage, f"{what}: {cause}{named}")
         if not candidate and all(not r.response.strip() for r in results):
             raise RunFailedError(stage, "every rollout came back empty")
-        if errors and all(r.hard == 0 and r.soft == 0 for r in results):
-            cause = Counter(errors).most_common(1)[0][0]
-            raise RunFailedError(
-                stage, f"all scores are zero alongside {len(errors)} call errors: {cause}"
+        intents = {t.id: t.intent for t in tasks}
+        for task, cause in _lost_tasks(results).items():
+            if task in self.lost_tasks:
+                continue
+            self.lost_tasks.add(task)
+            asked = " ".join(intents.get(task, "").split())
+            said = (
+                f'task {task} ("{asked[:60]}{"..." if len(asked) > 60 else ""}")'
+                if asked
+                else f"task {task}"
             )
+            note = (
+                f"{said} could not be run ({cause}): every one of its calls failed, so "
+                "tonight decides without it"
+            )
+            self.notes.append(note)
+            self.progress.note(note)
         check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
 
     async def reflect(

@@ -201,7 +201,9 @@ async def _learn(
             start,
         )
         course.test = await _score_test(night, test, course.decision, start)
-        if course.decision.accepted or fan.any_accepted:
+        if course.decision.budget_stop:  # the best gated documents are staged all the same
+            course.result, course.reason = NightResult.BUDGET_REACHED, course.decision.budget_stop
+        elif course.decision.accepted or fan.any_accepted:
             course.result = NightResult.ACCEPTED
         elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
             course.result = NightResult.NO_EDITS
@@ -211,7 +213,10 @@ async def _learn(
         night.run.update(resumable=True)
     except BudgetExceededError as exc:
         course.result = NightResult.BUDGET_REACHED
-        course.reason = f"night budget reached during {exc}"
+        decided = course.decision is not None and course.decision.accepted
+        course.reason = f"{exc}; the night stopped during {night.stage}" + (
+            ", after its decision" if decided else ", before any decision"
+        )
         night.notes.append(course.reason)
     except RefusedError as exc:
         course.fail("stage", str(exc))

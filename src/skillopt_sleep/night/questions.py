@@ -14,6 +14,7 @@ import hashlib
 import json
 from typing import Any
 
+from skillopt import __version__
 from skillopt.config import PoolConfig
 from skillopt.prompts import load_prompt
 from skillopt.types import TaskRecord
@@ -72,9 +73,10 @@ def _members(pool: PoolConfig, role: str) -> list[dict[str, Any]]:
 
 
 def answer_key(cfg: SleepConfig) -> str:
-    """The target and judge models with their request settings, the prompts, and how a
-    verdict becomes a score; "" when the pool is not configured (nothing can be known to
-    be the same model, so nothing is reused)."""
+    """The target and judge models with their request settings, the prompts (and the
+    release that fills them and judges the replies), and how a verdict becomes a score;
+    "" when the pool is not configured (nothing can be known to be the same model, so
+    nothing is reused)."""
     if cfg.pool is None:
         return ""
     gate = cfg.gate
@@ -83,6 +85,7 @@ def answer_key(cfg: SleepConfig) -> str:
             "target": _members(cfg.pool, "target"),
             "judge": _members(cfg.pool, "optimizer"),
             "prompts": [load_prompt(name) for name in _TEMPLATES],
+            "version": __version__,  # how prompts are filled and replies judged
             "marker": SELF_MARKER,
             "attempt_tokens": ATTEMPT_TOKENS,
             "rubric_pass": RUBRIC_PASS,

@@ -62,6 +62,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lift import SEED_MEMORY, SEED_SKILL, Lab, Night, Shape, run_night, setup
+from lift import _report as read_report
 from lift_variants import SHAPES
 from lift_world.model import WorldModel
 from support.fake_model_server import FakeModelServer, Reply, Request
@@ -171,7 +172,7 @@ def night(
 ) -> Measured:
     endpoint.meter.take()
     done = run_night(lab, kind, number, noise=noise, seed=seed)
-    report = _report(lab.logs / f"{kind}-{number:02d}-run" / "report.json")
+    report = read_report({"run_dir": str(lab.logs / f"{kind}-{number:02d}-run")})
     spend = report.get("spend") or {}
     detail = report.get("estimate_detail") or {}
     return Measured(
@@ -184,14 +185,6 @@ def night(
         ledger=dict(report.get("ledger") or {}),
         endpoint=endpoint.meter.take(),
     )
-
-
-def _report(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # --------------------------------------------------------------------------- output
@@ -272,7 +265,9 @@ def report(
         f"  solved {n.solved}/{n.total} ({n.score:.0%}) [>= 92%: {verdict(n.score >= 0.92)}]; "
         f"{n.calls} calls = {first.per_task:.1f}/task "
         f"[<= 8: {verdict((first.per_task or 99) <= 8)}]",
-        f"  tokens {first.tokens} (endpoint: {cached.prompt_tokens} prompt + "
+        f"  tokens {first.tokens} = {first.tokens / TODAY['consistent_tokens']:.0%} of today's "
+        f"[<= 45%: {verdict(first.tokens <= 0.45 * TODAY['consistent_tokens'])}] (endpoint: "
+        f"{cached.prompt_tokens} prompt + "
         f"{cached.completion_tokens} completion); cached {cached.cached_tokens} "
         f"({pct(cached.cached_tokens, cached.prompt_tokens)} of prompt; night's ledger says "
         f"{first.cached_tokens}); prefix share {pct(cached.prefix_tokens, cached.prompt_tokens)}",

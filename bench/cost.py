@@ -41,6 +41,14 @@ latency 20 ms, 3 noisy nights; 2 loaded cores, wall 121 s):
     --quick     consistent 502 calls / 174k tokens, quiet 72, noisy 2,676, budget 151:
                 exit 0 budget_reached with lift 0, wide 844 (wall 16 s)
 
+With the ledger, the prompt layout and the other helpers' work of the same afternoon (main
+at 16:15, batched mining and quiet nights landed): consistent 24/24 in 446 calls = 18.6/task
+(mine 8), 161,475 tokens (87 % of today's), 50 calls that changed no decision (48 of the 96
+rollout calls: each task's second dream sample agreed with its first); quiet 48; noisy x3
+0 harmful, mean 100 %, 1,777 calls = 74/task, 232 no-decision calls of 5,330; budget 134:
+exit 0 budget_reached, lift 0; wide 40/40 in 735 calls; estimate 1,764 calls (tokens priced
+at 4.6 M: the token model now prices every call like a batched mining call).
+
     .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]
                                    [--seed 7] [--latency 0.02] [--budget-share 0.3] [--json]
 """

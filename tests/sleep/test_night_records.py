@@ -111,9 +111,9 @@ REPORT_KEYS = {
     "estimate_detail", "failed_stage", "folds", "gate_action", "gate_mode", "harvest", "leaked",
     "ledger", "live_memory", "live_skill", "metric", "models", "n_sessions", "night",
     "no_edit_reasons", "notes", "project", "project_name", "proposal_dir", "proposed_edits",
-    "reason", "rejected_edits", "result", "resumable", "resumed", "reused_rollouts", "run_dir", "run_id",
-    "schema", "spend", "started_at", "status", "task_deltas", "task_intents", "tasks", "test",
-    "trials", "unmatched_edits", "untested_edits",
+    "reason", "rejected_edits", "result", "resumable", "resumed", "reused_rollouts", "run_dir",
+    "run_id", "schema", "spend", "started_at", "status", "task_deltas", "task_intents", "tasks",
+    "test", "trials", "unmatched_edits", "untested_edits",
 }  # fmt: skip
 
 

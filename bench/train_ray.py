@@ -45,7 +45,7 @@ from skillopt.trainer.envs.base import rollout_to_json  # noqa: E402
 from skillopt.trainer.envs.qa_synth import write_synthetic_qa  # noqa: E402
 from skillopt.trainer.persistence import RunDir  # noqa: E402
 from skillopt.trainer.rollouts import rollout  # noqa: E402
-from skillopt.trainer.step.context import RunContext  # noqa: E402
+from skillopt.trainer.run_context import RunContext  # noqa: E402
 from skillopt.types import Split  # noqa: E402
 from support.fake_cli import FakeCli, codex_events, write_fake_cli  # noqa: E402
 from support.netns import private_network  # noqa: E402

@@ -15,7 +15,7 @@ from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.rollouts import rollout
-from skillopt.trainer.step.context import RunContext
+from skillopt.trainer.run_context import RunContext
 from skillopt.trainer.step.reflect import analyse
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend

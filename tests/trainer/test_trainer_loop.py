@@ -459,7 +459,7 @@ async def test_final_and_test_eval_dirs_are_written_when_the_docs_say(
     """docs/trainer.md: final_selection_eval/ only for a final skill that differs from the
     best one and has no validation score yet (a current skill normally has one); test_eval*/
     one per distinct skill."""
-    from skillopt.trainer.step.context import skill_hash
+    from skillopt.trainer.run_context import skill_hash
 
     out = tmp_path / "run"
     await train(demo_cfg(out, f"gate.mode={gate}"), DemoWorld())

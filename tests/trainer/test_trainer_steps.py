@@ -17,7 +17,7 @@ from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.replies import EditItem
 from skillopt.trainer.rollouts import rollout
-from skillopt.trainer.step.context import RunContext, skill_hash
+from skillopt.trainer.run_context import RunContext, skill_hash
 from skillopt.trainer.step.reflect import analyse
 from skillopt.trainer.step.select import rank_edits
 from skillopt.trainer.step.update import rewrite_skill

@@ -23,7 +23,7 @@ from skillopt.trainer.envs.base import Completer, Environment, EnvItem
 from skillopt.trainer.persistence import RunDir, RunState
 from skillopt.trainer.replies import ask_json
 from skillopt.trainer.rollouts import mean_scores, rollout
-from skillopt.trainer.step.context import RunContext, skill_hash
+from skillopt.trainer.run_context import RunContext, skill_hash
 from skillopt.trainer.timing import RunTiming
 from skillopt.types import Split
 

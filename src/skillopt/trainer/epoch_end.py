@@ -24,6 +24,7 @@ from skillopt.trainer.paired_gate import compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import MetaSkillReply, SlowUpdateReply
 from skillopt.trainer.rollouts import mean_scores, rollout
+from skillopt.trainer.run_context import Sample, skill_hash
 from skillopt.trainer.sample_ids import comparison_sample, slow_update_offset
 from skillopt.trainer.slow_update import (
     ComparisonPair,
@@ -31,7 +32,6 @@ from skillopt.trainer.slow_update import (
     filter_pairs,
     format_comparison,
 )
-from skillopt.trainer.step.context import Sample, skill_hash
 
 __all__ = ["EpochEnd"]
 

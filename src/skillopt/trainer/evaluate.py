@@ -10,7 +10,7 @@ from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.envs.base import Completer, Environment
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.rollouts import mean_scores, rollout
-from skillopt.trainer.step.context import RunContext, skill_hash
+from skillopt.trainer.run_context import RunContext, skill_hash
 from skillopt.types import Split
 
 __all__ = ["evaluate_skill"]

@@ -13,7 +13,7 @@ from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.paired_gate import FINAL_SAMPLES, compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.rollouts import mean_scores, rollout
-from skillopt.trainer.step.context import skill_hash
+from skillopt.trainer.run_context import skill_hash
 
 __all__ = ["VERSION", "FinalPhase"]
 

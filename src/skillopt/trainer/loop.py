@@ -24,7 +24,7 @@ from skillopt.trainer.epoch_end import EpochEnd
 from skillopt.trainer.final import FinalPhase
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.rollouts import mean_scores, rollout
-from skillopt.trainer.step.context import skill_hash
+from skillopt.trainer.run_context import skill_hash
 from skillopt.trainer.step.run import run_step, step_input
 
 __all__ = ["Trainer", "run_failure"]

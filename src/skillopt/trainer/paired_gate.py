@@ -43,8 +43,8 @@ from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.replies import EditItem
 from skillopt.trainer.rollouts import rollout
+from skillopt.trainer.run_context import Sample, skill_hash
 from skillopt.trainer.sample_ids import FINAL_SAMPLES, STEP_SAMPLES
-from skillopt.trainer.step.context import Sample, skill_hash
 from skillopt.types import GateAction, GateDecision
 
 __all__ = [

@@ -29,7 +29,7 @@ from skillopt.trainer.envs.base import (
     rollout_to_json,
 )
 from skillopt.trainer.persistence import RunDir
-from skillopt.trainer.step.context import RunContext, Sample, skill_hash
+from skillopt.trainer.run_context import RunContext, Sample, skill_hash
 
 __all__ = ["failure_patterns", "mean_scores", "rollout"]
 

@@ -18,7 +18,7 @@ same seed draws the same samples and writes the same bytes:
 
 from __future__ import annotations
 
-from skillopt.trainer.step.context import Sample
+from skillopt.trainer.run_context import Sample
 
 __all__ = [
     "COMPARISON",

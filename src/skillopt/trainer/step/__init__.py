@@ -14,8 +14,9 @@
    verdict becomes the run state after the step and its record.
 
 :mod:`.run` composes them (:func:`~.run.run_step`, timed per stage, the one place a step is
-skipped: no patch, or no candidate); :mod:`.context` holds what they share (the run's
-:class:`~.context.RunContext`, the step's :class:`~.context.StepInput`, the record). Every
-stage writes its files under the step directory before it returns, so a resumed run finds
-finished work. Nothing is imported here, so importing one stage does not load the others.
+skipped: no patch, or no candidate); :mod:`.context` holds what they share (the step's
+:class:`~.context.StepInput`, the record, the optimizer call); the run's context is
+:mod:`skillopt.trainer.run_context`. Every stage writes its files under the step directory
+before it returns, so a resumed run finds finished work. Nothing is imported here, so
+importing one stage does not load the others.
 """

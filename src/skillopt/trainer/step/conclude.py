@@ -25,7 +25,8 @@ from skillopt.trainer.replies import (
     fit_summaries,
 )
 from skillopt.trainer.rollouts import failure_patterns, mean_scores
-from skillopt.trainer.step.context import REJECTED_EDITS_BUDGET, Record, StepInput, skill_hash
+from skillopt.trainer.run_context import skill_hash
+from skillopt.trainer.step.context import REJECTED_EDITS_BUDGET, Record, StepInput
 from skillopt.trainer.step.rollout import RolledOut
 from skillopt.trainer.step.select import Selected
 from skillopt.trainer.step.update import rewrite_skill, update_patch

@@ -1,39 +1,28 @@
-"""What every stage of a step shares: the run's context, the step's input, the record.
+"""What every stage of a step shares: the step's input, the record, the optimizer call.
 
-:class:`RunContext` is the run (config, environment, the counting completer, its run
-directory, the step's diagnostics); :class:`StepInput` is one step's fixed input;
-:class:`Sample` is which sample a rollout draws; every stage adds its fields to the step's
-``Record`` (its line in the run's history).
+:class:`StepInput` is one step's fixed input; every stage adds its fields to the step's
+``Record`` (its line in the run's history); :func:`ask` is one validated optimizer call on
+the run's context (:class:`~skillopt.trainer.run_context.RunContext`).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillopt.backends.wrappers import StageCounter
-from skillopt.logging import get_logger
-from skillopt.skilldoc import content_hash
-from skillopt.trainer.config import TrainerConfig
 from skillopt.trainer.data import BatchSpec
-from skillopt.trainer.envs.base import Environment
-from skillopt.trainer.persistence import RunDir, RunState
+from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import ask_json
+from skillopt.trainer.run_context import RunContext
 
 __all__ = [
     "REJECTED_EDITS_BUDGET",
     "SUGGESTIONS_BUDGET",
     "Record",
-    "RunContext",
-    "Sample",
     "StepInput",
     "ask",
-    "skill_hash",
 ]
-
-_log = get_logger(__name__)
 
 
 #: Characters of edit suggestions one rewrite prompt carries; whole suggestions only.
@@ -42,42 +31,6 @@ SUGGESTIONS_BUDGET = 8000
 
 #: Characters of a rejected step's edits the step buffer keeps for later prompts.
 REJECTED_EDITS_BUDGET = 2000
-
-
-def skill_hash(text: str) -> str:
-    return content_hash(text)[:16]
-
-
-@dataclass(slots=True, kw_only=True)
-class RunContext:
-    cfg: TrainerConfig
-    env: Environment
-    completer: StageCounter
-    run: RunDir
-    diagnostics: list[dict[str, Any]] = field(default_factory=list)
-
-    def note(self, **event: Any) -> None:
-        """Record a per-call problem (kept in the step record, never silently dropped)."""
-        self.diagnostics.append(event)
-        _log.warning("trainer_diagnostic", **event)
-
-    def last_error(self, stage: str) -> str:
-        """The error of the latest diagnostic noted for ``stage`` ("" when none)."""
-        errors = [str(d.get("error", "")) for d in self.diagnostics if d.get("stage") == stage]
-        return errors[-1] if errors else ""
-
-    def sorted_diagnostics(self) -> list[dict[str, Any]]:
-        """Diagnostics in a stable order (they arrive in completion order)."""
-        return sorted(self.diagnostics, key=lambda d: json.dumps(d, sort_keys=True, default=str))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """Which sample a rollout draws: the default is the cacheable sample 0; the gate draws
-    numbered fresh samples that bypass the response cache."""
-
-    sample_id: int = 0
-    fresh: bool = False
 
 
 async def ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:

@@ -26,7 +26,8 @@ from skillopt.trainer.replies import (
     SourceType,
 )
 from skillopt.trainer.rollouts import mean_scores
-from skillopt.trainer.step.context import Record, RunContext, StepInput, ask
+from skillopt.trainer.run_context import RunContext
+from skillopt.trainer.step.context import Record, StepInput, ask
 from skillopt.trainer.step.rollout import RolledOut
 
 if TYPE_CHECKING:

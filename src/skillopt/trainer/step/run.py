@@ -14,8 +14,9 @@ from skillopt.optimizer.meta import meta_context
 from skillopt.redact import sanitize
 from skillopt.trainer.data import BatchSpec
 from skillopt.trainer.persistence import RunState
+from skillopt.trainer.run_context import skill_hash
 from skillopt.trainer.step.conclude import conclude, evaluate
-from skillopt.trainer.step.context import Record, StepInput, skill_hash
+from skillopt.trainer.step.context import Record, StepInput
 from skillopt.trainer.step.reflect import UpdateFailure, format_step_buffer, reflect
 from skillopt.trainer.step.rollout import roll_out
 from skillopt.trainer.step.select import Selected, merge, select

@@ -28,7 +28,8 @@ from skillopt.trainer.replies import (
     RewriteReply,
     fit_summaries,
 )
-from skillopt.trainer.step.context import SUGGESTIONS_BUDGET, Record, RunContext, StepInput, ask
+from skillopt.trainer.run_context import RunContext
+from skillopt.trainer.step.context import SUGGESTIONS_BUDGET, Record, StepInput, ask
 from skillopt.trainer.step.reflect import UpdateFailure
 from skillopt.trainer.step.select import Selected
 from skillopt.types import EditRecord

@@ -28,8 +28,9 @@ the same path from 3 on, its candidate being the step's edits against the skill 
 7. **Together.** Accepted edits are measured together; a bundle that fails is attributed
    (:func:`attribute`, :mod:`.attribution`: edit by edit, or by halves when there are many):
    an edit whose removal makes the documents significantly better, at a Bonferroni-corrected
-   confidence, is dropped and the rest is measured again on samples no earlier look saw. The night's final check is
-   step 6 once more: the best documents against the live ones, on every task.
+   confidence, is dropped and the rest is measured again on samples no earlier look saw.
+   The night's final check is step 6 once more: the best documents against the live ones,
+   on every task.
 
 ``gate.mode = "greedy"`` or ``"off"`` skips the measured decision (:func:`decide_greedy`);
 the trainer's gate-off path and a candidate equal to the current skill use

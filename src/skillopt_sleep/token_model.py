@@ -142,14 +142,19 @@ class TokenModel:
 
     def per_call(self, member: str, kind: str, member_kind: str) -> tuple[float, str]:
         """Tokens one call of ``kind`` to ``member`` is expected to cost, and how that is known
-        ("measured", "estimated": counted from text, or "prior")."""
+        ("measured", "estimated": counted from text, or "prior").
+
+        A kind not measured yet is priced from the member's other kinds (an agent CLI's own
+        prompt weighs on every call), mining calls aside: they carry whole sessions, several
+        in one call, and say nothing of what an attempt or a judgement costs."""
         prior = float(CLI_PRIOR if member_kind in CLI_KINDS else HTTP_PRIOR)
         kinds = self.members.get(member, {})
         measured = kinds.get(kind)
         if measured is None or not measured.calls:
             total = Measured()
-            for m in kinds.values():
-                total.add(m.calls, m.tokens, m.estimated)
+            for other, m in kinds.items():
+                if other != "mine":
+                    total.add(m.calls, m.tokens, m.estimated)
             measured = total if total.calls else None
         if measured is None:
             return prior, "prior"

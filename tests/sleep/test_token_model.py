@@ -23,6 +23,7 @@ from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import (
     CLI_PRIOR,
     FILE_NAME,
+    HTTP_PRIOR,
     WINDOW,
     Measured,
     TokenModel,
@@ -108,6 +109,15 @@ def test_an_estimated_or_unmeasured_cli_is_never_priced_below_its_prior() -> Non
     model.observe({("codex", "rollout"): (10, 60_000, 0)})
     assert model.per_call("codex", "attempt", "codex") == (6000, "measured")
     assert model.per_call("codex", "judge", "codex") == (6000, "measured")  # any kind
+
+
+def test_mining_calls_do_not_price_the_other_kinds() -> None:
+    """A first night has measured only its mining (batched sessions, thousands of tokens a
+    call) when it estimates: its attempts are priced by the prior, not like mining calls."""
+    model = TokenModel()
+    model.observe({("m0", "mine"): (8, 21_000, 0)})
+    assert model.per_call("m0", "attempt", "openai") == (HTTP_PRIOR, "prior")
+    assert model.per_call("m0", "mine", "openai") == (2625, "measured")
 
 
 def test_the_model_keeps_a_window_of_recent_calls() -> None:

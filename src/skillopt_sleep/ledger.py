@@ -54,6 +54,8 @@ class SampleCost:
     score: tuple[float, float]  # (hard, soft)
     attempt_calls: int  # 0 when the response cache answered, else 1
     judge_calls: int  # model calls of its judging (0: judged locally or from the cache)
+    tokens: int = 0  # of those calls
+    cached_tokens: int = 0  # part of their prompts the provider served from its cache
     failed: bool = False
 
     @property
@@ -69,9 +71,10 @@ def _settled(samples: list[SampleCost]) -> bool:
 
 
 def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
-    """Per decision stage: ``samples``, ``calls`` and ``no_decision`` calls (the attempts'
-    and their judge calls'), and the same split by accounting stage under ``by_stage``
-    (judge calls are the ``judge`` stage's there). See the module docstring."""
+    """Per decision stage: ``samples``, their ``calls``, ``tokens`` and ``cached_tokens``,
+    and the ``no_decision`` calls (the attempts' and their judge calls) with their tokens;
+    under ``by_stage`` the no-decision calls by accounting stage (judge calls are the
+    ``judge`` stage's there). See the module docstring."""
     groups: dict[tuple[str, str, str], list[SampleCost]] = defaultdict(list)
     out: dict[str, Counter[str]] = defaultdict(Counter)
     by_stage: Counter[str] = Counter()
@@ -81,6 +84,8 @@ def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
         row = out[s.stage]
         row["samples"] += 1
         row["calls"] += s.calls
+        row["tokens"] += s.tokens
+        row["cached_tokens"] += s.cached_tokens
     for (stage, _task, _docs), group in groups.items():
         answered = [s for s in group if not s.failed]
         if len(answered) < 2 or not _settled(answered):
@@ -92,11 +97,22 @@ def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
             if s.sample_id == first[s.docs]:
                 continue
             out[stage]["no_decision"] += s.calls
+            out[stage]["no_decision_tokens"] += s.tokens
             by_stage[stage] += s.attempt_calls
             by_stage[JUDGE_STAGE] += s.judge_calls
     result = dict(out)
     result["by_stage"] = by_stage
     return result
+
+
+_DECISION_KEYS = (
+    "samples",
+    "calls",
+    "tokens",
+    "cached_tokens",
+    "no_decision",
+    "no_decision_tokens",
+)
 
 
 def build_ledger(spend: Mapping[str, Any], samples: Iterable[SampleCost]) -> dict[str, Any]:
@@ -119,7 +135,7 @@ def build_ledger(spend: Mapping[str, Any], samples: Iterable[SampleCost]) -> dic
         "no_decision": sum(by_stage.values()),
         "stages": stages,
         "decisions": {
-            name: {k: int(row.get(k, 0)) for k in ("samples", "calls", "no_decision")}
+            name: {k: int(row.get(k, 0)) for k in _DECISION_KEYS}
             for name, row in sorted(decided.items())
         },
     }

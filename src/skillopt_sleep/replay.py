@@ -315,7 +315,7 @@ class Replayer:
             failed = RolloutResult(**base, error=_cause(exc))
             return self._finish(job, failed, evidence, spent, failure=(job.phase, exc))
         self._tick(True, cached=done.cached)
-        spent.attempt = int(not done.cached)
+        spent.count(done)
         response = sanitize(done.text)
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
         tokens = done.usage.total_tokens
@@ -403,7 +403,7 @@ class Replayer:
             self._tick(False)
             raise
         self._tick(True, cached=done.cached)
-        spent.judge = int(not done.cached)
+        spent.count(done, judge=True)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
         return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
 
@@ -428,6 +428,8 @@ class Replayer:
                 score=(float(result.hard), float(result.soft)),
                 attempt_calls=spent.attempt,
                 judge_calls=spent.judge,
+                tokens=spent.tokens,
+                cached_tokens=spent.cached_tokens,
                 failed=bool(result.error),
             )
         )
@@ -472,10 +474,23 @@ def _rubric(task: TaskRecord) -> str:
 
 @dataclass
 class _Spent:
-    """Model calls one sample made (a reply the response cache served is none)."""
+    """Model calls one sample made (a reply the response cache served is none), and their
+    tokens."""
 
     attempt: int = 0
     judge: int = 0
+    tokens: int = 0
+    cached_tokens: int = 0
+
+    def count(self, done: Completion, *, judge: bool = False) -> None:
+        if done.cached:
+            return
+        if judge:
+            self.judge += 1
+        else:
+            self.attempt += 1
+        self.tokens += done.usage.total_tokens
+        self.cached_tokens += done.usage.cached_tokens
 
 
 def _cause(exc: BaseException) -> str:

@@ -97,6 +97,11 @@ async def test_the_ledger_shows_what_the_endpoint_counted(setup: DemoSetup) -> N
     )
     assert ledger["cached_share"] == round(seen["cached"] / seen["prompt"], 4)
     stages = ledger["stages"]
+    # each decision stage's samples: their attempt and judge calls, tokens, cached tokens
+    decisions = ledger["decisions"]
+    assert sum(d["cached_tokens"] for d in decisions.values()) <= seen["cached"]
+    paid = sum(stages[s]["tokens"] for s in decisions) + stages["judge"]["tokens"]
+    assert sum(d["tokens"] for d in decisions.values()) == paid
     # stage counts are model calls; the replies the response cache served are apart
     assert sum(row["calls"] for row in stages.values()) == seen["calls"]
     assert report["spend"]["calls_by_stage"] == {k: r["calls"] for k, r in stages.items()}
@@ -125,6 +130,7 @@ def _sample(stage: str, task: str, docs: str, k: int, score: float, **kw: int) -
         score=(score, score),
         attempt_calls=kw.get("attempt", 1),
         judge_calls=kw.get("judge", 1),
+        tokens=100 * (kw.get("attempt", 1) + kw.get("judge", 1)),
     )
 
 
@@ -143,8 +149,12 @@ def test_repeat_samples_of_a_settled_task_changed_no_decision() -> None:
         *(_sample("rollout", "t3", "b", k, 1.0) for k in range(2)),
     ]
     decided = no_decision_calls(samples)
-    assert decided["trial"] == Counter(samples=12, calls=24, no_decision=8)
-    assert decided["rollout"] == Counter(samples=5, calls=7, no_decision=3)
+    assert decided["trial"] == Counter(
+        samples=12, calls=24, tokens=2400, no_decision=8, no_decision_tokens=800
+    )
+    assert decided["rollout"] == Counter(
+        samples=5, calls=7, tokens=700, no_decision=3, no_decision_tokens=300
+    )
     assert decided["by_stage"] == Counter(trial=4, judge=5, rollout=2)
 
 
@@ -155,5 +165,12 @@ def test_a_failed_sample_never_settles_a_task_nor_counts() -> None:
     )  # fmt: skip
     samples = [_sample("union", "t", "a", 0, 1.0), failed, _sample("union", "t", "a", 2, 1.0)]
     ledger = build_ledger({"calls": 5, "stages": {"union": {"calls": 3}}}, samples)
-    assert ledger["decisions"]["union"] == {"samples": 3, "calls": 5, "no_decision": 2}
+    assert ledger["decisions"]["union"] == {
+        "samples": 3,
+        "calls": 5,
+        "tokens": 400,
+        "cached_tokens": 0,
+        "no_decision": 2,
+        "no_decision_tokens": 200,
+    }
     assert ledger["stages"]["union"]["no_decision"] == 1 and ledger["no_decision"] == 2

@@ -514,21 +514,30 @@ def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatu
         hits = [ln for ln in lines if ln.bullet is not None and needle in normalise(ln.bullet)]
         if not hits:
             return text, EditStatus.UNMATCHED, "anchor_not_found"
-        # One contiguous span: from the first matching line to the last one.
+        # One contiguous span: from the first matching line to the last one. The new line
+        # is written once, and not at all when the block already holds it elsewhere (the
+        # replace merges into that line: a rule is never left in the block twice).
         lo, hi = hits[0].start, hits[-1].end
+        write = op == EditOp.REPLACE and not any(
+            ln.bullet is not None and ln not in hits
+            and near_duplicate_key(ln.bullet) == near_duplicate_key(content)
+            for ln in lines
+        )  # fmt: skip
         pieces = []
         for ln in lines:
             if ln.start < lo or ln.end > hi:
                 continue
             if ln in hits:
-                if op == EditOp.REPLACE:
+                if write:
                     pieces.append(f"- {content}\n")
+                    write = False
             else:
                 pieces.append(text[ln.start : ln.end])
         new_text = text[:lo] + "".join(pieces) + text[hi:]
         if new_text == text:
             return text, EditStatus.UNMATCHED, "no_change"
-        return new_text, EditStatus.APPLIED, f"applied_{op}"
+        merged = op == EditOp.REPLACE and f"- {content}\n" not in pieces
+        return new_text, EditStatus.APPLIED, "applied_replace_merged" if merged else f"applied_{op}"
     return text, EditStatus.UNMATCHED, "unknown_op"
 
 

@@ -293,11 +293,17 @@ LEARNED_CASES = [
     ("replace_numbered", learned_doc("x"), edit("replace", "1. z", "x"), ("z",)),
     ("insert_after", learned_doc("a", "c"), edit("insert_after", "b", "a"), ("a", "b", "c")),
     ("insert_fallback", learned_doc("a", "c"), edit("insert_after", "b", "zz"), ("a", "c", "b")),
-    (
+    (  # every matching line goes; the new one is written once (never a rule twice)
         "replace_each",
         learned_doc("use x", "y", "x again"),
         edit("replace", "z", "X"),
-        ("z", "y", "z"),
+        ("z", "y"),
+    ),
+    (  # the block already holds the new line (an add of it came first): merged into it
+        "replace_into_existing",
+        learned_doc("dates as ISO-8601", "y", "dates as DD/MM/YYYY"),
+        edit("replace", "Dates as DD/MM/YYYY.", "iso-8601"),
+        ("y", "dates as DD/MM/YYYY"),
     ),
     ("replace_missing", learned_doc("a"), edit("replace", "z", "q"), None),
     ("replace_empty", learned_doc("a"), edit("replace", "", "a"), None),

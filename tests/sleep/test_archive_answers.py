@@ -70,7 +70,7 @@ def test_noise_is_per_question_and_counts_every_night(archive: TaskArchive) -> N
     assert archive.noise([_q("steady"), _q("steady", docs="d2")]) == {_q("steady"): steady}
 
 
-@pytest.mark.parametrize("old", [1, 2])
+@pytest.mark.parametrize("old", [1, 2, 3])
 def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_records(
     tmp_path: Path, old: int
 ) -> None:
@@ -78,7 +78,9 @@ def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_recor
     with open_archive(path, now=NOW) as archive:
         archive.record_mined([TaskRecord(id="t1", intent="do t1")], night=1, now=NOW)
     conn = sqlite3.connect(path)  # what the older schema's code left behind
-    conn.execute("ALTER TABLE outcomes DROP COLUMN answer_key")
+    conn.execute("DROP TABLE superseded")
+    if old < 3:
+        conn.execute("ALTER TABLE outcomes DROP COLUMN answer_key")
     if old < 2:
         conn.execute("DROP TABLE sample_answers")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(old),))
@@ -99,10 +101,11 @@ def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_recor
         assert archive.task("t1").pass_streak == 1  # type: ignore[union-attr]
         archive.record_answers(_answers(_q("t1"), 1.0), night=2, run_id="r2", now=NOW)
         assert archive.task_noise("t1", "d1", "k1", task_hash="h-t1").samples == 1
+        assert archive.superseded() == []  # the table the newest step adds is there
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     conn.close()
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 3
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 4
 
 
 def test_a_pass_streak_is_under_the_current_models_and_solved_tasks_revive_on_a_change(

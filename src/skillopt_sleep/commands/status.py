@@ -57,6 +57,8 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
         f"({stats['failing']} not passing yet), {stats['retired']} retired; "
         f"{stats['pending_edits']} edit(s) carried to later nights"
     )
+    for line in stats.get("supersessions") or ():
+        say(f"  {line}")
     when = f" after night {stats['last_harvest_night']}" if stats["last_harvest_night"] else ""
     start = stats["window_start"] or ("all history" if stats["window_fixed"] else "not set yet")
     say(

@@ -4,13 +4,15 @@ It takes the edits earlier nights could not test (:func:`carried_edits`) and, wh
 models or their settings changed, brings back the tasks retired as solved under the old
 ones (:func:`revive_for_models`). Once it has completed, it commits tonight's harvest,
 every judged sample by the question it answered (:mod:`.quiet`), each task's outcome
-under the live documents, the fate of every carried edit, and retires tasks solved or no
-longer asked for (:func:`commit_archive`, idempotent, so a resumed night commits once).
+under the live documents, the fate of every carried edit, the older tasks tonight's newer
+evidence contradicts (:mod:`.supersede`), and retires tasks solved or no longer asked for
+(:func:`commit_archive`, idempotent, so a resumed night commits once).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
 from skillopt_sleep.night.questions import answer_key
 from skillopt_sleep.night.quiet import keep_samples
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.night.supersede import find_supersessions
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
 
@@ -71,8 +74,10 @@ def commit_archive(
     night_no: int,
     now: datetime,
     docs_hash: str,
+    learned: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Tonight's harvest, outcomes and carried edits into the archive (idempotent)."""
+    """Tonight's harvest, outcomes, carried edits and supersessions into the archive
+    (idempotent); ``learned`` are the live documents' learned lines (named in a mark)."""
     commit_gathered(archive, gathered, night=night_no, now=now)
     keep_samples(night, archive, gathered.tasks, night.run.read_rollouts(), night_no=night_no)
     if decision is None:
@@ -103,5 +108,13 @@ def commit_archive(
                 carried.id, status=EditStatus.DROPPED, night=night_no, now=now,
                 why=f"no night exercised it in {carried.nights_carried} nights",
             )  # fmt: skip
+    marks = find_supersessions(
+        night.trials, {t.id: t for t in archive.tasks()}, night=night_no, now=now,
+        learned=learned, superseded=archive.superseded_ids(),
+    )  # fmt: skip
+    marked = set(archive.mark_superseded(marks))
     retired = archive.retire(now=now, policy=ArchivePolicy.from_settings(night.cfg.night))
-    return {"retired": [{"task_id": t, "why": w} for t, w in retired]}
+    return {
+        "retired": [{"task_id": t, "why": w} for t, w in retired],
+        "superseded": [m.to_dict() for m in marks if m.task_id in marked],
+    }

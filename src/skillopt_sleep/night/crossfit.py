@@ -48,10 +48,10 @@ from skillopt.gate import (
     task_settled,
     unsettled,
 )
-from skillopt.skilldoc import EditMode, apply_edits
 from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
+from skillopt_sleep.night.agree import apply_learned
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
@@ -165,11 +165,9 @@ def make_folds(
 
 
 def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
-    text = docs.skill if target is EditTarget.SKILL else docs.memory
-    app = apply_edits(text, edits, mode=EditMode.LEARNED)
-    if target is EditTarget.SKILL:
-        return Docs(skill=app.text, memory=docs.memory), app
-    return Docs(skill=docs.skill, memory=app.text), app
+    """``edits`` to ``target``'s learned block, the other document kept in agreement
+    (:func:`.agree.apply_learned`)."""
+    return apply_learned(docs, edits, target)
 
 
 # --------------------------------------------------------------------------- measuring

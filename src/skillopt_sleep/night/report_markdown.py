@@ -321,6 +321,14 @@ def _archive(r: Mapping[str, Any]) -> list[str]:
     retired = (r.get("archive_changes") or {}).get("retired") or []
     if retired:
         out.append(f"- retired tonight: {len(retired)}")
+    superseded = (r.get("archive_changes") or {}).get("superseded") or []
+    if superseded:
+        out.append(
+            f"- superseded tonight: {len(superseded)} (newer sessions contradict them: kept, "
+            "never replayed)"
+        )
+        out += [f"  - {cell(m.get('task_id'), 80)}: {cell(m.get('why'), 300)}" for m in superseded]
+    out += [f"- {cell(n, 300)}" for n in a.get("supersessions") or []]
     out += [f"- {cell(n, 300)}" for n in h.get("notes", [])]
     return [*out, ""]
 

@@ -33,7 +33,7 @@ from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
-from skillopt.skilldoc import migrate_on_read
+from skillopt.skilldoc import learned_bullets, migrate_on_read
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
@@ -137,6 +137,7 @@ def _commit(
             night, archive, course.gathered, course.decision, course.carried_ids,
             night_no=report.night, now=ended,
             docs_hash=Docs(skill=live.skill, memory=live.memory).key,
+            learned=[*learned_bullets(live.skill), *learned_bullets(live.memory)],
         )  # fmt: skip
     report = report.model_copy(
         update={"archive_changes": changes, "archive": archive.stats().to_dict()}

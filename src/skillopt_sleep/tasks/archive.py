@@ -19,7 +19,9 @@ What it keeps:
 - **mining_cache**: what mining a session digest produced, so no session is paid twice;
 - **carried_edits**: edits waiting for a night that can test them;
 - **sample_answers**: every judged sample by the question it answered, and from them each
-  task's noise (:mod:`skillopt_sleep.tasks.archive_answers`).
+  task's noise (:mod:`skillopt_sleep.tasks.archive_answers`);
+- **superseded**: tasks newer sessions contradict, with that evidence: kept, never
+  recalled (:mod:`skillopt_sleep.tasks.archive_superseded`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from skillopt_sleep.tasks.archive_base import instant, iso
 from skillopt_sleep.tasks.archive_cursor import ALL_HISTORY, HarvestSide
 from skillopt_sleep.tasks.archive_db import connect
 from skillopt_sleep.tasks.archive_edits import EditsSide
+from skillopt_sleep.tasks.archive_superseded import SupersededSide, supersession_lines
 from skillopt_sleep.tasks.recall import PASSED, UNSEEN, recall_order, retire_reason
 from skillopt_sleep.tasks.records import (
     ArchivedTask,
@@ -56,7 +59,7 @@ LEGACY_STATE_NAME = "state.json"
 _log = get_logger(__name__)
 
 
-class TaskArchive(HarvestSide, EditsSide, AnswersSide):
+class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
     """See the module docstring. Methods raise :class:`CorruptStateError` naming the file
     when its content cannot be trusted."""
 
@@ -96,6 +99,7 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
             )  # fmt: skip
             return 1
         row = rows[0]
+        self._lift_superseded(task.id, seen)
         known = self._json(row["sessions"], f"task {task.id} sessions")
         sessions = list(dict.fromkeys([*known, *redact_obj(list(task.source_sessions))]))
         record["source_sessions"] = sessions
@@ -183,12 +187,13 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
         """Up to ``limit`` active archived tasks to replay tonight, best first (see
         :mod:`skillopt_sleep.tasks.recall`), as ``origin=recall`` with their own ids.
 
-        Never retired ones, never those ``policy`` would retire now, never test-split tasks
-        (the test split stays for reporting), never ids in ``exclude`` (tonight's new tasks).
+        Never retired or superseded ones, never those ``policy`` would retire now, never
+        test-split tasks (the test split stays for reporting), never ids in ``exclude``
+        (tonight's new tasks).
         """
         if limit <= 0:
             return []
-        skip = set(exclude)
+        skip = set(exclude) | self.superseded_ids()
         candidates = [
             item
             for item in self.tasks(include_retired=False)
@@ -293,7 +298,9 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
             rows = self._rows(sql)
             return int(rows[0][0]) if rows else 0
 
-        active = self.tasks(include_retired=False)
+        superseded = self.superseded()
+        gone = {m.task_id for m in superseded}
+        active = [t for t in self.tasks(include_retired=False) if t.id not in gone]
         window = self._meta("window_start")
         return ArchiveStats(
             tasks=count("SELECT count(*) FROM tasks"),
@@ -314,6 +321,8 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide):
             ),
             window_fixed=window is not None,
             migrated=self._meta("migrated") or "",
+            superseded=len(superseded),
+            supersessions=tuple(supersession_lines(superseded)),
         )
 
     # -- migration --------------------------------------------------------------------

@@ -11,7 +11,8 @@ that checks it (:data:`_MIGRATIONS`: each step only adds, so nothing recorded is
 
 - 1 -> 2: ``sample_answers``, every judged sample by the question it answered;
 - 2 -> 3: ``outcomes.answer_key``, the models and settings an outcome was measured with
-  ('' on the rows recorded before).
+  ('' on the rows recorded before);
+- 3 -> 4: ``superseded``, the tasks newer sessions contradict (kept, never replayed).
 
 A new archive is the first schema with every step applied, so both paths give one shape.
 """
@@ -28,7 +29,7 @@ from skillopt.errors import CorruptStateError, LockHeldError
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -44,6 +45,18 @@ CREATE TABLE IF NOT EXISTS sample_answers (
     score       REAL NOT NULL,     -- the gate's score of this one sample
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (task_id, task_hash, docs_hash, answer_key, sample_id, run_id)
+);
+"""
+
+_SUPERSEDED = """
+CREATE TABLE IF NOT EXISTS superseded (
+    task_id    TEXT PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+    night      INTEGER NOT NULL,  -- the night that found the contradiction
+    marked_at  TEXT NOT NULL,
+    since      TEXT NOT NULL,     -- when the newer evidence was first seen (ISO 8601 UTC)
+    by_tasks   TEXT NOT NULL,     -- JSON list of the newer task ids
+    about      TEXT NOT NULL,     -- the learned line the two pull apart
+    why        TEXT NOT NULL
 );
 """
 
@@ -114,6 +127,7 @@ CREATE TABLE IF NOT EXISTS carried_edits (
 _MIGRATIONS: dict[int, str] = {
     2: _SAMPLE_ANSWERS,
     3: "ALTER TABLE outcomes ADD COLUMN answer_key TEXT NOT NULL DEFAULT ''",
+    4: _SUPERSEDED,
 }
 """Schema version -> the statements that bring the version before it up to it."""
 

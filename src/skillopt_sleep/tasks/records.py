@@ -23,6 +23,7 @@ __all__ = [
     "NoiseEstimate",
     "Question",
     "SampleAnswer",
+    "Supersession",
 ]
 
 
@@ -100,6 +101,34 @@ class CarriedEdit:
     nights_carried: int
     status: EditStatus
     why: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Supersession:
+    """An archived task newer sessions contradict: kept with the evidence, never replayed.
+
+    ``by_tasks`` are the newer tasks whose references cannot pass together with this one's
+    (measured: the edit of ``about`` that makes them pass makes this one fail), ``since``
+    when that newer evidence was first seen."""
+
+    task_id: str
+    night: int
+    marked_at: datetime
+    since: datetime
+    by_tasks: tuple[str, ...]
+    about: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "night": self.night,
+            "marked_at": self.marked_at.isoformat(),
+            "since": self.since.isoformat(),
+            "by_tasks": list(self.by_tasks),
+            "about": self.about,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +223,8 @@ class ArchiveStats:
     window_start: datetime | None  # None: all history (when fixed), else not set yet
     window_fixed: bool = False
     migrated: str = ""  # what was brought over from state.json, if anything
+    superseded: int = 0  # contradicted by newer sessions: kept, never replayed
+    supersessions: tuple[str, ...] = ()  # what was superseded and why, one line a group
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -211,4 +242,6 @@ class ArchiveStats:
             "window_start": self.window_start.isoformat() if self.window_start else None,
             "window_fixed": self.window_fixed,
             "migrated": self.migrated,
+            "superseded": self.superseded,
+            "supersessions": list(self.supersessions),
         }

@@ -163,7 +163,9 @@ class Lab:
 
     @property
     def skill(self) -> Path:
-        return self.home / ".claude" / "skills" / "skillopt-sleep-learned" / "SKILL.md"
+        from skillopt_sleep.config import managed_skill_name
+
+        return self.home / ".claude" / "skills" / managed_skill_name(self.project) / "SKILL.md"
 
     @property
     def memory(self) -> Path:

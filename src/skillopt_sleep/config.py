@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -41,11 +43,25 @@ __all__ = [
     "SourcesSettings",
     "config_file",
     "load_sleep_config",
+    "managed_skill_name",
 ]
 
 DEFAULT_CONFIG_PATH = Path("~/.config/skillopt/sleep.toml")
 ENV_PREFIX = "SKILLOPT_SLEEP__"
+# The learned skill's name before each project had its own: one file every project shared
+# (the migration reads it; see skillopt_sleep.skills.managed).
 MANAGED_SKILL = "skillopt-sleep-learned"
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def managed_skill_name(project: Path) -> str:
+    """The project's own learned skill: ``skillopt-sleep-learned-<name>-<hash>``, the
+    name made safe (lowercase, digits, hyphens) and short enough for an agent's 64-char
+    limit, the hash of the project's real path telling apart two projects of one name."""
+    real = os.path.realpath(os.path.expanduser(project))
+    slug = _SLUG.sub("-", Path(real).name.lower()).strip("-")[:24].strip("-") or "root"
+    digest = hashlib.sha256(real.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{MANAGED_SKILL}-{slug}-{digest}"
 
 
 SourceKindName = Literal[
@@ -155,7 +171,8 @@ class SkillsSettings(StrictModel):
 
 class SleepConfig(StrictModel):
     state_dir: Path = Path("~/.local/state/skillopt-sleep")
-    skill_path: Path | None = None  # live SKILL.md; default <claude_home>/skills/<managed>/SKILL.md
+    # live SKILL.md; default <claude_home>/skills/<managed_skill_name(project)>/SKILL.md
+    skill_path: Path | None = None
     memory_path: Path | None = None  # live memory; default <project>/CLAUDE.md
     skill_roots: list[Path] = Field(default_factory=list)  # [] = see adopt_roots()
     # true: adopt an accepted night's managed skill and memory; "all": its per-skill
@@ -196,10 +213,22 @@ class SleepConfig(StrictModel):
     def state_path(self) -> Path:
         return self.state_dir.expanduser()
 
-    def live_skill_path(self) -> Path:
+    def live_skill_path(self, project: Path) -> Path:
+        """``skill_path``, else the project's own learned skill under the agent's skills."""
         if self.skill_path is not None:
             return self.skill_path.expanduser()
-        return self.sources.claude_home.expanduser() / "skills" / MANAGED_SKILL / "SKILL.md"
+        return self.skills_home() / managed_skill_name(project) / "SKILL.md"
+
+    def skills_home(self) -> Path:
+        """The agent's user-level skills folder (where the default learned skills live)."""
+        return self.sources.claude_home.expanduser() / "skills"
+
+    def shared_skill_path(self) -> Path | None:
+        """The learned skill every project shared before each had its own, when the
+        default path is in use (``None``: ``skill_path`` is set, nothing to migrate)."""
+        if self.skill_path is not None:
+            return None
+        return self.skills_home() / MANAGED_SKILL / "SKILL.md"
 
     def live_memory_path(self, project: Path) -> Path:
         """``memory_path``, else the project's ``CLAUDE.md``, or its ``AGENTS.md`` when only
@@ -215,7 +244,7 @@ class SleepConfig(StrictModel):
         skills folder and the project (where the default memory file lives)."""
         if self.skill_roots:
             return [_under(project, root) for root in self.skill_roots]
-        return [self.live_skill_path().parent.parent, project]
+        return [self.live_skill_path(project).parent.parent, project]
 
     def snapshot(self) -> dict[str, Any]:
         """The redacted config as JSON data (for run.json)."""

@@ -204,7 +204,7 @@ def _live_path(cfg: SleepConfig, project: Path, name: str) -> Path | None:
     the one named, else as the newest proposal of it says, if that is where one of the
     project's skills lives (``<root>/<name>/SKILL.md``, never the memory file): a file in
     the state directory is not trusted to name any other target."""
-    managed = cfg.live_skill_path()
+    managed = cfg.live_skill_path(project)
     if managed.parent.name == name:
         return managed
     memory = os.path.realpath(cfg.live_memory_path(project))

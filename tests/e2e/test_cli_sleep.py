@@ -43,7 +43,7 @@ def test_night_status_adopt_round_trip(
 ) -> None:
     cfg = str(write_config(setup))
     proj = str(setup.project)
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     before = live.read_bytes()
     code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
     assert code == 0 and night["accepted"]
@@ -74,7 +74,7 @@ def test_adopt_refuses_when_the_live_file_changed(
     proj = str(setup.project)
     code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
     assert code == 0 and night["accepted"]
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     live.write_text(live.read_text() + "- a line the user added by hand\n")
     edited = live.read_bytes()
     code, out = cli(capsys, "adopt", "--config", cfg, "--project", proj, "--json")
@@ -93,7 +93,7 @@ def test_adopt_refuses_a_live_path_outside_the_skill_roots(
     code, night = cli(capsys, "once", "--config", ok_cfg, "--project", proj, "--json")
     assert code == 0 and night["accepted"]
     bad_cfg = str(write_config(setup, extra=f'skill_roots = ["{elsewhere}"]'))
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     before = live.read_bytes()
     code, out = cli(capsys, "adopt", "--config", bad_cfg, "--project", proj, "--only",
                     live.parent.name, "--json")  # fmt: skip
@@ -112,7 +112,7 @@ def test_adopt_writes_only_under_the_configured_roots(
     assert code == 0 and night["accepted"]
     only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
     live = {
-        p: p.read_bytes() for p in (setup.config.live_skill_path(), setup.project / "CLAUDE.md")
+        p: p.read_bytes() for p in (setup.config.live_skill_path(setup.project), setup.project / "CLAUDE.md")
     }
     code, out = cli(capsys, "adopt", "--config", only_skills, "--project", proj, "--json")
     assert code == 2 and not out["ok"]
@@ -199,13 +199,13 @@ def _half_adopted(setup: DemoSetup, capsys: pytest.CaptureFixture[str], **kill: 
     cfg, proj = str(write_config(setup)), str(setup.project)
     code, night = cli(capsys, "once", "--config", cfg, "--project", proj, "--json")
     assert code == 0 and night["accepted"]
-    skill = setup.config.live_skill_path()
+    skill = setup.config.live_skill_path(setup.project)
     killed_adoption(Path(night["run_dir"]), [skill.parent.parent, setup.project], **kill)
     return Path(night["run_dir"])
 
 
 def _leftovers(setup: DemoSetup, run: Path) -> list[Path]:
-    skill_dir = setup.config.live_skill_path().parent
+    skill_dir = setup.config.live_skill_path(setup.project).parent
     temps = [*skill_dir.glob(".tmp-*"), *setup.project.glob(".tmp-*")]
     return [*temps, *run.glob(".adopt-journal.json")]
 
@@ -215,7 +215,7 @@ def _leftovers(setup: DemoSetup, run: Path) -> list[Path]:
 def test_the_next_command_rolls_back_an_interrupted_adoption_and_says_so(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    skill, memory = setup.config.live_skill_path(), setup.project / "CLAUDE.md"
+    skill, memory = setup.config.live_skill_path(setup.project), setup.project / "CLAUDE.md"
     before = {p: p.read_bytes() for p in (skill, memory)}
     run = _half_adopted(setup, capsys, die_at=2)
     assert skill.read_bytes() != before[skill] and memory.read_bytes() == before[memory]

@@ -142,7 +142,7 @@ async def test_an_edit_no_held_out_task_needs_is_untested_and_carried(demo: Demo
 
 
 async def test_a_saturated_split_does_not_stop_learning(demo: DemoSetup) -> None:
-    skill = demo.config.live_skill_path()
+    skill = demo.config.live_skill_path(demo.project)
     skill.write_text(skill.read_text() + f"- {RULES['cite'].text}\n- {RULES['tests'].text}\n")
     path = _tasks_file(
         demo,

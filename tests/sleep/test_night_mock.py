@@ -48,7 +48,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 async def test_demo_night_keeps_good_rules_and_rejects_the_harmful_one(demo: DemoSetup) -> None:
-    skill = demo.config.live_skill_path()
+    skill = demo.config.live_skill_path(demo.project)
     memory = demo.config.live_memory_path(demo.project)
     before = (skill.read_bytes(), memory.read_bytes())
     outcome = await run_night(demo.config, project=demo.project, demo=True)
@@ -117,7 +117,7 @@ async def test_rollouts_have_distinct_samples_and_fresh_final(demo: DemoSetup) -
 
 
 async def test_unchanged_skill_rejects_on_a_tie(demo: DemoSetup) -> None:
-    skill = demo.config.live_skill_path()
+    skill = demo.config.live_skill_path(demo.project)
     skill.write_text(skill.read_text() + "".join(f"- {r.text}\n" for r in GOOD))
     outcome = await run_night(demo.config, project=demo.project, demo=True)
     assert outcome.status is RunStatus.COMPLETE
@@ -242,7 +242,7 @@ class EditLiveAt:
 
 @pytest.mark.slow
 async def test_live_file_changed_during_the_night_refuses_staging(demo: DemoSetup) -> None:
-    live = demo.config.live_skill_path()
+    live = demo.config.live_skill_path(demo.project)
     progress = EditLiveAt("final", live)
     outcome = await run_night(demo.config, project=demo.project, progress=progress)
     assert outcome.status is RunStatus.FAILED and outcome.failed_stage == "stage"
@@ -293,7 +293,7 @@ async def test_auto_adopt_writes_only_under_the_configured_roots(demo: DemoSetup
     outcome = await run_night(skill_only, project=demo.project)
     assert outcome.accepted and outcome.proposal_dir is not None
     report = json.loads((outcome.run_dir / "report.json").read_text())
-    assert report["auto_adopted"] == [str(cfg.live_skill_path())]
+    assert report["auto_adopted"] == [str(cfg.live_skill_path(demo.project))]
     assert _files(demo.project) == before
 
 
@@ -316,7 +316,7 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
 async def test_a_skill_from_the_reference_tool_keeps_one_learned_block(demo: DemoSetup) -> None:
     from skillopt.skilldoc import Region, region_spans
 
-    skill = demo.config.live_skill_path()
+    skill = demo.config.live_skill_path(demo.project)
     skill.write_text(
         skill.read_text()
         + "\n<!-- SKILLOPT-SLEEP:LEARNED START -->\n- Prefer small, focused commits.\n"

@@ -29,7 +29,7 @@ def _outside_learned(text: str) -> str:
 @pytest.fixture
 def demo(tmp_path: Path) -> DemoSetup:
     setup = prepare_demo(tmp_path)
-    skill = setup.config.live_skill_path()
+    skill = setup.config.live_skill_path(setup.project)
     skill.write_text(skill.read_text() + f"{PASSWORD_LINE}\n{AWS_LINE}\n", encoding="utf-8")
     memory = setup.config.live_memory_path(setup.project)
     memory.write_text(memory.read_text() + f"\n{PASSWORD_LINE}\n", encoding="utf-8")
@@ -37,7 +37,7 @@ def demo(tmp_path: Path) -> DemoSetup:
 
 
 async def test_a_proposal_keeps_the_users_secret_shaped_lines(demo: DemoSetup) -> None:
-    skill = demo.config.live_skill_path()
+    skill = demo.config.live_skill_path(demo.project)
     memory = demo.config.live_memory_path(demo.project)
     live_skill, live_memory = skill.read_text(), memory.read_text()
     outcome = await run_night(demo.config, project=demo.project, demo=True)

@@ -52,7 +52,7 @@ def test_an_index_naming_a_file_outside_the_store_is_refused(
 ) -> None:
     outside = setup.root / "outside.txt"
     outside.write_text("not a skill\n")
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     before = live.read_bytes()
     name = live.parent.name
     file = str(outside) if where == "absolute" else "../" * 6 + "outside.txt"
@@ -68,7 +68,7 @@ def test_a_symlinked_version_file_is_refused(
 ) -> None:
     outside = setup.root / "outside.txt"
     outside.write_text("not a skill\n")
-    name = setup.config.live_skill_path().parent.name
+    name = setup.config.live_skill_path(setup.project).parent.name
     _index(setup, name, "v0001.md", outside.read_bytes())
     versions = SkillStore(project_dir(setup.state_dir, setup.project)).root / name / "versions"
     (versions / "v0001.md").symlink_to(outside)
@@ -110,7 +110,7 @@ def test_a_manifest_pointing_a_skill_at_the_memory_file_never_restores_into_it(
     memory = setup.project / "CLAUDE.md"
     before = memory.read_bytes()
     if name == "managed":
-        name = setup.config.live_skill_path().parent.name
+        name = setup.config.live_skill_path(setup.project).parent.name
     store = SkillStore(project_dir(setup.state_dir, setup.project))
     store.add_version(name, "# skill text\n\n- a rule\n", run_id="r", night=1)
     _run_with_manifest(setup, _entry(name, memory))
@@ -121,7 +121,7 @@ def test_a_manifest_pointing_a_skill_at_the_memory_file_never_restores_into_it(
 def test_a_manifest_whose_proposed_file_leaves_the_run_is_refused(
     setup: DemoSetup, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     before = live.read_bytes()
     outside = setup.root / "outside.txt"
     outside.write_text("not a skill\n")

@@ -34,7 +34,7 @@ def test_list_show_diff_restore(setup: DemoSetup, capsys: pytest.CaptureFixture[
     assert code == 0 and night["accepted"]
     code, _ = cli(capsys, "adopt", *common, "--json")
     assert code == 0
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     name = live.parent.name
     code, listed = cli(capsys, "versions", *common, "--json")
     assert code == 0

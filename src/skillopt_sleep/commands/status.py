@@ -68,6 +68,14 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     )
 
 
+def _say_learned(learned: dict[str, Any]) -> None:
+    """Where the project's learned skill lives, and what is left of the shared one."""
+    there = "" if learned["exists"] else " (not created yet: adopting a night's proposal does)"
+    say(f"  learned skill: {learned['path']}{there}")
+    if learned.get("note"):
+        say(f"    {learned['note']}")
+
+
 def _say_schedule(health: dict[str, Any]) -> None:
     """What starts the project's nights, and what is running now."""
     next_wake = health["next_wake"]
@@ -101,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         settle_dead_runs,
     )
     from skillopt_sleep.html import report_pages
+    from skillopt_sleep.skills.managed import learned_skill_status
     from skillopt_sleep.state import StateStore
 
     try:
@@ -113,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         health = _schedule_health(cfg, project)
         settle_dead_runs(nights, lock_held=health["night_in_progress"] is not None)
         archive = _archive_stats(cfg, project)
+        learned = learned_skill_status(cfg, project)
         pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
@@ -127,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
         "recent": nights,
         "pending_proposals": proposals,
         "archive": archive,
+        "learned_skill": learned,
         **pages,
         "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
@@ -139,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if advisory:
         say(f"  warning: {advisory}")
     _say_archive(archive)
+    _say_learned(learned)
     _say_schedule(health)
     if not nights:
         say(f"  no nights yet: run `{again(args, 'once')}`")

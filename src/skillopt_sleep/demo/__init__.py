@@ -20,7 +20,7 @@ from typing import Any
 
 from skillopt.atomicio import atomic_write_text
 from skillopt.config import PoolConfig
-from skillopt_sleep.config import MANAGED_SKILL, SleepConfig
+from skillopt_sleep.config import SleepConfig
 
 __all__ = ["DEMO_DIR", "DemoSetup", "demo_in", "demo_pool", "prepare_demo", "write_demo_config"]
 
@@ -90,7 +90,8 @@ def prepare_demo(
     state_dir = state_dir or root / "state"
     project.mkdir(parents=True, exist_ok=True)
     (project / "CLAUDE.md").write_text(_data("CLAUDE.md"), encoding="utf-8")
-    skill_path = claude_home / "skills" / MANAGED_SKILL / "SKILL.md"
+    setup = _setup(root, state_dir)
+    skill_path = setup.config.live_skill_path(setup.project)
     skill_path.parent.mkdir(parents=True, exist_ok=True)
     skill_path.write_text(_data("SKILL.md"), encoding="utf-8")
     sessions = json.loads(_data("sessions.json"))["sessions"]
@@ -104,7 +105,6 @@ def prepare_demo(
             str(session["answer"]),
             start + timedelta(hours=index),
         )
-    setup = _setup(root, state_dir)
     write_demo_config(setup)
     return setup
 

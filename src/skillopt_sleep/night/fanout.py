@@ -302,7 +302,7 @@ def adoptable_skills(
 
     roots = cfg.adopt_roots(project)
     reserved = {
-        cfg.live_skill_path().parent.name.casefold(),
+        cfg.live_skill_path(project).parent.name.casefold(),
         cfg.live_memory_path(project).stem.casefold(),
     }
     usable: list[ProjectSkill] = []

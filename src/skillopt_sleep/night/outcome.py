@@ -83,6 +83,9 @@ class Live:
     memory: str
     skill_sha: str  # "" = file absent
     memory_sha: str
+    # ``skill`` is the shared learned skill's lines under this project's front matter (the
+    # project has no learned skill of its own yet): staged whenever the night stages
+    skill_seeded: bool = False
 
 
 def read_live(path: Path) -> tuple[str, str]:

@@ -68,7 +68,7 @@ def stage_proposal(
     proposals = []
     skill = staged_text(live.skill, decision.docs.skill)
     memory = staged_text(live.memory, decision.docs.memory)
-    if skill != live.skill:
+    if skill != live.skill or live.skill_seeded:
         name = live.skill_path.parent.name or "skill"
         text = scaffold_skill(skill, name=name, project=night.project)
         version = store.add_version(name, text, run_id=run.run_id, night=night_no)

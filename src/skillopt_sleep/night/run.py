@@ -59,7 +59,7 @@ def check_startable(config: SleepConfig, project: Path) -> None:
         raise ConfigError(f"{project} is not a directory", key="project")
     roots = config.adopt_roots(project)
     documents = (
-        ("skill_path", config.night.evolve_skill, config.live_skill_path()),
+        ("skill_path", config.night.evolve_skill, config.live_skill_path(project)),
         ("memory_path", config.night.evolve_memory, config.live_memory_path(project)),
     )
     for key, evolves, path in documents:

@@ -53,6 +53,7 @@ from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
+from skillopt_sleep.skills.managed import Seed, seed_from_shared
 from skillopt_sleep.state import ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 
@@ -252,20 +253,34 @@ def _live(night: Night) -> Live:
     """The live documents as the night reads them: the pins are the bytes on disk; the
     text has the reference tool's older region markers migrated (once, recorded), so a
     learned block written by it is the one the night edits, never a second one."""
-    skill_path = night.cfg.live_skill_path()
+    skill_path = night.cfg.live_skill_path(night.project)
     memory_path = night.cfg.live_memory_path(night.project)
     skill, skill_sha = read_live(skill_path)
     memory, memory_sha = read_live(memory_path)
     skill, memory = (_migrated(night, path, text) for path, text in
                      ((skill_path, skill), (memory_path, memory)))  # fmt: skip
+    seed = None if skill_sha else _seed(night)
     return Live(
         skill_path=skill_path,
         memory_path=memory_path,
-        skill=skill,
+        skill=seed.text if seed else skill,
         memory=memory,
         skill_sha=skill_sha,
         memory_sha=memory_sha,
+        skill_seeded=seed is not None,
     )
+
+
+def _seed(night: Night) -> Seed | None:
+    """A project with no learned skill of its own starts from the shared one's lines."""
+    seed = seed_from_shared(
+        night.cfg, night.project, run_id=night.run.run_id, now=night.clock(),
+        record=not night.dry_run,
+    )  # fmt: skip
+    if seed is not None and seed.note not in night.notes:
+        night.notes.append(seed.note)
+        night.progress.note(seed.note)
+    return seed
 
 
 def _migrated(night: Night, path: Path, text: str) -> str:

@@ -106,7 +106,7 @@ def _read(root: Path, folder: Path) -> ProjectSkill | str:
 
 def discover_skills(cfg: SleepConfig, project: Path) -> Discovery:
     """The project's skills a night can learn on, and those it must leave alone."""
-    managed = os.path.realpath(cfg.live_skill_path())
+    managed = os.path.realpath(cfg.live_skill_path(project))
     roots = skill_roots(cfg, project)
     found: dict[str, ProjectSkill] = {}
     skipped: dict[str, str] = {}

@@ -22,6 +22,7 @@ from typing import Any
 from skillopt.atomicio import atomic_write_json
 from skillopt.config import CLI_KINDS, PoolConfig
 from skillopt.logging import get_logger
+from skillopt_sleep.stage_rates import KEEP, NightRecord
 
 __all__ = [
     "ATTEMPT_STAGES",
@@ -89,9 +90,11 @@ def _measured(row: Mapping[str, Any]) -> Measured:
 
 @dataclass(slots=True)
 class TokenModel:
-    """Per member: its kind and, per kind of call, what was measured."""
+    """Per member: its kind and, per kind of call, what was measured; and the last nights'
+    calls per stage (:mod:`skillopt_sleep.stage_rates`)."""
 
     members: dict[str, dict[str, Measured]] = field(default_factory=dict)
+    nights: list[NightRecord] = field(default_factory=list)
 
     # -- persistence --------------------------------------------------------------
 
@@ -106,7 +109,8 @@ class TokenModel:
                 str(name): {str(kind): _measured(m) for kind, m in kinds.items()}
                 for name, kinds in data["members"].items()
             }
-            return cls(members=members)
+            nights = [NightRecord.from_dict(n) for n in data.get("nights", [])]
+            return cls(members=members, nights=nights[-KEEP:])
         except FileNotFoundError:
             return cls()
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -125,6 +129,7 @@ class TokenModel:
                     }
                     for name, kinds in sorted(self.members.items())
                 },
+                "nights": [n.to_dict() for n in self.nights[-KEEP:]],
             },
         )
 
@@ -137,6 +142,9 @@ class TokenModel:
             if calls and member:
                 kinds = self.members.setdefault(member, {})
                 kinds.setdefault(call_kind(stage), Measured()).add(calls, tokens, estimated)
+
+    def record_night(self, night: NightRecord) -> None:
+        self.nights = [*self.nights, night][-KEEP:]
 
     # -- pricing ------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ __all__ = [
     "digest_key",
     "mine_heuristic",
     "mine_llm_cached",
+    "planned_calls",
 ]
 
 MINER_VERSION = "1"
@@ -153,6 +154,21 @@ async def _mine_missing(
     except* BudgetExceededError as caught:
         raise caught.exceptions[0] from None
     return spent
+
+
+def planned_calls(
+    digests: Sequence[SessionDigest], *, archive: TaskArchive, project: str, call_tokens: int
+) -> int:
+    """The mining calls :func:`mine_llm_cached` will make for ``digests``, planned without a
+    call: the sessions the cache lacks, grouped and packed as it packs them (a reply that
+    must be asked again adds to it)."""
+    missing = [
+        d for d in digests if d.user_intents
+        and archive.cached_mining(digest_key(d, miner="llm", project=project)) is None
+    ]  # fmt: skip
+    groups = group_by_request(missing)
+    return len(pack(groups, cost=lambda g: entry_cost(entry_text(g, "S00")),
+                    fixed=call_overhead(project=project), bound=call_tokens))  # fmt: skip
 
 
 async def mine_llm_cached(

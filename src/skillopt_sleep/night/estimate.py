@@ -1,81 +1,50 @@
 """The night's spend, before and after: the up-front estimate and the per-call token model.
 
+Before mining, :func:`announce_mining` says what mining tonight's sessions will cost.
 Before the learning stages spend anything, :func:`announce_estimate` says how many calls
-each stage will make and what they will cost (priced per member from what earlier calls
-and nights measured), and warns when the budget will cut the night short. After the
-night, :func:`learn_tokens` folds tonight's measured tokens per call into the model.
+each stage will make and what they will cost, learned from what the project's earlier
+nights spent per task and stage (:mod:`skillopt_sleep.stage_rates`) and priced from what
+they and earlier calls measured, and warns when the budget will cut the night short. After
+the night, :func:`learn_tokens` folds tonight's measured spend into the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from pathlib import Path
 
 from skillopt.logging import get_logger
-from skillopt.types import ReferenceKind, TaskRecord
-from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.course import Estimate
+from skillopt.types import ReferenceKind, Split, TaskRecord
+from skillopt_sleep.night.course import Course, Estimate
+from skillopt_sleep.night.outcome import NightResult
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.replay import Docs
 from skillopt_sleep.spend import SpendEstimate
+from skillopt_sleep.stage_rates import (
+    LEARNING,
+    QUIET,
+    NightRecord,
+    night_record,
+    predict_calls,
+    tonight_noise,
+)
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
-__all__ = ["announce_estimate", "estimate_spend", "learn_tokens"]
+__all__ = ["announce_estimate", "announce_mining", "learn_tokens"]
 
 _log = get_logger(__name__)
 
 
-def estimate_spend(
-    *,
-    n_learn: int,
-    n_test: int,
-    cfg: SleepConfig,
-    rubric_share: float,
-    n_carried: int = 0,
-    skills: Mapping[str, int] | None = None,
-) -> SpendEstimate:
-    """A rough upper estimate of the night's calls, printed before any spend.
-
-    Rollouts cover every learnable task; each proposed edit is tried alone on its fold
-    (so a round's singles cost about ``edit_budget`` passes over the tasks), then the
-    union once over every task. Adaptive extra samples are not counted. ``n_learn`` is the
-    managed night's share of the tasks; ``skills`` maps each project skill that learns
-    tonight (the fan-out) to its task count: each runs the same learning on its own tasks,
-    its skill document only (memory is read-only there).
-    """
-    night = cfg.night
-    judge = 1.0 + rubric_share
-    targets = int(night.evolve_skill) + int(night.evolve_memory)
-    by_stage = _learning(n_learn, targets, cfg, judge, n_carried)
-    by_skill: dict[str, int] = {}
-    for name, n in (skills or {}).items():
-        own = _learning(n, 1, cfg, judge, 0)
-        by_skill[name] = sum(own.values())
-        for stage, calls in own.items():
-            by_stage[stage] += calls
-    by_stage["test"] = int(2 * n_test * judge)
-    calls = sum(by_stage.values())
-    return SpendEstimate(calls=calls, tokens=calls * 900, by_stage=by_stage, by_skill=by_skill)
-
-
-def _learning(
-    n_learn: int, targets: int, cfg: SleepConfig, judge: float, n_carried: int
-) -> dict[str, int]:
-    """One learner's calls (the managed night's or one skill's) over ``n_learn`` tasks."""
-    night, gate = cfg.night, cfg.gate
-    if n_learn == 0:
-        return dict.fromkeys(("rollouts", "reflect", "trials", "union"), 0)
-    folds = min(night.folds, n_learn)
-    rollouts = max(night.dream_rollouts, gate.samples_per_task)
-    per_pass = n_learn * gate.samples_per_task * judge
-    return {
-        "rollouts": int(n_learn * rollouts * judge * night.rounds),
-        "reflect": 2 * folds * targets * night.rounds,
-        "trials": int(
-            (night.edit_budget * per_pass + n_carried * per_pass) * targets * night.rounds
-        ),
-        "union": int(per_pass * targets * night.rounds),
-    }
+def announce_mining(night: Night, calls: int) -> None:
+    """Before the first mining call: the mining calls planned (the sessions the cache
+    lacks, packed into calls as the miner packs them)."""
+    night.mining_estimate = calls
+    if calls:
+        night.progress.note(
+            f"estimated spend: mining about {calls} model call(s); the rest is estimated "
+            "once the tasks are known"
+        )
 
 
 def announce_estimate(
@@ -85,21 +54,46 @@ def announce_estimate(
     test: list[TaskRecord],
     *,
     skills: Mapping[str, int] | None = None,
+    recheck: int = 0,
 ) -> Estimate:
-    """The up-front spend estimate, said before any model call of the learning stages: calls
-    per stage (``learn``: the managed night's tasks; ``skills``: each fanned-out skill's task
-    count), priced per member from what earlier calls and nights measured, and whether the
-    budget will cut the night short."""
+    """The spend estimate, said before any model call of the learning stages (and mining's
+    share said before mining, :func:`announce_mining`): calls per stage learned from what
+    earlier nights of the project measured per task (:mod:`skillopt_sleep.stage_rates`;
+    ``learn``: the managed night's tasks, ``skills``: each fanned-out skill's task count;
+    ``recheck``: a quiet night's samples still to draw), priced per stage from those
+    nights or per member, and whether the budget will cut the night short."""
     cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
-    estimate = estimate_spend(
-        n_learn=len(learn), n_test=len(test), cfg=cfg, rubric_share=rubric, skills=skills
-    )
     model = TokenModel.load(project_dir(cfg.state_path(), night.project))
+    n_learn = len(learn) + sum((skills or {}).values())
+    noise = tonight_noise(model.nights, _known_noise(night, [*learn]))
+    predicted = predict_calls(
+        model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
+        sessions=0, noise=noise,
+    )  # fmt: skip
+    by_stage = dict(predicted.calls)
+    if recheck:  # the samples the quiet night draws are known: a rollout and its judge each
+        by_stage = {"rollout": recheck, "judge": round(recheck * rubric)}
+    mined = night.spend.calls_by_stage.get("mine", 0)
+    if night.mining_estimate is not None or mined:
+        by_stage["mine"] = night.mining_estimate if night.mining_estimate is not None else mined
+    by_stage = {s: n for s, n in by_stage.items() if n}
+    learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
+    by_skill = {name: round(learning * n / n_learn) for name, n in (skills or {}).items()
+                if n_learn}  # fmt: skip
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
-    priced = estimate_tokens(model, cfg.pool, estimate.by_stage, rubric_share=rubric)
-    estimate = replace(estimate, tokens=priced.tokens)
-    said = estimate.describe() + (f"; per call: {priced.describe()}" if priced.sources else "")
+    unpriced = {s: n for s, n in by_stage.items() if s not in predicted.tokens}
+    priced = estimate_tokens(model, cfg.pool, _as_calls(unpriced), rubric_share=rubric)
+    tokens = priced.tokens + sum(v for s, v in predicted.tokens.items() if s in by_stage)
+    estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
+                             by_skill=by_skill)  # fmt: skip
+    learned = (
+        f"learned from {predicted.nights} earlier night(s)" if predicted.nights
+        else "no earlier night measured yet: a prior"
+    )  # fmt: skip
+    said = f"{estimate.describe()} ({learned})" + (
+        f"; per call: {priced.describe()}" if priced.sources else ""
+    )
     night.progress.note(f"estimated spend: {said}")
     warning = budget_warning(
         calls=estimate.calls,
@@ -111,23 +105,75 @@ def announce_estimate(
         night.notes.append(warning)
         night.progress.note(warning)
     _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
-                per_call=priced.per_call, sources=priced.sources)  # fmt: skip
+              per_call=priced.per_call, sources=priced.sources, nights=predicted.nights,
+              noise=noise)  # fmt: skip
     detail = {
         "calls": estimate.calls,
         "by_stage": estimate.by_stage,
         "by_skill": estimate.by_skill,
         **priced.to_dict(),
+        "tokens": estimate.tokens,
+        "learned_from_nights": predicted.nights,
+        "noise": noise,
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
 
 
-def learn_tokens(night: Night) -> None:
-    """Fold tonight's measured tokens per call into the project's token model."""
+def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:
+    """Stages as the member pricing names them (reflection apart, the rest attempts)."""
+    return {("reflect" if s == "reflect" else s): n for s, n in by_stage.items()}
+
+
+def _known_noise(night: Night, tasks: list[TaskRecord]) -> list[float] | None:
+    """Per task with two or more recorded samples under the live documents: 1.0 if they
+    ever disagreed; None unless that covers half of ``tasks`` or more."""
+    from skillopt_sleep.night.quiet import noise_estimates
+
+    if not tasks:
+        return None
+    skill_path = night.cfg.live_skill_path()
+    memory_path = night.cfg.live_memory_path(night.project)
+    docs = Docs(skill=_text(skill_path), memory=_text(memory_path))
+    known = [1.0 if e.disagreement > 0 else 0.0
+             for e in noise_estimates(night, tasks, docs).values() if e.samples >= 2]  # fmt: skip
+    return known if 2 * len(known) >= len(tasks) else None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def learn_tokens(night: Night, course: Course | None = None) -> None:
+    """Fold tonight's measured tokens per call into the project's token model, and, for a
+    night that ran to its end, what each stage spent per task (:mod:`.stage_rates`)."""
     where = project_dir(night.cfg.state_path(), night.project)
     model = TokenModel.load(where)
     model.observe(night.spend.usage_by_member)
+    record = _night_record(night, course) if course is not None else None
+    if record is not None:
+        model.record_night(record)
     try:
         model.save(where)
     except OSError as exc:  # a cache of averages: never sinks the night
         _log.warning("token_model.save_failed", error=str(exc))
+
+
+def _night_record(night: Night, course: Course) -> NightRecord | None:
+    """Tonight's spend per stage; None for a night cut short (failed, budget-stopped) or
+    one that had no task to learn from."""
+    ended = course.result not in (NightResult.FAILED, NightResult.BUDGET_REACHED,
+                                  NightResult.NO_TASKS)  # fmt: skip
+    if not ended or course.gathered is None or night.spend.exhausted:
+        return None
+    tasks = course.gathered.tasks
+    test = sum(t.split is Split.TEST for t in tasks)
+    return night_record(
+        kind=LEARNING if night.noise_seen is not None else QUIET,
+        tasks=len(tasks) - test, test=test, sessions=night.sessions_mined,
+        noise=night.noise_seen,
+        stages={name: (row.calls, row.tokens) for name, row in night.spend.stages.items()},
+    )  # fmt: skip

@@ -314,8 +314,10 @@ async def gather_night(
     now: datetime,
     tasks_file: Path | None = None,
     clock: Callable[[], datetime] | None = None,
+    before_mining: Callable[[int], None] | None = None,
 ) -> Gathered:
-    """Tonight's tasks: pending sessions mined (through the cache) plus recalled tasks.
+    """Tonight's tasks: pending sessions mined (through the cache) plus recalled tasks;
+    ``before_mining`` hears how many calls the LLM miner is about to make (planned, no call).
 
     A tasks file replaces all of it (no harvest, no recall: ``sessions`` stays empty, so
     committing the night leaves the harvest cursor alone). Reads the archive and fills
@@ -333,11 +335,14 @@ async def gather_night(
         functools.partial(collect, cfg, project=project, since=window.start, harvested=harvested)
     )
     digests = result.digests
-    from skillopt_sleep.mining.batch import mine_heuristic, mine_llm_cached
+    from skillopt_sleep.mining.batch import mine_heuristic, mine_llm_cached, planned_calls
 
     if use_llm and digests:
         if pool is None:
             raise ConfigError("the LLM miner needs a model pool", key="night.llm_mine")
+        if before_mining is not None:
+            before_mining(planned_calls(digests, archive=archive, project=str(project),
+                                        call_tokens=cfg.night.mine_call_tokens))  # fmt: skip
         batch = await mine_llm_cached(
             pool,
             digests,

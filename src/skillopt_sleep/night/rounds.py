@@ -65,6 +65,15 @@ def _settled(rolled: Measured) -> bool:
     return all(task_settled(values, values) for values in rolled.scores.values())
 
 
+def _disagreeing(rolled: Measured) -> float:
+    """The share of tasks whose samples did not all agree."""
+    scores = [[v for v in values if v == v] for values in rolled.scores.values()]
+    scores = [values for values in scores if len(values) >= 2]
+    if not scores:
+        return 0.0
+    return sum(max(v) - min(v) > 1e-9 for v in scores) / len(scores)
+
+
 async def _rollouts(
     night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
 ) -> Measured:
@@ -73,6 +82,8 @@ async def _rollouts(
     samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
     measured = await measure(night, tasks, docs, samples=samples, phase="rollout", first=first)
     night.check_degenerate(stage, measured.results, tasks=tasks)
+    if night.noise_seen is None:  # the first rollouts say how noisy the model is tonight
+        night.noise_seen = _disagreeing(measured)
     night.end(stage, rollouts=len(measured.results))
     night.check_budget(stage)
     return measured

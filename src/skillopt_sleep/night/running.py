@@ -117,6 +117,11 @@ class Night:
         self.notes: list[str] = []
         self.no_edit_reasons: list[str] = []
         self.lost_tasks: set[str] = set()  # tasks none of whose calls answered (named once)
+        # what the spend model learns from: share of tasks whose first rollouts disagreed,
+        # sessions mined tonight, and the mining calls estimated before mining
+        self.noise_seen: float | None = None
+        self.sessions_mined = 0
+        self.mining_estimate: int | None = None
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}

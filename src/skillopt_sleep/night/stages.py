@@ -39,7 +39,7 @@ from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.estimate import announce_estimate, learn_tokens
+from skillopt_sleep.night.estimate import announce_estimate, announce_mining, learn_tokens
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult, read_live
@@ -144,7 +144,7 @@ def _commit(
         update={"archive_changes": changes, "archive": archive.stats().to_dict()}
     )
     write_outputs(night, report, course.gathered)
-    learn_tokens(night)
+    learn_tokens(night, course)
     if keep:
         kept = state.record_night(history_entry(night, course, report))
         store.save(kept.with_model_key(report.models) if report.models else kept)
@@ -191,8 +191,9 @@ async def _learn(
         if plan is not None and not plan.recheck and await _quiet(night, course, plan):
             return
         course.estimate = announce_estimate(
-            night, tasks, fan.managed_tasks, test, skills=fan.learning()
-        )
+            night, tasks, fan.managed_tasks, test, skills=fan.learning(),
+            recheck=len(plan.recheck) if plan is not None else 0,
+        )  # fmt: skip
         if plan is not None and plan.recheck and await _quiet(night, course, plan):
             return
         carried, course.carried_ids = carried_edits(archive)
@@ -316,7 +317,9 @@ async def _gather(
         now=started,
         tasks_file=tasks_file,
         clock=night.clock,
+        before_mining=lambda calls: announce_mining(night, calls),
     )
+    night.sessions_mined = gathered.n_sessions if uses_llm_miner(night.cfg) else 0
     run.write_tasks(t.to_dict() for t in gathered.tasks)
     run.checkpoint("gather", gathered.checkpoint())
     for note in gathered.notes:

@@ -1,0 +1,203 @@
+"""Calls per stage, learned from what earlier nights of the project measured.
+
+The night's design changes (sequential tests stop early, quiet nights reuse archived
+answers, mining shares calls), and the same design spends six times more on a model that
+flips its answers than on one that answers consistently. So the estimate is not derived
+from the design: it is learned.
+
+1. **Record** (:func:`night_record`): after a night that ran to its end, what each stage
+   spent (calls, tokens) with what it spent them on: the learnable tasks (every stage but
+   mining and the test split), the test tasks, the sessions mined; the kind of night
+   (``learning``, or ``quiet`` when it ended without learning) and the share of tasks
+   whose first rollouts disagreed (``noise``). The last :data:`KEEP` nights are kept in
+   ``token-model.json`` (:class:`~skillopt_sleep.token_model.TokenModel` ``nights``).
+2. **Predict** (:func:`predict_calls`): each stage's calls per unit, a weighted mean over
+   the recorded nights of the same kind, the recent and those of a noise like tonight's
+   weighing most (tonight's noise: what the archive recorded for tonight's tasks, else
+   the last learning night's). With no night recorded, :data:`PRIOR_PER_TASK` (a
+   consistent model's first night on the lift world) stands in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "KEEP",
+    "LEARNING",
+    "PRIOR_MINE_PER_SESSION",
+    "PRIOR_PER_TASK",
+    "PRIOR_TEST_PER_TASK",
+    "QUIET",
+    "NightRecord",
+    "Prediction",
+    "night_record",
+    "predict_calls",
+    "stage_group",
+    "tonight_noise",
+]
+
+KEEP = 12  # nights remembered
+RECENCY = 0.6  # each older night weighs this much less
+NOISE_SCALE = 0.05  # nights whose noise differs by this much weigh 1/e as much
+# A consistent model's first night on the lift world (24 tasks; calls per learnable task):
+# only until the project's own nights are measured.
+PRIOR_PER_TASK = {"rollout": 4.0, "judge": 3.4, "reflect": 0.25, "trial": 7.6, "union": 3.0}
+PRIOR_TEST_PER_TASK = 2.0  # an attempt and its judge
+PRIOR_MINE_PER_SESSION = 0.1  # batched mining, sessions of one request mined together
+LEARNING, QUIET = "learning", "quiet"
+
+
+def stage_group(stage: str) -> str:
+    """The ledger's stage a request stage counts under (``reflect_contrastive`` is
+    ``reflect``, every mining stage ``mine``)."""
+    for head in ("mine", "reflect", "judge"):
+        if stage.startswith(head):
+            return head
+    return stage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightRecord:
+    """What one night spent, per stage, and on what."""
+
+    kind: str  # learning | quiet
+    tasks: int  # learnable tasks
+    test: int = 0
+    sessions: int = 0  # sessions mined tonight
+    noise: float | None = None  # share of tasks whose first rollouts disagreed
+    calls: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NightRecord:
+        noise = data.get("noise")
+        return cls(
+            kind=str(data["kind"]),
+            tasks=int(data["tasks"]),
+            test=int(data.get("test", 0)),
+            sessions=int(data.get("sessions", 0)),
+            noise=None if noise is None else float(noise),
+            calls={str(k): int(v) for k, v in dict(data.get("calls", {})).items()},
+            tokens={str(k): int(v) for k, v in dict(data.get("tokens", {})).items()},
+        )
+
+    def unit(self, stage: str) -> int:
+        """What a stage's calls are counted per: sessions for mining, test tasks for the
+        test split, learnable tasks for the rest."""
+        if stage == "mine":
+            return self.sessions
+        return self.test if stage == "test" else self.tasks
+
+
+def night_record(
+    *,
+    kind: str,
+    tasks: int,
+    test: int,
+    sessions: int,
+    noise: float | None,
+    stages: Mapping[str, tuple[int, int]],
+) -> NightRecord:
+    """One night's record from its ledger (request stage -> (calls, tokens))."""
+    calls: dict[str, int] = {}
+    tokens: dict[str, int] = {}
+    for stage, (n, used) in stages.items():
+        group = stage_group(stage)
+        calls[group] = calls.get(group, 0) + n
+        tokens[group] = tokens.get(group, 0) + used
+    return NightRecord(kind=kind, tasks=tasks, test=test, sessions=sessions, noise=noise,
+                       calls=calls, tokens=tokens)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    """Calls and tokens per stage, and where the rates came from."""
+
+    calls: dict[str, int]
+    tokens: dict[str, int]  # only the stages measured nights priced (the rest: per member)
+    nights: int  # recorded nights the rates are learned from (0: the prior)
+    noise: float | None  # the noise the rates were matched to
+
+
+def _weights(records: Sequence[NightRecord], noise: float | None) -> list[float]:
+    """Newest last: recency, and closeness of noise when both are known."""
+    out = []
+    for age, rec in enumerate(reversed(records)):
+        w = RECENCY**age
+        if noise is not None and rec.noise is not None:
+            w *= math.exp(-abs(rec.noise - noise) / NOISE_SCALE)
+        out.append(w)
+    return list(reversed(out))
+
+
+def _rates(records: Sequence[NightRecord], weights: Sequence[float]) -> dict[str, float]:
+    """Per stage, the weighted calls per unit (``sum w c / sum w u``)."""
+    calls: dict[str, float] = {}
+    units: dict[str, float] = {}
+    stages = {s for r in records for s in r.calls}
+    for rec, w in zip(records, weights, strict=True):
+        for stage in stages | {"test"}:
+            unit = rec.unit(stage)
+            if unit:
+                calls[stage] = calls.get(stage, 0.0) + w * rec.calls.get(stage, 0)
+                units[stage] = units.get(stage, 0.0) + w * unit
+    return {s: calls[s] / units[s] for s in calls if units.get(s)}
+
+
+def _per_call(records: Iterable[NightRecord], weights: Iterable[float]) -> dict[str, float]:
+    tokens: dict[str, float] = {}
+    calls: dict[str, float] = {}
+    for rec, w in zip(records, weights, strict=True):
+        for stage, n in rec.calls.items():
+            if n:
+                tokens[stage] = tokens.get(stage, 0.0) + w * rec.tokens.get(stage, 0)
+                calls[stage] = calls.get(stage, 0.0) + w * n
+    return {s: tokens[s] / calls[s] for s in calls if calls[s]}
+
+
+def tonight_noise(records: Sequence[NightRecord], known: Sequence[float] | None) -> float | None:
+    """Tonight's expected noise: what the archive knows of tonight's tasks (``known``, per
+    task with recorded samples: 1 if they ever disagreed), when it knows half of them or
+    more; else the last learning night's."""
+    if known:
+        return sum(known) / len(known)
+    for rec in reversed(records):
+        if rec.kind == LEARNING and rec.noise is not None:
+            return rec.noise
+    return None
+
+
+def predict_calls(
+    records: Sequence[NightRecord],
+    *,
+    kind: str,
+    tasks: int,
+    test: int,
+    sessions: int,
+    noise: float | None,
+) -> Prediction:
+    """Tonight's calls per stage (``kind`` learning or quiet), learned from ``records``."""
+    same = [r for r in records if r.kind == kind and r.tasks]
+    mined = [r for r in records if r.sessions]
+    calls: dict[str, float] = {}
+    if same:
+        weights = _weights(same, noise)
+        for stage, rate in _rates(same, weights).items():
+            if stage != "mine":
+                calls[stage] = rate * (test if stage == "test" else tasks)
+    elif kind == LEARNING:
+        calls = {s: rate * tasks for s, rate in PRIOR_PER_TASK.items()}
+        calls["test"] = PRIOR_TEST_PER_TASK * test
+    mine_rate = _rates(mined, _weights(mined, None)).get("mine") if mined else None
+    calls["mine"] = (PRIOR_MINE_PER_SESSION if mine_rate is None else mine_rate) * sessions
+    per_call = _per_call(records, _weights(records, noise)) if records else {}
+    rounded = {s: round(n) for s, n in calls.items() if round(n)}
+    priced = {s: round(n * per_call[s]) for s, n in rounded.items() if s in per_call}
+    return Prediction(calls=rounded, tokens=priced, nights=len(same), noise=noise)

@@ -1,0 +1,94 @@
+"""The spend estimate learns calls per stage from measured nights (issue 21.6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night.run import run_night
+from skillopt_sleep.stage_rates import (
+    LEARNING,
+    PRIOR_PER_TASK,
+    QUIET,
+    NightRecord,
+    night_record,
+    predict_calls,
+    stage_group,
+    tonight_noise,
+)
+from skillopt_sleep.state import project_dir
+from skillopt_sleep.token_model import FILE_NAME, TokenModel
+
+CONSISTENT = NightRecord(kind=LEARNING, tasks=24, test=4, sessions=96, noise=0.0,
+                         calls={"mine": 6, "rollout": 96, "judge": 80, "trial": 180, "test": 8},
+                         tokens={"rollout": 9600, "judge": 4000, "trial": 18000})  # fmt: skip
+NOISY = NightRecord(kind=LEARNING, tasks=24, test=4, sessions=0, noise=0.3,
+                    calls={"rollout": 192, "judge": 90, "trial": 1400, "test": 8},
+                    tokens={"rollout": 19200, "judge": 4500, "trial": 140000})  # fmt: skip
+
+
+def test_the_stages_are_the_ledgers() -> None:
+    assert [stage_group(s) for s in ("reflect_contrastive", "mine.joint", "trial")] == [
+        "reflect", "mine", "trial",
+    ]  # fmt: skip
+    rec = night_record(kind=LEARNING, tasks=2, test=0, sessions=1, noise=None,
+                       stages={"reflect": (1, 10), "reflect_contrastive": (2, 30)})  # fmt: skip
+    assert rec.calls == {"reflect": 3} and rec.tokens == {"reflect": 40}
+    assert NightRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+
+
+def test_with_no_night_measured_the_prior_stands_in() -> None:
+    got = predict_calls([], kind=LEARNING, tasks=10, test=0, sessions=0, noise=None)
+    assert got.nights == 0 and got.calls["trial"] == round(PRIOR_PER_TASK["trial"] * 10)
+    assert predict_calls([], kind=QUIET, tasks=10, test=0, sessions=0, noise=None).calls == {}
+
+
+def test_calls_scale_per_task_and_follow_the_nights_noise() -> None:
+    records = [CONSISTENT, NOISY]
+    calm = predict_calls(records, kind=LEARNING, tasks=12, test=2, sessions=0, noise=0.0)
+    assert calm.calls["trial"] == pytest.approx(90, rel=0.05)  # 180 / 24 per task, 12 tasks
+    assert calm.calls["test"] == 4 and "mine" not in calm.calls
+    assert calm.tokens["trial"] == pytest.approx(calm.calls["trial"] * 100, rel=0.2)
+    noisy = predict_calls(records, kind=LEARNING, tasks=12, test=2, sessions=0, noise=0.3)
+    assert noisy.calls["trial"] == pytest.approx(700, rel=0.05)
+    # no noise known tonight: the last learning night's
+    assert tonight_noise(records, None) == 0.3 and tonight_noise(records, [0.0, 0.0]) == 0.0
+
+
+def test_the_token_model_keeps_the_last_nights(tmp_path: Path) -> None:
+    model = TokenModel()
+    for _ in range(20):
+        model.record_night(CONSISTENT)
+    model.save(tmp_path)
+    again = TokenModel.load(tmp_path)
+    assert len(again.nights) == 12 and again.nights[0] == CONSISTENT
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> DemoSetup:
+    return prepare_demo(tmp_path)
+
+
+def _estimate(run_dir: Path | None) -> tuple[dict[str, object], int]:
+    assert run_dir is not None
+    report = json.loads((run_dir / "report.json").read_text())
+    return report["estimate_detail"], report["spend"]["calls"]
+
+
+@pytest.mark.slow
+async def test_the_second_nights_estimate_is_learned_from_the_first(demo: DemoSetup) -> None:
+    """Before: the estimate was derived from the design, ~3x what a night spends."""
+    first = await run_night(demo.config, project=demo.project, dry_run=True)
+    detail, spent = _estimate(first.run_dir)
+    assert detail["learned_from_nights"] == 0
+    saved = TokenModel.load(project_dir(demo.config.state_path(), demo.project))
+    assert len(saved.nights) == 1 and saved.nights[0].calls
+    assert (project_dir(demo.config.state_path(), demo.project) / FILE_NAME).is_file()
+    second = await run_night(demo.config, project=demo.project, dry_run=True)
+    detail, spent = _estimate(second.run_dir)
+    assert detail["learned_from_nights"] == 1
+    calls = detail["calls"]
+    assert isinstance(calls, int) and abs(calls - spent) <= 0.3 * spent, (calls, spent)

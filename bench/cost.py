@@ -305,7 +305,7 @@ def report(
         f"quiet night (today: 72 calls; target <= 5): {quiet.calls} calls, result "
         f"{quiet.night.result} [{verdict(quiet.calls <= 5)}]; stages: {stages(quiet) or 'none'}",
         "estimate vs spend (today: 1,764 printed for a 532-call night):",
-        *(estimate_line(m) for m in (first, noisy[0] if noisy else None, quiet) if m),
+        *(estimate_line(m) for m in (first, *noisy, quiet)),
     ]
     budget = nights["budget"]
     if budget:
@@ -361,6 +361,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def reset_keeping_spend_model(lab: Any) -> None:
+    """Back to the seed (a first night again), but with what the project's earlier nights
+    taught the spend estimate (``token-model.json``): a user's machine keeps it."""
+    kept = {p.relative_to(lab.state): p.read_bytes() for p in lab.state.rglob("token-model.json")}
+    lab.reset()
+    for rel, data in kept.items():
+        (lab.state / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lab.state / rel).write_bytes(data)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     load = os.getloadavg()[0]
@@ -384,12 +394,12 @@ def main(argv: list[str] | None = None) -> int:
         nights["quiet"].append(quiet)
         say(f"quiet: {quiet.calls} calls, {quiet.night.result}")
         for i in range(1, args.noisy_nights + 1):
-            lab.reset()
+            reset_keeping_spend_model(lab)
             m = night(lab, lift, "noisy", i, noise=shape.noise, seed=args.seed * 1000 + i)
             nights["noisy"].append(m)
             say(f"noisy {i}: {brief(m)}, harmful adopted {m.night.harmful_adopted}")
         cap = max(1, round(first.calls * args.budget_share))
-        lab.reset()
+        reset_keeping_spend_model(lab)
         lab.env[BUDGET_ENV] = str(cap)
         try:
             b = night(lab, lift, "budget", 1, noise=0.0, seed=args.seed)

@@ -6,8 +6,15 @@ night?" and adopt on request:
 - ``status``: nights run, recent results, proposals waiting, where the HTML report is;
 - ``latest_report``: what a night (default: the latest) kept, rejected and measured;
 - ``proposal_diff``: the pending proposal against the live files;
-- ``adopt``: refuses unless ``confirm`` is true *and* ``run_id`` names the proposal the user
-  saw; then runs the very adoption the CLI runs (sha pins, skill roots, backups, rollback).
+- ``adopt``: refuses unless ``confirm`` is the boolean true *and* ``run_id`` names the proposal
+  the user saw; then runs the very adoption the CLI runs (sha pins, skill roots, backups,
+  rollback), finishing an interrupted adoption first.
+
+The read tools write nothing: an adoption left half-done is reported (``status``) or refused
+(``proposal_diff``), and finished by the commands that say they write. Every tool takes an
+optional ``project``, one of the folders the server was started for (``--project`` and each
+``--also-project``), never another. Lines that are not JSON-RPC get their error reply
+(:mod:`skillopt_sleep.mcp_wire`).
 
 Built on the official ``mcp`` SDK (``MCPServer``). Tools are coroutines so the SDK runs them
 on the event loop rather than in worker threads. Nothing is printed to stdout but protocol
@@ -25,10 +32,12 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import StrictBool
 
 from skillopt.errors import SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_obj, sanitize
+from skillopt_sleep.adopt_journal import JOURNAL_NAME
 from skillopt_sleep.agent_summary import night_summary, pending_diff, status_data
 from skillopt_sleep.commands._common import load_config
 from skillopt_sleep.commands._runs import (
@@ -52,6 +61,10 @@ INSTRUCTIONS = (
     "show what adopting would change, and call `adopt` only after the user has seen that diff "
     "and asked for it, passing confirm=true and the run_id shown."
 )
+_PROJECT_ARG = (
+    " `project` (optional): the project folder, one of those this server was started for "
+    "(--project and --also-project); its own project by default."
+)
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
 
@@ -64,19 +77,46 @@ def _version() -> str:
 
 
 class _Project:
-    """Resolves the config and project for a call (the server's own, or the one named)."""
+    """Resolves the config and project for a call: the server's own (``--project``, else its
+    working folder), or one the call names among those the server was started for
+    (``--project`` plus every ``--also-project``); never any other folder."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
+        own = (getattr(args, "project", None) or Path.cwd()).expanduser()
+        also = getattr(args, "also_project", None) or []
+        self.allowed = tuple(dict.fromkeys(p.expanduser().resolve() for p in (own, *also)))
 
     def load(self, project: str | None) -> tuple[SleepConfig, Path]:
         args = copy.copy(self._args)
         if project:
-            args.project = Path(project)
+            wanted = Path(project).expanduser().resolve()
+            if wanted not in self.allowed:
+                served = ", ".join(str(p) for p in self.allowed)
+                raise ToolError(
+                    f"this server serves {served} only; start it with --also-project "
+                    f"{wanted} to serve that project too"
+                )
+            args.project = wanted
         try:
             return load_config(args)
         except SkillOptError as exc:
             raise ToolError(sanitize(str(exc))) from exc
+
+
+def _unfinished(cfg: SleepConfig, project: Path) -> list[str]:
+    """Runs whose adoption is in progress or was interrupted (its journal is still there).
+    A read tool reports them and leaves the recovery to the commands that write."""
+    from skillopt_sleep.versions import restore_dirs
+
+    folders = [*project_runs(cfg, project), *restore_dirs(cfg, project)]
+    return [f.name for f in folders if (f / JOURNAL_NAME).is_file()]
+
+
+_UNFINISHED_NOTE = (
+    "an adoption of {runs} is in progress or was interrupted, so the live files may hold part "
+    "of it; `adopt` (or any skillopt-sleep command) finishes or rolls it back first"
+)
 
 
 def _run(cfg: SleepConfig, project: Path, run_id: str | None) -> Path:
@@ -102,30 +142,42 @@ def _add_reading_tools(server: MCPServer[Any], projects: _Project) -> None:
 
     @server.tool(
         description="Nights run for the project, the recent ones with their scores, proposals "
-        "waiting to be adopted, and the path of the HTML report.",
+        "waiting to be adopted, and the path of the HTML report." + _PROJECT_ARG,
         annotations=READ_ONLY,
     )
     async def status(project: str | None = None) -> dict[str, Any]:
         cfg, path = projects.load(project)
         try:
-            recover_adoptions(cfg, path)  # like the CLI: never report a half-done adoption
-            return status_data(cfg, path)
+            data = status_data(cfg, path)
+            unfinished = _unfinished(cfg, path)
         except SkillOptError as exc:
             raise ToolError(sanitize(str(exc))) from exc
+        if unfinished:
+            data["unfinished_adoptions"] = unfinished
+            data["note"] = _UNFINISHED_NOTE.format(runs=", ".join(unfinished))
+        return data
 
     @server.tool(
         description="What a night learned: the edits the gate kept (and why), the ones it "
         "rejected, scores before and after, tasks that improved or regressed, spend. "
-        "`night` is a run id or a night number; the latest night by default.",
+        "`night` is a run id or a night number; the latest night by default." + _PROJECT_ARG,
         annotations=READ_ONLY,
     )
-    async def latest_report(night: str | None = None, project: str | None = None) -> dict[str, Any]:
+    async def latest_report(
+        night: str | int | None = None, project: str | None = None
+    ) -> dict[str, Any]:
         cfg, path = projects.load(project)
-        return night_summary(_run(cfg, path, night))
+        if isinstance(night, bool) or (isinstance(night, int) and night < 1):
+            raise ToolError(f"`night` is a night number (1, 2, ...) or a run id, not {night!r}")
+        wanted = str(night) if night is not None else None
+        try:
+            return night_summary(_run(cfg, path, wanted))
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
 
     @server.tool(
         description="The proposal waiting to be adopted, as a unified diff against the live "
-        "files (the latest night with one, or the run named by `run_id`).",
+        "files (the latest night with one, or the run named by `run_id`)." + _PROJECT_ARG,
         annotations=READ_ONLY,
     )
     async def proposal_diff(
@@ -133,13 +185,15 @@ def _add_reading_tools(server: MCPServer[Any], projects: _Project) -> None:
     ) -> dict[str, Any]:
         cfg, path = projects.load(project)
         try:
-            recover_adoptions(cfg, path)
+            unfinished = _unfinished(cfg, path)
+            if unfinished:
+                raise ToolError(_UNFINISHED_NOTE.format(runs=", ".join(unfinished)))
+            run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
+            if run is None:
+                raise ToolError("no night has a proposal waiting to be adopted")
+            return pending_diff(run)
         except SkillOptError as exc:
             raise ToolError(sanitize(str(exc))) from exc
-        run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
-        if run is None:
-            raise ToolError("no night has a proposal waiting to be adopted")
-        return pending_diff(run)
 
 
 def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
@@ -151,21 +205,21 @@ def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
         "user asked for it after seeing proposal_diff: pass confirm=true and the run_id shown "
         "there. `only` limits it to some of the proposal's files by name; a night that "
         "improved several of the project's skills needs `only` (the skills the user chose) "
-        "or `all_skills=true`.",
+        "or `all_skills=true`. `confirm` and `all_skills` are JSON booleans." + _PROJECT_ARG,
         annotations=WRITES,
     )
     async def adopt(
         run_id: str | None = None,
-        confirm: bool = False,
+        confirm: StrictBool = False,
         only: list[str] | None = None,
         project: str | None = None,
-        all_skills: bool = False,
+        all_skills: StrictBool = False,
     ) -> dict[str, Any]:
         cfg, path = projects.load(project)
         run = _run(cfg, path, run_id) if run_id else latest_with_proposal(cfg, path)
         if run is None:
             raise ToolError("no night has a proposal waiting to be adopted")
-        if not confirm or not run_id:
+        if confirm is not True or not run_id:
             raise ToolError(
                 f"Nothing was adopted. Show the user proposal_diff for run {run.name}; when they "
                 f'agree, call adopt with confirm=true and run_id="{run.name}".'

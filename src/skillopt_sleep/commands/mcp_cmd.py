@@ -7,6 +7,7 @@ docs/report-and-mcp.md shows how to register it. Logs go to stderr.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import anyio
 
@@ -21,12 +22,21 @@ ORDER = 60
 
 def register(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
+    parser.add_argument(
+        "--also-project",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="another project the agent may name in a tool's `project` argument (repeatable); "
+        "by default a tool serves --project (or the working folder) only",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.mcp_server import build_server
+    from skillopt_sleep.mcp_wire import serve_stdio
 
     server = build_server(args)
-    anyio.run(server.run_stdio_async)
+    anyio.run(serve_stdio, server)
     return EXIT_OK

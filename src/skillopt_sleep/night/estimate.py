@@ -11,7 +11,6 @@ the night, :func:`learn_tokens` folds tonight's measured spend into the model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from skillopt.logging import get_logger
 from skillopt.types import ReferenceKind, Split, TaskRecord
@@ -53,6 +52,7 @@ def announce_estimate(
     learn: list[TaskRecord],
     test: list[TaskRecord],
     *,
+    docs: Docs,
     skills: Mapping[str, int] | None = None,
     recheck: int = 0,
 ) -> Estimate:
@@ -60,13 +60,14 @@ def announce_estimate(
     share said before mining, :func:`announce_mining`): calls per stage learned from what
     earlier nights of the project measured per task (:mod:`skillopt_sleep.stage_rates`;
     ``learn``: the managed night's tasks, ``skills``: each fanned-out skill's task count;
-    ``recheck``: a quiet night's samples still to draw), priced per stage from those
+    ``recheck``: a quiet night's samples still to draw; ``docs``: the live documents, whose
+    recorded answers say how noisy tonight's tasks are), priced per stage from those
     nights or per member, and whether the budget will cut the night short."""
     cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
     model = TokenModel.load(project_dir(cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
-    noise = tonight_noise(model.nights, _known_noise(night, [*learn]))
+    noise = tonight_noise(model.nights, _known_noise(night, [*learn], docs))
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
         sessions=0, noise=noise,
@@ -125,26 +126,16 @@ def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:
     return {("reflect" if s == "reflect" else s): n for s, n in by_stage.items()}
 
 
-def _known_noise(night: Night, tasks: list[TaskRecord]) -> list[float] | None:
-    """Per task with two or more recorded samples under the live documents: 1.0 if they
-    ever disagreed; None unless that covers half of ``tasks`` or more."""
+def _known_noise(night: Night, tasks: list[TaskRecord], docs: Docs) -> list[float] | None:
+    """Per task with two or more recorded samples under ``docs`` (the live documents): 1.0
+    if they ever disagreed; None unless that covers half of ``tasks`` or more."""
     from skillopt_sleep.night.quiet import noise_estimates
 
     if not tasks:
         return None
-    skill_path = night.cfg.live_skill_path()
-    memory_path = night.cfg.live_memory_path(night.project)
-    docs = Docs(skill=_text(skill_path), memory=_text(memory_path))
     known = [1.0 if e.disagreement > 0 else 0.0
              for e in noise_estimates(night, tasks, docs).values() if e.samples >= 2]  # fmt: skip
     return known if 2 * len(known) >= len(tasks) else None
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def learn_tokens(night: Night, course: Course | None = None) -> None:

@@ -191,7 +191,7 @@ async def _learn(
         if plan is not None and not plan.recheck and await _quiet(night, course, plan):
             return
         course.estimate = announce_estimate(
-            night, tasks, fan.managed_tasks, test, skills=fan.learning(),
+            night, tasks, fan.managed_tasks, test, docs=start, skills=fan.learning(),
             recheck=len(plan.recheck) if plan is not None else 0,
         )  # fmt: skip
         if plan is not None and plan.recheck and await _quiet(night, course, plan):

@@ -19,6 +19,16 @@ Design (docs/trainer.md, "Running rollouts on Ray"):
 
 Ray is imported only here and only when an executor is opened; a missing Ray is a
 ConfigError naming ``executor.kind``.
+
+**The private local instance listens on loopback only.** Ray's servers run whatever a client
+sends them, so the instance a run starts for itself (``executor.address = ""``) must not be
+reachable from the network. Ray binds every server of a node to the node's address when that
+address is 127.0.0.1, but it turns a requested 127.0.0.1 into the machine's LAN address (so
+other machines could join) unless its multi-node mode is off
+(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read when Ray is imported). So: that mode is off
+before Ray is imported for a local instance; a node address that would not be loopback is
+refused before anything starts; and, once started, every socket the instance listens on
+(:mod:`.listeners`, Linux) must be a loopback one, or the instance is shut down and refused.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import asyncio
 import importlib
 import itertools
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -35,6 +46,13 @@ import anyio
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest
 from skillopt.errors import ConfigError, SkillOptError
+from skillopt.executor.listeners import (
+    Listener,
+    is_loopback,
+    listeners_supported,
+    new_listeners,
+    tree_listeners,
+)
 from skillopt.executor.settings import ExecutorSettings
 from skillopt.executor.wire import WIRE_ERRORS, error_from_wire, error_to_wire
 from skillopt.logging import get_logger
@@ -49,10 +67,18 @@ _log = get_logger(__name__)
 _OK, _ERROR = "ok", "error"
 _RELAY_CONCURRENCY = 1_000_000
 _STOP_GRACE_S = 30.0  # how long a cancelled remote function may take to kill its agent
+_LOOPBACK = "127.0.0.1"
+# Ray's multi-node mode: on, a node asked to live at 127.0.0.1 gets the LAN address instead
+_RAY_MULTI_NODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or a ConfigError saying how to install it."""
+def import_ray(*, local: bool = False) -> Any:
+    """The ``ray`` module, or a ConfigError saying how to install it.
+
+    ``local``: for a private instance on this machine, Ray's multi-node mode is switched off
+    first (unless the environment says otherwise; :func:`_connect` refuses what that gives)."""
+    if local and "ray" not in sys.modules:
+        os.environ.setdefault(_RAY_MULTI_NODE_ENV, "0")
     try:
         return importlib.import_module("ray")
     except ImportError as exc:
@@ -225,6 +251,42 @@ class RayExecutor:
         await self._relay.answer.remote(call, outcome)
 
 
+def _not_private(what: str) -> ConfigError:
+    return ConfigError(
+        f"refusing to run a private local Ray instance that {what}: Ray's servers run any "
+        "code sent to them. Ray must be imported with "
+        f"{_RAY_MULTI_NODE_ENV}=0 (skillopt sets it unless Ray was imported earlier in this "
+        "process or the environment sets it otherwise), or the run must be in a network "
+        "namespace of its own; or name a cluster you secured in executor.address",
+        key="executor.address",
+    )
+
+
+def _check_local_node_address() -> None:
+    """Refuse before starting when Ray would put the new node on a non-loopback address."""
+    try:
+        services = importlib.import_module("ray._private.services")
+        address = str(services.resolve_ip_for_localhost(_LOOPBACK))
+    except (ImportError, AttributeError):  # another Ray: the started instance is checked
+        return
+    if not is_loopback(address):
+        raise _not_private(f"would live at {address}, not {_LOOPBACK}")
+
+
+def _check_started_instance(ray: Any, before: list[Listener]) -> None:
+    """Every server the instance opened listens on loopback, or it is shut down and refused."""
+    address = str(ray.util.get_node_ip_address())
+    public: list[str] = []
+    if listeners_supported():
+        public = [str(s) for s in new_listeners(before) if not is_loopback(s.address)]
+    if is_loopback(address) and not public:
+        return
+    ray.shutdown()
+    raise _not_private(
+        f"listens beyond loopback ({', '.join(public) or f'node address {address}'})"
+    )
+
+
 def _connect(ray: Any, settings: ExecutorSettings) -> bool:
     """Join or start Ray; True when this process started it (and must shut it down)."""
     if ray.is_initialized():
@@ -234,19 +296,22 @@ def _connect(ray: Any, settings: ExecutorSettings) -> bool:
     try:
         if settings.address:
             ray.init(address=settings.address, **common)
-        else:
-            ray.init(
-                address="local",  # a new instance, never a cluster found on this machine
-                num_cpus=settings.num_cpus or None,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                **common,
-            )
+            return True
+        _check_local_node_address()
+        before = tree_listeners() if listeners_supported() else []
+        ray.init(
+            address="local",  # a new instance, never a cluster found on this machine
+            num_cpus=settings.num_cpus or None,
+            include_dashboard=False,
+            _node_ip_address=_LOOPBACK,
+            **common,
+        )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = settings.address or "a private local instance"
         raise ConfigError(
             f"cannot start or reach Ray ({where}): {exc}", key="executor.address"
         ) from exc
+    _check_started_instance(ray, before)
     return True
 
 
@@ -255,7 +320,7 @@ async def open_ray_executor(settings: ExecutorSettings) -> AsyncIterator[RayExec
     """A connected executor answering model calls; Ray is shut down on exit if we started it.
 
     ``ray.init`` blocks while a private instance starts (a few seconds, once per run)."""
-    ray = import_ray()
+    ray = import_ray(local=not settings.address)
     started = _connect(ray, settings)
     # every task in flight holds one ``stopped`` call on it: no small concurrency cap
     relay = ray.remote(num_cpus=0, max_concurrency=_RELAY_CONCURRENCY)(_Relay).remote()

@@ -110,3 +110,39 @@ def test_a_bad_date_is_refused(env: tuple[str, Path], capsys: pytest.CaptureFixt
         "--json",
     )  # fmt: skip
     assert code == 2 and "'soon' is not a date" in out["message"]
+
+
+def test_a_night_that_harvests_nothing_says_why_and_how_to_widen_the_window(
+    env: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, project = env
+    base = ("--config", config, "--project", str(project))
+    code, text = _cli(capsys, "once", *base)
+    assert code == 0 and "no_tasks" in text and "sessions 0 -> tasks 0" in text
+    assert "3 session(s) are older than the lookback window of 72h" in text
+    assert "sources.lookback_hours" in text and "harvest --since" in text
+    code, out = _cli(capsys, "once", *base, "--json")
+    assert "older than the lookback window" in out["reason"]
+
+
+def test_status_counts_the_moved_window_and_names_a_killed_night_plainly(
+    env: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, project = env
+    base = ("--config", config, "--project", str(project))
+    assert _cli(capsys, "once", *base)[0] == 0
+    _, text = _cli(capsys, "status", *base)
+    assert "backlog 0 pending after night 1; 3 older than the window" in text
+    since = (NOW - timedelta(days=8)).date().isoformat()
+    assert _cli(capsys, "harvest", *base, "--since", since)[0] == 0
+    _, text = _cli(capsys, "status", *base)
+    assert "backlog 3 pending (counted by `harvest --since`); 0 older than the window" in text
+
+    # a night killed mid-run (its run.json still says running, no lock held)
+    cfg = load_sleep_config(Path(config))
+    (run,) = (project_dir(cfg.state_path(), project) / "runs").iterdir()
+    journal = json.loads((run / "run.json").read_text())
+    journal.update(status="running", outcome=None, ended_at=None)
+    (run / "run.json").write_text(json.dumps(journal))
+    _, text = _cli(capsys, "status", *base)
+    assert f"{run.name}: interrupted — its process is gone" in text and "None" not in text

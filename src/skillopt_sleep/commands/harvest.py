@@ -120,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         with open_archive(path, now=now) as archive:
             changes = _apply_flags(archive, args, since)
             got = anyio.run(_preview, cfg, project, archive, not args.no_llm, now)
+            if changes:  # the window moved: the last night's pending counts are stale
+                archive.recount_pending(
+                    backlog=got.n_sessions + got.backlog,
+                    outside_window=got.outside_window,
+                    by=_flags_used(args),
+                )
         skills, routing = _routes(cfg, project, got)
         if args.output:
             _write_draft(args.output, got, project, now)
@@ -157,6 +163,11 @@ def _routes(cfg: SleepConfig, project: Path, got: Gathered) -> tuple[list[str], 
     from skillopt_sleep.night.fanout import preview_routes
 
     return preview_routes(cfg, project, [t for t in got.tasks if t.split is not Split.TEST])
+
+
+def _flags_used(args: argparse.Namespace) -> str:
+    flags = [f for f, on in (("--reset", args.reset), ("--since", args.since)) if on]
+    return " ".join(["harvest", *flags])
 
 
 def _apply_flags(

@@ -60,6 +60,8 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     for line in stats.get("supersessions") or ():
         say(f"  {line}")
     when = f" after night {stats['last_harvest_night']}" if stats["last_harvest_night"] else ""
+    if stats.get("counted_by"):
+        when = f" (counted by `{stats['counted_by']}`)"
     start = stats["window_start"] or ("all history" if stats["window_fixed"] else "not set yet")
     say(
         f"  harvest: {stats['harvested_sessions']} session(s) harvested; backlog "
@@ -157,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     for n in nights:
         extra = f" — {n['reason']}" if n.get("reason") else ""
         dry = " (dry run)" if n.get("dry_run") else ""
-        say(f"  {n['run_id']}: {n['status']} / {n['outcome']}{dry}{extra}")
+        ended = f"{n['status']} / {n['outcome']}" if n.get("outcome") else n["status"]
+        say(f"  {n['run_id']}: {ended}{dry}{extra}")
     if pages["report_index"]:
         say(f"  report: {pages['report_index']}")
     if pages["latest_report"]:

@@ -184,6 +184,10 @@ async def _learn(
         test = [t for t in tasks if t.split is Split.TEST]
         if not learn:
             course.result = NightResult.NO_TASKS
+            course.reason = course.gathered.why_nothing or (
+                f"the {len(test)} task(s) gathered are all held out for the test split "
+                "(night.test_fraction): none is left to learn from"
+            )
             return
         fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         start = Docs(skill=live.skill, memory=live.memory)

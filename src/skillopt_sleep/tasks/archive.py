@@ -323,6 +323,7 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
             migrated=self._meta("migrated") or "",
             superseded=len(superseded),
             supersessions=tuple(supersession_lines(superseded)),
+            counted_by=self._meta("counted_by") or "",
         )
 
     # -- migration --------------------------------------------------------------------

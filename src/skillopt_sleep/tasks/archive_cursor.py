@@ -73,7 +73,16 @@ class HarvestSide(ArchiveBase):
             self._set_meta("backlog", str(backlog))
             self._set_meta("outside_window", str(outside_window))
             self._set_meta("last_harvest_night", str(night))
+            self._set_meta("counted_by", None)
         return count
+
+    def recount_pending(self, *, backlog: int, outside_window: int, by: str) -> None:
+        """Replace the last night's pending counts with those of a harvest preview ``by``
+        ran after moving the window, so ``status`` does not show the old window's."""
+        with self.transaction():
+            self._set_meta("backlog", str(backlog))
+            self._set_meta("outside_window", str(outside_window))
+            self._set_meta("counted_by", by)
 
     def harvest_window(
         self, *, lookback_hours: float, now: datetime, rolling: bool = False

@@ -225,6 +225,9 @@ class ArchiveStats:
     migrated: str = ""  # what was brought over from state.json, if anything
     superseded: int = 0  # contradicted by newer sessions: kept, never replayed
     supersessions: tuple[str, ...] = ()  # what was superseded and why, one line a group
+    # who counted backlog/outside_window: "" = the last night's harvest, else the command
+    # that moved the window since (its preview counted them)
+    counted_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -244,4 +247,5 @@ class ArchiveStats:
             "migrated": self.migrated,
             "superseded": self.superseded,
             "supersessions": list(self.supersessions),
+            "counted_by": self.counted_by,
         }

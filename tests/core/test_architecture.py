@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import ast
-import functools
-from collections.abc import Iterator
-from pathlib import Path
+from support.source_tree import SRC, arrows, imports, module_name, modules, text
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 BACKENDS = SRC / "skillopt" / "backends"
 # What the backends package may import from the rest of skillopt: the shared foundations.
 FOUNDATIONS = ("skillopt.atomicio", "skillopt.config", "skillopt.errors", "skillopt.logging",
@@ -18,24 +14,6 @@ GROUND_FLOOR = ("skillopt.errors", "skillopt.atomicio", "skillopt.redact", "skil
 MEMBERS = ("cli", "cli_claude", "cli_codex", "cli_common", "cli_copilot", "cli_process",
            "factory", "harness", "harness_trace", "harness_workspace", "mock", "openai_http",
            "tool_shims")  # fmt: skip
-
-
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
-
-
-def imports(path: Path) -> Iterator[str]:
-    """Every module ``path`` imports, at any depth (lazy imports inside functions count)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            yield node.module
-
-
-@functools.cache
-def arrows(root: Path) -> list[tuple[str, str]]:
-    return [(module_name(p), target) for p in sorted(root.rglob("*.py")) for target in imports(p)]
 
 
 def under(name: str, package: str) -> bool:
@@ -78,7 +56,7 @@ def test_only_the_daemon_package_imports_apscheduler() -> None:
 
 def test_the_daemon_package_face_imports_nothing() -> None:
     """``config.py`` reads ``daemon.settings``: that must not load the scheduler."""
-    assert not list(imports(SRC / "skillopt_sleep" / "daemon" / "__init__.py"))
+    assert not imports(SRC / "skillopt_sleep" / "daemon" / "__init__.py")
 
 
 def test_pools_are_built_only_where_the_stack_is_opened() -> None:
@@ -87,19 +65,14 @@ def test_pools_are_built_only_where_the_stack_is_opened() -> None:
     allowed = {"skillopt.backends.pool", "skillopt.backends.open", "skillopt.trainer.build"}
     building = {
         module_name(p)
-        for p in SRC.rglob("*.py")
-        if "BackendPool(" in (text := p.read_text(encoding="utf-8"))
-        or "BackendPool.from_config(" in text
+        for p in modules()
+        if "BackendPool(" in text(p) or "BackendPool.from_config(" in text(p)
     }
     assert building <= allowed, building - allowed
 
 
 def test_stop_signals_are_handled_only_by_the_shutdown_path() -> None:
-    receivers = {
-        module_name(p)
-        for p in SRC.rglob("*.py")
-        if "open_signal_receiver(" in p.read_text(encoding="utf-8")
-    }
+    receivers = {module_name(p) for p in modules() if "open_signal_receiver(" in text(p)}
     # daemon/service.py listens for SIGHUP (reload) only; SIGTERM/SIGINT go through shutdown.py.
     # The trainer's CLI turns SIGTERM into a cancellation of the run (exit 130).
     assert receivers == {"skillopt_sleep.shutdown", "skillopt_sleep.daemon.service", "skillopt.cli"}

@@ -4,10 +4,10 @@ surface, one logger idiom."""
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from support.source_tree import modules, nodes, parsed, text, where
+
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 800
 # Being rewritten where they live (issue 13, the night package); remove once that lands.
@@ -15,29 +15,23 @@ PENDING: set[str] = set()
 NIGHT_MODULES: set[str] = set()
 
 
-@functools.cache
-def parsed(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"))
-
-
 def long_functions(path: Path) -> list[str]:
-    where = path.relative_to(SRC).as_posix()
     found = []
-    for node in ast.walk(parsed(path)):
+    for node in nodes(path):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             lines = (node.end_lineno or node.lineno) - node.lineno + 1
-            if lines > MAX_FUNCTION_LINES and f"{where}:{node.name}" not in PENDING:
-                found.append(f"{where}:{node.name} ({lines} lines)")
+            if lines > MAX_FUNCTION_LINES and f"{where(path)}:{node.name}" not in PENDING:
+                found.append(f"{where(path)}:{node.name} ({lines} lines)")
     return found
 
 
 def test_no_function_is_over_80_lines() -> None:
-    assert [f for p in sorted(SRC.rglob("*.py")) for f in long_functions(p)] == []
+    assert [f for p in modules() for f in long_functions(p)] == []
 
 
 def test_no_module_is_over_800_lines() -> None:
-    sizes = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
-    assert sorted(str(p.relative_to(SRC)) for p, n in sizes.items() if n > MAX_MODULE_LINES) == []
+    long = [where(p) for p in modules() if len(text(p).splitlines()) > MAX_MODULE_LINES]
+    assert long == []
 
 
 def public_definitions(tree: ast.Module) -> list[str]:
@@ -64,21 +58,20 @@ def test_every_module_with_public_names_declares_them_in_all() -> None:
     """``__all__`` says what a module offers; what is not in it (or is ``_private``) is
     internal and may change without notice."""
     undeclared = []
-    for path in sorted(SRC.rglob("*.py")):
-        where = path.relative_to(SRC).as_posix()
+    for path in modules():
         tree = parsed(path)
-        if where not in NIGHT_MODULES and public_definitions(tree) and not declares_all(tree):
-            undeclared.append(where)
+        if where(path) not in NIGHT_MODULES and public_definitions(tree) and not declares_all(tree):
+            undeclared.append(where(path))
     assert undeclared == []
 
 
 def test_loggers_are_named_after_their_module() -> None:
     """One idiom: ``_log = get_logger(__name__)`` (or ``get_logger(__name__)`` in place)."""
     calls = [
-        f"{path.relative_to(SRC).as_posix()}:{node.lineno}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.relative_to(SRC).as_posix() not in NIGHT_MODULES | {"skillopt/logging.py"}
-        for node in ast.walk(parsed(path))
+        f"{where(path)}:{node.lineno}"
+        for path in modules()
+        if where(path) not in NIGHT_MODULES | {"skillopt/logging.py"}
+        for node in nodes(path)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "get_logger"
@@ -96,10 +89,10 @@ def test_no_logger_is_fetched_through_a_function() -> None:
     """``get_logger`` is lazy (it follows a later ``configure_logging``), so a function that
     fetches the logger per call is a second idiom with nothing to gain."""
     factories = [
-        f"{path.relative_to(SRC).as_posix()}:{node.name}"
-        for path in sorted(SRC.rglob("*.py"))
-        if path.relative_to(SRC).as_posix() != "skillopt/logging.py"
-        for node in ast.walk(parsed(path))
+        f"{where(path)}:{node.name}"
+        for path in modules()
+        if where(path) != "skillopt/logging.py"
+        for node in nodes(path)
         if isinstance(node, ast.FunctionDef)
         and len(node.body) >= 1
         and isinstance(node.body[-1], ast.Return)

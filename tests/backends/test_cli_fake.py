@@ -341,10 +341,9 @@ async def test_copilot_prompt_on_stdin_and_last_message(tmp_path: Path) -> None:
 async def test_copilot_first_model_failure_stops_its_own_retries(tmp_path: Path) -> None:
     failure = {"type": "model.call_failure", "data": {"statusCode": 500, "failureKind": "api"}}
     fake = write_fake_cli(tmp_path / "bin", "copilot", stdout=copilot_events(failure), hang=True)
-    started = time.monotonic()
-    with pytest.raises(RetryableBackendError) as info:
-        await member(fake, CliKind.COPILOT, tmp_path, timeout=20).complete(req())
-    assert time.monotonic() - started < 15  # stopped at the first failure, not the 20 s timeout
+    # stopped at the first failure: the guard fires long before the 600 s timeout
+    with anyio.fail_after(60), pytest.raises(RetryableBackendError) as info:
+        await member(fake, CliKind.COPILOT, tmp_path, timeout=600).complete(req())
     assert info.value.status == 500
     child = int(fake.child_pid_path.read_text())
     assert wait_dead(child)
@@ -371,9 +370,9 @@ async def test_copilot_session_auth_error(tmp_path: Path) -> None:
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     fake = write_fake_cli(tmp_path / "bin", "codex", stdout="partial output\n", hang=True)
     started = time.monotonic()
-    with pytest.raises(BackendTimeoutError) as info:
+    with anyio.fail_after(60), pytest.raises(BackendTimeoutError) as info:  # the CLI hangs
         await member(fake, CliKind.CODEX, tmp_path, timeout=1.0).complete(req())
-    assert 0.9 < time.monotonic() - started < 10  # the 1 s timeout, generously
+    assert time.monotonic() - started >= 0.9  # the 1 s timeout
     assert "partial output" in info.value.cause
     assert wait_dead(int(fake.child_pid_path.read_text()))
     assert wait_dead(fake.calls()[0]["pid"])

@@ -96,15 +96,13 @@ async def test_with_patience_every_call_waits_for_the_probe_and_the_storm_passes
 async def test_spent_patience_fails_the_calls_and_counts_waiters_once() -> None:
     patience = Patience(0.3)
     async with _pool(Stormy("dead", 10_000)) as pool:
-        started = anyio.current_time()
         with patience_for(patience), anyio.fail_after(30):
             ok, failed = await _fan_out(pool, 12)
-        took = anyio.current_time() - started
     assert ok == 0 and any(isinstance(e, NoHealthyMemberError) for e in failed)
     assert any("patience" in str(e) for e in failed)
-    # twelve callers waited together: the budget is spent once, not twelve times (nor twice:
-    # the slack is for a loaded machine's scheduling, which overshoots the 0.3 s a little)
-    assert 0.25 <= patience.spent() < 2 * 0.3 and took < 10
+    # twelve callers waited together, in one episode: the budget is spent once, not twelve
+    # times over (3.6 s); the wide margin is a loaded machine's late wake-ups
+    assert patience.episodes == 1 and 0.25 <= patience.spent() < 12 * 0.3 / 2
 
 
 async def test_open_circuits_a_wait_cannot_cure_fail_at_once() -> None:

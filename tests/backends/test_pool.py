@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -44,15 +43,12 @@ def member(
     *,
     concurrency: int = 4,
     timeout: float = 5.0,
-    rpm: float | None = None,
 ) -> MemberSpec:
     cfg = OpenAIChatMember(
         name=name, base_url=server.url(name), model=f"model-{name}", api_key_env="FAKE_KEY"
     )
     backend: OpenAIHttpBackend = build_http_member(cfg, environ={"FAKE_KEY": SECRET})
-    return MemberSpec(
-        backend=backend, max_concurrency=concurrency, timeout=timeout, requests_per_minute=rpm
-    )
+    return MemberSpec(backend=backend, max_concurrency=concurrency, timeout=timeout)
 
 
 def idle(server: FakeModelServer) -> bool:
@@ -101,14 +97,14 @@ async def test_retry_after_is_honoured(server: FakeModelServer) -> None:
 
 
 async def test_retry_after_seconds_header_and_cap(server: FakeModelServer) -> None:
-    server.script("a", Reply(status=503, headers={"retry-after": "30"}))
+    server.script("a", Reply(status=503, headers={"retry-after": "600"}))
     policy = RetryPolicy(max_attempts=2, base_delay=0.01, retry_after_cap=0.2)
     async with BackendPool({Role.TARGET: [member(server, "a")]}, retry=policy) as pool:
-        with anyio.fail_after(30):
+        with anyio.fail_after(60):  # uncapped, the retry would wait 600 s
             result = await pool.complete(req())
     assert result.attempts == 2
     first, second = server.requests_for("a")
-    assert 0.2 <= second.arrived - first.arrived < 2.0
+    assert second.arrived - first.arrived >= 0.2
 
 
 async def test_a_member_told_to_wait_is_avoided_meanwhile(server: FakeModelServer) -> None:
@@ -328,18 +324,6 @@ async def test_cache_hits_misses_and_bypass(server: FakeModelServer) -> None:
     assert not other_sample.cached
     assert server.total("a") == 5
     assert stats["total"]["cache_hits"] == 1 and stats["cache"]["entries"] == 2
-
-
-async def test_rpm_spaces_request_starts(server: FakeModelServer) -> None:
-    spec = member(server, "a", concurrency=8, rpm=600)  # one start every 0.1 s
-    async with BackendPool({Role.TARGET: [spec]}) as pool, anyio.create_task_group() as tg:
-        for i in range(4):
-            tg.start_soon(pool.complete, req(f"r{i}"))
-    arrivals = sorted(r.arrived for r in server.requests_for("a"))
-    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    # Starts are reserved 0.1 s apart; allow for loopback jitter on each arrival.
-    assert len(gaps) == 3 and min(gaps) >= 0.04, gaps
-    assert arrivals[-1] - arrivals[0] >= 0.25, gaps
 
 
 async def test_roles_are_separate_and_members_may_be_shared(server: FakeModelServer) -> None:

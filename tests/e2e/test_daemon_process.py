@@ -112,15 +112,15 @@ async def test_sigterm_aborts_a_long_night_within_grace_and_leaves_it_resumable(
     state, project, cfg = tmp_path / "state", tmp_path / "my project", tmp_path / "sleep.toml"
     project.mkdir()
     write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=0.5)
-    async with daemon_process(cfg, 60) as proc:
+    async with daemon_process(cfg, 600) as proc:
         await proc.wait_for(lambda: bool(proc.named("daemon.wake")), what="first wake")
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         t0 = anyio.current_time()
         proc.send(signal.SIGTERM)
-        with anyio.fail_after(60):
+        with anyio.fail_after(60):  # the 0.5 s grace, not the 600 s night
             await proc.process.wait()
         elapsed = anyio.current_time() - t0
-    assert 0.5 <= elapsed < 10, elapsed  # the 0.5 s grace, not the 60 s night
+    assert elapsed >= 0.5, elapsed
     assert proc.process.returncode == 130
     [night] = proc.named("daemon.night")
     assert night["outcome"] == "aborted"
@@ -149,16 +149,14 @@ async def test_sigterm_lets_a_short_night_finish(tmp_path: Path) -> None:
 async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
     state, project, cfg = tmp_path / "state", tmp_path / "p", tmp_path / "sleep.toml"
     project.mkdir()
-    write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=60.0)
-    async with daemon_process(cfg, 60) as proc:
+    write_config(cfg, state, project, cron="* * * * * *", shutdown_grace_seconds=600.0)
+    async with daemon_process(cfg, 600) as proc:
         await proc.wait_for(lambda: bool(run_records(state, project)), what="run record")
         proc.send(signal.SIGTERM)
         await proc.wait_for(lambda: bool(proc.named("daemon.stopping")), what="stopping")
-        t0 = anyio.current_time()
         proc.send(signal.SIGINT)
-        with anyio.fail_after(60):
+        with anyio.fail_after(60):  # at once, not after the 600 s grace
             await proc.process.wait()
-        assert anyio.current_time() - t0 < 10  # at once, not after the 60 s grace
     assert proc.process.returncode == 130
     assert [r["status"] for r in run_records(state, project)] == ["aborted"]
 
@@ -210,10 +208,13 @@ async def test_demo_daemon_runs_real_nights_and_stops_cleanly(tmp_path: Path) ->
     async with demo_daemon("--every", "2") as proc:
         await proc.wait_for(lambda: bool(proc.named("daemon.night")), limit=120, what="a night")
         proc.send(signal.SIGTERM)
-    first = proc.named("daemon.night")[0]
+    first, *later = proc.named("daemon.night")
     assert first["outcome"] == "complete" and first["calls"] > 0 and first["tokens"] > 0
     assert await anyio.Path(first["run_dir"], "report.md").is_file()
-    assert proc.process.returncode == 0
+    # On a busy machine the next night may already be running when the signal lands; the
+    # exit code says whether one was cut short (its calls drained, then aborted).
+    assert [n["outcome"] for n in later] in ([], ["aborted"]), later
+    assert proc.process.returncode == (130 if later else 0)
     assert proc.named("daemon.stopped")
     shutil.rmtree(_demo_root(proc), ignore_errors=True)
 
@@ -221,7 +222,13 @@ async def test_demo_daemon_runs_real_nights_and_stops_cleanly(tmp_path: Path) ->
 @pytest.mark.slow
 async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> None:
     async with demo_daemon(
-        "--every", "2", "--demo-latency", "0.3", "--shutdown-grace", "0.5"
+        # 3 s calls: the rest of the night outlasts any lag in reading its log
+        "--every",
+        "2",
+        "--demo-latency",
+        "3",
+        "--shutdown-grace",
+        "0.5",
     ) as proc:
         await proc.wait_for(
             lambda: any(e.get("stage") == "harvest" for e in proc.named("night.stage_done")),

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -21,7 +20,7 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-GRACE = 20.0
+GRACE = 600.0
 
 
 def _only_run_json(root: Path) -> Path:
@@ -43,8 +42,8 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
     try:
         assert process.stderr is not None
         buffer = ""
-        signalled = 0.0
-        with anyio.fail_after(60):
+        signalled = False
+        with anyio.fail_after(60):  # did not wait out the 600 s grace
             async for chunk in TextReceiveStream(process.stderr):
                 buffer += chunk
                 *lines, buffer = buffer.split("\n")
@@ -61,9 +60,8 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
                     ):
                         await anyio.sleep(0.5)  # calls are in flight now
                         process.send_signal(signal.SIGTERM)
-                        signalled = time.monotonic()
+                        signalled = True
             await process.wait()
-        stopped_after = time.monotonic() - signalled
     finally:
         if process.returncode is None:
             process.kill()
@@ -73,7 +71,6 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
         assert process.returncode == 130
         nights = [e for e in events if e.get("event") == "daemon.night"]
         assert [n["outcome"] for n in nights] == ["aborted"]
-        assert stopped_after < GRACE / 2, stopped_after  # did not wait out the grace
         record = _only_run(root)
         assert record["status"] == "aborted" and record["resumable"] is True
         # the night's log line tells what the aborted night left and paid for

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -49,7 +48,8 @@ max_concurrency = 4
 timeout = 10
 """
         pool += '\n[pool.roles]\ntarget = ["m"]\noptimizer = ["m"]\n'
-        config = write_config(setup, pool=pool)
+        # a stop that waited out this grace would fail on the 120 s guard below
+        config = write_config(setup, pool=pool, extra="[daemon]\nshutdown_grace_seconds = 600\n")
         config.write_text(config.read_text().replace("[night]\n", "[night]\nllm_mine = false\n"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
         env.update(HOME=str(tmp_path), SKILLOPT_TEST_FAKE_KEY="k")
@@ -61,14 +61,12 @@ timeout = 10
         try:
             busy = server.wait_until(lambda s: sum(s.in_flight.values()) >= 4, timeout=30)
             assert busy, "no calls in flight"
-            signalled = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             out, err = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        stopped_after = time.monotonic() - signalled
         # From when the process began draining (its own log), not from when the signal
         # was sent: on a busy machine the two can be far apart.
         drained = _logged_at(err, "night.signal")
@@ -79,7 +77,6 @@ timeout = 10
     assert cut == 0  # the calls in flight were answered, not dropped
     # no new work: what had been handed to the pool (one round of its 4 slots) at most
     assert len(late) <= 4, [r.received - drained for r in late]
-    assert stopped_after < 10  # well inside the default 30 s grace
     [run_json] = list((setup.state_dir / "projects").glob("*/runs/*/run.json"))
     record = json.loads(run_json.read_text())
     assert record["status"] == "aborted" and record["resumable"] is True

@@ -107,6 +107,7 @@ def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [e for e in logs if e["event"] == name]
 
 
+@pytest.mark.slow  # waits for a wall-clock time 3 s ahead
 async def test_job_fires_at_configured_time(tmp_path: Path) -> None:
     nights = FakeNights()
     # far enough ahead that a slow start on a busy machine is still ready before it
@@ -121,13 +122,14 @@ async def test_job_fires_at_configured_time(tmp_path: Path) -> None:
     (request, at), *_ = nights.calls
     assert request.reason is WakeReason.SCHEDULED
     assert request.project.path == tmp_path / "p"
-    assert target <= at < target + timedelta(seconds=3)  # on time: late by milliseconds
+    # on time: late by milliseconds on an idle machine (the margin is for a loaded one)
+    assert target <= at < target + timedelta(seconds=20)
     assert result["exit"] == EXIT_OK
     [night] = _events(logs, "daemon.night")
     assert night["outcome"] == "complete" and night["calls"] == 3 and night["tokens"] == 120
     assert night["duration_s"] >= 0
     [wake] = _events(logs, "daemon.wake")
-    assert wake["action"] == "night" and wake["late_s"] < 3
+    assert wake["action"] == "night" and wake["late_s"] < 20
     record = read_daemon_state(tmp_path / "s")[project_key(tmp_path / "p")]
     assert record.last_outcome == "complete" and record.last_night_started is not None
 
@@ -273,13 +275,12 @@ async def test_stop_lets_a_short_night_finish(tmp_path: Path) -> None:
     state, project = tmp_path / "s", tmp_path / "p"
     _seed_state(state, project, first_seen=utc_now() - timedelta(days=3), last=None)
     nights = FakeNights(seconds=0.3)
-    config = _config(state, nights, [project], time=_far_time(), shutdown_grace_seconds=5)
+    config = _config(state, nights, [project], time=_far_time(), shutdown_grace_seconds=600)
     daemon = Daemon(lambda: config)
-    async with running(daemon) as result:
-        await nights.started.wait()
-        daemon.request_stop()
-        t0 = anyio.current_time()
-    assert anyio.current_time() - t0 < 3  # the 0.3 s night, not the 5 s grace
+    with anyio.fail_after(60):  # the 0.3 s night, not the 600 s grace
+        async with running(daemon) as result:
+            await nights.started.wait()
+            daemon.request_stop()
     assert result["exit"] == EXIT_OK
     assert read_daemon_state(state)[project_key(project)].last_outcome == "complete"
 
@@ -290,13 +291,12 @@ async def test_stop_cancels_a_long_night_after_grace(tmp_path: Path) -> None:
     nights = FakeNights(release=anyio.Event())
     config = _config(state, nights, [project], time=_far_time(), shutdown_grace_seconds=0.3)
     daemon = Daemon(lambda: config)
-    with capture_logs() as logs:
+    with capture_logs() as logs, anyio.fail_after(60):  # the night alone never ends
         async with running(daemon) as result:
             await nights.started.wait()
             daemon.request_stop()
             t0 = anyio.current_time()
-    elapsed = anyio.current_time() - t0
-    assert 0.3 <= elapsed < 3.0  # the 0.3 s grace, generously
+    assert anyio.current_time() - t0 >= 0.3  # the night had its grace
     assert result["exit"] == EXIT_INTERRUPTED
     assert nights.finalized == [project_key(project)]  # the night's finalizer ran
     [night] = _events(logs, "daemon.night")
@@ -316,15 +316,14 @@ async def test_immediate_stop_does_not_wait_for_grace(tmp_path: Path) -> None:
     state, project = tmp_path / "s", tmp_path / "p"
     _seed_state(state, project, first_seen=utc_now() - timedelta(days=3), last=None)
     nights = FakeNights(release=anyio.Event())
-    config = _config(state, nights, [project], time=_far_time(), shutdown_grace_seconds=30)
+    config = _config(state, nights, [project], time=_far_time(), shutdown_grace_seconds=600)
     daemon = Daemon(lambda: config)
-    async with running(daemon) as result:
-        await nights.started.wait()
-        daemon.request_stop()
-        await anyio.wait_all_tasks_blocked()  # the stop is being handled: grace running
-        daemon.request_stop(immediate=True)
-        t0 = anyio.current_time()
-    assert anyio.current_time() - t0 < 3  # not the 30 s grace
+    with anyio.fail_after(60):  # not the 600 s grace
+        async with running(daemon) as result:
+            await nights.started.wait()
+            daemon.request_stop()
+            await anyio.wait_all_tasks_blocked()  # the stop is being handled: grace running
+            daemon.request_stop(immediate=True)
     assert result["exit"] == EXIT_INTERRUPTED
 
 

@@ -124,6 +124,7 @@ async def test_the_checker_runs_in_the_workspace_with_a_minimal_environment(
     assert not (tmp_path / "rollout" / "checker").exists()  # the item file is gone again
 
 
+@pytest.mark.slow  # the checker gets 3 s to start its child before it is timed out
 async def test_a_checker_past_its_time_is_killed_with_its_children(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     write_checker(

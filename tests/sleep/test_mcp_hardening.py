@@ -110,7 +110,7 @@ def test_lines_that_are_not_json_rpc_get_their_error_reply(setup: DemoSetup) -> 
 
 def test_adopt_takes_only_a_boolean_confirm(setup: DemoSetup) -> None:
     run = _staged(setup)
-    live = setup.config.live_skill_path()
+    live = setup.config.live_skill_path(setup.project)
     before = live.read_bytes()
     loose = ["true", 1, "yes", [True], {"value": True}]
     calls = [_tool(n, "adopt", confirm=c, run_id=run.name) for n, c in enumerate(loose)]
@@ -159,7 +159,7 @@ def _staged(setup: DemoSetup) -> Path:
     run = runs_dir(setup.state_dir, setup.project) / "20260101T000000Z-0001"
     run.mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    skill, memory = setup.config.live_skill_path(), setup.project / "CLAUDE.md"
+    skill, memory = setup.config.live_skill_path(setup.project), setup.project / "CLAUDE.md"
     write_proposal(
         run,
         [

@@ -123,3 +123,32 @@ async def test_zero_patience_fails_at_once() -> None:
         with patience_for(Patience(0)):
             _, failed = await _fan_out(pool, 24)
     assert any(isinstance(e, NoHealthyMemberError) for e in failed)
+
+
+def _refusing(name: str) -> Stormy:
+    """A member whose endpoint refuses every connection (the classified SDK failure)."""
+    from skillopt.backends.retry import classify_exception
+
+    error = classify_exception(ConnectionRefusedError(111, "Connection refused"), member=name)
+    assert isinstance(error, BackendError) and error.error_class == "refused"
+    return Stormy(name, 10_000, error=error)
+
+
+async def test_a_foreground_patience_does_not_wait_when_every_member_refuses() -> None:
+    async with _pool(_refusing("a"), _refusing("b")) as pool:
+        with patience_for(Patience(600.0, wait_when_refused=False)) as patience:
+            ok, failed = await _fan_out(pool, 12)
+    assert ok == 0 and patience.episodes == 0
+    assert any("refused the connection" in str(e) for e in failed)
+
+
+async def test_the_daemon_patience_still_waits_on_refusals_and_everyone_on_a_storm() -> None:
+    async with _pool(_refusing("a"), _refusing("b")) as pool:
+        with patience_for(Patience(0.3)) as patience, anyio.fail_after(30):
+            ok, _ = await _fan_out(pool, 12)
+    assert ok == 0 and patience.episodes >= 1  # waited for a probe before giving up
+    async with _pool(Stormy("a", 6), Stormy("b", 6)) as pool:
+        with patience_for(Patience(600.0, wait_when_refused=False)) as patience:
+            ok, failed = await _fan_out(pool, 24)
+    assert not [e for e in failed if isinstance(e, NoHealthyMemberError)], failed
+    assert ok == 24 - len(failed) and patience.episodes >= 1  # a 503 storm is waited out

@@ -6,6 +6,10 @@ night with :func:`patience_for`; a context variable, so the nights of one daemon
 pool each have their own), the pool's callers wait for the earliest half-open probe
 instead, until the patience is spent. It is spent by wall-clock time during which at least
 one caller waits, so a hundred callers waiting together for ten seconds spend ten seconds.
+
+A night run from the terminal does not wait when every member *refused the connection*
+(``wait_when_refused=False``): nothing listens there, a stopped server is not a storm, and
+the user is better told at once than after ten minutes. The daemon keeps waiting.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ __all__ = ["Patience", "current_patience", "patience_for"]
 class Patience:
     """A budget of seconds spent waiting for recovery, shared by every caller that waits."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, wait_when_refused: bool = True) -> None:
         self.budget = max(0.0, seconds)
+        self.wait_when_refused = wait_when_refused
         self._spent = 0.0
         self._waiting = 0
         self._since = 0.0

@@ -153,6 +153,7 @@ class _Member:
         self.breaker = Breaker(breaker)
         self.last_error = ""
         self.curable = True  # the last failure was one a wait can cure (not auth, not quota)
+        self.refused = False  # the last failure: the endpoint refused the connection
         self.rest_until = -math.inf  # set from a Retry-After hint: others go first until then
 
     def has_room(self) -> bool:
@@ -551,6 +552,8 @@ class BackendPool:
         if not any(m.curable for m in group.members):
             return None
         patience = current_patience()
+        if patience is not None and not patience.wait_when_refused and _all_refused(group):
+            return None
         now = anyio.current_time()
         limit = self._max_wait if patience is None else patience.remaining(now)
         if limit <= 0:
@@ -594,6 +597,12 @@ class BackendPool:
             (t for m in group.members if (t := m.breaker.reopens_at()) is not None), default=None
         )
         causes = ", ".join(f"{m.name}: {m.last_error or '?'}" for m in group.members)
+        if _all_refused(group):
+            names = ", ".join(m.name for m in group.members)
+            return (
+                f"every member of role {group.role.value!r} refused the connection ({names}): "
+                "is the model server running at the configured base_url?"
+            )
         text = f"every member of role {group.role.value!r} has an open circuit ({causes})"
         if reopen is not None:
             text += f"; next probe in {max(0.0, reopen - now):.1f}s"
@@ -680,6 +689,7 @@ class BackendPool:
         now = anyio.current_time()
         status = f" {error.status}" if error.status is not None else ""
         member.last_error = f"{error.error_class}{status}"
+        member.refused = error.error_class == "refused"
         if error.retry_after is not None:
             rest = min(error.retry_after, self._retry.retry_after_cap)
             member.rest_until = max(member.rest_until, now + rest)
@@ -693,6 +703,10 @@ class BackendPool:
                 )
         elif member.breaker.on_abandon():
             self._notify_health()
+
+
+def _all_refused(group: _RoleGroup) -> bool:
+    return all(m.refused for m in group.members)
 
 
 def _check_reply(request: CompletionRequest, text: str, member: str) -> None:

@@ -244,6 +244,16 @@ def _classify_sdk(exc: BaseException, *, member: str) -> BackendError | None:
 
 
 def _connection_failed(exc: BaseException, *, member: str) -> BackendError:
+    """A connection that failed; kind ``refused`` when the endpoint refused it (nothing
+    listens there: a stopped server), else ``connection``."""
+    refused = _refused(exc)
+    if refused is not None:
+        return RetryableBackendError(
+            "connection refused",
+            kind="refused",
+            member=member,
+            cause=short_cause(f"connection refused: {refused}"),
+        )
     reason = exc.__cause__ if exc.__cause__ is not None else exc
     return RetryableBackendError(
         "connection failed",
@@ -251,6 +261,18 @@ def _connection_failed(exc: BaseException, *, member: str) -> BackendError:
         member=member,
         cause=short_cause(f"{type(reason).__name__}: {reason}"),
     )
+
+
+def _refused(exc: BaseException) -> ConnectionRefusedError | None:
+    """The ``ECONNREFUSED`` somewhere in ``exc``'s chain (the SDKs wrap it several times)."""
+    seen: BaseException | None = exc
+    for _ in range(12):
+        if seen is None:
+            return None
+        if isinstance(seen, ConnectionRefusedError):
+            return seen
+        seen = seen.__cause__ if seen.__cause__ is not None else seen.__context__
+    return None
 
 
 def _malformed(exc: BaseException, *, member: str) -> BackendError:

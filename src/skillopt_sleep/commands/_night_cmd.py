@@ -176,6 +176,7 @@ async def _night(
                     progress=default_progress(sys.stderr),
                     tasks_file=tasks_file,
                     observer=observer,
+                    foreground=True,
                 )
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # surface the night's own error, not the group

@@ -86,13 +86,16 @@ async def run_night(
     progress: Progress | None = None,
     tasks_file: Path | None = None,
     observer: StageObserver = NO_OBSERVER,
+    foreground: bool = False,
 ) -> NightOutcome:
     """Run (or resume) one night for ``project``. The caller holds the project lock.
 
     ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
     labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
     an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
-    when each stage starts and ends (a seam for tests and tools).
+    when each stage starts and ends (a seam for tests and tools). ``foreground``: a night
+    someone started from a terminal (``once``), which fails at once, with the reason, when
+    every endpoint refuses the connection instead of waiting out the outage patience.
     """
     from skillopt_sleep.night.stages import drive
 
@@ -117,6 +120,7 @@ async def run_night(
                 progress=progress,
                 tasks_file=tasks_file,
                 observer=observer,
+                foreground=foreground,
             )
     clock = clock or now_clock
     progress = progress or LogProgress()
@@ -134,6 +138,7 @@ async def run_night(
             dry_run=dry_run,
             resumed=resumed,
             observer=observer,
+            foreground=foreground,
         )
         night.notes.extend(notes)
         with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):

@@ -77,9 +77,11 @@ class Night:
         dry_run: bool,
         resumed: bool,
         observer: StageObserver = NO_OBSERVER,
+        foreground: bool = False,
     ) -> None:
         self.cfg = config
         self.observer = observer
+        self.foreground = foreground  # started from a terminal: see run_night
         self.project = project
         self.spend = BudgetCompleter(
             pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens

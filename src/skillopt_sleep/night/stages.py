@@ -71,7 +71,9 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
         night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
                          failed_stage="harvest")  # fmt: skip
         raise
-    patience = Patience(night.cfg.budget.outage_patience_seconds)
+    patience = Patience(
+        night.cfg.budget.outage_patience_seconds, wait_when_refused=not night.foreground
+    )
     with archive, patience_for(patience):
         night.archive = archive
         try:

@@ -26,6 +26,7 @@ so a reader never keeps seeing half of one.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterable, Sequence
@@ -71,6 +72,8 @@ from skillopt_sleep.staging import (
 __all__ = [
     "JOURNAL_NAME",
     "LOCK_NAME",
+    "SUBSETS_DIR",
+    "SUBSET_FILE",
     "AdoptResult",
     "AdoptedFile",
     "AdoptionError",
@@ -81,9 +84,12 @@ __all__ = [
     "pending",
     "recover",
     "recover_interrupted",
+    "subset_dirs",
 ]
 
 BACKUP_DIR = "adopt-backups"
+SUBSETS_DIR = "subsets"  # <run>/subsets/<check>: `adopt --edit` checks and adopts there
+SUBSET_FILE = "subset.json"  # which edits, which of the night's proposals it settles
 
 _log = get_logger(__name__)
 
@@ -105,8 +111,29 @@ class AdoptResult:
 
 
 def adopted_names(run_dir: str | os.PathLike[str]) -> set[str]:
-    """Names already adopted from this run (from the append-only receipts)."""
-    return {str(r.get("name")) for r in receipts(Path(run_dir))}
+    """Names already adopted from this run (from the append-only receipts), and the names
+    an adopted subset of its edits (``adopt --edit``) stands in for."""
+    root = Path(run_dir)
+    names = {str(r.get("name")) for r in receipts(root)}
+    for folder in subset_dirs(root):
+        if receipts(folder):
+            names.update(_settled(folder))
+    return names
+
+
+def subset_dirs(run_dir: Path) -> list[Path]:
+    """The checks of edit subsets of this night (``<run>/subsets/*``), oldest first."""
+    root = run_dir / SUBSETS_DIR
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def _settled(folder: Path) -> list[str]:
+    try:
+        data = json.loads((folder / SUBSET_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptStateError(str(folder / SUBSET_FILE), f"unreadable ({exc})") from exc
+    settles = data.get("settles") if isinstance(data, dict) else None
+    return [str(n) for n in settles] if isinstance(settles, list) else []
 
 
 def pending(run_dir: str | os.PathLike[str]) -> list[ManifestEntry]:

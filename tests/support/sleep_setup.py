@@ -103,3 +103,15 @@ def once(config: Path, project: Path, kill_after: str = "") -> subprocess.Comple
         [*command, "once", "--json", "--config", str(config), "--project", str(project)],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, Any]:
+    """``skillopt-sleep <argv>`` in-process: (exit code, parsed JSON with ``--json``, else
+    the printed text)."""
+    import json
+
+    from skillopt_sleep.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr().out
+    return code, json.loads(out) if "--json" in argv else out

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from skillopt.errors import SelectionRequiredError, SkillOptError
-from skillopt_sleep.adopt import AdoptResult, Recovery, adopt, adopted_names, recover_interrupted
+from skillopt_sleep.adopt import (
+    AdoptResult,
+    Recovery,
+    adopt,
+    adopted_names,
+    recover_interrupted,
+    subset_dirs,
+)
 from skillopt_sleep.commands._common import say
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.rundir import RunDir
@@ -16,6 +24,7 @@ from skillopt_sleep.state import runs_dir
 __all__ = [
     "adopt_pending",
     "find_run",
+    "kept_edits",
     "latest_with_proposal",
     "pending",
     "project_runs",
@@ -88,6 +97,25 @@ def pending(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def kept_edits(path: Path) -> list[dict[str, Any]]:
+    """The night's kept edits of the managed skill and memory, with the ids ``adopt
+    --edit`` takes, while that proposal is pending (``[]`` otherwise)."""
+    from skillopt_sleep.edit_ids import edit_id
+
+    if not any(not e["fanout"] for e in pending(path)):
+        return []
+    try:
+        report = json.loads((path / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    edits = report.get("accepted_edits") if isinstance(report, dict) else None
+    return [
+        {"id": str(e.get("id") or edit_id(e)), "target": e.get("target", ""),
+         "op": e.get("op", ""), "content": e.get("content", ""), "run_dir": str(path)}
+        for e in edits or [] if isinstance(e, dict)
+    ]  # fmt: skip
+
+
 def latest_with_proposal(cfg: SleepConfig, project: Path) -> Path | None:
     for path in reversed(project_runs(cfg, project)):
         if pending(path):
@@ -100,8 +128,9 @@ def recover_adoptions(cfg: SleepConfig, project: Path) -> list[Recovery]:
     (completed or rolled back), so no command reads or reports a half-adopted state."""
     from skillopt_sleep.versions import restore_dirs
 
-    return recover_interrupted([*project_runs(cfg, project),
-                                *restore_dirs(cfg, project)])  # fmt: skip
+    runs = project_runs(cfg, project)
+    subsets = [folder for run in runs for folder in subset_dirs(run)]
+    return recover_interrupted([*runs, *subsets, *restore_dirs(cfg, project)])
 
 
 def say_recovered(recoveries: list[Recovery]) -> None:

@@ -44,6 +44,15 @@ def register(parser: argparse.ArgumentParser) -> None:
         "it (or --all)",
     )
     parser.add_argument(
+        "--edit",
+        action="append",
+        metavar="ID",
+        help="adopt only this kept edit of the managed skill / memory (repeatable; ids in "
+        "`status` and the report): the subset is checked against the live documents first, "
+        "as the night's final check (model calls; how many is said before), and adopted "
+        "only if it passes",
+    )
+    parser.add_argument(
         "--all",
         "--all-skills",
         dest="every",
@@ -60,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
     problem = _selection_problem(args)
     if problem:
         return refuse(args, "invalid_selection", problem, EXIT_REFUSED)
+    if args.edit:
+        from skillopt_sleep.commands._adopt_edits import adopt_edits
+
+        return adopt_edits(args)
     try:
         cfg, project = load_config(args)
         recovered = recover_adoptions(cfg, project)
@@ -103,6 +116,11 @@ def _selection_problem(args: argparse.Namespace) -> str:
         return "--skill/--only and --all are exclusive: name proposals, or take them all"
     if any(not n.strip() for n in names):
         return "--skill needs a proposal name"
+    edits = getattr(args, "edit", None) or []
+    if edits and (names or args.every):
+        return "--edit chooses edits of the managed skill and memory: not with --skill or --all"
+    if any(not e.strip() for e in edits):
+        return "--edit needs an edit id"
     return ""
 
 

@@ -100,9 +100,29 @@ def _say_schedule(health: dict[str, Any]) -> None:
         say(f"  night in progress: {night.get('command')} pid {night.get('pid')}")
 
 
+def _say_proposals(
+    args: argparse.Namespace, proposals: list[dict[str, Any]], edits: list[dict[str, Any]]
+) -> None:
+    """The proposals waiting to be adopted, and the ids of their kept edits."""
+    if not proposals:
+        say("no pending proposals")
+        return
+    how = again(args, "adopt")
+    if any(p.get("fanout") for p in proposals):
+        how += " --skill NAME` (repeatable) or `--all"
+    say(f"pending proposals (adopt with `{how}`):")
+    for p in proposals:
+        say(f"  {p['name']} ({p['kind']}) -> {p['live_path']}  [{p['run_dir']}]")
+    if len(edits) > 1:
+        say("  their kept edits (adopt some with `--edit ID`, checked again first):")
+        for e in edits:
+            say(f"    {e['id']}  {e['target']}/{e['op']}: {e['content'][:100]}")
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     from skillopt_sleep.commands._runs import (
+        kept_edits,
         pending,
         project_runs,
         recover_adoptions,
@@ -121,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         runs = project_runs(cfg, project)
         nights = [run_summary(p) for p in runs[-SHOWN:]]
         proposals = [e for p in runs for e in pending(p)]
+        edits = [e for p in runs for e in kept_edits(p)]
         health = _schedule_health(cfg, project)
         settle_dead_runs(nights, lock_held=health["night_in_progress"] is not None)
         archive = _archive_stats(cfg, project)
@@ -138,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         "advisories": [advisory] if advisory else [],
         "recent": nights,
         "pending_proposals": proposals,
+        "pending_edits": edits,
         "archive": archive,
         "learned_skill": learned,
         **pages,
@@ -167,13 +189,5 @@ def run(args: argparse.Namespace) -> int:
         say(f"  latest night's page: {pages['latest_report']}")
     elif runs:
         say("  no HTML report yet: `skillopt-sleep report` builds it")
-    if proposals:
-        how = again(args, "adopt")
-        if any(p.get("fanout") for p in proposals):
-            how += " --skill NAME` (repeatable) or `--all"
-        say(f"pending proposals (adopt with `{how}`):")
-        for p in proposals:
-            say(f"  {p['name']} ({p['kind']}) -> {p['live_path']}  [{p['run_dir']}]")
-    else:
-        say("no pending proposals")
+    _say_proposals(args, proposals, edits)
     return EXIT_OK

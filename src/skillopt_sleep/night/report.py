@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from skillopt.types import Split
 from skillopt_sleep import rundir
+from skillopt_sleep.edit_ids import with_id
 from skillopt_sleep.ledger import build_ledger
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.gather_tasks import Gathered
@@ -223,7 +224,7 @@ def _edits_report(night: Night, course: Course) -> dict[str, Any]:
     decision, accepted = course.decision, course.accepted
     singles = [t for t in night.trials if t.kind == "single"]
     return {
-        "accepted_edits": [e.to_dict() for e in decision.applied] if decision and accepted else [],
+        "accepted_edits": [with_id(e) for e in decision.applied] if decision and accepted else [],
         "rejected_edits": [e.to_dict() for e in decision.rejected] if decision else [],
         "untested_edits": [c.to_dict() for c in decision.untested] if decision else [],
         "folds": decision.folds if decision else {},

@@ -189,8 +189,9 @@ def _edits(title: str, edits: Sequence[Mapping[str, Any]], note: str = "") -> li
     for e in edits:
         why = f" — _{cell(e.get('rationale', ''), 200)}_" if e.get("rationale") else ""
         anchor = f" (anchor: “{cell(e.get('anchor', ''), 80)}”)" if e.get("anchor") else ""
+        ident = f"`{cell(e['id'])}` " if e.get("id") else ""
         out.append(
-            f"- **{cell(e.get('target', ''))}/{cell(e.get('op', ''))}**: "
+            f"- {ident}**{cell(e.get('target', ''))}/{cell(e.get('op', ''))}**: "
             f"{cell(e.get('content', ''), 300)}{anchor}{why}"
         )
     return [*out, ""]
@@ -489,7 +490,14 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         *_curve_table(r.get("chart", [])),
     ]
-    lines += _edits("Accepted edits", r.get("accepted_edits", []))
+    accepted = r.get("accepted_edits", [])
+    some = (
+        "Adopt only some of them with `skillopt-sleep adopt --edit ID` (repeatable): the "
+        "subset is checked against your live documents first, as the night's final check."
+        if len(accepted) > 1 and r.get("proposal_dir")
+        else ""
+    )
+    lines += _edits("Accepted edits", accepted, some)
     lines += _edits(
         "Rejected by the gate",
         r.get("rejected_edits", []),

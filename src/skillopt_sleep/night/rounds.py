@@ -30,6 +30,7 @@ from skillopt.types import (
     EditRecord,
     EditTarget,
     GateAction,
+    GateDecision,
     TaskRecord,
 )
 from skillopt_sleep.night.crossfit import (
@@ -50,7 +51,7 @@ from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
-__all__ = ["Decision", "consolidate"]
+__all__ = ["Decision", "consolidate", "paired_check"]
 
 
 def _all_pass(measured: Measured) -> bool:
@@ -221,6 +222,20 @@ async def _learn_rounds(
             learned.keep(night, step)
 
 
+async def paired_check(
+    night: Night, tasks: Sequence[TaskRecord], start: Docs, best: Docs
+) -> GateDecision:
+    """``best`` against ``start`` on every task, paired per task and sample, on samples no
+    earlier decision saw: the night's final check (``adopt --edit`` checks a subset of a
+    night's edits with it too)."""
+    b, c = await compare(
+        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
+    )
+    night.check_degenerate("final", c.results, candidate=True)
+    return decide_paired(b.scores, c.scores, config=night.gate,
+                         task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
+
+
 async def _final(
     night: Night,
     tasks: Sequence[TaskRecord],
@@ -235,12 +250,7 @@ async def _final(
     if night.cfg.gate.mode == GREEDY:
         return greedy_final(decision, best, applied)
     night.begin("final")
-    b, c = await compare(
-        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
-    )
-    night.check_degenerate("final", c.results, candidate=True)
-    final = decide_paired(b.scores, c.scores, config=night.gate,
-                          task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
+    final = await paired_check(night, tasks, start, best)
     leaks = [
         e.content[:80] for t in night.trials if t.kind == "single" and t.decision
         and t.decision.accepted and t.decision.leaked for e in t.edits

@@ -33,7 +33,7 @@ from skillopt.backends.patience import Patience, current_patience, patience_for
 from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
-from skillopt.skilldoc import learned_bullets, migrate_on_read
+from skillopt.skilldoc import learned_bullets
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
@@ -42,7 +42,8 @@ from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.estimate import announce_estimate, announce_mining, learn_tokens
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
-from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult, read_live
+from skillopt_sleep.night.live import read_documents
+from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
 from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet
@@ -53,7 +54,6 @@ from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
-from skillopt_sleep.skills.managed import Seed, seed_from_shared
 from skillopt_sleep.state import ProjectState, StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 
@@ -257,49 +257,17 @@ async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:
 
 
 def _live(night: Night) -> Live:
-    """The live documents as the night reads them: the pins are the bytes on disk; the
-    text has the reference tool's older region markers migrated (once, recorded), so a
-    learned block written by it is the one the night edits, never a second one."""
-    skill_path = night.cfg.live_skill_path(night.project)
-    memory_path = night.cfg.live_memory_path(night.project)
-    skill, skill_sha = read_live(skill_path)
-    memory, memory_sha = read_live(memory_path)
-    skill, memory = (_migrated(night, path, text) for path, text in
-                     ((skill_path, skill), (memory_path, memory)))  # fmt: skip
-    seed = None if skill_sha else _seed(night)
-    return Live(
-        skill_path=skill_path,
-        memory_path=memory_path,
-        skill=seed.text if seed else skill,
-        memory=memory,
-        skill_sha=skill_sha,
-        memory_sha=memory_sha,
-        skill_seeded=seed is not None,
-    )
-
-
-def _seed(night: Night) -> Seed | None:
-    """A project with no learned skill of its own starts from the shared one's lines."""
-    seed = seed_from_shared(
+    """The live documents as the night reads them (:func:`.live.read_documents`); what was
+    done to them (older markers migrated, a first seed from the shared skill) is noted once."""
+    live, notes = read_documents(
         night.cfg, night.project, run_id=night.run.run_id, now=night.clock(),
         record=not night.dry_run,
     )  # fmt: skip
-    if seed is not None and seed.note not in night.notes:
-        night.notes.append(seed.note)
-        night.progress.note(seed.note)
-    return seed
-
-
-def _migrated(night: Night, path: Path, text: str) -> str:
-    migration = migrate_on_read(text)
-    if migration.markers:
-        note = (
-            f"{path.name}: {migration.markers} older skillopt-sleep region marker(s) migrated "
-            "to the current ones; the proposal carries the migrated document"
-        )
+    for note in notes:
         if note not in night.notes:
             night.notes.append(note)
-    return migration.text
+            night.progress.note(note)
+    return live
 
 
 async def _gather(

@@ -147,6 +147,23 @@ async def test_every_call_failing_is_a_failed_night(demo: DemoSetup) -> None:
     assert not state.history  # a failed night commits nothing: the same sessions next time
 
 
+async def test_a_judge_outage_says_the_judge_failed_not_every_model_call(
+    demo: DemoSetup,
+) -> None:
+    pool = demo_pool().model_dump(mode="json")
+    pool["members"][0]["options"] = {"fail_stages": ["judge"]}
+    pool["retry"] = {"max_attempts": 1, "base_delay": 0}
+    cfg = _with(
+        demo.config,
+        pool=PoolConfig.model_validate(pool).model_dump(mode="json"),
+        budget__outage_patience_seconds=0,
+    )
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.status is RunStatus.FAILED and outcome.failed_stage == "rollouts"
+    assert "every model call failed" not in outcome.reason
+    assert "every judge call failed" in outcome.reason and "answers came back" in outcome.reason
+
+
 async def test_budget_cap_stops_cleanly(demo: DemoSetup) -> None:
     cfg = _with(demo.config, budget__max_calls=30)
     outcome = await run_night(cfg, project=demo.project)

@@ -36,7 +36,7 @@ from skillopt_sleep.night.judging import check_judging
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import Docs, Job, Replayer
+from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
 
@@ -55,6 +55,24 @@ def _lost_tasks(results: Sequence[RolloutResult]) -> dict[str, str]:
     for r in results:
         by_task.setdefault(r.task_id, []).append(r.error)
     return {t: errs[0] for t, errs in by_task.items() if all(errs)}
+
+
+def _failure_share(results: Sequence[RolloutResult], errors: Sequence[RolloutResult]) -> str:
+    """How many rollouts failed and where: answering the task, or judging its answer (the
+    answer came back; only the judge's call failed)."""
+    judging = sum(1 for r in errors if r.error.startswith(JUDGE_ERROR))
+    answering = len(errors) - judging
+    if len(errors) == len(results) and not judging:
+        return f"every model call failed ({len(errors)} calls)"
+    if len(errors) == len(results) and not answering:
+        return f"every judge call failed: {len(errors)} answers came back and none could be judged"
+    share = (
+        "every rollout failed" if len(errors) == len(results)
+        else f"{len(errors)} of {len(results)} rollouts failed"
+    )  # fmt: skip
+    if judging and answering:
+        return f"{share} ({answering} answering, {judging} judging the answer)"
+    return f"{share} (judging the answer)" if judging else share
 
 
 def _names(tasks: dict[str, str], most: int = 5) -> str:
@@ -208,10 +226,7 @@ class Night:
             raise self.budget_stop(stage)
         if len(errors) > MAX_ERROR_SHARE * len(results):
             cause = Counter(r.error for r in errors).most_common(1)[0][0]
-            what = (
-                f"every model call failed ({len(errors)} calls)" if len(errors) == len(results)
-                else f"{len(errors)} of {len(results)} rollouts failed"
-            )  # fmt: skip
+            what = _failure_share(results, errors)
             lost = _lost_tasks(results)
             named = f"; no answer at all for {_names(lost)}" if lost and len(errors) < len(
                 results) else ""  # fmt: skip

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from skillopt.config import (
@@ -93,6 +93,14 @@ class SourcesSettings(StrictModel):
     # Every harvest looks back lookback_hours from now (older sessions stay pending, unread).
     rolling_window: bool = False
     max_sessions: int = Field(default=0, ge=0)  # per night (the rest wait); 0 = 3 x max_tasks
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _one_kind_is_a_list(cls, value: Any) -> Any:
+        """``kinds = "auto"`` (or ``"claude_code, codex"``) means that list."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
 
 class NightSettings(StrictModel):

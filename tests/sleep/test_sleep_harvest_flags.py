@@ -187,6 +187,21 @@ def test_a_config_file_names_the_new_sources(tmp_path: Path) -> None:
         load_sleep_config(config)
 
 
+@pytest.mark.parametrize(
+    ("written", "kinds"),
+    [('"auto"', ["auto"]), ('"claude_code, codex"', ["claude_code", "codex"])],
+)
+def test_kinds_may_be_one_name_or_a_comma_list(
+    tmp_path: Path, written: str, kinds: list[str]
+) -> None:
+    config = tmp_path / "sleep.toml"
+    config.write_text(f"[sources]\nkinds = {written}\n", encoding="utf-8")
+    assert load_sleep_config(config).sources.kinds == kinds
+    config.write_text('[sources]\nkinds = "claude"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="'claude_code'"):  # a wrong name lists the right ones
+        load_sleep_config(config)
+
+
 def test_auto_reads_every_agent_present_on_the_machine(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / ".claude" / "projects").mkdir(parents=True)

@@ -98,6 +98,7 @@ class _Report:
     def __init__(self, *, as_json: bool) -> None:
         self.as_json = as_json
         self.data: dict[str, Any] = {"files": [], "notes": [], "warnings": [], "commands": []}
+        self.elsewhere = ""  # --root: the files are written there, for a look
 
     def say(self, text: str) -> None:
         if not self.as_json:
@@ -184,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             )
         the_plan, problems = build_plan(args)
         out.data.update(action=args.action, kind=str(the_plan.kind))
+        out.elsewhere = str(args.root or os.environ.get(ROOT_ENV) or "")
         if args.action == "show":
             for problem in problems:
                 out.data["warnings"].append(f"install would refuse: {problem}")
@@ -234,7 +236,7 @@ def _remove(the_plan: Plan, out: _Report, *, activate: bool) -> int:
     for change in remove(the_plan):
         out.file(change.path, action=change.action)
         out.say(f"{change.action}: {change.path}")
-    for argv in the_plan.after_remove:
+    for argv in () if out.elsewhere else the_plan.after_remove:
         if activate:
             out.say(f"$ {shlex.join(argv)}")
             ok = _run(list(argv)) is not None
@@ -247,6 +249,20 @@ def _remove(the_plan: Plan, out: _Report, *, activate: bool) -> int:
 
 
 def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) -> None:
+    """The commands that activate (or stop) the scheduled files. Files written elsewhere
+    (``--root``) are no real units: an install or remove there says so and prints none;
+    ``show`` prints what an install without ``--root`` would need."""
+    if out.elsewhere and out.data["action"] != "show":
+        note = (
+            f"the files were {'written' if install else 'removed'} under {out.elsewhere} for "
+            "a look: systemd, crontab and launchd were not changed and need no command; run "
+            f"`schedule {out.data['action']}` without --root (or {ROOT_ENV}) to do it for real"
+        )
+        out.data["notes"].append(note)
+        out.say(f"note: {note}")
+        return
+    if out.elsewhere:
+        title = "an install without --root would then be activated with"
     out.say(f"\n{title}:")
     if the_plan.kind is Kind.CRON:
         fragment = shlex.quote(str(the_plan.files[0].path))

@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _train(args: argparse.Namespace, progress: Progress | None) -> dict[str, Any]:
+async def _train(
+    args: argparse.Namespace, progress: Progress | None
+) -> tuple[dict[str, Any], Path]:
+    """The run's summary and its directory."""
     from skillopt.trainer.build import open_environment, open_pool
     from skillopt.trainer.config import load_trainer_config
     from skillopt.trainer.loop import Trainer
@@ -63,7 +66,7 @@ async def _train(args: argparse.Namespace, progress: Progress | None) -> dict[st
         summary = await _until_sigterm(trainer.run)
     if summary is None:  # raised here, after every resource above was closed
         raise KeyboardInterrupt
-    return summary
+    return summary, trainer.core.run_dir.root
 
 
 async def _until_sigterm(run: Callable[[], Awaitable[T]]) -> T | None:
@@ -145,9 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(level=level)
     try:
         if args.command == "train":
-            summary = anyio.run(_train, args, progress)
+            summary, run_dir = anyio.run(_train, args, progress)
             for line in _summary_lines(summary):
                 print(line)
+            print(f"run directory: {run_dir} (summary.json, history.json)")
+            print(f"best skill: {run_dir / 'best_skill.md'}")
         else:
             print(json.dumps(anyio.run(_eval, args), indent=2, sort_keys=True))
     except ConfigError as exc:

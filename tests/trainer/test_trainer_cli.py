@@ -45,6 +45,21 @@ def strip_tokens(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in rec.items() if k != "tokens"} for rec in history]
 
 
+def test_train_says_where_its_run_and_best_skill_are(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    small = (
+        "train.num_epochs=1",
+        "env.limit=6",
+        "train.batch_size=6",
+        "evaluation.eval_test=false",
+    )
+    done = run_cli(*train_args(out, latency=0.0), *(a for s in small for a in ("--set", s)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"run directory: {out} " in done.stdout
+    assert f"best skill: {out / 'best_skill.md'}" in done.stdout
+    assert (out / "best_skill.md").is_file()
+
+
 @pytest.mark.slow
 def test_train_demo_shows_the_gate_in_its_summary(tmp_path: Path) -> None:
     out = tmp_path / "run"

@@ -357,3 +357,22 @@ def test_every_flag_the_docs_show_exists() -> None:
                 problems += [f"{path.name}: no command has {f}" for f in FLAG.findall(piece)
                              if f not in known]  # fmt: skip
     assert problems == []
+
+
+def test_a_documented_demo_command_finds_the_demo_it_ran(tmp_path: Path) -> None:
+    """``once --demo --state-dir DIR`` keeps its demo in ``DIR/demo``: the commands the docs
+    show after it name that folder's config and project."""
+    from skillopt_sleep.demo import demo_in
+
+    kept = demo_in(tmp_path)
+    where = {"sleep.toml": kept.root / "sleep.toml", "demo-project": kept.project}
+    shown = 0
+    for doc in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for state in set(re.findall(r"once --demo --state-dir (\S+)", text)):
+            for flag, path in re.findall(rf"--(config|project) ({re.escape(state)}/\S+)", text):
+                name = path.removeprefix(f"{state}/")
+                expected = where["sleep.toml" if flag == "config" else "demo-project"]
+                assert tmp_path / name == expected, f"{doc.name}: --{flag} {path}"
+                shown += 1
+    assert shown >= 2

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from skillopt.config import CLI_KINDS
 from skillopt.logging import get_logger
+from skillopt.prompts import render_prompt
 from skillopt.types import ReferenceKind, Split, TaskRecord
+from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Course, Estimate
 from skillopt_sleep.night.outcome import NightResult
 from skillopt_sleep.night.running import Night
@@ -85,7 +88,11 @@ def announce_estimate(
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
     unpriced = {s: n for s, n in by_stage.items() if s not in predicted.tokens}
     priced = estimate_tokens(model, cfg.pool, _as_calls(unpriced), rubric_share=rubric)
-    tokens = priced.tokens + sum(v for s, v in predicted.tokens.items() if s in by_stage)
+    unpriced_tokens = priced.tokens
+    if priced.sources and set(priced.sources.values()) == {"prior"} and not _any_cli(cfg):
+        # nothing measured yet but mining: tonight's own prompts say more than a flat prior
+        unpriced_tokens = round(sum(unpriced.values()) * _text_prior(tasks, docs))
+    tokens = unpriced_tokens + sum(v for s, v in predicted.tokens.items() if s in by_stage)
     estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
                              by_skill=by_skill)  # fmt: skip
     learned = (
@@ -119,6 +126,24 @@ def announce_estimate(
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
+
+
+REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _any_cli(cfg: SleepConfig) -> bool:
+    return cfg.pool is not None and any(m.kind in CLI_KINDS for m in cfg.pool.members)
+
+
+def _text_prior(tasks: list[TaskRecord], docs: Docs) -> float:
+    """Tokens one attempt costs by its text: the prompt tonight's documents and tasks make
+    (about four characters a token), and a reply."""
+    if not tasks:
+        return 0.0
+    fixed = render_prompt("attempt", marker="", skill=docs.skill or "(none)",
+                          memory=docs.memory or "(none)", intent="", context="")  # fmt: skip
+    asked = sum(len(t.intent) + len(t.context) + len(t.system_contract) for t in tasks)
+    return (len(fixed) + asked / len(tasks)) / 4 + REPLY_TOKENS
 
 
 def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:

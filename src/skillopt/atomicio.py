@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -32,6 +32,18 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".tmp-"
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Inside, an ``OSError`` that names no file (a failed ``write`` or ``fsync``: a full
+    disk) names ``path``, so the user is told which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror or "", str(path)) from exc
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -58,7 +70,7 @@ def _durable_temp(target: Path, data: bytes, mode: int, prefix: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with _naming(target), os.fdopen(fd, "wb") as handle:  # a failed write names no file
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -158,7 +170,7 @@ def append_jsonl(path: str | os.PathLike[str], records: list[Any]) -> None:
     payload = "".join(
         json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for r in records
     ).encode("utf-8")
-    with open(target, "a+b") as handle:
+    with _naming(target), open(target, "a+b") as handle:
         _cut_torn_tail(handle)
         handle.write(payload)
         handle.flush()
@@ -197,7 +209,7 @@ class AppendJournal:
         ).encode("utf-8")
         if not self._checked:  # the first append makes the directory and checks the tail
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+b") as handle:
+        with _naming(self.path), open(self.path, "a+b") as handle:
             if not self._checked:
                 _cut_torn_tail(handle)
                 self._checked = True

@@ -26,6 +26,7 @@ never leave their module are not errors and stay out::
     ├── ReplyFormatError            a model reply did not match the expected schema
     ├── RunFailedError              a run learned nothing it can trust; names the stage and cause
     ├── LockHeldError               another process holds the project lock
+    ├── StorageError                our own files cannot be written: disk full, permission denied
     ├── AdoptionError               writing the live files failed; every file touched was restored
     └── RefusedError                the user must act first (unreviewed tasks, changed live file)
         └── SelectionRequiredError  a night proposes several skills: the user names which to adopt
@@ -56,6 +57,7 @@ __all__ = [
     "SelectionRequiredError",
     "SkillDocError",
     "SkillOptError",
+    "StorageError",
 ]
 
 
@@ -228,6 +230,22 @@ class LockHeldError(SkillOptError):
     def __init__(self, message: str, *, holder: dict[str, object] | None = None) -> None:
         self.holder = holder or {}
         super().__init__(message)
+
+
+class StorageError(SkillOptError):
+    """A file of ours (the state directory, a run's files) cannot be written or read: the
+    disk is full, the folder is read-only or not ours. ``what`` says which ("disk full",
+    "permission denied", ...), ``path`` where. Nothing is wrong with the data: once the user
+    frees space or fixes the permissions, the night resumes (exit code 2 at the CLI)."""
+
+    def __init__(self, what: str, path: str, *, writing: bool = True) -> None:
+        self.what = what
+        self.path = path
+        verb = "writing" if writing else "at"
+        super().__init__(
+            f"{what} {verb} {path}: free some space or fix the permissions, then run the "
+            "command again (an interrupted night resumes)"
+        )
 
 
 class AdoptionError(SkillOptError):

@@ -109,9 +109,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except (OSError, BaseExceptionGroup) as exc:  # a full disk, a read-only state dir
+        return _storage_failure(exc, argv or [])
     finally:
         forget_interrupt_in_exec()  # an interruption handled anywhere below stays 130
         exit_130_on_sigterm()  # what is left is interpreter shutdown
+
+
+def _storage_failure(exc: BaseException, argv: list[str]) -> int:
+    """Say what a failed write of our files needs (exit 2); anything else is a bug, raised."""
+    from skillopt.storage_errors import storage_failures
+    from skillopt_sleep.commands._common import emit_json
+
+    failure = storage_failures(exc)
+    if failure is None:
+        raise exc
+    if "--json" in argv:
+        emit_json({"ok": False, "error": "StorageError", "message": str(failure)})
+    else:
+        print(f"skillopt-sleep: {failure}", file=sys.stderr)
+    return EXIT_REFUSED
 
 
 if __name__ == "__main__":

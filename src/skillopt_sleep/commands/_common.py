@@ -19,6 +19,7 @@ from skillopt.errors import (
     DataError,
     LockHeldError,
     RefusedError,
+    StorageError,
 )
 from skillopt.redact import redact_obj, sanitize
 from skillopt_sleep.interrupts import treat_sigterm_as_interrupt
@@ -236,7 +237,7 @@ def say_demo_ignores(args: argparse.Namespace) -> None:
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
-    return (ConfigError, DataError, CorruptStateError, LockHeldError, RefusedError)
+    return (ConfigError, DataError, CorruptStateError, LockHeldError, RefusedError, StorageError)
 
 
 def run_async(fn: Any, *a: Any) -> Any:

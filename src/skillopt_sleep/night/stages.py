@@ -68,8 +68,8 @@ async def drive(night: Night, *, tasks_file: Path | None, demo: bool) -> NightOu
     try:
         archive = open_archive(path, now=started)
     except SkillOptError as exc:
-        night.run.finish(RunStatus.FAILED, night.clock(), outcome="failed", reason=str(exc),
-                         failed_stage="harvest")  # fmt: skip
+        _record_end(night, RunStatus.FAILED, outcome="failed", reason=str(exc),
+                    failed_stage="harvest")  # fmt: skip
         raise
     patience = Patience(
         night.cfg.budget.outage_patience_seconds, wait_when_refused=not night.foreground
@@ -169,6 +169,16 @@ def _finish(night: Night, course: Course, report: NightReport, ended: datetime) 
     )  # fmt: skip
 
 
+def _record_end(night: Night, status: RunStatus, **how: str) -> None:
+    """Record in ``run.json`` how a night that is raising ended. When that write fails too
+    (the disk that failed the night is still full), the night's own error is the one the
+    user sees: this one is logged, and ``run.json`` still says running (a resume finds it)."""
+    try:
+        night.run.finish(status, night.clock(), **how)
+    except OSError as exc:
+        _log.warning("night.end_not_recorded", status=status.value, error=str(exc))
+
+
 async def _learn(
     night: Night,
     archive: TaskArchive,
@@ -234,7 +244,7 @@ async def _learn(
         # what this attempt paid, for the logs
         night.run.update(resumable=True, spend=night.spend.summary())
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
-        night.run.finish(RunStatus.ABORTED, night.clock(), outcome="aborted", reason=why)
+        _record_end(night, RunStatus.ABORTED, outcome="aborted", reason=why)
         raise
 
 

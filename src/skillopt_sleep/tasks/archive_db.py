@@ -25,13 +25,18 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from skillopt.errors import CorruptStateError, LockHeldError
+from skillopt.errors import CorruptStateError, LockHeldError, StorageError
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
 SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_STORAGE_FAILURES = {  # SQLite's words -> ours (the user frees space or fixes permissions)
+    "disk is full": "disk full",
+    "readonly database": "read-only database",
+    "disk I/O error": "disk I/O error (a full disk or a file-size limit?)",
+}
 
 _SAMPLE_ANSWERS = """
 CREATE TABLE IF NOT EXISTS sample_answers (
@@ -139,6 +144,9 @@ def sqlite_errors(path: Path) -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         text = str(exc)
+        for said, what in _STORAGE_FAILURES.items():
+            if said in text:
+                raise StorageError(what, str(path)) from exc
         if "locked" in text or "busy" in text:
             raise LockHeldError(
                 f"{path}: the task archive is busy (another skillopt-sleep process is writing "

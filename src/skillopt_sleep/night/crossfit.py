@@ -269,9 +269,11 @@ async def learn_target(
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
+    steady: frozenset[str] = frozenset(),
 ) -> StepResult:
     """Reflect per fold, gate every edit alone on its held-out fold, then the union.
-    ``first_id``: where this round's sample ids start (:data:`ROUND`)."""
+    ``first_id``: where this round's sample ids start (:data:`ROUND`); ``steady``: the
+    tasks the archive knows answer the same every time under ``best`` (:func:`quiet_tasks`)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -303,7 +305,8 @@ async def learn_target(
         elif verdict == "rejected":
             step.rejected.append(cand.edit)
     if passed:
-        await _union(night, round_no, target, tasks, base, passed, step, first_id)
+        quiet = quiet_tasks(base) | steady
+        await _union(night, round_no, target, tasks, base, passed, step, first_id, quiet)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -448,6 +451,7 @@ async def _union(
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
     first_id: int,
+    quiet: frozenset[str],
 ) -> None:
     """Measure the accepted singles together on every task; drop edits that conflict."""
     name = f"round{round_no}.union_{target.value}"
@@ -461,7 +465,7 @@ async def _union(
     edits = list(unique.values())
     promised = _promised(ranked)
     chosen, measured, note = await _settle(
-        night, round_no, target, tasks, base, edits, promised, first_id
+        night, round_no, target, tasks, base, edits, promised, first_id, quiet
     )
     if chosen:
         step.best, step.measured = measured.docs, measured
@@ -497,6 +501,7 @@ async def _settle(
     edits: list[EditRecord],
     promised: set[str],
     first_id: int,
+    quiet: frozenset[str],
 ) -> tuple[list[EditRecord], Measured, str]:
     """The union, else the union without the edits that spoil it, else the strongest
     single. Each is measured on fresh samples of every task, paired with fresh baseline
@@ -509,7 +514,6 @@ async def _settle(
     union's samples can serve as one arm without biasing the test. The union without the
     spoilers is then measured on samples nobody has looked at (:data:`RETEST`), since the
     spoilers were picked on the union's."""
-    quiet = quiet_tasks(base)
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
@@ -559,11 +563,12 @@ async def _settle(
 
 
 def quiet_tasks(measured: Measured) -> frozenset[str]:
-    """The tasks whose answers agree every time: tonight's stand-in for a per-task noise
-    estimate. When every task has at least two samples and each task's samples agree, the
-    model answers consistently and every task is quiet; one task whose samples disagree
-    makes the night noisy and no task quiet (a handful of agreeing samples cannot tell a
-    quiet task from a lucky one under a model that flips answers)."""
+    """The tasks whose answers agree every time, from tonight's samples (the archive's
+    per-task noise estimate adds the tasks it knows are steady: ``learn_target(steady=)``).
+    When every task has at least two samples and each task's samples agree, the model
+    answers consistently and every task is quiet; one task whose samples disagree makes
+    the night noisy and no task quiet by tonight's evidence (a handful of agreeing samples
+    cannot tell a quiet task from a lucky one under a model that flips answers)."""
     scores = measured.scores
     consistent = bool(scores) and all(len(v) >= 2 and task_settled(v, v) for v in scores.values())
     return frozenset(scores) if consistent else frozenset()

@@ -48,6 +48,7 @@ from skillopt_sleep.night.crossfit import (
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
+from skillopt_sleep.night.quiet import noise_estimates
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
@@ -217,9 +218,17 @@ async def _learn_rounds(
             step = await learn_target(
                 night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
-                first_id=first_id,
+                first_id=first_id, steady=steady_tasks(night, tasks, learned.best),
             )  # fmt: skip
             learned.keep(night, step)
+
+
+def steady_tasks(night: Night, tasks: Sequence[TaskRecord], docs: Docs) -> frozenset[str]:
+    """The tasks the archive has seen answer the same every time under ``docs`` (at least
+    as many agreeing samples as the rollouts draw): where a lost task is no noise."""
+    least = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task, 2)
+    found = noise_estimates(night, tasks, docs)
+    return frozenset(t for t, e in found.items() if e.steady and e.samples >= least)
 
 
 async def paired_check(

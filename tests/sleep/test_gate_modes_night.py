@@ -65,7 +65,11 @@ async def test_off_keeps_every_edit_unvalidated_and_says_so(demo: DemoSetup) -> 
     assert HARMFUL.text in {e["content"] for e in report["accepted_edits"]}  # nothing checked
     proposal = (outcome.run_dir / "proposal").glob("skill-*.md")
     assert any(HARMFUL.text in p.read_text() for p in proposal)
-    assert "Gate mode **off**" in (outcome.run_dir / "report.md").read_text()
+    markdown = (outcome.run_dir / "report.md").read_text()
+    assert "Gate mode **off**" in markdown
+    n_kept = len(report["accepted_edits"])
+    assert "No edit was proposed" not in markdown and "held out once" not in markdown
+    assert f"proposed {n_kept} edit(s) that applied" in markdown and "none validated" in markdown
     assert "Gate mode off" in (outcome.run_dir / "report.html").read_text()
 
 

@@ -124,12 +124,15 @@ def _summary(r: Mapping[str, Any]) -> str:
         )
     recalled = tasks.get("recalled", 0)
     origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
+    off = r.get("gate_mode") == "off"  # one reflection per document, nothing held out
     parts = [
         f"skillopt read **{r.get('n_sessions', 0)}** new agent session(s) and worked on "
-        f"**{tasks.get('total', 0)}** recurring task(s){origin}. Each of the "
-        f"{tasks.get('learnable', 0)} learnable tasks was held out once: the tasks were split "
-        f"into {tasks.get('folds', 0)} folds, and an edit proposed from some folds was "
-        f"checked only on a fold its reflection never saw"
+        f"**{tasks.get('total', 0)}** recurring task(s){origin}. "
+        + ("With the gate off no task was held out: the optimizer reflected once per "
+           "document over every task's answers" if off else
+           f"Each of the {tasks.get('learnable', 0)} learnable tasks was held out once: the "
+           f"tasks were split into {tasks.get('folds', 0)} folds, and an edit proposed from "
+           "some folds was checked only on a fold its reflection never saw")
         + (f"; {tasks.get('test')} task(s) were kept for a final test." if tasks.get("test")
            else ".")
     ]  # fmt: skip
@@ -138,7 +141,12 @@ def _summary(r: Mapping[str, Any]) -> str:
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
     budget = r.get("result") == "budget_reached"
-    if n_prop:
+    if off and n_acc:
+        parts.append(
+            f"The optimizer proposed {n_acc} edit(s) that applied; with the gate off every "
+            "one was kept, **none validated**."
+        )
+    elif n_prop:
         parts.append(
             f"The optimizer proposed {n_prop} distinct edit(s) to the skill/memory; the "
             f"validation gate kept **{n_acc}**"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["configure_logging", "get_logger", "keep_line", "release_line"]
 
 _configured = False
 #: Logger methods the configured level filters out: a call to one of them returns at once
@@ -32,6 +32,37 @@ _METHOD_LEVELS = {
     "critical": logging.CRITICAL,
     "fatal": logging.CRITICAL,
 }
+
+
+#: A live display's redrawn line (a terminal's last line) and how to write a line above it.
+_kept: tuple[TextIO, Callable[[str], None]] | None = None
+
+
+def keep_line(stream: TextIO, write_above: Callable[[str], None]) -> None:
+    """A live display keeps the last line of ``stream``: console log lines written there go
+    through ``write_above`` (clear the line, write, redraw) instead of landing on it."""
+    global _kept
+    _kept = (stream, write_above)
+
+
+def release_line(stream: TextIO) -> None:
+    global _kept
+    if _kept is not None and _kept[0] is stream:
+        _kept = None
+
+
+class _ConsoleLogger(structlog.PrintLogger):
+    """structlog's print logger, but a line meant for a stream whose last line a live display
+    keeps is written above that line (see :func:`keep_line`)."""
+
+    def msg(self, message: str) -> None:
+        if _kept is not None and _kept[0] is self._file:
+            _kept[1](message)
+            return
+        super().msg(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
 
 def _off(*args: Any, **kwargs: Any) -> None:
@@ -95,7 +126,7 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=lambda *_: _ConsoleLogger(out),
         cache_logger_on_first_use=False,
     )
     _route_foreign_logs()

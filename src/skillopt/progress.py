@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Protocol, TextIO
 
+from skillopt.logging import keep_line, release_line
 from skillopt.redact import sanitize
 
 __all__ = ["Progress", "TtyProgress", "terminal_progress"]
@@ -61,8 +62,10 @@ class TtyProgress:
         self._note_prefix = note_prefix
         self._last_draw = 0.0
         self._drawn = False
+        keep_line(self.out, self._above)  # a log line comes above the status line, not on it
 
     def stage(self, name: str) -> None:
+        keep_line(self.out, self._above)
         self._end_line()
         self.current, self.done, self.errors, self.planned = name, 0, 0, 0
         self.cache_hits = 0
@@ -88,14 +91,18 @@ class TtyProgress:
 
     def note(self, message: str) -> None:
         """A permanent line above the status line."""
+        self._above(f"{self._note_prefix}{sanitize(message)}")
+
+    def _above(self, line: str) -> None:
         self._clear()
-        self.out.write(f"{self._note_prefix}{sanitize(message)}\n")
+        self.out.write(f"{line}\n")
         self.out.flush()
         self._draw(force=True)
 
     def close(self) -> None:
         self._end_line()
         self.current = ""
+        release_line(self.out)
 
     def _end_line(self) -> None:
         if self._keep and self.current:

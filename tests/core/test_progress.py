@@ -57,3 +57,24 @@ def test_trainer_steps_replace_each_other() -> None:
 def test_off_a_terminal() -> None:
     assert terminal_progress(io.StringIO()) is None
     assert isinstance(default_progress(io.StringIO()), LogProgress)
+
+
+def test_a_warning_logged_mid_stage_gets_its_own_line_above_the_status() -> None:
+    from skillopt.logging import configure_logging, get_logger
+
+    out = io.StringIO()
+    configure_logging(level="WARNING", json=False, stream=out)
+    try:
+        progress = TtyProgress(out, min_interval=0.0, keep_stage_lines=True)
+        progress.stage("rollouts")
+        progress.calls_planned(4)
+        progress.call_done(ok=True, stage="rollout")
+        get_logger("skillopt.backends.pool").warning("pool.retry", member="m", attempt=2)
+        progress.call_done(ok=True, stage="rollout")
+        progress.close()
+    finally:
+        configure_logging(json=True)
+    lines = screen(out.getvalue())
+    [warning] = [line for line in lines if "pool.retry" in line]
+    assert "[rollouts]" not in warning and "[warning" in warning
+    assert re.fullmatch(r"\[rollouts\] calls 2/4 \(rollout 2\)  eta \d+s  \d+s", lines[-2])

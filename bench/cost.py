@@ -162,6 +162,7 @@ class Measured:
     cached_tokens: int = 0  # as the night's own accounting reports it
     estimate_calls: int | None = None
     estimate_tokens: int | None = None
+    revised_calls: int | None = None  # said again once the first rollouts measured the noise
     ledger: dict[str, Any] = field(default_factory=dict)
     endpoint: Meter = field(default_factory=Meter)
     cap: int = 0  # the night's --max-calls (0: none)
@@ -189,6 +190,7 @@ def night(
         tokens=int(spend.get("tokens") or 0),
         cached_tokens=int(spend.get("cached_tokens") or 0),
         estimate_calls=detail.get("calls"),
+        revised_calls=(detail.get("revised") or {}).get("calls"),
         estimate_tokens=detail.get("tokens"),
         ledger=dict(report.get("ledger") or {}),
         endpoint=endpoint.meter.take(),
@@ -254,9 +256,13 @@ def estimate_line(m: Measured) -> str:
         off = (m.estimate_tokens - m.tokens) / m.tokens
         tok = f"; tokens {m.estimate_tokens} vs {m.tokens} ({off:+.0%})"
     ok = abs(err) <= 0.3
+    revised = ""
+    if m.revised_calls is not None and m.calls:
+        off = (m.revised_calls - m.calls) / m.calls
+        revised = f"; revised after the first rollouts to {m.revised_calls} ({off:+.0%})"
     return (
         f"  {m.kind:<10} estimated {m.estimate_calls} calls, spent {m.calls} ({err:+.0%}){tok}"
-        f" [target +-30%: {verdict(ok)}]"
+        f" [target +-30%: {verdict(ok)}]{revised}"
     )
 
 

@@ -47,8 +47,19 @@ NOISE_SCALE = 0.05  # nights whose noise differs by this much weigh 1/e as much
 # only until the project's own nights are measured.
 PRIOR_PER_TASK = {"rollout": 4.0, "judge": 3.4, "reflect": 0.25, "trial": 7.6, "union": 3.0}
 PRIOR_TEST_PER_TASK = 2.0  # an attempt and its judge
+# ... and a first night of a model flipping 20 % of its answers there (a third of the
+# tasks' first rollouts disagree): the prior once tonight's noise is measured.
+PRIOR_NOISY_PER_TASK = {"rollout": 8.0, "judge": 3.5, "reflect": 0.9, "trial": 46.0,
+                        "union": 16.6, "attribution": 5.0, "final": 1.3}  # fmt: skip
+PRIOR_WEIGHT = 0.05  # a prior's weight once a night of the project was measured
 PRIOR_MINE_PER_SESSION = 0.1  # batched mining, sessions of one request mined together
 LEARNING, QUIET = "learning", "quiet"
+
+
+def _prior(noise: float, per_task: Mapping[str, float]) -> NightRecord:
+    calls = {s: round(r * 100) for s, r in per_task.items()}
+    calls["test"] = round(PRIOR_TEST_PER_TASK * 100)
+    return NightRecord(kind=LEARNING, tasks=100, test=100, noise=noise, calls=calls)
 
 
 def stage_group(stage: str) -> str:
@@ -94,6 +105,9 @@ class NightRecord:
         if stage == "mine":
             return self.sessions
         return self.test if stage == "test" else self.tasks
+
+
+PRIORS = (_prior(0.0, PRIOR_PER_TASK), _prior(0.32, PRIOR_NOISY_PER_TASK))
 
 
 def night_record(
@@ -187,14 +201,20 @@ def predict_calls(
     same = [r for r in records if r.kind == kind and r.tasks]
     mined = [r for r in records if r.sessions]
     calls: dict[str, float] = {}
-    if same:
-        weights = _weights(same, noise)
-        for stage, rate in _rates(same, weights).items():
+    pool, weights = list(same), _weights(same, noise)
+    if kind == LEARNING:  # the priors, as nights that weigh little once any was measured
+        for prior in PRIORS:
+            w = PRIOR_WEIGHT if same else 1.0
+            if noise is None:
+                w *= prior.noise == 0.0  # nothing known: the consistent prior only
+            else:
+                w *= math.exp(-abs((prior.noise or 0.0) - noise) / NOISE_SCALE)
+            pool.append(prior)
+            weights.append(w)
+    if pool and sum(weights) > 0:
+        for stage, rate in _rates(pool, weights).items():
             if stage != "mine":
                 calls[stage] = rate * (test if stage == "test" else tasks)
-    elif kind == LEARNING:
-        calls = {s: rate * tasks for s, rate in PRIOR_PER_TASK.items()}
-        calls["test"] = PRIOR_TEST_PER_TASK * test
     mine_rate = _rates(mined, _weights(mined, None)).get("mine") if mined else None
     calls["mine"] = (PRIOR_MINE_PER_SESSION if mine_rate is None else mine_rate) * sessions
     per_call = _per_call(records, _weights(records, noise)) if records else {}

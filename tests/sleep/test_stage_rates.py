@@ -46,6 +46,16 @@ def test_with_no_night_measured_the_prior_stands_in() -> None:
     assert predict_calls([], kind=QUIET, tasks=10, test=0, sessions=0, noise=None).calls == {}
 
 
+def test_a_measured_noise_picks_the_noisy_prior_until_a_noisy_night_was_measured() -> None:
+    calm = predict_calls([], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0)
+    noisy = predict_calls([], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.32)
+    assert sum(noisy.calls.values()) > 3 * sum(calm.calls.values())
+    # only consistent nights measured: a noisy night tonight is still priced as one
+    learned = predict_calls([CONSISTENT], kind=LEARNING, tasks=24, test=0, sessions=0,
+                            noise=0.32)  # fmt: skip
+    assert learned.calls["trial"] > 3 * CONSISTENT.calls["trial"]
+
+
 def test_calls_scale_per_task_and_follow_the_nights_noise() -> None:
     records = [CONSISTENT, NOISY]
     calm = predict_calls(records, kind=LEARNING, tasks=12, test=2, sessions=0, noise=0.0)

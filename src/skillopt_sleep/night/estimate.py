@@ -33,7 +33,7 @@ from skillopt_sleep.stage_rates import (
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
-__all__ = ["announce_estimate", "announce_mining", "learn_tokens"]
+__all__ = ["announce_estimate", "announce_mining", "learn_tokens", "revise_estimate"]
 
 _log = get_logger(__name__)
 
@@ -123,6 +123,7 @@ def announce_estimate(
         "tokens": estimate.tokens,
         "learned_from_nights": predicted.nights,
         "noise": noise,
+        "tasks": {"learnable": n_learn, "test": len(test)},
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
@@ -144,6 +145,35 @@ def _text_prior(tasks: list[TaskRecord], docs: Docs) -> float:
                           memory=docs.memory or "(none)", intent="", context="")  # fmt: skip
     asked = sum(len(t.intent) + len(t.context) + len(t.system_contract) for t in tasks)
     return (len(fixed) + asked / len(tasks)) / 4 + REPLY_TOKENS
+
+
+def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
+    """Once the first rollouts measured tonight's noise (``noise``: the share of tasks whose
+    samples disagreed): when the learning ahead is now expected to cost more than 30 % off
+    what was said, say it again (``estimate_detail.revised``), with the budget's warning."""
+    detail = estimate.detail
+    tasks = detail.get("tasks") or {}
+    model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
+    predicted = predict_calls(model.nights, kind=LEARNING, tasks=int(tasks.get("learnable", 0)),
+                              test=int(tasks.get("test", 0)), sessions=0, noise=noise)  # fmt: skip
+    ahead = {s: n for s, n in predicted.calls.items() if s != "mine"}
+    said = {s: n for s, n in detail["by_stage"].items() if s != "mine"}
+    before, after = sum(said.values()), sum(ahead.values())
+    if not before or abs(after - before) <= 0.3 * before:
+        return
+    calls = night.spend.calls_by_stage.get("mine", 0) + after
+    detail["revised"] = {"calls": calls, "by_stage": ahead, "noise": noise}
+    line = (
+        f"revised estimate after the first rollouts (answers disagreed on {noise:.0%} of the "
+        f"tasks): about {calls} model calls in all (was {detail['calls']})"
+    )
+    night.notes.append(line)
+    night.progress.note(line)
+    cap = night.cfg.budget.max_calls
+    if cap and calls > cap:
+        warning = budget_warning(calls=calls, tokens=0, max_calls=cap, max_tokens=0)
+        night.notes.append(warning)
+        night.progress.note(warning)
 
 
 def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:

@@ -86,6 +86,8 @@ async def _rollouts(
     night.check_degenerate(stage, measured.results, tasks=tasks)
     if night.noise_seen is None:  # the first rollouts say how noisy the model is tonight
         night.noise_seen = _disagreeing(measured)
+        if night.on_first_rollouts is not None:
+            night.on_first_rollouts(night.noise_seen)
     night.end(stage, rollouts=len(measured.results))
     night.check_budget(stage)
     return measured

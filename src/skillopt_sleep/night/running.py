@@ -142,6 +142,7 @@ class Night:
         self.noise_seen: float | None = None
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
+        self.on_first_rollouts: Callable[[float], None] | None = None  # hears noise_seen
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}

@@ -39,7 +39,12 @@ from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.estimate import announce_estimate, announce_mining, learn_tokens
+from skillopt_sleep.night.estimate import (
+    announce_estimate,
+    announce_mining,
+    learn_tokens,
+    revise_estimate,
+)
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
 from skillopt_sleep.night.live import read_documents
@@ -212,6 +217,8 @@ async def _learn(
         )  # fmt: skip
         if plan is not None and plan.recheck and await _quiet(night, course, plan):
             return
+        said = course.estimate
+        night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
         carried, course.carried_ids = carried_edits(archive)
         course.decision = await fan.alongside(
             lambda tasks: consolidate(

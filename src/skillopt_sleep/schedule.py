@@ -17,7 +17,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from datetime import time as _time
 from enum import StrEnum
 from importlib import resources
@@ -216,10 +216,12 @@ def plan(
     root: Path | None = None,
     today: date | None = None,
     machine: tzinfo | None = None,
+    now: datetime | None = None,
 ) -> Plan:
     """Everything ``install`` would write for ``kind``, rendered but not written.
 
-    ``today`` and ``machine`` (the machine's zone; None = the process's local zone) are
+    ``today`` (or ``now``: the entry's next night is the first after it; default the
+    current time) and ``machine`` (the machine's zone; None = the process's local zone) are
     only used to convert a ``daemon.timezone`` time for cron and launchd.
     """
     base = root or default_root(kind)
@@ -230,7 +232,10 @@ def plan(
     when = _daily_time(settings, invocation.project)
     if kind is Kind.SYSTEMD:
         return _timer_plan(settings, invocation, base, when)
-    local = on_machine_clock(when, settings.timezone, today=today or date.today(), machine=machine)
+    after = None if today is not None else (now or datetime.now(UTC))
+    local = on_machine_clock(
+        when, settings.timezone, today=today or date.today(), machine=machine, after=after
+    )
     # cron and launchd start on the minute: the night waits out the jitter itself
     argv = invocation.argv("once", *_jitter_args(settings))
     if kind is Kind.CRON:

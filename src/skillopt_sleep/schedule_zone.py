@@ -37,23 +37,48 @@ def _hhmm(moment: datetime) -> str:
     return moment.strftime("%H:%M") + (moment.strftime(":%S") if moment.second else "")
 
 
+def _reinstall_window(last_right: datetime, first_new: datetime) -> tuple[datetime, datetime]:
+    """When installing again keeps every night: after the last night the old time is right
+    (``last_right``, machine clock), and before both the old entry's next firing (the first
+    wrong one, a machine day later) and the first night at the new time (``first_new``).
+    Dates are the machine's: the zone's date of a night may be another."""
+    next_old = datetime.combine(last_right.date() + timedelta(days=1), last_right.timetz())
+    return last_right, min(next_old.replace(tzinfo=None), first_new.replace(tzinfo=None))
+
+
+def _next_night(at: time, zone: ZoneInfo, after: datetime) -> date:
+    """The zone's date of the first night at ``at`` after the instant ``after``."""
+    day = after.astimezone(zone).date() - timedelta(days=1)
+    while datetime.combine(day, at, tzinfo=zone) <= after:
+        day += timedelta(days=1)
+    return day
+
+
 def on_machine_clock(
-    at: time, zone_name: str | None, *, today: date, machine: tzinfo | None = None
+    at: time,
+    zone_name: str | None,
+    *,
+    today: date,
+    machine: tzinfo | None = None,
+    after: datetime | None = None,
 ) -> MachineTime:
     """``at`` in ``zone_name`` as a time on the machine's clock (``machine``; None = the
     process's local zone, which is what cron and launchd use).
 
-    Without a zone the time is already local. With one, the note names the converted time
-    and, when daylight saving time will move it within a year, the date it changes and the
-    time it should become (installing again then re-converts it).
+    The conversion holds from the zone's night of ``today``, or, given the instant
+    ``after``, from the first night after it (so installing again inside the window a
+    note gives converts for the new offset). Without a zone the time is already local.
+    With one, the note names the converted time and, when daylight saving time will move
+    it within a year, the time it becomes and when to install again.
     """
     if zone_name is None:
         return MachineTime(hour=at.hour, minute=at.minute, second=at.second)
     zone = ZoneInfo(zone_name)
-    first = _local(today, at, zone, machine)
+    start = today if after is None else _next_night(at, zone, after)
+    first = _local(start, at, zone, machine)
     change: tuple[date, datetime] | None = None
     for offset in range(1, _HORIZON_DAYS):
-        day = today + timedelta(days=offset)
+        day = start + timedelta(days=offset)
         moment = _local(day, at, zone, machine)
         if moment.time() != first.time():
             change = (day, moment)
@@ -67,10 +92,12 @@ def on_machine_clock(
         note = f"{wanted} is {here} all year; cron and launchd follow the machine's clock."
     else:
         day, moment = change
+        start, end = _reinstall_window(_local(day - timedelta(days=1), at, zone, machine), moment)
         note = (
-            f"{wanted} is {here} until {(day - timedelta(days=1)).isoformat()}, then "
-            f"{_hhmm(moment)} ({moment.tzname()}): cron and launchd follow the machine's "
-            f"clock, so run `skillopt-sleep schedule install` again on {day.isoformat()} "
-            "(the systemd timer and the daemon follow the zone themselves)."
+            f"{wanted} is {here} through {start.date().isoformat()}, then "
+            f"{_hhmm(moment)} ({moment.tzname()}) from {moment.date().isoformat()}: cron and "
+            "launchd follow the machine's clock, so run `skillopt-sleep schedule install` "
+            f"again between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M} on this "
+            "machine's clock (the systemd timer and the daemon follow the zone themselves)."
         )
     return MachineTime(hour=first.hour, minute=first.minute, second=first.second, note=note)

@@ -8,7 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -528,3 +528,49 @@ def test_cron_and_launchd_wait_out_the_jitter_themselves(tmp_path: Path) -> None
     assert all(0 <= d <= 600 for d in delays) and max(delays) > 300
     assert start_delay(0) == 0.0
     assert main(["once", "--jitter", "-1"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("zone", "machine", "today", "window", "next_time"),
+    [
+        # Paris goes to summer time on 2027-03-28: its 19:15 that evening is already 02:15 in
+        # Tokyo, so the reinstall must come before it, not on the 29th (Tokyo's date)
+        (
+            "Asia/Tokyo",
+            "Europe/Paris",
+            date(2026, 11, 26),
+            "between 2027-03-27 19:15 and 2027-03-28 19:15",
+            (20, 15),
+        ),
+        # New York's 03:15 moves from 08:15 to 07:15 UTC on 2027-03-14: before 07:15 that day
+        (
+            "America/New_York",
+            "UTC",
+            date(2026, 11, 26),
+            "between 2027-03-13 08:15 and 2027-03-14 07:15",
+            (7, 15),
+        ),
+    ],
+)
+def test_the_dst_note_asks_to_reinstall_before_the_first_wrong_night_and_that_works(
+    tmp_path: Path,
+    zone: str,
+    machine: str,
+    today: date,
+    window: str,
+    next_time: tuple[int, int],
+) -> None:
+    settings = DaemonSettings.model_validate({"time": "03:15", "timezone": zone})
+    inv = _invocation(tmp_path, tmp_path / "p")
+    here = ZoneInfo(machine)
+    [note] = plan(Kind.CRON, settings=settings, invocation=inv, today=today, machine=here).notes
+    assert f"again {window} on this machine's clock" in note, note
+    start, end = (
+        datetime.fromisoformat(part).replace(tzinfo=here)
+        for part in window.removeprefix("between ").split(" and ")
+    )
+    # installing again anywhere inside the window converts for the new offset
+    for moment in (start + timedelta(minutes=1), end - timedelta(minutes=1)):
+        again = plan(Kind.CRON, settings=settings, invocation=inv, machine=here, now=moment)
+        minute, hour = again.crontab_line.split()[:2]
+        assert (int(hour), int(minute)) == next_time, moment

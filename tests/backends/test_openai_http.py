@@ -108,7 +108,7 @@ async def test_each_kind_speaks_its_route(server: FakeModelServer, index: int) -
     assert result.usage.prompt_tokens == 21 and result.usage.completion_tokens == 4
     assert not result.usage.estimated and result.member == cfg.name
     # The key goes only in the auth header. (The prompt's secret is redacted by the stack
-    # above the member: tests/backends/test_outbound_redaction.py.)
+    # above the member: tests/backends/test_open_redaction.py.)
     assert KEY.encode() not in seen.raw_body
     if cfg.name.startswith("a"):
         assert seen.headers["api-key"] == KEY

@@ -112,7 +112,8 @@ def test_adopt_writes_only_under_the_configured_roots(
     assert code == 0 and night["accepted"]
     only_skills = str(write_config(setup, extra=f'skill_roots = ["{skills}"]'))
     live = {
-        p: p.read_bytes() for p in (setup.config.live_skill_path(setup.project), setup.project / "CLAUDE.md")
+        p: p.read_bytes()
+        for p in (setup.config.live_skill_path(setup.project), setup.project / "CLAUDE.md")
     }
     code, out = cli(capsys, "adopt", "--config", only_skills, "--project", proj, "--json")
     assert code == 2 and not out["ok"]

@@ -103,7 +103,7 @@ def test_a_crontab_line_and_a_launchd_agent_count_as_schedulers(
 
 
 # 30 stops the baseline, 150 round 1 before a step kept anything (with a kept step, the
-# night holds the final check's budget back and ends accepted: test_night_mock).
+# night holds the final check's budget back and ends accepted: sleep/night/test_run.py).
 @pytest.mark.parametrize("max_calls", [30, 150])
 async def test_a_budget_stopped_night_reads_as_one(setup: DemoSetup, max_calls: int) -> None:
     data = setup.config.model_dump(mode="json")

@@ -1,5 +1,5 @@
 """A project with three skills of its own and sessions that exercised them: the fan-out's
-test bed (tests/sleep/test_skills_night.py, tests/e2e/test_skills_http.py)."""
+test bed (tests/sleep/night/test_run_skills.py, tests/e2e/test_skills_http.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Claude Code 2.1 and Codex 0.169 as they write sessions today (lines shaped like the ones
-the real CLIs wrote in tests/sleep/test_harvest_real_agents.py), and the task identity of a
+the real CLIs wrote in tests/sleep/harvest/test_real_agents.py), and the task identity of a
 request asked once with a secret and once without."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from skillopt.types import Split
 from support.fake_cli import write_fake_cli
 from support.trainer_fakes import pool_of
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "configs/trainer/exec_check_demo.toml"
 
 # what a competent agent does in the workspace: sum sales.csv per group into totals.csv

@@ -17,7 +17,7 @@ from skillopt.types import Split
 from support.fake_cli import codex_events, write_fake_cli
 from support.trainer_fakes import pool_of
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def exec_cfg(tmp_path: Path, *extra: str) -> object:

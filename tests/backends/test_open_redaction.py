@@ -63,7 +63,10 @@ optimizer = ["m"]
 
 def night(setup: DemoSetup, server: FakeModelServer) -> None:
     append_to_first_prompts(setup.claude_home, PLANTED)
-    for live in (setup.config.live_skill_path(setup.project), setup.config.live_memory_path(setup.project)):
+    for live in (
+        setup.config.live_skill_path(setup.project),
+        setup.config.live_memory_path(setup.project),
+    ):
         live.write_text(live.read_text() + f"\n- Deploy with {PLANTED}\n")
     config = write_config(setup, pool=openai_members(server))
     code = skillopt_sleep.cli.main(

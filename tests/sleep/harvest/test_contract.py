@@ -76,11 +76,7 @@ class Agent:
     write: Callable[[Path, Path, Sequence[Turn], datetime, str], None]
     home: Callable[[Path], Path]
     garbage: Callable[[Path, Path], Path]
-
-    @property
-    def database(self) -> bool:
-        """Whether every session lives in one database file (no lines to spoil)."""
-        return self.garbage(Path("r"), Path("/c")).suffix == ".db"
+    database: bool = False  # every session in one database file: no lines to spoil
 
 
 def _claude(root: Path, cwd: Path, turns: Sequence[Turn], start: datetime, sid: str) -> None:
@@ -202,6 +198,7 @@ AGENTS = [
         _copilot_store,
         lambda r: r / "copilot",
         lambda r, cwd: r / "copilot" / "session-store.db",
+        database=True,
     ),
     Agent(
         SourceKind.CURSOR,
@@ -217,6 +214,7 @@ AGENTS = [
         _opencode,
         lambda r: r / "opencode" / "opencode.db",
         lambda r, cwd: r / "opencode" / "opencode.db",
+        database=True,
     ),
 ]
 IDS = ["claude_code", "codex", "vscode", "copilot_cli", "copilot_store", "cursor", "pi", "opencode"]

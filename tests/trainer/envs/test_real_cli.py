@@ -26,7 +26,7 @@ from support.trainer_fakes import pool_of
 
 pytestmark = [pytest.mark.realcli, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 QUICK = [
     "train.num_epochs=1",
     "env.limit=2",

@@ -18,7 +18,7 @@ from skillopt.trainer.config import load_trainer_config
 from skillopt.trainer.envs.base import Split
 from skillopt.trainer.envs.registry import ENTRY_POINT_GROUP, load_factory
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def docs_example() -> str:

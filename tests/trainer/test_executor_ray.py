@@ -1,7 +1,7 @@
 """Rollouts as Ray tasks (``[executor] kind = "ray"``) on a private local Ray instance.
 
 The instance (and the fake agent CLIs) run inside a private network namespace where ``lo`` is
-the only interface (skipped where that is not permitted); test_ray_loopback.py checks, outside
+the only interface (skipped where that is not permitted); test_executor_listeners.py checks, outside
 any namespace, that the executor's own instance listens on loopback only.
 """
 

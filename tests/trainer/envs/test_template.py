@@ -18,7 +18,7 @@ from skillopt.trainer.envs.base import RolloutContext
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend, pool_of
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "trainer-env-template.md"
 
 

@@ -104,7 +104,7 @@ def test_harvest_says_what_it_spent(
 
 def test_readme_says_what_reviewing_costs() -> None:
     """The README's review path must not promise a preview that spends nothing."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     start = readme.index("harvest --output")
     sentence = " ".join(readme[start - 200 : start + 400].split())
     assert "before spending anything" not in sentence

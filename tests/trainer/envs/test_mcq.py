@@ -20,7 +20,7 @@ from skillopt.trainer.loop import Trainer
 from skillopt.types import Split
 from support.trainer_fakes import ScriptedBackend, pool_of
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "configs/trainer/mcq_demo.toml"
 
 

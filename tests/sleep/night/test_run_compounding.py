@@ -35,7 +35,10 @@ def _report(outcome: NightOutcome) -> dict[str, Any]:
 
 def _live(demo: DemoSetup) -> str:
     cfg = demo.config
-    return cfg.live_skill_path(demo.project).read_text() + cfg.live_memory_path(demo.project).read_text()
+    return (
+        cfg.live_skill_path(demo.project).read_text()
+        + cfg.live_memory_path(demo.project).read_text()
+    )
 
 
 @pytest.mark.slow

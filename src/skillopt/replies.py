@@ -45,6 +45,7 @@ MAX_FAILED_STARTS = 64
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _OPENER = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
+_TOO_DEEP = "JSON nested too deeply"
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -72,12 +73,14 @@ def _scan(text: str) -> _Scan:
             found.append(_Candidate(json.loads(body), fenced=True, size=len(body)))
         except json.JSONDecodeError as exc:
             first_error = first_error or exc.msg
+        except RecursionError:
+            first_error = first_error or _TOO_DEEP
     pos, failures = 0, 0
     while failures <= MAX_FAILED_STARTS and (hit := _OPENER.search(text, pos)) is not None:
         try:
             value, end = _DECODER.raw_decode(text, hit.start())
-        except json.JSONDecodeError as exc:
-            first_error = first_error or exc.msg
+        except (json.JSONDecodeError, RecursionError) as exc:
+            first_error = first_error or getattr(exc, "msg", _TOO_DEEP)
             failures += 1
             pos = hit.start() + 1
             continue

@@ -224,6 +224,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise CorruptStateError(
             str(path), f"task archive failed its integrity check ({detail}); move it aside"
         )
+    _schema_version(conn, path)  # a foreign database is refused before WAL mode changes it
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
     if mode is None or str(mode[0]).lower() != "wal":
         raise CorruptStateError(str(path), f"cannot use a write-ahead log here (mode {mode})")

@@ -78,6 +78,26 @@ def _say_learned(learned: dict[str, Any]) -> None:
         say(f"    {learned['note']}")
 
 
+def _say_watched(watched: list[dict[str, Any]]) -> None:
+    """Each adopted learned line and the corrections on its requests before and after."""
+    if not watched:
+        return
+    flagged = sum(1 for w in watched if w["contradicted"])
+    tail = f"; {flagged} flagged" if flagged else ""
+    say(f"  adopted lines, watched in your later sessions ({len(watched)}{tail}):")
+    for w in watched:
+        before, after = w["before"], w["after"]
+        mark = "FLAGGED " if w["contradicted"] else ""
+        say(
+            f"    {mark}{w['edit_id']} {w['target']}: {w['line'][:90]} (night {w['night']}, "
+            f"adopted {str(w['adopted_at'])[:10]}): corrections before {before['corrections']}"
+            f" in {before['sessions']} session(s), after {after['corrections']} in "
+            f"{after['sessions']} session(s)"
+        )
+        if w["flag"]:
+            say(f"      {w['flag']}")
+
+
 def _say_schedule(health: dict[str, Any]) -> None:
     """What starts the project's nights, and what is running now."""
     next_wake = health["next_wake"]
@@ -133,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt_sleep.html import report_pages
     from skillopt_sleep.skills.managed import learned_skill_status
     from skillopt_sleep.state import StateStore
+    from skillopt_sleep.watch import watch_lines
 
     try:
         cfg, project = load_config(args)
@@ -146,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         settle_dead_runs(nights, lock_held=health["night_in_progress"] is not None)
         archive = _archive_stats(cfg, project)
         learned = learned_skill_status(cfg, project)
+        watched = [w.to_dict() for w in watch_lines(cfg, project)]
         pages = report_pages(runs)
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc))
@@ -162,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         "pending_edits": edits,
         "archive": archive,
         "learned_skill": learned,
+        "watched_lines": watched,
         **pages,
         "recovered_adoptions": [r.to_dict() for r in recovered],
         **health,
@@ -175,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"  warning: {advisory}")
     _say_archive(archive)
     _say_learned(learned)
+    _say_watched(watched)
     _say_schedule(health)
     if not nights:
         say(f"  no nights yet: run `{again(args, 'once')}`")

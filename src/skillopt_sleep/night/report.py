@@ -27,6 +27,7 @@ from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.state import NightEntry, ProjectState
+from skillopt_sleep.watch import watch_lines
 
 __all__ = [
     "ChartPoint",
@@ -152,6 +153,8 @@ class NightReport(_Frozen):
     skills_left_out: tuple[JsonObject, ...] | None = None
     memory_files: tuple[str, ...] | None = None
     managed_tasks: int | None = None
+    # written only when adopted learned lines are watched (skillopt_sleep.watch)
+    watched_lines: tuple[JsonObject, ...] | None = None
 
     def to_json(self) -> JsonObject:
         """The JSON object of ``report.json``; keys this night did not reach are absent."""
@@ -162,7 +165,7 @@ class NightReport(_Frozen):
 _ABSENT_WHEN_NONE = frozenset(
     {"tasks", "harvest", "task_intents", "n_sessions", "estimate", "estimate_detail",
      "archive_changes", "archive", "skills", "skill_routing", "skills_left_out",
-     "memory_files", "managed_tasks"}
+     "memory_files", "managed_tasks", "watched_lines"}
 )  # fmt: skip
 
 
@@ -214,6 +217,7 @@ def build_report(
         estimate=estimate.said if estimate else None,
         estimate_detail=estimate.detail if estimate else None,
         chart=_chart(state, _tonight_point(course, night_no)),
+        watched_lines=[w.to_dict() for w in watch_lines(night.cfg, night.project)] or None,
         **_edits_report(night, course),
         **_tasks_report(night, course.gathered),
         **(course.fanout.report() if course.fanout else {}),

@@ -205,6 +205,37 @@ def _edits(title: str, edits: Sequence[Mapping[str, Any]], note: str = "") -> li
     return [*out, ""]
 
 
+def _watched(watched: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Adopted learned lines and the corrections on their requests before and after."""
+    if not watched:
+        return []
+    out = [
+        "## Adopted lines, watched",
+        "",
+        "Each adopted learned line, and the sessions since that asked what it was meant to "
+        "fix: how many, and how many the user corrected the agent in, before and after it "
+        "was adopted. A correction after adoption flags the line.",
+        "",
+        "| Line | Adopted | Before: corrections / sessions | After: corrections / sessions "
+        "| Last correction after |",
+        "|---|---|---|---|---|",
+    ]
+    for w in watched:
+        before, after = w.get("before") or {}, w.get("after") or {}
+        flag = "**flagged** " if w.get("contradicted") else ""
+        out.append(
+            f"| {flag}`{cell(w.get('edit_id', ''))}` {cell(w.get('line', ''), 120)} | "
+            f"night {w.get('night')}, {cell(str(w.get('adopted_at') or '')[:10])} | "
+            f"{before.get('corrections', 0)} / {before.get('sessions', 0)} | "
+            f"{after.get('corrections', 0)} / {after.get('sessions', 0)} | "
+            f"{cell(str(after.get('last_correction') or '—')[:10])} |"
+        )
+    flagged = [w for w in watched if w.get("contradicted")]
+    if flagged:
+        out += ["", str(flagged[0].get("flag", ""))]
+    return [*out, ""]
+
+
 def _trials(trials: Sequence[Mapping[str, Any]]) -> list[str]:
     if not trials:
         return []
@@ -498,6 +529,7 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         *_curve_table(r.get("chart", [])),
     ]
+    lines += _watched(r.get("watched_lines") or [])
     accepted = r.get("accepted_edits", [])
     some = (
         "Adopt only some of them with `skillopt-sleep adopt --edit ID` (repeatable): the "

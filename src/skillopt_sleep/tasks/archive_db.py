@@ -148,15 +148,33 @@ def sqlite_errors(path: Path) -> Iterator[None]:
             if said in text:
                 raise StorageError(what, str(path)) from exc
         if "locked" in text or "busy" in text:
-            raise LockHeldError(
-                f"{path}: the task archive is busy (another skillopt-sleep process is writing "
-                "it); try again when it has finished"
-            ) from exc
+            raise LockHeldError(f"{path}: {_who_is_writing(path)}") from exc
         raise CorruptStateError(str(path), f"task archive unusable: {text}") from exc
     except sqlite3.DatabaseError as exc:
         raise CorruptStateError(
             str(path), f"not a usable task archive ({exc}); move it aside to start a new one"
         ) from exc
+
+
+def _who_is_writing(path: Path) -> str:
+    """What is known about a write lock SQLite would not give up: SQLite does not say who
+    holds it, but a night of this project holds the project's lock (next to the archive)."""
+    from skillopt_sleep.lock import LOCK_NAME, lock_is_held
+
+    holder = lock_is_held(path.parent / LOCK_NAME)
+    waited = f"for {BUSY_TIMEOUT_MS // 1000} s"
+    if holder is not None and holder.pid != os.getpid():
+        return (
+            f"the task archive stayed busy {waited}: {holder.describe()} holds this "
+            "project's lock and is writing it; try again when it has finished"
+        )
+    return (
+        f"the task archive stayed busy {waited}: another connection held a write lock on "
+        "it. SQLite does not say whose, and no other night of this project holds its lock: "
+        "another program with the file open (an sqlite3 shell, a backup or sync tool), or a "
+        "`skillopt-sleep harvest` (it writes the archive, its mining cache and window, without "
+        "a night's lock); try again when it has finished"
+    )
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -290,3 +290,44 @@ def test_a_row_that_no_longer_decodes_is_corruption(archive: TaskArchive) -> Non
     conn.close()
     with pytest.raises(CorruptStateError, match="task a: TaskRecord: intent"):
         archive.tasks()
+
+
+def test_a_busy_archive_says_what_is_known_about_who_writes_it(tmp_path: Path) -> None:
+    """SQLite does not say who holds its write lock: the message names the night holding
+    the project's lock when there is one, and otherwise does not blame a skillopt night."""
+    import subprocess
+    import sys
+
+    from skillopt.errors import LockHeldError
+    from skillopt_sleep.tasks.archive_db import sqlite_errors
+
+    state, project = tmp_path / "state", tmp_path / "proj"
+    project.mkdir()
+    db = project_dir(state, project) / "tasks.sqlite"
+    with open_archive(db):
+        pass
+
+    def busy() -> str:
+        with pytest.raises(LockHeldError) as caught, sqlite_errors(db):
+            raise sqlite3.OperationalError("database is locked")
+        return str(caught.value)
+
+    alone = busy()
+    assert "another skillopt-sleep process" not in alone
+    assert "SQLite does not say whose" in alone and "no other night of this project" in alone
+
+    hold = (
+        "import sys; from pathlib import Path; from skillopt_sleep.lock import project_lock\n"
+        f"with project_lock(Path({str(state)!r}), Path({str(project)!r}), command='once'):\n"
+        "    print('held', flush=True); sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        named = busy()
+    finally:
+        holder.communicate("", timeout=30)
+    assert (
+        f"pid {holder.pid}" in named and "(once)" in named and "holds this project's lock" in named
+    )

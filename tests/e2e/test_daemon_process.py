@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -207,21 +206,25 @@ def _demo_root(proc: Daemonproc) -> Path:
 async def test_demo_daemon_runs_real_nights_and_stops_cleanly(tmp_path: Path) -> None:
     async with demo_daemon("--every", "2") as proc:
         await proc.wait_for(lambda: bool(proc.named("daemon.night")), limit=120, what="a night")
+        reported = await anyio.Path(proc.named("daemon.night")[0]["run_dir"], "report.md").is_file()
         proc.send(signal.SIGTERM)
     first, *later = proc.named("daemon.night")
     assert first["outcome"] == "complete" and first["calls"] > 0 and first["tokens"] > 0
-    assert await anyio.Path(first["run_dir"], "report.md").is_file()
+    assert reported
     # On a busy machine the next night may already be running when the signal lands; the
     # exit code says whether one was cut short (its calls drained, then aborted).
     assert [n["outcome"] for n in later] in ([], ["aborted"]), later
     assert proc.process.returncode == (130 if later else 0)
     assert proc.named("daemon.stopped")
-    shutil.rmtree(_demo_root(proc), ignore_errors=True)
+    assert not _demo_root(proc).exists()  # the temp demo is gone with the daemon
 
 
 @pytest.mark.slow
 async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> None:
+    state = tmp_path / "demo-state"  # --state-dir keeps the demo (and its night) after exit
     async with demo_daemon(
+        "--state-dir",
+        str(state),
         # 3 s calls: the rest of the night outlasts any lag in reading its log
         "--every",
         "2",
@@ -241,20 +244,19 @@ async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> Non
     assert proc.process.returncode == 130
     [night] = proc.named("daemon.night")
     assert night["outcome"] == "aborted"
-    root = _demo_root(proc)
-    [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))
+    assert _demo_root(proc) == state / "demo"
+    [run_json] = list(state.glob("projects/*/runs/*/run.json"))
     record = json.loads(run_json.read_text())
     assert record["status"] == "aborted"
 
     # The next night resumes it rather than starting over.
-    from skillopt_sleep.demo import prepare_demo
+    from skillopt_sleep.demo import demo_in
     from skillopt_sleep.night.run import run_night
 
-    setup = prepare_demo(root)
+    setup = demo_in(state)
     outcome = await run_night(setup.config, project=setup.project)
     assert outcome.resumed is True
     assert outcome.status.value == "complete"
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -23,20 +22,24 @@ pytestmark = [
 GRACE = 600.0
 
 
-def _only_run_json(root: Path) -> Path:
-    [run_json] = list(root.glob("state/projects/*/runs/*/run.json"))
+def _only_run_json(state: Path) -> Path:
+    [run_json] = list(state.glob("projects/*/runs/*/run.json"))
     return run_json
 
 
-def _only_run(root: Path) -> dict[str, object]:
-    record: dict[str, object] = json.loads(_only_run_json(root).read_text())
+def _only_run(state: Path) -> dict[str, object]:
+    record: dict[str, object] = json.loads(_only_run_json(state).read_text())
     return record
 
 
-async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> None:
+async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work(
+    tmp_path: Path,
+) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    state = tmp_path / "demo-state"  # kept after the daemon exits, to read the aborted run
     argv = [sys.executable, "-m", "skillopt_sleep", "daemon", "--demo", "--every", "2",
-            "--demo-latency", "0.3", "--shutdown-grace", str(GRACE)]  # fmt: skip
+            "--demo-latency", "0.3", "--shutdown-grace", str(GRACE),
+            "--state-dir", str(state)]  # fmt: skip
     process = await anyio.open_process(argv, env=env, stdin=None)
     events: list[dict[str, object]] = []
     try:
@@ -66,17 +69,13 @@ async def test_sigterm_drains_in_flight_calls_then_aborts_without_new_work() -> 
         if process.returncode is None:
             process.kill()
             await process.wait()
-    root = Path(str(next(e for e in events if e.get("event") == "daemon.demo")["root"]))
-    try:
-        assert process.returncode == 130
-        nights = [e for e in events if e.get("event") == "daemon.night"]
-        assert [n["outcome"] for n in nights] == ["aborted"]
-        record = _only_run(root)
-        assert record["status"] == "aborted" and record["resumable"] is True
-        # the night's log line tells what the aborted night left and paid for
-        assert nights[0]["run_dir"] == str(_only_run_json(root).parent)
-        spend = record["spend"]
-        assert isinstance(spend, dict) and spend["calls"] > 0
-        assert (nights[0]["calls"], nights[0]["tokens"]) == (spend["calls"], spend["tokens"])
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    assert process.returncode == 130
+    nights = [e for e in events if e.get("event") == "daemon.night"]
+    assert [n["outcome"] for n in nights] == ["aborted"]
+    record = _only_run(state)
+    assert record["status"] == "aborted" and record["resumable"] is True
+    # the night's log line tells what the aborted night left and paid for
+    assert nights[0]["run_dir"] == str(_only_run_json(state).parent)
+    spend = record["spend"]
+    assert isinstance(spend, dict) and spend["calls"] > 0
+    assert (nights[0]["calls"], nights[0]["tokens"]) == (spend["calls"], spend["tokens"])

@@ -15,8 +15,8 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from skillopt_sleep.night_end import RunStatus
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
+    from skillopt_sleep.demo import DemoSetup
 
 __all__ = [
     "EXIT_REFUSED",
@@ -90,7 +91,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--demo",
         action="store_true",
-        help="schedule the bundled demo project (mock model, temp state dir) every --every s",
+        help="schedule the bundled demo project (mock model) every --every s, in a temp dir "
+        "removed at exit (with --state-dir: kept in DIR/demo and reused)",
     )
     parser.add_argument("--every", type=int, default=30, help="demo: seconds between nights")
     parser.add_argument(
@@ -110,15 +112,18 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
     try:
         if args.demo:
             say_demo_ignores(args)
-            loader = demo_loader(args.every, args.demo_latency, args.shutdown_grace, night)
-        else:
-            projects = [Path(p).expanduser().resolve() for p in args.project]
-            for project in projects:
-                if not project.is_dir():
-                    raise ConfigError(f"{project} is not a directory", key="--project")
-            loader = make_loader(
-                args.config, projects, args.shutdown_grace, night, state_dir=args.state_dir
-            )
+            with demo_home(args.state_dir) as setup:
+                loader = demo_loader(
+                    args.every, args.demo_latency, args.shutdown_grace, night, setup=setup
+                )
+                return int(run_async(Daemon(loader, handle_signals=True).run))
+        projects = [Path(p).expanduser().resolve() for p in args.project]
+        for project in projects:
+            if not project.is_dir():
+                raise ConfigError(f"{project} is not a directory", key="--project")
+        loader = make_loader(
+            args.config, projects, args.shutdown_grace, night, state_dir=args.state_dir
+        )
         return int(run_async(Daemon(loader, handle_signals=True).run))
     except (ConfigError, LockHeldError) as exc:
         sys.stderr.write(f"skillopt-sleep daemon: {exc}\n")
@@ -154,15 +159,35 @@ def make_loader(
     return load
 
 
+@contextmanager
+def demo_home(state_dir: Path | None) -> Iterator[DemoSetup]:
+    """The demo daemon's project and state: kept in ``<state_dir>/demo`` (as ``once --demo
+    --state-dir``), else in a temp directory removed when the daemon exits (SIGTERM too):
+    nothing would ever resume from it."""
+    from skillopt_sleep.demo import demo_in, prepare_demo
+
+    if state_dir is not None:
+        yield demo_in(state_dir)
+        return
+    with tempfile.TemporaryDirectory(
+        prefix="skillopt-sleep-demo-daemon-", ignore_cleanup_errors=True
+    ) as scratch:
+        yield prepare_demo(Path(scratch))
+
+
 def demo_loader(
-    every: int, latency: float, grace: float | None, night: NightFactory | None = None
+    every: int,
+    latency: float,
+    grace: float | None,
+    night: NightFactory | None = None,
+    *,
+    setup: DemoSetup,
 ) -> ConfigLoader:
-    """The bundled demo project, scheduled every ``every`` seconds in a temp state dir."""
-    from skillopt_sleep.demo import demo_pool, prepare_demo
+    """The bundled demo project (``setup``), scheduled every ``every`` seconds."""
+    from skillopt_sleep.demo import demo_pool
 
     if not 1 <= every <= 59 or 60 % every:
         raise ConfigError("must divide 60 (1-59)", key="--every")
-    setup = prepare_demo(Path(tempfile.mkdtemp(prefix="skillopt-sleep-demo-daemon-")))
     data = setup.config.model_dump(mode="json")
     data["pool"] = demo_pool(latency=latency).model_dump(mode="json")
     data["daemon"] = {

@@ -87,3 +87,27 @@ def test_a_full_disk_mid_night_is_reported_first_and_the_night_resumes(setup: De
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     night = json.loads(resumed.stdout)
     assert night["run_id"] == runs[0].name and night["status"] == "complete"
+
+
+FULL_DISK_NIGHT = Path(__file__).resolve().parents[1] / "support" / "full_disk_night.py"
+
+
+@pytest.mark.slow
+def test_the_abort_path_failing_too_never_hides_the_first_failure(setup: DemoSetup) -> None:
+    """The disk fills mid-rollouts: the rollout write fails first, then the abort path's own
+    ``run.json`` write; the user is told about the first, and the night resumes."""
+    config = write_config(setup)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLOPT_SLEEP__")}
+    env["PYTHONPATH"] = os.pathsep.join([str(_SRC), str(FULL_DISK_NIGHT.parents[1])])
+    done = subprocess.run(
+        [sys.executable, str(FULL_DISK_NIGHT), "4", "once", "--json", "--config", str(config),
+         "--project", str(setup.project)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert "file too large" in out["message"] and "run.json" not in out["message"], out
+    assert "night.end_not_recorded" in done.stderr  # the abort path's write failed as well
+    resumed = _once(config, setup.project)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(resumed.stdout)["status"] == "complete"

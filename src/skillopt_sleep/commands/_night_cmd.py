@@ -13,6 +13,7 @@ import anyio
 
 from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
+from skillopt.storage_errors import storage_failures
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -106,6 +107,11 @@ def run_command(
         return refuse(args, "lock_held", f"another night holds the lock: {exc}")
     except known_errors() as exc:
         return refuse(args, type(exc).__name__, str(exc), EXIT_REFUSED)
+    except (OSError, BaseExceptionGroup) as exc:  # a full disk, a read-only state dir
+        failure = storage_failures(exc)
+        if failure is None:
+            raise
+        return refuse(args, "StorageError", str(failure), EXIT_REFUSED)
     if args.json:
         emit_json({**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]})
     else:

@@ -50,6 +50,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt.storage_errors import storage_failures
 from skillopt_sleep.daemon.cron import (
     Jobs,
     build_trigger,
@@ -487,6 +488,9 @@ class Daemon:
             except SkillOptError as exc:
                 return NightSummary(status=RunStatus.FAILED, detail=str(exc))
             except Exception as exc:  # one broken night must not end the daemon
+                failure = storage_failures(exc)  # a full disk is said, not a crash
+                if failure is not None:
+                    return NightSummary(status=RunStatus.FAILED, detail=str(failure))
                 _log.exception("daemon.night_crashed", project=str(request.project.path))
                 return NightSummary(status=RunStatus.FAILED, detail=f"{type(exc).__name__}: {exc}")
 

@@ -440,3 +440,25 @@ async def test_a_schedule_that_never_fires_is_a_config_error(tmp_path: Path) -> 
     )
     with pytest.raises(ConfigError, match="never fires"):
         await Daemon(lambda: config).run()
+
+
+async def test_a_full_disk_fails_the_night_with_one_line_not_a_crash(tmp_path: Path) -> None:
+    import errno
+
+    state, project = tmp_path / "s", tmp_path / "p"
+    now = utc_now()
+    _seed_state(state, project, first_seen=now - timedelta(days=3), last=None)
+    done = anyio.Event()
+
+    async def full_disk(request: NightRequest) -> NightSummary:
+        done.set()
+        raise OSError(errno.ENOSPC, "No space left on device", str(state / "run.json"))
+
+    config = _config(state, FakeNights(), [project], time=_far_time())
+    config = DaemonConfig(settings=config.settings, state_dir=state, runner=full_disk)
+    with capture_logs() as logs:
+        async with running(Daemon(lambda: config)):
+            await _until_logged(logs, "daemon.night")
+    assert done.is_set() and not _events(logs, "daemon.night_crashed")
+    [night] = _events(logs, "daemon.night")
+    assert night["outcome"] == "failed" and night["detail"].startswith("disk full writing")

@@ -43,6 +43,8 @@ def test_a_subset_is_checked_then_adopted_and_settles_the_night(
     assert len(edits) >= 2 and len(skill_edits) >= 1
     report_md = (Path(night["run_dir"]) / "report.md").read_text()
     assert all(f"`{e['id']}`" in report_md for e in edits) and "--edit ID" in report_md
+    page = (Path(night["run_dir"]) / "report.html").read_text()
+    assert all(f"<code>{e['id']}</code>" in page for e in edits)
     chosen = skill_edits[0]
     before = _files(setup)
     code, text = cli(capsys, "adopt", "--config", cfg, "--project", proj, "--edit", chosen["id"])

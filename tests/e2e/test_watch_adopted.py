@@ -60,9 +60,13 @@ def test_a_line_corrected_again_after_adoption_is_flagged(
     _ask_again(setup, intent, "No, that's wrong: do it the other way.", 1)
     second = _cli(capsys, setup, "once", "--json")
 
-    watched = {w["edit_id"]: w for w in _cli(capsys, setup, "status", "--json")["watched_lines"]}
+    status = _cli(capsys, setup, "status", "--json")
+    watched = {w["edit_id"]: w for w in status["watched_lines"]}
     line = watched[target["edit_id"]]
     assert line["after"]["sessions"] == 1 and line["after"]["corrections"] == 1
+    index = Path(status["report_index"]).read_text()
+    assert "Adopted lines, watched" in index
+    assert f'<span class="badge rejected">flagged</span> <code>{target["edit_id"]}</code>' in index
     assert line["contradicted"] and "contradict" in line["flag"]
     assert line["after"]["last_correction"][:10] == datetime.now(UTC).date().isoformat()
     assert not any(w["contradicted"] for k, w in watched.items() if k != target["edit_id"])

@@ -17,7 +17,7 @@ from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
 from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
 
-__all__ = ["INDEX_PAGE", "NIGHT_PAGE", "IndexView", "RunRow", "index_view"]
+__all__ = ["INDEX_PAGE", "NIGHT_PAGE", "IndexView", "RunRow", "WatchedRow", "index_view"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +44,38 @@ class IndexView:
     curve: tuple[CurvePoint, ...]
     runs: tuple[RunRow, ...]
     latest_link: str
+    watched: tuple[WatchedRow, ...] = ()  # the newest night's watched adopted lines
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchedRow:
+    """One adopted learned line, and the corrections on its requests before and after."""
+
+    ident: str
+    line: str
+    target: str
+    adopted: str
+    before: str
+    after: str
+    flagged: bool
+
+
+def _watched_rows(report: Mapping[str, Any]) -> tuple[WatchedRow, ...]:
+    rows = []
+    for w in report.get("watched_lines") or []:
+        before, after = w.get("before") or {}, w.get("after") or {}
+        rows.append(
+            WatchedRow(
+                ident=str(w.get("edit_id", "")),
+                line=str(w.get("line", "")),
+                target=str(w.get("target", "")),
+                adopted=f"night {w.get('night')}, {str(w.get('adopted_at') or '')[:10]}",
+                before=f"{as_int(before.get('corrections'))} / {as_int(before.get('sessions'))}",
+                after=f"{as_int(after.get('corrections'))} / {as_int(after.get('sessions'))}",
+                flagged=bool(w.get("contradicted")),
+            )
+        )
+    return tuple(rows)
 
 
 def _history_points(state: Mapping[str, Any]) -> dict[int, CurvePoint]:
@@ -113,8 +145,11 @@ def index_view(project_dir: Path) -> IndexView:
     state = read_json(project_dir / "state.json")
     points = _history_points(state)
     rows = []
+    watched: tuple[WatchedRow, ...] = ()
     for run_dir in RunDir.list_runs(project_dir / "runs"):
         report = read_json(run_dir / REPORT_JSON)
+        if "watched_lines" in report:
+            watched = _watched_rows(report)
         point = _report_point(report)
         if point is not None and point.night not in points:
             points[point.night] = point
@@ -127,4 +162,5 @@ def index_view(project_dir: Path) -> IndexView:
         curve=tuple(points[n] for n in sorted(points)),
         runs=tuple(rows),
         latest_link=next((r.link for r in rows if r.link), ""),
+        watched=watched,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillopt_sleep.edit_ids import edit_id
 from skillopt_sleep.html.docdiff import DocDiff, proposal_diffs
 from skillopt_sleep.html.svgchart import CurvePoint
 
@@ -148,6 +149,7 @@ class Edit:
     verdict: str  # kept | rejected | untested | not kept
     motivated_by: tuple[str, ...]
     trials: tuple[Trial, ...]
+    ident: str = ""  # a kept edit's id (`adopt --edit ID`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +283,8 @@ def edit_stories(r: Mapping[str, Any]) -> list[Edit]:
         first.setdefault(str(edit.get("content", "")), edit)
         motivated.setdefault(str(edit.get("content", "")), set()).update(c.get("seen") or [])
     order = {"kept": 0, "rejected": 1, "untested": 2}
+    kept_ids = {str(e.get("content", "")): str(e.get("id") or edit_id(e))
+                for e in r.get("accepted_edits") or []}  # fmt: skip
     stories = [
         Edit(
             content=content,
@@ -291,6 +295,7 @@ def edit_stories(r: Mapping[str, Any]) -> list[Edit]:
             verdict=verdicts.get(content, "not kept"),
             motivated_by=tuple(sorted(_name(intents, m) for m in motivated.get(content, ()))),
             trials=tuple(trials.get(content, ())),
+            ident=kept_ids.get(content, ""),
         )
         for content, edit in first.items()
     ]

@@ -98,7 +98,8 @@ def test_night_page_shows_tasks_edits_arithmetic_diff_and_spend(nights: Nights) 
     assert _escaped(intent) in html
     # every edit, with its verdict, motivating tasks and the decision arithmetic
     for edit in report["accepted_edits"]:
-        assert f'<span class="badge kept">kept</span> {edit["target"]}/{edit["op"]}' in html
+        kept = f'<span class="badge kept">kept</span> <code>{edit["id"]}</code>'
+        assert f'{kept} {edit["target"]}/{edit["op"]}' in html
     for edit in report["rejected_edits"]:
         assert _escaped(edit["content"]) in html
     single = next(t for t in report["trials"] if t["kind"] == "single")
@@ -126,7 +127,12 @@ def _escaped(text: str) -> str:
 def test_index_shows_one_curve_point_per_night(nights: Nights) -> None:
     index = nights.project_dir / "index.html"
     page = parse(index)
-    assert page.headings == ["skillopt nights for demo-project", "Learning curve", "Every run"]
+    assert page.headings == [
+        "skillopt nights for demo-project",
+        "Learning curve",
+        "Adopted lines, watched",  # night 2's proposal was adopted before night 3
+        "Every run",
+    ]
     assert_offline(page)
     html = index.read_text()
     assert "Learning curve over 3 night(s)" in html  # the chart's description

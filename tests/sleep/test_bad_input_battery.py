@@ -37,7 +37,8 @@ from skillopt_sleep.mining.llm import parse_reply as parse_mined
 from skillopt_sleep.mining.tasks_file import load_tasks_file
 from skillopt_sleep.reflect import parse_edits
 from skillopt_sleep.replay import parse_judge_reply
-from skillopt_sleep.tasks.archive import open_archive
+from skillopt_sleep.state import project_dir
+from skillopt_sleep.tasks.archive import archive_path, open_archive
 from support.fake_model_server import FakeModelServer
 from support.sleep_setup import openai_members, write_config
 from support.transcripts import Turn, write_claude_session, write_codex_session
@@ -280,6 +281,27 @@ def test_a_bad_tasks_file_is_a_data_error_naming_it(tmp_path: Path, case: str) -
     assert str(path) in str(caught.value)
 
 
+CLI_TASK_FILES = ("not json", "deeply nested", "duplicate ids", "an oversized intent")
+
+
+@pytest.mark.parametrize("case", CLI_TASK_FILES)
+def test_once_on_a_bad_tasks_file_refuses_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    setup = prepare_demo(tmp_path)
+    path = tmp_path / "tasks.json"
+    path.write_bytes(TASK_FILES[case])
+    config = write_config(setup)
+    argv = ["once", "--json", "--config", str(config), "--project", str(setup.project)]
+    code = main([*argv, "--tasks-file", str(path)])
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert str(path) in json.loads(captured.out)["message"]
+    assert not (setup.state_dir / "projects").exists() or not any(
+        (setup.state_dir / "projects").rglob("run.json")
+    )  # refused before a night began
+
+
 @pytest.mark.parametrize("what", ["a folder", "missing"])
 def test_a_tasks_path_that_is_no_file_is_a_data_error(tmp_path: Path, what: str) -> None:
     path = tmp_path / "tasks.json"
@@ -327,6 +349,24 @@ def test_a_bad_archive_is_refused_and_left_as_it_was(tmp_path: Path, case: str) 
         a.tasks()
     assert str(path) in str(caught.value)
     assert path.read_bytes() == data  # never reset
+
+
+@pytest.mark.parametrize("case", sorted(ARCHIVES))
+def test_a_command_on_a_bad_archive_says_move_it_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    setup = prepare_demo(tmp_path)
+    path = archive_path(project_dir(setup.state_dir, setup.project))
+    path.parent.mkdir(parents=True)
+    data = ARCHIVES[case](tmp_path)
+    path.write_bytes(data)
+    config = write_config(setup)
+    code = main(["status", "--json", "--config", str(config), "--project", str(setup.project)])
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    message = json.loads(captured.out)["message"]
+    assert str(path) in message and ("move it aside" in message or "not a task archive" in message)
+    assert path.read_bytes() == data
 
 
 @pytest.mark.parametrize("case", ["a folder", "a newer schema"])
@@ -448,8 +488,8 @@ def test_the_battery_is_big_enough() -> None:
         2 * len(TRANSCRIPT_LINES)
         + len(ODD_FILES)
         + len(CONFIG_CASES)
-        + len(TASK_FILES) + 2
-        + len(ARCHIVES) + 2
+        + len(TASK_FILES) + 2 + len(CLI_TASK_FILES)
+        + 2 * len(ARCHIVES) + 2
         + len(PARSERS) * len(REPLIES)
         + len(NIGHT_REPLIES)
     )  # fmt: skip

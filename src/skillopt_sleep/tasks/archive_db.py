@@ -204,17 +204,21 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def _create(path: Path) -> None:
-    """A new archive, built aside and renamed into place: SQLite creates an empty file first,
-    which a kill would leave behind for the next run to refuse."""
-    aside = path.with_name(path.name + ".new")
-    for leftover in (
-        aside,
-        aside.with_name(aside.name + "-wal"),
-        aside.with_name(aside.name + "-shm"),
-    ):
+    """A new archive, built aside and linked into place: SQLite creates an empty file first,
+    which a kill would leave behind for the next run to refuse. The link never replaces an
+    archive another process created meanwhile (``status`` beside a first night)."""
+    aside = path.with_name(f"{path.name}.new-{os.getpid()}")
+    companions = [aside.with_name(aside.name + suffix) for suffix in ("", "-wal", "-shm")]
+    for leftover in companions:
         leftover.unlink(missing_ok=True)
-    _open(aside).close()  # closing checkpoints the log into the file and removes it
-    os.replace(aside, path)
+    try:
+        _open(aside).close()  # closing checkpoints the log into the file and removes it
+        os.link(aside, path)
+    except FileExistsError:
+        pass  # another process made it first: that one is the archive
+    finally:
+        for leftover in companions:
+            leftover.unlink(missing_ok=True)
 
 
 def _refuse_foreign_file(path: Path) -> None:

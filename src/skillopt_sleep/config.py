@@ -113,6 +113,9 @@ class NightSettings(StrictModel):
     retire_after_passes: int = Field(default=3, ge=0)  # consecutive passing nights; 0 = never
     retire_after_days: float = Field(default=30.0, ge=0)  # unseen that long; 0 = never
     dream_rollouts: int = Field(default=2, ge=1, le=16)  # K samples per train task
+    # Model calls a quiet night may spend re-sampling the tasks steady the longest, so a
+    # model changed under the same name is noticed (0 = off; a rubric task takes 2)
+    drift_check_calls: int = Field(default=3, ge=0, le=5)
     # rollout -> reflect -> trial iterations, each on samples of its own. A round runs
     # while something still fails and the round before it kept an edit, or the model
     # answered noisily (an empty round may then be bad luck, not convergence)

@@ -48,6 +48,7 @@ __all__ = [
     "Docs",
     "Job",
     "Replayer",
+    "calls_per_sample",
     "clean",
     "parse_judge_reply",
     "task_hint",
@@ -67,6 +68,12 @@ def clean(text: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def _short_hash(text: str) -> str:
     return content_hash(text)[:16]
+
+
+def calls_per_sample(task: TaskRecord) -> int:
+    """Model calls one sample of ``task`` takes at most: the attempt, and the judge's for a
+    rubric (other references are judged locally)."""
+    return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,7 +228,7 @@ class Replayer:
                 todo.append((i, self._flying[job.key], True))
         if self.progress is not None:
             self.progress.calls_planned(
-                sum(self._calls_for(jobs[i].task) for i, _, lead in todo if lead)
+                sum(calls_per_sample(jobs[i].task) for i, _, lead in todo if lead)
             )
 
         async def one(k: int) -> RolloutResult:
@@ -261,10 +268,6 @@ class Replayer:
             self.record(rows)
         if evidence and self.evidence is not None:
             self.evidence(evidence)
-
-    @staticmethod
-    def _calls_for(task: TaskRecord) -> int:
-        return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
 
     def _tick(self, ok: bool, *, cached: bool = False) -> None:
         if self.progress is None:

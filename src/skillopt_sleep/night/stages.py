@@ -51,7 +51,7 @@ from skillopt_sleep.night.live import read_documents
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
-from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet
+from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_up_staged
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
@@ -227,6 +227,7 @@ async def _learn(
             start,
         )
         course.test = await _score_test(night, test, course.decision, start)
+        await top_up_staged(night, tasks, course.decision)
         if course.decision.budget_stop:  # the best gated documents are staged all the same
             course.result, course.reason = NightResult.BUDGET_REACHED, course.decision.budget_stop
         elif course.decision.accepted or fan.any_accepted:
@@ -269,7 +270,9 @@ async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:
         course.test = TestScore(n=len(test), score=sum(scores) / len(scores), before=None)
     night.no_edit_reasons.append(quiet.line)
     night.progress.note(quiet.line)
-    _log.info("night.quiet", tasks=len(plan.live), rechecked=len(plan.recheck))
+    _log.info(
+        "night.quiet", tasks=len(plan.live), rechecked=len(plan.recheck), drift=len(plan.drift)
+    )
     return True
 
 

@@ -5,17 +5,28 @@ judge see it, the documents' hashes, the models and settings); each sample of it
 with its sample id and run, so answers drawn on different nights add up. From them the
 archive estimates, per question, how noisy the task is (:meth:`AnswersSide.noise`): a
 later night needs no new rollout for a task whose recorded answers all agree.
+
+What is kept is bounded (:meth:`AnswersSide.record_answers` prunes as it saves): an answer
+older than :data:`KEEP_DAYS` no longer counts (the provider may have changed the model since;
+the task is then measured again), and a question keeps its :data:`KEEP_PER_QUESTION` newest
+samples, plus the newest one that disagreed with them if any did, so pruning never makes a
+noisy task look steady.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from skillopt_sleep.tasks.archive_base import ArchiveBase, iso
 from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
 
-__all__ = ["AnswersSide"]
+__all__ = ["KEEP_DAYS", "KEEP_PER_QUESTION", "AnswersSide"]
+
+KEEP_DAYS = 90.0
+"""Answers recorded longer ago than this are dropped when answers are saved."""
+KEEP_PER_QUESTION = 32
+"""The newest samples a question keeps (plus one that disagreed with them, if any did)."""
 
 
 class AnswersSide(ArchiveBase):
@@ -25,7 +36,8 @@ class AnswersSide(ArchiveBase):
         self, answers: Iterable[SampleAnswer], *, night: int, run_id: str, now: datetime
     ) -> int:
         """Keep ``answers`` (those of tasks in the archive); a sample already kept for this
-        run is kept once (a resumed night records again). Returns how many were new."""
+        run is kept once (a resumed night records again). What is kept is then pruned (see
+        the module docstring). Returns how many were new."""
         written = 0
         with self.transaction():
             known = {str(r["id"]) for r in self._rows("SELECT id FROM tasks")}
@@ -41,7 +53,38 @@ class AnswersSide(ArchiveBase):
                      run_id, night, float(answer.score), iso(now)),
                 )  # fmt: skip
                 written += cursor.rowcount
+            self._prune_answers(now)
         return written
+
+    def _prune_answers(self, now: datetime) -> int:
+        """Drop answers older than :data:`KEEP_DAYS`, and each question's samples beyond its
+        :data:`KEEP_PER_QUESTION` newest (a disagreeing one kept). Returns how many went."""
+        cutoff = iso(now - timedelta(days=KEEP_DAYS))
+        gone = self._conn.execute(
+            "DELETE FROM sample_answers WHERE recorded_at < ?", (cutoff,)
+        ).rowcount
+        crowded = self._rows(
+            "SELECT task_id, task_hash, docs_hash, answer_key FROM sample_answers"
+            " GROUP BY task_id, task_hash, docs_hash, answer_key HAVING count(*) > ?",
+            (KEEP_PER_QUESTION,),
+        )
+        for q in crowded:
+            rows = self._rows(
+                "SELECT rowid, score FROM sample_answers WHERE task_id = ? AND task_hash = ?"
+                " AND docs_hash = ? AND answer_key = ?"
+                " ORDER BY night DESC, recorded_at DESC, run_id DESC, sample_id DESC",
+                (q["task_id"], q["task_hash"], q["docs_hash"], q["answer_key"]),
+            )
+            kept, rest = rows[:KEEP_PER_QUESTION], rows[KEEP_PER_QUESTION:]
+            scores = {float(r["score"]) for r in kept}
+            if len(scores) == 1:  # they agree: an older disagreement must still count
+                odd = next((r for r in rest if float(r["score"]) not in scores), None)
+                rest = [r for r in rest if r is not odd]
+            self._conn.executemany(
+                "DELETE FROM sample_answers WHERE rowid = ?", [(r["rowid"],) for r in rest]
+            )
+            gone += len(rest)
+        return gone
 
     def task_noise(
         self, task_id: str, docs_hash: str, model: str, *, task_hash: str
@@ -59,7 +102,8 @@ class AnswersSide(ArchiveBase):
         for q in questions:
             rows = self._rows(
                 "SELECT count(*) AS n, sum(score >= 1.0) AS passes, min(score) AS low,"
-                " max(score) AS high FROM sample_answers WHERE task_id = ? AND task_hash = ?"
+                " max(score) AS high, max(night) AS newest FROM sample_answers"
+                " WHERE task_id = ? AND task_hash = ?"
                 " AND docs_hash = ? AND answer_key = ?",
                 (q.task_id, q.task_hash, q.docs_hash, q.answer_key),
             )
@@ -79,5 +123,6 @@ class AnswersSide(ArchiveBase):
                 low=float(rows[0]["low"]),
                 high=float(rows[0]["high"]),
                 disagreement=(pairs - same) / pairs if pairs else 0.0,
+                last_night=int(rows[0]["newest"]),
             )
         return out

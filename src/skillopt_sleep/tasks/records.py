@@ -176,6 +176,7 @@ class NoiseEstimate:
     low: float = 0.0  # lowest and highest sample score
     high: float = 0.0
     disagreement: float = 0.0
+    last_night: int = 0  # the newest night that drew one of them (the drift check's staleness)
 
     @property
     def steady(self) -> bool:

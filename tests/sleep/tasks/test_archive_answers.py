@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from skillopt.types import TaskRecord
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
+from skillopt_sleep.tasks.archive_answers import KEEP_DAYS, KEEP_PER_QUESTION
 from skillopt_sleep.tasks.archive_db import SCHEMA_VERSION
 from skillopt_sleep.tasks.records import ArchivePolicy, NoiseEstimate, Question, SampleAnswer
 
@@ -51,10 +52,12 @@ def test_noise_is_per_question_and_counts_every_night(archive: TaskArchive) -> N
     assert again == 0
 
     steady = archive.task_noise("steady", "d1", "k1", task_hash="h-steady")
-    assert steady == NoiseEstimate(samples=2, passes=2, low=1.0, high=1.0, disagreement=0.0)
+    assert steady == NoiseEstimate(
+        samples=2, passes=2, low=1.0, high=1.0, disagreement=0.0, last_night=1
+    )
     assert steady.steady and steady.steady_pass(2) and not steady.steady_pass(3)
     noisy = archive.task_noise("noisy", "d1", "k1", task_hash="h-noisy")
-    assert (noisy.samples, noisy.passes) == (4, 3)
+    assert (noisy.samples, noisy.passes, noisy.last_night) == (4, 3, 2)
     assert noisy.disagreement == pytest.approx(0.5)  # 6 of 12 ordered pairs differ
     assert not noisy.steady and not noisy.steady_pass(1) and not noisy.steady_fail(1)
     failing = archive.task_noise("failing", "d1", "k1", task_hash="h-failing")
@@ -68,6 +71,31 @@ def test_noise_is_per_question_and_counts_every_night(archive: TaskArchive) -> N
     ):
         assert other == NoiseEstimate() and not other.steady
     assert archive.noise([_q("steady"), _q("steady", docs="d2")]) == {_q("steady"): steady}
+
+
+def test_saving_answers_prunes_old_ones_and_each_questions_oldest(archive: TaskArchive) -> None:
+    old = NOW - timedelta(days=KEEP_DAYS + 1)
+    archive.record_answers(_answers(_q("failing"), 0.0, 0.0), night=1, run_id="r1", now=old)
+    assert archive.task_noise("failing", "d1", "k1", task_hash="h-failing").samples == 2
+    # a question sampled on many nights keeps its newest samples, and a disagreement
+    archive.record_answers(_answers(_q("noisy"), 0.0), night=2, run_id="r2", now=NOW)
+    for night in range(3, 3 + KEEP_PER_QUESTION + 4):
+        archive.record_answers(_answers(_q("steady"), 1.0), night=night, run_id=f"r{night}",
+                               now=NOW)  # fmt: skip
+        archive.record_answers(_answers(_q("noisy"), 1.0), night=night, run_id=f"r{night}",
+                               now=NOW)  # fmt: skip
+    steady = archive.task_noise("steady", "d1", "k1", task_hash="h-steady")
+    assert (steady.samples, steady.last_night) == (KEEP_PER_QUESTION, 6 + KEEP_PER_QUESTION)
+    assert steady.steady_pass(2)
+    noisy = archive.task_noise("noisy", "d1", "k1", task_hash="h-noisy")
+    assert (noisy.samples, noisy.low) == (KEEP_PER_QUESTION + 1, 0.0)
+    assert not noisy.steady  # the old failure still counts
+    # answers older than KEEP_DAYS went when newer ones were saved
+    assert archive.task_noise("failing", "d1", "k1", task_hash="h-failing") == NoiseEstimate()
+    conn = sqlite3.connect(archive.path)
+    kept = conn.execute("SELECT count(*) FROM sample_answers").fetchone()
+    conn.close()
+    assert kept == (2 * KEEP_PER_QUESTION + 1,)
 
 
 @pytest.mark.parametrize("old", [1, 2, 3])

@@ -87,7 +87,7 @@ async def test_a_model_changed_under_the_same_name_is_caught_by_the_drift_check(
     keys = [(r["task_id"], r["skill_hash"], r["memory_hash"], r["sample_id"]) for r in rows]
     assert len(keys) == len(set(keys))
     # what was drawn under the live documents now disagrees with their records
-    live = Docs(skill=read_live(cfg.live_skill_path())[0],
+    live = Docs(skill=read_live(cfg.live_skill_path(setup.project))[0],
                 memory=read_live(cfg.live_memory_path(setup.project))[0])  # fmt: skip
     path = archive_path(project_dir(cfg.state_path(), setup.project))
     with open_archive(path) as archive:

@@ -48,7 +48,7 @@ def _calls(outcome: NightOutcome) -> int:
 
 
 def _live_docs(cfg: SleepConfig, demo: DemoSetup) -> Docs:
-    return Docs(skill=read_live(cfg.live_skill_path())[0],
+    return Docs(skill=read_live(cfg.live_skill_path(demo.project))[0],
                 memory=read_live(cfg.live_memory_path(demo.project))[0])  # fmt: skip
 
 

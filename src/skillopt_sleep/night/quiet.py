@@ -126,7 +126,7 @@ def keep_samples(
                                   now=night.clock())  # fmt: skip
 
 
-def top_up_jobs(
+def _top_up_jobs(
     night: Night, tasks: Sequence[TaskRecord], docs: Docs, rows: Sequence[Mapping[str, Any]]
 ) -> tuple[Job, ...]:
     """The samples of ``docs`` still missing for every task in ``tasks`` to be steady under
@@ -175,14 +175,14 @@ def _affordable(night: Night, calls: int) -> bool:
 async def top_up_staged(
     night: Night, tasks: Sequence[TaskRecord], decision: Decision | None
 ) -> int:
-    """After the decision: draw what :func:`top_up_jobs` names for the documents tonight
+    """After the decision: draw what :func:`_top_up_jobs` names for the documents tonight
     stages (stage ``steady``), so the night after their adoption can be quiet instead of
     drawing them itself (judge calls of answers seen tonight come from the response
     cache). Nothing on a night that stages nothing, stopped on its budget or has no room
     left for them. Returns how many samples were drawn."""
     if decision is None or not decision.accepted or decision.budget_stop or night.dry_run:
         return 0
-    jobs = top_up_jobs(night, tasks, decision.docs, night.run.read_rollouts())
+    jobs = _top_up_jobs(night, tasks, decision.docs, night.run.read_rollouts())
     if not jobs or not _affordable(night, sum(calls_per_sample(j.task) for j in jobs)):
         return 0
     night.begin("steady")

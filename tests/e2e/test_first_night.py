@@ -22,7 +22,7 @@ import pytest
 from skillopt.backends.cli_claude import QUIET_ENV
 from skillopt.skilldoc import learned_bullets
 from skillopt_sleep.cli import main
-from skillopt_sleep.config import MANAGED_SKILL
+from skillopt_sleep.config import managed_skill_name
 from skillopt_sleep.staging import load_manifest, skill_description
 from support.fake_agent_server import FakeAgentServer
 from support.fake_model_server import FakeModelServer
@@ -91,7 +91,7 @@ def first_night(
         code = main(["once", "--json"])
     night = json.loads(capsys.readouterr().out)
     assert code == 0 and night["result"] == "accepted", night
-    skill = home / ".claude" / "skills" / MANAGED_SKILL / "SKILL.md"
+    skill = home / ".claude" / "skills" / managed_skill_name(project) / "SKILL.md"
     assert not skill.parent.exists()  # a first night: the managed skill has no folder yet
     code = main(["adopt", "--json"])
     adopted = json.loads(capsys.readouterr().out)
@@ -123,7 +123,7 @@ def test_first_night_adopts_a_listable_skill_and_the_memory(
     done = first_night(tmp_path, monkeypatch, capsys, memory=memory)
     text = done.skill.read_text(encoding="utf-8")
     assert front_matter(text) == {
-        "name": MANAGED_SKILL,
+        "name": managed_skill_name(done.project),
         "description": skill_description(done.project),
     }
     assert "my-app" in skill_description(done.project)
@@ -193,7 +193,7 @@ def test_claude_code_lists_the_adopted_skill(
     done, sent = agent_after_first_night(
         tmp_path, monkeypatch, capsys, memory="CLAUDE.md", command=command
     )
-    listing = f"- {MANAGED_SKILL}: {skill_description(done.project)}"
+    listing = f"- {managed_skill_name(done.project)}: {skill_description(done.project)}"
     assert any(listing in body for body in sent), "the adopted skill is not in the listing"
     bullet = learned_bullets(done.memory.read_text(encoding="utf-8"))[0]
     assert any(bullet in body for body in sent), "the adopted CLAUDE.md was not read"

@@ -99,10 +99,9 @@ def _budget_stop(r: Mapping[str, Any], *, decided: bool) -> str:
     )
 
 
-def _summary(r: Mapping[str, Any]) -> str:
-    status = r.get("status")
-    tasks = r.get("tasks", {})
-    if status == "failed":
+def _ended_early(r: Mapping[str, Any]) -> str | None:
+    """The summary of a night that failed or had nothing to learn from, else None."""
+    if r.get("status") == "failed":
         return (
             f"**This night failed** during `{cell(r.get('failed_stage', '?'))}`: "
             f"{cell(r.get('reason', ''), 400)}. Nothing was staged and the harvest cursor did "
@@ -122,6 +121,14 @@ def _summary(r: Mapping[str, Any]) -> str:
             f"skillopt read {r.get('n_sessions', 0)} new session(s) and had no task to learn "
             f"from tonight: {cell(why, 600)}"
         )
+    return None
+
+
+def _summary(r: Mapping[str, Any]) -> str:
+    early = _ended_early(r)
+    if early is not None:
+        return early
+    tasks = r.get("tasks", {})
     recalled = tasks.get("recalled", 0)
     origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
     off = r.get("gate_mode") == "off"  # one reflection per document, nothing held out

@@ -102,9 +102,10 @@ def test_a_crontab_line_and_a_launchd_agent_count_as_schedulers(
 # --------------------------------------------------------------------------- report
 
 
-# 30 stops the baseline, 150 round 1 before a step kept anything (with a kept step, the
-# night holds the final check's budget back and ends accepted: sleep/night/test_run.py).
-@pytest.mark.parametrize("max_calls", [30, 150])
+# 30 stops the baseline; 120 is a cap the estimate says is tight: the night tries what it
+# can afford, then stops with the untried edits carried (with a kept step, the night holds
+# the final check's budget back and stages what it kept: sleep/night/test_run.py, test_night_budget).
+@pytest.mark.parametrize("max_calls", [30, 120])
 async def test_a_budget_stopped_night_reads_as_one(setup: DemoSetup, max_calls: int) -> None:
     data = setup.config.model_dump(mode="json")
     data["budget"]["max_calls"] = max_calls
@@ -113,8 +114,12 @@ async def test_a_budget_stopped_night_reads_as_one(setup: DemoSetup, max_calls: 
     summary = (outcome.run_dir / "report.md").read_text().split("## Learning curve")[0]
     assert "****" not in summary and "no reason recorded" not in summary
     assert "— to —" not in summary.replace("**", "")
-    assert "spend cap was reached, before any decision" in summary
-    assert f"calls {max_calls} of {max_calls}" in summary and "`budget.max_calls`" in summary
+    if max_calls == 30:
+        assert "spend cap was reached, before any decision" in summary
+        assert f"calls {max_calls} of {max_calls}" in summary
+    else:
+        assert "could not cover what was left" in summary and f"of {max_calls}" in summary
+    assert "`budget.max_calls`" in summary
 
 
 # --------------------------------------------------------------------------- demo

@@ -52,6 +52,7 @@ from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.agree import apply_learned
+from skillopt_sleep.night.budget_plan import NOT_TRIED, SinglesBudget, by_value
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
@@ -294,6 +295,12 @@ async def learn_target(
     if not candidates:
         return step
     by_id = {t.id: t for t in tasks}
+    if night.tight_budget:
+
+        def failing(c: Candidate) -> int:
+            return len(_failing([by_id[t] for t in c.motivated_from or c.seen if t in by_id], base))
+
+        candidates = by_value(candidates, failing, night=night)
     singles = await _singles(night, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
@@ -398,6 +405,8 @@ async def _singles(
         for c in candidates
     ]
 
+    budget = SinglesBudget(night, n_tasks=len(by_id)) if night.tight_budget else None
+
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
@@ -418,9 +427,14 @@ async def _singles(
             trial.note = "the edit did not change the document"
         elif not held:
             trial.note = "no task tonight is held out from this edit's reflection"
+        elif budget is not None and not budget.affords(len(held)):
+            trial.note = NOT_TRIED
         else:
+            before = night.spend.calls
             b, c = await compare(night, held, best, docs, phase="trial",
                                  plan=clear_pass(night), offset=first_id)  # fmt: skip
+            if budget is not None:
+                budget.ran(len(held), night.spend.calls - before)
             results.extend(c.results)
             trial.decision = decide_paired(
                 b.scores, c.scores, config=night.gate,
@@ -428,7 +442,10 @@ async def _singles(
             )  # fmt: skip
         return cand, trial, docs
 
-    out = await gather_indexed(one, len(candidates))
+    if budget is None:
+        out = await gather_indexed(one, len(candidates))
+    else:  # one after another, best first, while the budget covers them
+        out = [await one(i) for i in range(len(candidates))]
     night.trials.extend(t for _, t, _ in out)
     night.check_degenerate(name, results, candidate=True)
     accepted = sum(t.verdict == "accepted" for _, t, _ in out)

@@ -112,6 +112,7 @@ def announce_estimate(
     if warning:
         night.notes.append(warning)
         night.progress.note(warning)
+        night.tight_budget = True  # spend what the budget allows by plan (.budget_plan)
     _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
               per_call=priced.per_call, sources=priced.sources, nights=predicted.nights,
               noise=noise)  # fmt: skip
@@ -174,6 +175,7 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
         warning = budget_warning(calls=calls, tokens=0, max_calls=cap, max_tokens=0)
         night.notes.append(warning)
         night.progress.note(warning)
+        night.tight_budget = True
 
 
 def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:

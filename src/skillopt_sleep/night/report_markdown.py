@@ -92,8 +92,10 @@ def _budget_stop(r: Mapping[str, Any], *, decided: bool) -> str:
     cap = spend.get(f"max_{which}")
     used = spend.get(which)
     when = "" if decided else ", before any decision (nothing was staged)"
+    short = isinstance(used, int) and isinstance(cap, int) and used < cap
+    why = "its spend cap could not cover what was left" if short else "its spend cap was reached"
     return (
-        f"The night stopped early because its spend cap was reached{when}: {which} "
+        f"The night stopped early because {why}{when}: {which} "
         f"{used if used is not None else '?'} of {cap or '?'} (raise `budget.max_{which}` to "
         "let a night finish)."
     )

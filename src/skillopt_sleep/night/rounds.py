@@ -33,6 +33,7 @@ from skillopt.types import (
     GateDecision,
     TaskRecord,
 )
+from skillopt_sleep.night.budget_plan import NOT_TRIED
 from skillopt_sleep.night.crossfit import (
     FRESH,
     ROUND,
@@ -146,6 +147,15 @@ async def consolidate(
                 "went to the final check, on the budget held back for it"
             )
             night.notes.append(rejected_all.budget_stop)
+    untried = sum(t.note == NOT_TRIED for t in night.trials)
+    if untried:
+        more = (
+            f"{untried} proposed edit(s) were not tried: the budget left covered no test of "
+            "them (carried to a later night)"
+        )
+        stop = rejected_all.budget_stop
+        rejected_all.budget_stop = f"{stop}; {more}" if stop else f"{night.spend.spent()}: {more}"
+        night.notes.append(more)
     best, applied, proposed, untested = (
         learned.best, learned.applied, learned.proposed, learned.untested
     )  # fmt: skip
@@ -199,8 +209,14 @@ async def _learn_rounds(
     round_start = start
     for round_no in range(1, cfg.night.rounds + 1):
         best, measured = learned.best, learned.measured
-        if round_no > 1 and (_all_pass(measured) or (best == round_start and _settled(rolled))):
-            why = "every task passes" if _all_pass(measured) else "nothing changed"
+        untried = any(t.note == NOT_TRIED for t in night.trials)
+        if round_no > 1 and (
+            untried or _all_pass(measured) or (best == round_start and _settled(rolled))
+        ):
+            why = (
+                "the budget left covers no more tests" if untried
+                else "every task passes" if _all_pass(measured) else "nothing changed"
+            )  # fmt: skip
             night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
             break
         round_start = best

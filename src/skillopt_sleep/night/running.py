@@ -143,6 +143,9 @@ class Night:
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
         self.on_first_rollouts: Callable[[float], None] | None = None  # hears noise_seen
+        # the estimate says the budget will cut the night short: spend it by plan
+        # (:mod:`.budget_plan`)
+        self.tight_budget = False
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}

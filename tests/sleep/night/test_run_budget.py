@@ -15,6 +15,7 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night.budget_plan import NOT_TRIED
 from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
@@ -139,3 +140,27 @@ async def test_a_cap_reached_during_the_baseline_is_budget_reached(
     assert "during rollouts, before any decision" in outcome.reason
     assert "budget reached during" not in outcome.reason.split(";")[0]  # said once, not twice
     assert outcome.proposal_dir is None
+
+
+async def test_a_tight_budget_tries_the_singles_it_affords_best_first_and_carries_the_rest(
+    demo: DemoSetup,
+) -> None:
+    """The estimate says the cap (55 % of what the night spends uncapped) will cut it short:
+    the singles run one after another, best first, each only when the calls left cover it
+    with the union and the final check; the others are untested (carried), not rejected.
+    Before: every single started at once, the union ran out, nothing was staged."""
+    data = demo.config.model_dump(mode="json")
+    data["budget"]["max_calls"] = 150
+    outcome = await run_night(SleepConfig.model_validate(data), project=demo.project)
+    assert outcome.result is NightResult.BUDGET_REACHED and outcome.exit_code == 0
+    assert outcome.accepted and outcome.proposal_dir is not None, outcome.reason
+    report = _report(outcome.run_dir)
+    assert any("the budget will cut this night short" in n for n in report["notes"])
+    assert outcome.run_dir is not None
+    trials = json.loads((outcome.run_dir / "trials.json").read_text())["trials"]
+    singles = [t for t in trials if t["kind"] == "single"]
+    untried = [t for t in singles if t.get("note") == NOT_TRIED]
+    assert untried and len(untried) < len(singles)  # the best were tried
+    carried = {e["edit"]["content"] for e in report["untested_edits"]}
+    assert {t["edits"][0]["content"] for t in untried} <= carried
+    assert f"{len(untried)} proposed edit(s) were not tried" in outcome.reason

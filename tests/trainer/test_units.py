@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from skillopt.errors import ConfigError, DataError
-from skillopt.gate import gate_score, trainer_outcome
+from skillopt.gate import GateConfig, gate_score, trainer_outcome
 from skillopt.optimizer.budget import scheduled_budget
 from skillopt.trainer.config import (
-    TRAINER_GATE,
     GateMetric,
     LrScheduler,
     load_trainer_config,
@@ -21,6 +20,7 @@ from skillopt.trainer.envs.base import RolloutResult, parse_split
 from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
 from skillopt.trainer.step.reflect import partition
 from skillopt.types import GateAction, Split
+from skillopt_sleep.config import SleepConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,10 +91,18 @@ def test_old_gate_keys_load_into_the_gate_table_with_a_deprecation_warning(
         load_trainer_config(tmp_path / "both.toml")
 
 
-def test_a_partial_gate_table_completes_from_the_trainer_preset(tmp_path: Path) -> None:
+def test_a_partial_gate_table_completes_from_the_one_set_of_defaults(tmp_path: Path) -> None:
+    """The trainer has no gate preset of its own: what a config leaves out is the shared
+    GateConfig default (the night's too); base.toml states the trainer's choices."""
     (tmp_path / "g.toml").write_text("[gate]\nmin_delta = 0.1\n")
     cfg = load_trainer_config(tmp_path / "g.toml")
-    assert cfg.gate == TRAINER_GATE.model_copy(update={"min_delta": 0.1})
+    assert cfg.gate == GateConfig(min_delta=0.1)
+    assert cfg.gate == SleepConfig().gate.model_copy(update={"min_delta": 0.1})
+    (tmp_path / "b.toml").write_text(
+        f'base = "{REPO}/configs/trainer/base.toml"\n[gate]\nmin_delta = 0.1\n'
+    )
+    based = load_trainer_config(tmp_path / "b.toml").gate
+    assert (based.metric, based.confidence, based.min_delta) == (GateMetric.HARD, 0.95, 0.1)
     (tmp_path / "greedy.toml").write_text('[gate]\nmode = "greedy"\n')
     with pytest.raises(ConfigError, match=r"strict.*off"):
         load_trainer_config(tmp_path / "greedy.toml")
@@ -290,7 +298,11 @@ def test_base_toml_lists_every_key_at_its_default() -> None:
             continue
         assert field.annotation is not None
         assert set(data[name]) == set(field.annotation.model_fields), name
-    assert load_trainer_config(path) == TrainerConfig()
+    # every key at its default but the gate's: base.toml states the trainer's own choices
+    # (hard metric, 0.95) over the one set of gate defaults the night shares
+    loaded = load_trainer_config(path)
+    assert loaded.model_copy(update={"gate": TrainerConfig().gate}) == TrainerConfig()
+    assert loaded.gate == GateConfig(metric=GateMetric.HARD, confidence=0.95)
 
 
 def test_mean_scores_tie_whatever_the_order() -> None:

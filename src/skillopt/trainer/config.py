@@ -22,7 +22,6 @@ from skillopt.gate import GateConfig, GateMetric
 from skillopt.trainer.dataset import DataSection
 
 __all__ = [
-    "TRAINER_GATE",
     "BackendKind",
     "BackendSection",
     "EnvSection",
@@ -115,11 +114,6 @@ class EvaluationSection(_Section):
     eval_test: bool = True
 
 
-TRAINER_GATE = GateConfig(metric=GateMetric.HARD, confidence=0.95)
-"""The trainer's ``[gate]`` when its config names none: the shared defaults, except that a
-val item is scored by its hard score and a run, which takes many steps (each a chance for
-luck), asks for 0.95 confidence (``configs/trainer/base.toml`` says the same)."""
-
 _OLD_GATE_KEYS = {
     "use_gate": "mode",
     "gate_metric": "metric",
@@ -196,7 +190,9 @@ class TrainerConfig(_Section):
     reflect: ReflectSection = ReflectSection()
     optimizer: OptimizerSection = OptimizerSection()
     evaluation: EvaluationSection = EvaluationSection()
-    gate: GateConfig = TRAINER_GATE  # the paired gate of every step and the final promotion
+    # the paired gate of every step and the final promotion: the one set of defaults the
+    # night's [gate] has too; configs/trainer/base.toml carries the trainer's own choices
+    gate: GateConfig = GateConfig()
     env: EnvSection = EnvSection()
     backend: BackendSection = BackendSection()
     executor: ExecutorSettings = ExecutorSettings()  # where rollouts run (local, or Ray)
@@ -204,16 +200,11 @@ class TrainerConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _gate_table(cls, data: Any) -> Any:
-        """Old ``evaluation.gate_*`` keys lifted into ``[gate]``; a partial ``[gate]`` table
-        completes from :data:`TRAINER_GATE`, not from the night's defaults."""
+        """Old ``evaluation.gate_*`` keys lifted into ``[gate]`` (a partial table completes
+        from :class:`GateConfig`'s defaults, the night's too)."""
         if not isinstance(data, dict):
             return data
-        data = _lift_old_gate_keys(data)
-        gate = data.get("gate")
-        if isinstance(gate, dict):
-            preset = TRAINER_GATE.model_dump(include={"metric", "confidence"})
-            data = {**data, "gate": {**preset, **gate}}
-        return data
+        return _lift_old_gate_keys(data)
 
     @model_validator(mode="after")
     def _gate_mode(self) -> TrainerConfig:

@@ -300,11 +300,16 @@ def test_every_trainer_key_is_in_the_trainer_table_and_back() -> None:
     assert documented == expected
 
 
-def test_trainer_base_toml_is_every_key_at_its_default() -> None:
+def test_trainer_base_toml_is_every_key_at_its_default_but_the_gate_choices() -> None:
     """trainer.md: configs/trainer/base.toml lists every key with its default (a key unset
-    by default, such as env.data.required, is a comment there: TOML has no null)."""
+    by default, such as env.data.required, is a comment there: TOML has no null), except the
+    gate's metric and confidence: the trainer's own choices over the one set of defaults."""
     base = tomllib.loads((ROOT / "configs" / "trainer" / "base.toml").read_text())
-    assert base == TrainerConfig().model_dump(mode="json", exclude_none=True)
+    defaults = TrainerConfig().model_dump(mode="json", exclude_none=True)
+    assert (base["gate"].pop("metric"), base["gate"].pop("confidence")) == ("hard", 0.95)
+    for key in ("metric", "confidence"):
+        defaults["gate"].pop(key)
+    assert base == defaults
     for path in (ROOT / "configs" / "trainer").glob("*.toml"):
         load_trainer_config(path)  # every shipped trainer config loads
 

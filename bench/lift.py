@@ -140,6 +140,7 @@ class Night:
     wall: float = 0.0
     reason: str = ""
     status: dict[str, Any] = field(default_factory=dict)
+    superseded: list[dict[str, Any]] = field(default_factory=list)  # report: archive_changes
 
     @property
     def score(self) -> float:
@@ -245,6 +246,7 @@ def run_night(lab: Lab, phase: str, number: int, *, noise: float, seed: int) -> 
     run_dir = Path(str(out.get("run_dir") or ""))
     if out.get("run_dir") and run_dir.is_dir():  # kept (with --keep) past the next reset
         shutil.copytree(run_dir, lab.logs / f"{phase}-{number:02d}-run", dirs_exist_ok=True)
+    night.superseded = list((report.get("archive_changes") or {}).get("superseded") or [])
     night.accepted_edits = len(report.get("accepted_edits") or [])
     night.rejected_edits = len(report.get("rejected_edits") or [])
     proposed = [e for e in report.get("proposed_edits") or [] if isinstance(e, dict)]
@@ -420,7 +422,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def setup(
     args: argparse.Namespace, root: Path, world_seed: int, server: FakeModelServer,
-    model: WorldModel, shape: Shape,
+    model: WorldModel, shape: Shape, now: datetime | None = None,
 ) -> Lab:  # fmt: skip
     home = root / "home"
     project = home / "work" / "shop-api"
@@ -429,7 +431,7 @@ def setup(
         else (shape.per_task, shape.chatter)
     )  # fmt: skip
     history = write_history(
-        home, project, now=datetime.now(UTC), seed=world_seed, per_task=per_task,
+        home, project, now=now or datetime.now(UTC), seed=world_seed, per_task=per_task,
         noise=chatter, days=shape.days, world=shape.world, claude_share=shape.claude_share,
         odd=shape.odd,
     )  # fmt: skip

@@ -13,8 +13,10 @@ each built from the pieces of ``bench/lift_world``:
 - **noisier**: 30% of target answers flipped. **patchy**: 40% flipped, but only on the
   tasks needing ``migration`` or ``fixtures`` (a model unreliable on some work only).
 - **codex** / **claude**: every session written by one agent only.
+- **switch**: the team switches two conventions after two nights, task retirement off
+  (``bench/lift_switch.py``: ``--nights`` nights after the new sessions).
 
-    .venv/bin/python bench/lift_variants.py [wide crowd noisier patchy codex claude]
+    .venv/bin/python bench/lift_variants.py [wide crowd noisier patchy codex claude switch]
         [--nights 3] [--noisy-nights 4] [--seed 11] [--latency 0.02] [--quick] [--keep]
         [--miner llm|heuristic]
 
@@ -33,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lift import Shape, run
+from lift_switch import run_switch
 from lift_world.history import Oddities
 from lift_world.wide import WIDE
 from lift_world.world import LIFT
@@ -55,11 +58,13 @@ SHAPES: dict[str, Shape] = {
     "claude": Shape(name="claude", claude_share=1.0),
 }
 NOISY_ONLY = frozenset({"noisier", "patchy"})
+OWN_RUNNER = frozenset({"switch"})  # worlds that change between nights: their own runner
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("worlds", nargs="*", help=f"any of {', '.join(SHAPES)} (all)")
+    names = [*SHAPES, *OWN_RUNNER]
+    parser.add_argument("worlds", nargs="*", help=f"any of {', '.join(names)} (all)")
     parser.add_argument("--nights", type=int, default=3, help="chained clean nights")
     parser.add_argument("--noisy-nights", type=int, default=4, help="independent noisy nights")
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per model reply")
@@ -74,10 +79,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
     args = parser.parse_args(argv)
-    unknown = [w for w in args.worlds if w not in SHAPES]
+    unknown = [w for w in args.worlds if w not in names]
     if unknown:
-        parser.error(f"unknown world(s) {', '.join(unknown)}; choose from {', '.join(SHAPES)}")
-    args.worlds = args.worlds or list(SHAPES)
+        parser.error(f"unknown world(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+    args.worlds = args.worlds or names
     return args
 
 
@@ -104,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[str]] = {}
     for name in args.worlds:
         print(f"\n=== {name} ===", flush=True)
+        if name == "switch":
+            results[name] = run_switch(argparse.Namespace(
+                before=2, after=args.nights, latency=args.latency, seed=args.seed,
+                quick=args.quick, miner=args.miner, keep=args.keep, newer_wins=False,
+            ))  # fmt: skip
+            continue
         results[name] = run(lift_args(args, name), SHAPES[name])
     print("\n=== summary ===")
     for name, lines in results.items():

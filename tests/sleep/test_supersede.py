@@ -113,6 +113,13 @@ def test_older_tasks_a_replace_regresses_while_newer_ones_improve_are_superseded
     assert stats.to_dict()["supersessions"] == list(stats.supersessions)
 
 
+def test_an_older_task_that_improves_too_is_no_evidence_either_way(archive: TaskArchive) -> None:
+    trial = _trial([REPLACE], {**SWITCH, "old-c": DeltaStatus.IMPROVED})
+    marks = find_supersessions([trial], {t.id: t for t in archive.tasks()}, night=3, now=NOW)
+    assert sorted(m.task_id for m in marks) == ["old-a", "old-b"]
+    assert marks[0].by_tasks == ("new-a", "new-b") and marks[0].since == NEW
+
+
 def test_a_superseded_task_asked_again_after_the_evidence_is_current_again(
     archive: TaskArchive,
 ) -> None:

@@ -9,11 +9,12 @@ answers), never a match of words. Recency then decides, and only recency:
 1. **Candidates.** Every trial the gate rejected *because of a regression*
    (``blocked_by_regression``) whose applied edits replace or delete a line: an ``add``
    never supersedes anything (a harmful generalisation is an ``add`` that breaks tasks).
-2. **Newer and older.** Its improved tasks are the newer evidence, its regressed tasks the
-   older one. Every regressed task must be older than every improved one: last seen in a
-   session before the improved tasks' newest sessions began (``since``) *and* last mined
-   on an earlier night. One regressed task as recent as the evidence against it is a real
-   conflict, and the whole trial supersedes nothing.
+2. **Newer and older.** Its regressed tasks are the older evidence; the newer evidence is
+   its improved tasks seen since every regressed one was last seen, in a session and on a
+   night later than theirs (an older task that improves too agrees with the change and is
+   no evidence either way). Without such newer tasks the trial supersedes nothing. Every
+   regressed task is older than them by construction: one regressed task as recent as
+   the evidence against it is a real conflict, and it leaves no newer evidence.
 3. **Mark.** The regressed tasks are superseded in the archive by the improved ones, with
    the line they pull apart, the date and why (:meth:`TaskArchive.mark_superseded`); they
    are never recalled again, so the next night gates the same edit without them.
@@ -79,12 +80,14 @@ def find_supersessions(
                      if d.status is DeltaStatus.REGRESSED and d.task_id in archived]  # fmt: skip
         if not improved or not regressed:
             continue
-        since = min(t.last_seen for t in improved)
-        newest_night = min(t.last_night for t in improved)
-        if not all(t.last_seen < since and t.last_night < newest_night for t in regressed):
+        last_seen = max(t.last_seen for t in regressed)
+        last_night = max(t.last_night for t in regressed)
+        newer = [t for t in improved if t.last_seen > last_seen and t.last_night > last_night]
+        if not newer:
             continue
+        since = min(t.last_seen for t in newer)
         about = "; ".join(lines)
-        by = tuple(sorted(t.id for t in improved))
+        by = tuple(sorted(t.id for t in newer))
         for task in regressed:
             if task.id in done or task.id in marks:
                 continue

@@ -1,6 +1,6 @@
 """Newer evidence supersedes older: the gate's measurement of a line that newer and older
-tasks pull apart marks the older tasks superseded (kept, never recalled again), and the
-archive's status says so; an ``add``, a conflict among equally recent tasks or a trial
+tasks pull apart marks the older tasks superseded (kept, never recalled again), and
+``status`` and the report say so; an ``add``, a conflict among equally recent tasks or a trial
 rejected for another reason supersedes nothing."""
 
 from __future__ import annotations
@@ -19,10 +19,15 @@ from skillopt.types import (
     TaskDelta,
     TaskRecord,
 )
+from skillopt_sleep.cli import main
+from skillopt_sleep.config import load_sleep_config
+from skillopt_sleep.night.report_markdown import render_markdown
 from skillopt_sleep.night.supersede import find_supersessions
 from skillopt_sleep.night.trials import Trial
-from skillopt_sleep.tasks.archive import TaskArchive, open_archive
+from skillopt_sleep.state import project_dir
+from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 from skillopt_sleep.tasks.records import Supersession
+from support.sleep_setup import MOCK_POOL
 
 NOW = datetime(2026, 11, 27, 2, 30, tzinfo=UTC)
 OLD = NOW - timedelta(days=12)
@@ -73,8 +78,9 @@ SWITCH = {
 
 
 def _marks(archive: TaskArchive) -> list[Supersession]:
+    tasks = {t.id: t for t in archive.tasks()}
     return find_supersessions(
-        [_trial([REPLACE], SWITCH)], {t.id: t for t in archive.tasks()}, night=3, now=NOW
+        [_trial([REPLACE], SWITCH)], tasks, night=3, now=NOW, learned=[OLD_LINE]
     )
 
 
@@ -151,3 +157,35 @@ def test_nothing_is_superseded_without_newer_evidence_against_a_changed_line(
     archive: TaskArchive, case: str, trial: Trial
 ) -> None:
     assert _find(archive, trial) == [], case
+
+
+def test_status_and_the_report_say_what_was_superseded_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    config = tmp_path / "sleep.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n{MOCK_POOL}', encoding="utf-8")
+    cfg = load_sleep_config(config)
+    with open_archive(archive_path(project_dir(cfg.state_path(), project)), now=NOW) as db:
+        old = [_task(t) for t in ("old-a", "old-b", "old-c")]
+        db.record_mined(old, night=1, now=OLD, seen_at={t.id: OLD for t in old})
+        new = [_task(t) for t in ("new-a", "new-b")]
+        db.record_mined(new, night=3, now=NOW, seen_at={"new-a": NEW, "new-b": NOW})
+        marks = _marks(db)
+        db.mark_superseded(marks)
+        stats = db.stats().to_dict()
+    line = (
+        f'your sessions since 21 Nov contradict 2 archived task(s) about "{OLD_LINE}": superseded'
+    )
+    assert main(["status", "--config", str(config), "--project", str(project)]) == 0
+    text = capsys.readouterr().out
+    assert "task archive: 5 task(s): 3 active" in text and line in text
+
+    md = render_markdown({
+        "night": 3, "project_name": "p", "status": "complete", "chart": [], "archive": stats,
+        "archive_changes": {"superseded": [m.to_dict() for m in marks]},
+    })  # fmt: skip
+    assert "superseded tonight: 2 (newer sessions contradict them" in md
+    assert "old-a: last asked 2026-11-15; 2 task(s) from sessions since 2026-11-21" in md
+    assert line in md

@@ -85,9 +85,10 @@ class SourcesSettings(StrictModel):
     codex_home: Path = Path("~/.codex")
     copilot_cli_home: Path = Path("~/.copilot")
     cursor_home: Path = Path("~/.cursor")
-    pi_home: Path = Path("~/.pi")
+    pi_home: Path | None = None  # None = $PI_CODING_AGENT_DIR's parent, or ~/.pi
+    pi_session_dirs: list[Path] = Field(default_factory=list)  # pi --session-dir folders
     vscode_user_dirs: list[Path] = Field(default_factory=list)  # [] = every VS Code flavour's
-    opencode_db: Path | None = None  # None = $XDG_DATA_HOME/opencode/opencode.db
+    opencode_db: Path | None = None  # None = $OPENCODE_DB, or every opencode*.db of its data dir
     # Until the first harvest; then the window's start stays fixed. 0 = all history.
     lookback_hours: float = Field(default=72.0, ge=0)
     # Every harvest looks back lookback_hours from now (older sessions stay pending, unread).

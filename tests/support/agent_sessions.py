@@ -401,10 +401,12 @@ def write_cursor_session(
 
 
 # -- Pi -------------------------------------------------------------------------------------
-def pi_path(home: Path, cwd: Path, start: datetime, session_id: str) -> Path:
+def pi_path(sessions: Path, cwd: Path, start: datetime, session_id: str) -> Path:
+    """Where Pi writes a session of ``cwd`` in its sessions folder (by default
+    ``~/.pi/agent/sessions``): one folder per project, named after its path."""
     folder = "--" + str(cwd).strip("/").replace("/", "-") + "--"
     stamp = start.astimezone(UTC).strftime("%Y-%m-%dT%H-%M-%S-000Z")
-    return home / "agent" / "sessions" / folder / f"{stamp}_{session_id}.jsonl"
+    return sessions / folder / f"{stamp}_{session_id}.jsonl"
 
 
 def pi_message(

@@ -9,6 +9,11 @@ tool (``tool``; ``skill`` with ``state.input.name`` names the skill used) and ol
 ``tool-invocation`` parts ``toolInvocation.toolName``. An assistant message with an
 ``error`` counts as negative feedback.
 
+``opencode run "..."`` stores its arguments joined by spaces, each one that holds a space
+wrapped in double quotes (inner quotes escaped), so a request given as one argument comes
+back as ``"Add the orders migration"``. A user message of exactly that shape is unquoted
+(:func:`unquote_run_message`); text the user really quoted (``"a" and "b"``) is left alone.
+
 Only root sessions are read: a session with a ``parent_id`` is a sub-agent's (a task the
 agent delegated), not the user's. A session's version is its ``time_updated`` and message
 count, so one that went on is read again.
@@ -17,6 +22,7 @@ count, so one that went on is read again.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,7 +43,7 @@ from skillopt_sleep.harvest.refs import (
 from skillopt_sleep.harvest.skillhint import skill_in_text
 from skillopt_sleep.harvest.sqlite_ro import list_rows, misencoded, read_transaction
 
-__all__ = ["DB_NAME", "list_sessions"]
+__all__ = ["DB_NAME", "list_sessions", "unquote_run_message"]
 
 DB_NAME = "opencode.db"
 _REQUIRED = {
@@ -57,6 +63,17 @@ _PARTS = (
     " FROM message m LEFT JOIN part p ON p.message_id = m.id"
     " WHERE m.session_id = :sid ORDER BY m.time_created, m.id, p.id"
 )
+
+
+# One argument ``opencode run`` quoted: it holds a space, and any quote inside is escaped.
+_RUN_ARGUMENT = re.compile(r'"((?:[^"\\]|\\.)* (?:[^"\\]|\\.)*)"', re.DOTALL)
+
+
+def unquote_run_message(text: str) -> str:
+    """The argument ``opencode run`` wrapped in quotes, or ``text`` itself when it is not
+    exactly one such argument."""
+    whole = _RUN_ARGUMENT.fullmatch(text)
+    return whole.group(1).replace('\\"', '"') if whole else text
 
 
 def _json(raw: Any) -> dict[str, Any] | None:
@@ -99,7 +116,7 @@ class _Message:
     def finish(self, builder: SessionBuilder) -> None:
         if self.role == "user":
             for text in self.texts:
-                builder.add_user_text(text)
+                builder.add_user_text(unquote_run_message(text))
         elif self.role == "assistant":
             builder.add_assistant_text("\n".join(self.texts))
             if self.error and builder.n_user:

@@ -1,4 +1,8 @@
-"""Pi coding agent sessions: ``<pi_home>/agent/sessions/<project>/<stamp>_<id>.jsonl``.
+"""Pi coding agent sessions: ``<sessions folder>/<project>/<stamp>_<id>.jsonl``.
+
+The sessions folder is ``~/.pi/agent/sessions`` unless the user moved it (see
+:func:`~.locations.pi_session_dirs`); a moved one may hold the files directly, so every
+``.jsonl`` below it is read and the header's ``cwd`` says whose project it is.
 
 The first line is the header, ``{"type": "session", "version", "id", "timestamp", "cwd"}``
 (no ``version`` means 1). Every later line is an entry; ``message`` entries carry a
@@ -156,7 +160,8 @@ def read_session(path: Path, options: ReadOptions) -> SessionBuilder:
 
 
 def list_sessions(home: Path, scope: Path | None, resources: ExitStack) -> Listing:
-    files = files_below(home / "agent" / "sessions", ".jsonl", skip_folders=(SUBAGENTS,))
+    """The sessions below the sessions folder ``home`` that may be the project's."""
+    files = files_below(home, ".jsonl", skip_folders=(SUBAGENTS,))
     for ref in file_refs(SourceKind.PI, files, read_session, cwd_of=peek_cwd):
         if isinstance(ref, Unreadable) or may_be_in_scope(ref.cwd, scope):
             yield ref

@@ -179,8 +179,9 @@ def _file_from_dict(data: dict[str, Any]) -> SessionFile:
     )
 
 
-def sources_for(cfg: SleepConfig) -> list[SourceSpec]:
-    """Where to read transcripts from (``auto`` resolved against this machine)."""
+def sources_for(cfg: SleepConfig, project: Path | None = None) -> list[SourceSpec]:
+    """Where to read transcripts from (``auto`` resolved against this machine; the project
+    may have moved Pi's sessions)."""
     s = cfg.sources
     homes = Homes(
         claude_home=s.claude_home,
@@ -188,8 +189,10 @@ def sources_for(cfg: SleepConfig) -> list[SourceSpec]:
         copilot_cli_home=s.copilot_cli_home,
         cursor_home=s.cursor_home,
         pi_home=s.pi_home,
+        pi_session_dirs=tuple(s.pi_session_dirs),
         vscode_user_dirs=tuple(s.vscode_user_dirs),
         opencode_db=s.opencode_db,
+        project=project,
     )
     return resolve_sources(s.kinds, homes)
 
@@ -250,7 +253,7 @@ def collect(
 ) -> HarvestResult:
     """Harvest the project's sessions (``project=None``: every project's)."""
     return harvest(
-        sources_for(cfg),
+        sources_for(cfg, project),
         since=since,
         project=project,
         limit=session_limit(cfg),

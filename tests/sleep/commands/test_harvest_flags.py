@@ -178,7 +178,7 @@ def test_a_config_file_names_the_new_sources(tmp_path: Path) -> None:
     )
     specs = sources_for(load_sleep_config(config))
     assert [(s.kind, str(s.home)) for s in specs] == [
-        (SourceKind.PI, "/data/pi"),
+        (SourceKind.PI, "/data/pi/agent/sessions"),
         (SourceKind.OPENCODE, "/data/oc/opencode.db"),
         (SourceKind.COPILOT, "/data/Code/User"),
     ]
@@ -214,7 +214,7 @@ def test_auto_reads_every_agent_present_on_the_machine(tmp_path: Path) -> None:
     found = {(s.kind, s.home) for s in resolve(["auto"], homes)}
     assert found == {
         (SourceKind.CLAUDE_CODE, home / ".claude"),
-        (SourceKind.PI, home / ".pi"),
+        (SourceKind.PI, home / ".pi" / "agent" / "sessions"),
         (SourceKind.COPILOT, home / ".config" / "VSCodium" / "User"),
         (SourceKind.OPENCODE, home / ".local" / "share" / "opencode" / "opencode.db"),
     }

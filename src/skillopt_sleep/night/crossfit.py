@@ -270,11 +270,11 @@ async def learn_target(
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
-    steady: frozenset[str] = frozenset(),
+    quiet: frozenset[str] | None = None,
 ) -> StepResult:
     """Reflect per fold, gate every edit alone on its held-out fold, then the union.
-    ``first_id``: where this round's sample ids start (:data:`ROUND`); ``steady``: the
-    tasks the archive knows answer the same every time under ``best`` (:func:`quiet_tasks`)."""
+    ``first_id``: where this round's sample ids start (:data:`ROUND`); ``quiet``: the tasks
+    known to answer the same every time (None: :func:`quiet_tasks` of ``base``)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -312,8 +312,8 @@ async def learn_target(
         elif verdict == "rejected":
             step.rejected.append(cand.edit)
     if passed:
-        quiet = quiet_tasks(base) | steady
-        await _union(night, round_no, target, tasks, base, passed, step, first_id, quiet)
+        known = quiet_tasks(base) if quiet is None else quiet
+        await _union(night, round_no, target, tasks, base, passed, step, first_id, known)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -580,14 +580,15 @@ async def _settle(
 
 
 def quiet_tasks(measured: Measured) -> frozenset[str]:
-    """The tasks whose answers agree every time, from tonight's samples (the archive's
-    per-task noise estimate adds the tasks it knows are steady: ``learn_target(steady=)``).
-    When every task has at least two samples and each task's samples agree, the model
-    answers consistently and every task is quiet; one task whose samples disagree makes
-    the night noisy and no task quiet by tonight's evidence (a handful of agreeing samples
-    cannot tell a quiet task from a lucky one under a model that flips answers)."""
+    """The tasks whose answers agree every time, by tonight's samples of every task (the
+    round's rollouts; the archive's noise estimate adds the tasks it knows are steady:
+    :func:`skillopt_sleep.night.rounds.steady_tasks`). When each task's samples agree, the
+    model answers consistently and every task is quiet (with one sample each, nothing
+    says otherwise); one task whose samples disagree makes the night noisy and no task
+    quiet by tonight's evidence (a handful of agreeing samples cannot tell a quiet task
+    from a lucky one under a model that flips answers)."""
     scores = measured.scores
-    consistent = bool(scores) and all(len(v) >= 2 and task_settled(v, v) for v in scores.values())
+    consistent = bool(scores) and all(task_settled(v, v) for v in scores.values())
     return frozenset(scores) if consistent else frozenset()
 
 

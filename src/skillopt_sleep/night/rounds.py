@@ -46,6 +46,7 @@ from skillopt_sleep.night.crossfit import (
     learn_target,
     make_folds,
     measure,
+    quiet_tasks,
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
@@ -236,7 +237,8 @@ async def _learn_rounds(
             step = await learn_target(
                 night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
-                first_id=first_id, steady=steady_tasks(night, tasks, learned.best),
+                first_id=first_id,
+                quiet=quiet_tasks(rolled) | steady_tasks(night, tasks, learned.best),
             )  # fmt: skip
             learned.keep(night, step)
 

@@ -7,7 +7,17 @@ Better than substring matching on a word list in four ways:
 - only the head of the message is read (a verdict comes first; a long message that
   mentions "great" in paragraph four is a new request);
 - phrases are matched as whole words, and a positive cue under negation ("not perfect",
-  "no longer works") is not positive.
+  "no longer works") is not positive;
+- a cue that also reads as a question or a request ("what is wrong with the parser?",
+  "check why it is missing") does not count when such a word comes just before it.
+
+The negative cues are families of how developers correct an agent, each in several
+phrasings: a flat "no"; it still or again fails; it does not work; it is wrong (said of
+the answer or of a part of it: "wrong date format again", "the timestamps are wrong");
+not what was asked; not how we do it ("that's not our commit style", "this isn't how we
+name branches"); too much of something ("too wordy", "way too long"); something is
+missing; what the agent did or failed to do ("you forgot", "you didn't", "you should have
+used"); "I said" / "I asked for"; stop doing it; not quite; frustration; undo it.
 """
 
 from __future__ import annotations
@@ -25,6 +35,13 @@ _INLINE = re.compile(r"`[^`\n]*`")
 _QUOTED = re.compile(r"^\s*>.*$", re.MULTILINE)
 
 _NEGATION_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bno longer|\bhardly)\W+(?:\w+\W+)?$", re.I)
+# A question or a request about the thing, not a verdict on the answer.
+_ASKING_BEFORE = re.compile(
+    r"\b(?:what|why|how|where|which|whether|if|unless|check|find\s+out|see|tell\s+me|"
+    r"make\s+sure|ensure|verify|confirm)\b"
+    r"[^.!?;\n]*$",
+    re.I,
+)
 
 _NEGATIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("no", re.compile(r"^\W*(?:no|nope|nah)\b(?!\s+(?:problem|worries|need)\b)", re.I)),
@@ -52,14 +69,70 @@ _NEGATIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
+    ("wrong", re.compile(r"^\W*(?:wrong|incorrect|not\s+(?:right|correct))\b", re.I)),
+    (
+        "wrong",  # said of a part of the answer: "the timestamps are wrong"
+        re.compile(
+            r"\b(?:is|are|was|were|looks?|seems?)\s+(?:still\s+|all\s+)?(?:wrong|incorrect)\b",
+            re.I,
+        ),
+    ),
     ("not_asked", re.compile(r"\bnot\s+what\s+i\s+(?:asked|wanted|meant|said)\b", re.I)),
+    (
+        "not_our_way",
+        re.compile(
+            r"(?:'s\s+not|\b(?:is|are|was|were)(?:\s+not|n'?t))\s+"
+            r"(?:(?:our|my)\s+\w+(?!\s+to\b)|how\s+(?:we|i)|what\s+(?:we|i)\s+(?:use|want|do)|"
+            r"the\s+(?:\w+\s+){0,2}(?:we|i)\s+(?:use|want|follow))\b",
+            re.I,
+        ),
+    ),
+    ("not_our_way", re.compile(r"^\W*not\s+(?:our|my)\s+\w+", re.I)),
+    (
+        "too_much",
+        re.compile(
+            r"(?:^\W*|[.!?;]\s*|\b(?:is|are|was|it'?s|that'?s|still|way|far|much|bit|little|"
+            r"a\s+lot)\s+)too\s+(?:\w+)",
+            re.I,
+        ),
+    ),
+    (
+        "missing",
+        re.compile(r"\b(?:is|are|'s|'re)\s+(?:still\s+)?missing\b", re.I),
+    ),
     (
         "revert",
         re.compile(r"\b(?:revert|undo|roll\s*back)\s+(?:that|this|it|the|your|those)\b", re.I),
     ),
     ("broke", re.compile(r"\byou\s+(?:broke|forgot|missed|ignored|deleted|removed)\b", re.I)),
+    (
+        "not_done",
+        re.compile(
+            r"\byou\s+(?:didn'?t|did\s+not|haven'?t|have\s+not|never|still\s+haven'?t)\b"
+            r"(?!\s+(?:have\s+to|need\s+to))",
+            re.I,
+        ),
+    ),
+    (
+        "should_have",
+        re.compile(r"\bshould(?:\s+have|'ve)\s+(?:been|\w+ed|used|kept|left|written|done)\b", re.I),
+    ),
+    (
+        "i_said",
+        re.compile(
+            r"(?<!what )\bi\s+(?:said|told\s+you|asked\s+(?:you\s+)?(?:for|to|not))\b", re.I
+        ),
+    ),
+    ("stop", re.compile(r"^\W*(?:please\s+)?(?:stop|quit)\s+\w+ing\b", re.I)),
+    (
+        "not_quite",
+        re.compile(r"^\W*(?:not\s+(?:quite|really|exactly)|close,?\s+but|almost,?\s+but)\b", re.I),
+    ),
+    ("frustrated", re.compile(r"^\W*(?:ugh+|argh+|wtf|come\s+on|seriously)\b", re.I)),
     ("why_did_you", re.compile(r"\bwhy\s+did\s+you\b", re.I)),
 )
+# Cues a question or a request can also contain ("what is wrong with it?").
+_MAY_BE_ASKED = frozenset({"wrong", "missing", "not_done", "should_have"})
 
 _POSITIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("thanks", re.compile(r"\b(?:thanks|thank\s+you|thx|ty)\b", re.I)),
@@ -89,6 +162,12 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "not_working": ("work", "compile", "build", "run", "pass", "fix", "help"),
     "wrong": ("wrong", "correct", "right"),
     "not_asked": ("what",),
+    "not_our_way": ("our", "my", "how", "what", "we"),
+    "too_much": ("too",),
+    "missing": ("missing",),
+    "not_done": ("you",),
+    "should_have": ("should",),
+    "i_said": ("said", "told", "asked"),
     "revert": ("revert", "undo", "roll"),
     "broke": ("broke", "forgot", "missed", "ignored", "deleted", "removed"),
     "why_did_you": ("why",),
@@ -118,6 +197,16 @@ def _negated(text: str, start: int) -> bool:
     return bool(_NEGATION_BEFORE.search(text[max(0, start - 30) : start]))
 
 
+def _asked(text: str, start: int) -> bool:
+    return bool(_ASKING_BEFORE.search(text[max(0, start - 40) : start]))
+
+
+def _complains(cue: str, pattern: re.Pattern[str], head: str) -> bool:
+    if cue not in _MAY_BE_ASKED:
+        return bool(pattern.search(head))
+    return any(not _asked(head, m.start()) for m in pattern.finditer(head))
+
+
 def detect_feedback(message: str, turn: int) -> tuple[FeedbackSignal, ...]:
     """Signals in one user message; empty for the opening message (``turn == 0``)."""
     if turn <= 0:
@@ -129,7 +218,7 @@ def detect_feedback(message: str, turn: int) -> tuple[FeedbackSignal, ...]:
     found: list[FeedbackSignal] = []
     seen: set[str] = set()
     for cue, pattern in _NEGATIVE:
-        if cue not in seen and _may_match(cue, pattern, folded) and pattern.search(head):
+        if cue not in seen and _may_match(cue, pattern, folded) and _complains(cue, pattern, head):
             seen.add(cue)
             found.append(FeedbackSignal(sentiment=Sentiment.NEGATIVE, cue=cue, turn=turn))
     for cue, pattern in _POSITIVE:

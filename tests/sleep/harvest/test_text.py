@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from skillopt_sleep.harvest.common import is_noise
+from skillopt_sleep.harvest.digest import Sentiment
 from skillopt_sleep.harvest.feedback import detect_feedback
 from skillopt_sleep.harvest.timeparse import parse_instant
 
@@ -98,3 +99,83 @@ def test_feedback_only_reads_the_head_of_a_long_message() -> None:
 )
 def test_is_noise(text: str, noise: bool) -> None:
     assert is_noise(text) is noise
+
+
+# Plain corrections seen in real Pi sessions that an earlier cue list missed.
+SEEN_IN_PI = ["wrong date format again", "that's not our commit style", "too wordy"]
+# Other ways of saying the same kinds of thing, none of them used to shape the cues.
+HELD_OUT = [
+    "Incorrect, the port is 8080",
+    "the timestamps are wrong",
+    "This isn't how we name branches.",
+    "way too verbose, trim it",
+    "still too long",
+    "you didn't update the changelog",
+    "you should have used the existing helper",
+    "I said tabs, not spaces",
+    "stop adding emojis",
+    "not quite, the header is off",
+    "ugh, the same thing",
+    "the changelog entry is missing",
+    "that is not the format we use",
+    "it's far too slow now",
+    "you still haven't fixed the import",
+    "I told you not to touch the lockfile",
+    "not our naming scheme",
+    "hmm, the imports are all wrong",
+    "close, but the order is reversed",
+    "the summary looks wrong",
+    "a bit too formal for a commit message",
+    "please stop rewriting the whole file",
+    "Wrong branch, it should go on develop",
+    "the indentation is still wrong",
+    "that's not the style we follow here",
+    "Too much detail; keep it to one line",
+    "way too many files changed",
+    "you forgot the license header again",
+    "you never ran the tests",
+    "I asked for a table, not a list",
+    "stop renaming my variables",
+    "not really, the dates are still in US format",
+    "argh, it still crashes",
+    "the type hints are missing",
+    "these names aren't how we write them",
+]
+# Follow-ups that are new requests or questions, with the same words in them.
+NEUTRAL = [
+    "add the docs too please",
+    "what is wrong with the parser?",
+    "can you check why the build is broken",
+    "the function should have a docstring",
+    "if you haven't already, run the linter",
+    "stop the dev server before migrating",
+    "what's missing from the release notes?",
+    "it's not urgent, but add a test",
+    "me too",
+    "Now write a test for the missing-file case",
+    "find out which dependency is missing",
+    "Could you also handle the case where the input is wrong?",
+    "You did a good job, now add logging",
+    "I asked the team and they prefer tabs; switch the config",
+    "make sure you didn't leave debug prints",
+    "run it again",
+    "the tests should pass on 3.12 as well",
+    "it is not our job to validate emails here, so skip it",
+    "Now make the error message more helpful",
+    "what would be the right date format for the API?",
+    "is anything missing before I merge?",
+    "also, you should add a changelog entry",
+    "write it in the style we use for the other modules",
+    "thanks! now let's do the deploy script",
+    "can you tell me if anything is wrong in this config?",
+]
+
+
+@pytest.mark.parametrize("message", SEEN_IN_PI + HELD_OUT)
+def test_plain_corrections_are_negative(message: str) -> None:
+    assert any(s.sentiment is Sentiment.NEGATIVE for s in detect_feedback(message, 1)), message
+
+
+@pytest.mark.parametrize("message", NEUTRAL)
+def test_requests_and_questions_are_not_corrections(message: str) -> None:
+    assert not [s for s in detect_feedback(message, 1) if s.sentiment is Sentiment.NEGATIVE]

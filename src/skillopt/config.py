@@ -47,6 +47,7 @@ from skillopt.redact import redact_obj
 __all__ = [
     "AZURE_SCOPE",
     "CLI_KINDS",
+    "HANDOFF_MEMBER",
     "HTTP_KINDS",
     "OVERRIDE_PREFIXES",
     "POOL_ENV_PREFIX",
@@ -62,6 +63,7 @@ __all__ = [
     "ClaudeCliMember",
     "CodexCliMember",
     "CopilotCliMember",
+    "HandoffMember",
     "MemberConfig",
     "MockMember",
     "OpenAIChatMember",
@@ -267,6 +269,17 @@ class MockMember(_MemberBase):
         return _refuse_request(data, "go to HTTP members; the mock model reads `options` only")
 
 
+class HandoffMember(_MemberBase):
+    """No model: prompts go to files the user's own agent answers (``[pool] kind =
+    "handoff"``, :mod:`skillopt.backends.handoff`). ``dir`` is the project's handoff
+    directory, set by the command that runs the night."""
+
+    kind: Literal["handoff"] = "handoff"
+    model: str = "handoff"
+    dir: UserPath | None = None
+    resume: str = ""  # the command that resumes the night, as PROMPTS.md says it
+
+
 class _CliBase(_MemberBase):
     executable: UserPath | None = None
     model: str | None = None
@@ -316,6 +329,7 @@ MemberConfig = Annotated[
     | AzureChatMember
     | AzureResponsesMember
     | MockMember
+    | HandoffMember
     | ClaudeCliMember
     | CodexCliMember
     | CopilotCliMember,
@@ -351,14 +365,47 @@ class CacheConfig(StrictModel):
     max_entries: int = Field(default=100_000, ge=1)
 
 
+HANDOFF_MEMBER = "handoff"
+
+
 class PoolConfig(StrictModel):
-    """Members, which of them serve each role, and the pool's policies."""
+    """Members, which of them serve each role, and the pool's policies.
+
+    ``kind = "handoff"`` (and no members) is short for one handoff member serving both
+    roles: no model is called (docs/handoff.md)."""
 
     members: list[MemberConfig] = Field(min_length=1)
     roles: RolesConfig
     retry: RetryConfig = Field(default_factory=RetryConfig)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _handoff_kind(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "kind" not in data:
+            return data
+        data = dict(data)
+        kind = data.pop("kind")
+        if kind != "handoff":
+            raise PydanticCustomError(
+                "keyed", "{reason}", {"key": "kind", "reason": f"unknown pool kind {kind!r} "
+                                      "(the one kind is 'handoff'; else list members)"},
+            )  # fmt: skip
+        if data.get("members"):
+            raise PydanticCustomError(
+                "keyed", "{reason}", {"key": "kind", "reason": "a handoff pool calls no model: "
+                                      "remove [[pool.members]] or the kind"},
+            )  # fmt: skip
+        data["members"] = [{"kind": "handoff", "name": HANDOFF_MEMBER}]
+        data["roles"] = {"target": [HANDOFF_MEMBER], "optimizer": [HANDOFF_MEMBER]}
+        data.setdefault("cache", {"enabled": False})
+        return data
+
+    @property
+    def handoff(self) -> bool:
+        """True when a handoff member answers (no model is called)."""
+        return any(m.kind == "handoff" for m in self.members)
 
     @model_validator(mode="after")
     def _cross_check(self) -> PoolConfig:

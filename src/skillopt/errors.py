@@ -20,11 +20,13 @@ never leave their module are not errors and stay out::
     │       ├── BackendAuthError        401/403, CLI "not logged in"
     │       ├── BackendRequestError     400/404/422, unsupported model
     │       ├── QuotaExhaustedError     429 "insufficient_quota": the account is out of credit
-    │       └── ContentFilterError      the provider refused the content
+    │       ├── ContentFilterError      the provider refused the content
+    │       └── AnswerPendingError      handoff mode: the prompt waits for an answer file
     ├── NoHealthyMemberError        every member of a role is open-circuited or unusable
     ├── BudgetExceededError         the night/run spend cap was reached
     ├── ReplyFormatError            a model reply did not match the expected schema
     ├── RunFailedError              a run learned nothing it can trust; names the stage and cause
+    ├── WaitingForAnswersError      handoff mode: a stage's prompts were written; answer, resume
     ├── LockHeldError               another process holds the project lock
     ├── StorageError                our own files cannot be written: disk full, permission denied
     ├── AdoptionError               writing the live files failed; every file touched was restored
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 __all__ = [
     "AdoptionError",
+    "AnswerPendingError",
     "BackendAuthError",
     "BackendError",
     "BackendRequestError",
@@ -58,6 +61,7 @@ __all__ = [
     "SkillDocError",
     "SkillOptError",
     "StorageError",
+    "WaitingForAnswersError",
 ]
 
 
@@ -196,6 +200,24 @@ class ContentFilterError(FatalBackendError):
         return "content_filter"
 
 
+class AnswerPendingError(FatalBackendError):
+    """Handoff mode (:mod:`skillopt.backends.handoff`): no model answers; this prompt was
+    recorded as pending under ``prompt_id`` and waits for ``answers/<prompt_id>.md``.
+    ``problem`` says why an answer file that was there was not taken (empty, bad format)."""
+
+    def __init__(self, message: str = "waiting for an answer", *, prompt_id: str = "",
+                 problem: str = "", **kw: object) -> None:  # fmt: skip
+        self.prompt_id = prompt_id
+        self.problem = problem
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+    error_class_name = "handoff_pending"
+
+    @property
+    def error_class(self) -> str:
+        return self.error_class_name
+
+
 class NoHealthyMemberError(SkillOptError):
     """Every member of a role is unusable (open circuit or misconfigured)."""
 
@@ -222,6 +244,19 @@ class RunFailedError(SkillOptError):
         self.stage = stage
         self.cause = cause
         super().__init__(f"{stage}: {cause}")
+
+
+class WaitingForAnswersError(SkillOptError):
+    """Handoff mode: the night stopped after ``stage`` had collected every prompt it could
+    ask; ``pending`` of them wait for answers in the handoff directory (``rejected`` of
+    those had an answer file that was not usable). The same command resumes the night."""
+
+    def __init__(self, stage: str, pending: int, *, rejected: int = 0) -> None:
+        self.stage = stage
+        self.pending = pending
+        self.rejected = rejected
+        bad = f" ({rejected} answer(s) rejected: see PROMPTS.md)" if rejected else ""
+        super().__init__(f"{pending} prompt(s) of {stage} wait for answers{bad}")
 
 
 class LockHeldError(SkillOptError):

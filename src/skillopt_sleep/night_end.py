@@ -23,6 +23,7 @@ class RunStatus(StrEnum):
     COMPLETE = "complete"
     FAILED = "failed"
     ABORTED = "aborted"  # interrupted (Ctrl-C, SIGTERM, a bug): the next night resumes it
+    WAITING = "waiting"  # handoff mode: prompts wait for answers; the same command resumes it
 
 
 class NightResult(StrEnum):
@@ -34,3 +35,4 @@ class NightResult(StrEnum):
     NO_EDITS = "no_edits"
     BUDGET_REACHED = "budget_reached"
     FAILED = "failed"
+    WAITING = "waiting_for_answers"  # handoff mode: see RunStatus.WAITING

@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest, Role
 from skillopt.errors import (
+    AnswerPendingError,
     BackendError,
     BudgetExceededError,
     NoHealthyMemberError,
@@ -175,7 +176,7 @@ class Reflector:
                 sets=[*spread, *steady],
             )  # fmt: skip
             calls, raws, errors = calls + n, raws + raw, errors + errs
-            if edits:
+            if edits or _waits(errs):  # handoff: no fallback prompt before this one's answer
                 return ReflectOutcome(
                     edits=tuple(edits),
                     mode=ReflectMode.CONTRASTIVE,
@@ -363,3 +364,8 @@ def _case(task: TaskRecord, result: RolloutResult) -> str:
         f"- asked: {_clip(task.intent)}\n  answered: {_clip(result.response)}\n"
         f"  judged: {_clip(result.reason or 'below threshold', 160)}"
     )
+
+
+def _waits(errors: Sequence[str]) -> bool:
+    """The call ended waiting for its answer (handoff mode), not failed."""
+    return any(e.startswith(f"{AnswerPendingError.error_class_name}:") for e in errors)

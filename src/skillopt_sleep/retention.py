@@ -159,7 +159,7 @@ def _protected(
     if run.adopting:
         return "an adoption of it is in progress or was interrupted"
     if run.status == RunStatus.RUNNING or (
-        run.resumable and run.status in (RunStatus.ABORTED, RunStatus.FAILED)
+        run.resumable and run.status in (RunStatus.ABORTED, RunStatus.FAILED, RunStatus.WAITING)
     ):
         return "the next night resumes it"
     if run.run_id in store_run_ids:

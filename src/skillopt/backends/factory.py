@@ -1,7 +1,7 @@
 """Build one pool member from its config, dispatching on ``kind``.
 
-HTTP kinds are built here (``openai_http``); ``mock`` and the CLI kinds live in modules of
-their own, imported only when such a member is configured.
+HTTP kinds are built here (``openai_http``); ``mock``, ``handoff`` and the CLI kinds live in
+modules of their own, imported only when such a member is configured.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def build_member(cfg: MemberConfig, *, http_client: httpx2.AsyncClient | None = 
         return build_http_member(cfg, http_client=http_client)  # type: ignore[arg-type]
     if cfg.kind == "mock":
         build = _builder("skillopt.backends.mock", "build_mock_member", cfg.kind)
+    elif cfg.kind == "handoff":
+        build = _builder("skillopt.backends.handoff", "build_handoff_member", cfg.kind)
     elif cfg.kind in CLI_KINDS:
         build = _builder("skillopt.backends.cli", "build_cli_member", cfg.kind)
     else:  # pragma: no cover - the config union admits no other kind

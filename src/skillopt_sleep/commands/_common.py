@@ -32,6 +32,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REFUSED",
+    "EXIT_WAITING",
     "FLAG_KEYS",
     "FLAG_SOURCES",
     "add_config_args",
@@ -54,6 +55,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+EXIT_WAITING = 75  # handoff mode: prompts wait for answers (= night.outcome.EXIT_WAITING)
 
 
 def emit_json(data: dict[str, Any]) -> None:

@@ -28,8 +28,10 @@ from skillopt_sleep.commands._common import (
 )
 from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.handoff import as_handoff, bind_handoff, handoff_dir, waiting_lines
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night.run import NightOutcome, run_night
+from skillopt_sleep.night_end import RunStatus
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.progress import default_progress
 from skillopt_sleep.shutdown import GracefulStop
@@ -85,13 +87,24 @@ def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = Fals
             say(f"  report page: {html} (all nights: {html.parents[2] / 'index.html'})")
 
 
+def _resume_command(args: argparse.Namespace, *, dry_run: bool) -> str:
+    """The command line that resumes this night (handoff mode says it)."""
+    flags = ("--demo", "--handoff")
+    extra = [flag for flag in flags if getattr(args, flag.removeprefix("--"), False)]
+    return again(args, "dry-run" if dry_run else "once", *extra)
+
+
 def run_command(
     args: argparse.Namespace, *, dry_run: bool, observer: StageObserver = NO_OBSERVER
 ) -> int:
     """Run the night the arguments describe; ``observer`` watches its stages (tests)."""
     demo = bool(getattr(args, "demo", False))
+    resume = _resume_command(args, dry_run=dry_run)
     try:
         cfg, project = load_config(args)
+        if getattr(args, "handoff", False):
+            cfg = as_handoff(cfg)
+        cfg = bind_handoff(cfg, project, resume=resume)
         _check_tasks_file(cfg, args.tasks_file, demo=demo)
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:
@@ -116,7 +129,10 @@ def run_command(
         emit_json({**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]})
     else:
         _print(outcome, args, demo=demo)
-        if demo and outcome.report_path:
+        if outcome.status is RunStatus.WAITING:
+            for line in waiting_lines(handoff_dir(cfg, project), resume):
+                say(line)
+        elif demo and outcome.report_path:
             root = project.parent  # the demo's own directory (in --state-dir, if given)
             state = cfg.state_path()
             home = state if root.is_relative_to(state) else root

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import random
 
-from skillopt_sleep.commands._common import EXIT_INTERRUPTED, add_night_args, setup_logging
+from skillopt_sleep.commands._common import (
+    EXIT_INTERRUPTED,
+    EXIT_WAITING,
+    add_night_args,
+    setup_logging,
+)
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
 __all__ = ["HELP", "NAME", "ORDER", "register", "run", "start_delay"]
@@ -27,6 +32,13 @@ def _seconds(text: str) -> int:
 
 def register(parser: argparse.ArgumentParser) -> None:
     add_night_args(parser)
+    parser.add_argument(
+        "--handoff",
+        action="store_true",
+        help="call no model: write the night's prompts to the project's handoff directory "
+        f"(PROMPTS.md, pending.json) and exit {EXIT_WAITING}; answer them in answers/<id>.md, "
+        "then run the same command again to resume (docs/handoff.md)",
+    )
     parser.add_argument(
         "--jitter",
         type=_seconds,

@@ -70,6 +70,11 @@ class Course:
         self.status, self.result = RunStatus.FAILED, NightResult.FAILED
         self.failed_stage, self.reason = stage, reason
 
+    def wait(self, stage: str, reason: str) -> None:
+        """Handoff mode: the night stopped in ``stage`` until its prompts are answered."""
+        self.status, self.result = RunStatus.WAITING, NightResult.WAITING
+        self.failed_stage, self.reason = stage, reason
+
     def staged(self, staged: Staged) -> None:
         """Record what staging produced; a staging failure fails the night, unaccepted."""
         self.proposal_dir, self.adopted = staged.proposal_dir, list(staged.adopted)

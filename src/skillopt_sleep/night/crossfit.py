@@ -228,10 +228,15 @@ async def compare(
     measurement on samples no earlier decision saw).
     """
     by_id = {t.id: t for t in tasks}
+    if night.waiting():  # handoff: nothing is chosen from a comparison missing answers
+        return (Measured(docs=base, scores={}, results=()),
+                Measured(docs=cand, scores={}, results=()))  # fmt: skip
 
     async def arm(
         i: int, ids: Sequence[str], samples: range
     ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+        if samples.start != offset and night.waiting():
+            return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
         return await _scores(night, [by_id[t] for t in ids], cand if i else base, samples, phase)
 
     got = await compare_adaptive(

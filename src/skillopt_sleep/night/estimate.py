@@ -214,7 +214,7 @@ def _night_record(night: Night, course: Course) -> NightRecord | None:
     """Tonight's spend per stage; None for a night cut short (failed, budget-stopped) or
     one that had no task to learn from."""
     ended = course.result not in (NightResult.FAILED, NightResult.BUDGET_REACHED,
-                                  NightResult.NO_TASKS)  # fmt: skip
+                                  NightResult.NO_TASKS, NightResult.WAITING)  # fmt: skip
     if not ended or course.gathered is None or night.spend.exhausted:
         return None
     tasks = course.gathered.tasks

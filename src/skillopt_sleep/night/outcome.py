@@ -17,7 +17,11 @@ from skillopt.errors import ConfigError
 from skillopt.skilldoc import content_hash
 from skillopt_sleep.night_end import NightResult, RunStatus
 
-__all__ = ["Live", "NightOutcome", "NightResult", "read_live"]
+__all__ = ["EXIT_WAITING", "Live", "NightOutcome", "NightResult", "read_live"]
+
+# Handoff mode: the night stopped until its prompts are answered (sysexits' EX_TEMPFAIL:
+# "try again later"); the CLI's exit-code table has it as well.
+EXIT_WAITING = 75
 
 Clock = Callable[[], datetime]
 
@@ -47,6 +51,8 @@ class NightOutcome:
 
     @property
     def exit_code(self) -> int:
+        if self.status is RunStatus.WAITING:
+            return EXIT_WAITING
         return 1 if self.status in (RunStatus.FAILED, RunStatus.ABORTED) else 0
 
     def to_dict(self) -> dict[str, Any]:

@@ -196,7 +196,8 @@ def build_report(
         live_skill=live.skill_path,
         live_memory=live.memory_path,
         resumed=night.resumed,
-        resumable=bool(night.run.journal.resumable) and course.status is RunStatus.FAILED,
+        resumable=bool(night.run.journal.resumable)
+        and course.status in (RunStatus.FAILED, RunStatus.WAITING),
         status=course.status,
         result=course.result,
         reason=course.reason,

@@ -48,7 +48,7 @@ def find_resumable(
     except SkillOptError as exc:
         notes.append(f"ignored an unreadable earlier run: {exc}")
         return None, notes
-    stopped = last.status in (RunStatus.ABORTED, RunStatus.FAILED)
+    stopped = last.status in (RunStatus.ABORTED, RunStatus.FAILED, RunStatus.WAITING)
     interrupted = stopped and last.journal.resumable
     if last.status is not RunStatus.RUNNING and not interrupted:
         return None, notes

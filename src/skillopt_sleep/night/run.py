@@ -108,8 +108,10 @@ async def run_night(
                 key="pool",
             )
         from skillopt.backends.open import open_completer
+        from skillopt_sleep.handoff import bind_handoff
 
-        async with open_completer(config.pool, executor=config.night.executor) as stack:
+        bound = bind_handoff(config, resolve_project(project)).pool or config.pool
+        async with open_completer(bound, executor=config.night.executor) as stack:
             return await run_night(
                 config,
                 project=project,

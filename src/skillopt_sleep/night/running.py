@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.backends.base import Pool
+from skillopt.backends.handoff import pending_failures
 from skillopt.backends.wrappers import BudgetCompleter
-from skillopt.errors import BudgetExceededError, RunFailedError
+from skillopt.errors import BudgetExceededError, RunFailedError, WaitingForAnswersError
 from skillopt.gate import GateConfig, task_scores
 from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
@@ -182,6 +183,7 @@ class Night:
         self.observer.stage_started(name)
 
     def end(self, name: str, **extra: Any) -> None:
+        self.check_waiting(name)
         calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
         hits = self.spend.cache_hits - self._hits_at.get(name, self.spend.cache_hits)
         self.run.end_stage(name, self.clock(), model_calls=calls, cache_hits=hits, **extra)
@@ -195,6 +197,16 @@ class Night:
             for t in tasks
             for k in range(samples)
         ]
+
+    def waiting(self) -> int:
+        """Calls that found no answer in handoff mode (0 with a model)."""
+        return pending_failures(self.spend.accounting())
+
+    def check_waiting(self, stage: str) -> None:
+        """Handoff mode: once a stage has asked every call it could, stop the night if any
+        of them waits for an answer (nothing decided from a missing reply is kept)."""
+        if pending := self.waiting():
+            raise WaitingForAnswersError(stage, pending)
 
     def check_budget(self, stage: str) -> None:
         if self.spend.exhausted:
@@ -223,6 +235,7 @@ class Night:
         rollouts answered (an endpoint that always refuses it) is named in the notes.
         ``candidate``: results under a candidate document, whose empty answers may be the
         edit's own (bad) effect rather than an outage; ``tasks`` name the lost ones."""
+        self.check_waiting(stage)
         if not results:
             return
         errors = [r for r in results if r.error]
@@ -266,7 +279,8 @@ class Night:
             outcome = await self.reflector.reflect(
                 target=target, docs=docs, sets=sets, budget=self.cfg.night.edit_budget
             )
-            self.run.checkpoint(f"reflect.{key}", outcome.to_dict())
+            if not self.waiting():  # a reflection missing a reply is asked again
+                self.run.checkpoint(f"reflect.{key}", outcome.to_dict())
         self.reflections[key] = outcome
         if not outcome.edits and outcome.reason:
             self.no_edit_reasons.append(f"{key}: {outcome.reason}")
@@ -274,6 +288,7 @@ class Night:
 
     def check_reflections(self, stage: str, outcomes: Sequence[ReflectOutcome]) -> None:
         """Fail the night when every reflection call of a stage failed (an outage)."""
+        self.check_waiting(stage)
         asked = [o for o in outcomes if o.calls]
         failed = [o for o in asked if not o.edits and o.errors and not o.raw]
         if asked and len(failed) == len(asked):

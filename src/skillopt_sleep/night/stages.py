@@ -30,7 +30,13 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt.backends.patience import Patience, current_patience, patience_for
-from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
+from skillopt.errors import (
+    BudgetExceededError,
+    RefusedError,
+    RunFailedError,
+    SkillOptError,
+    WaitingForAnswersError,
+)
 from skillopt.logging import get_logger
 from skillopt.redact import secret_kinds
 from skillopt.skilldoc import learned_bullets
@@ -227,6 +233,7 @@ async def _learn(
             start,
         )
         course.test = await _score_test(night, test, course.decision, start)
+        night.check_waiting(night.stage)  # a project skill's prompts may wait too
         await top_up_staged(night, tasks, course.decision)
         if course.decision.budget_stop:  # the best gated documents are staged all the same
             course.result, course.reason = NightResult.BUDGET_REACHED, course.decision.budget_stop
@@ -234,6 +241,10 @@ async def _learn(
             course.result = NightResult.ACCEPTED
         elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
             course.result = NightResult.NO_EDITS
+    except WaitingForAnswersError as exc:
+        course.wait(exc.stage, f"{exc}; answer them, then run the same command again")
+        night.run.update(resumable=True)
+        night.notes.append(course.reason)
     except RunFailedError as exc:
         course.fail(exc.stage, exc.cause)
         # An outage: the next night resumes this one and pays only for what never answered.
@@ -314,6 +325,7 @@ async def _gather(
         before_mining=lambda calls: announce_mining(night, calls),
     )
     night.sessions_mined = gathered.n_sessions if uses_llm_miner(night.cfg) else 0
+    night.check_waiting("harvest")  # tasks mined from a missing reply are never saved
     run.write_tasks(t.to_dict() for t in gathered.tasks)
     run.checkpoint("gather", gathered.checkpoint())
     for note in gathered.notes:

@@ -1,0 +1,271 @@
+"""The handoff member: no model is called; the user's own agent answers the prompts.
+
+For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"`` or
+``skillopt-sleep once --handoff``). How one sitting goes:
+
+1. Every request reaching this member has passed the redaction wrapper, like every
+   outbound prompt. Its id is a hash of its role, stage, full text and sample id
+   (:func:`prompt_id`): the same night asks the same prompt under the same id again.
+2. When ``answers/<id>.md`` exists in the handoff directory, its text is the reply: a
+   completed call, like a model's. An answer that is empty or fails the request's own
+   format check is moved aside to ``answers/<id>.rejected.md`` and the prompt is pending
+   again, with the problem said.
+3. Otherwise the prompt is recorded as pending and :class:`AnswerPendingError` is raised
+   (fatal: never retried, never held against a member's health). The night collects every
+   call of the stage, then stops as waiting for answers (see
+   :mod:`skillopt_sleep.night.running`).
+4. On close the sitting writes ``PROMPTS.md`` (numbered, for a person or an agent) and
+   ``pending.json`` (for tools) when prompts are pending; a sitting that answered from files
+   and left nothing pending removes them.
+
+The answers stay in ``answers/``: a resumed night reads the same ones again, so it ends as
+it would have with a model that gave those replies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from skillopt.atomicio import atomic_write_text
+from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.errors import AnswerPendingError, ReplyFormatError
+from skillopt.logging import get_logger
+
+__all__ = [
+    "ANSWERS_DIR",
+    "PENDING_NAME",
+    "PROMPTS_NAME",
+    "HandoffBackend",
+    "PendingPrompt",
+    "answer_path",
+    "build_handoff_member",
+    "pending_failures",
+    "prompt_id",
+    "read_pending",
+    "write_answer",
+]
+
+_log = get_logger(__name__)
+
+PROMPTS_NAME = "PROMPTS.md"
+PENDING_NAME = "pending.json"
+ANSWERS_DIR = "answers"
+_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def prompt_id(request: CompletionRequest) -> str:
+    """A stable id: sha256 of (role, stage, full request text, sample id), 16 hex digits.
+
+    The stage is part of it so a fresh sample the gate asks for again in a later stage
+    (same prompt, same sample id) is a prompt of its own, as it is a call of its own."""
+    digest = hashlib.sha256()
+    parts = (request.role.value, request.stage, request.text_for_key(), str(request.sample_id))
+    for part in parts:
+        data = part.encode("utf-8")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def answer_path(directory: Path, pid: str) -> Path:
+    """Where the answer to prompt ``pid`` goes (``pid`` checked: no path tricks)."""
+    if not _ID.match(pid):
+        raise ValueError(f"not a prompt id: {pid!r}")
+    return directory / ANSWERS_DIR / f"{pid}.md"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingPrompt:
+    """One prompt waiting for its answer, as ``pending.json`` lists it."""
+
+    id: str
+    role: str
+    stage: str
+    format: str  # "json": reply with one JSON value, as the prompt describes; "text"
+    max_output_tokens: int
+    sample: int  # >0: another independent sample of a prompt asked before
+    system: str
+    prompt: str
+    answer_file: str  # relative to the handoff directory
+    problem: str = ""  # why the answer file that was there was not taken
+
+    @staticmethod
+    def of(request: CompletionRequest, pid: str, problem: str = "") -> PendingPrompt:
+        if request.messages:
+            turns = [m for m in request.messages if m.role != "system"]
+            text = "\n\n".join(f"[{m.role}]\n{m.content}" for m in turns)
+        else:
+            text = request.prompt
+        return PendingPrompt(
+            id=pid,
+            role=request.role.value,
+            stage=request.stage,
+            format="json" if request.json_mode else "text",
+            max_output_tokens=request.max_output_tokens,
+            sample=request.sample_id,
+            system=request.system_message(),
+            prompt=text,
+            answer_file=f"{ANSWERS_DIR}/{pid}.md",
+            problem=problem,
+        )
+
+
+def read_pending(directory: Path) -> list[PendingPrompt]:
+    """The prompts ``pending.json`` lists ([] when there is none)."""
+    try:
+        data = json.loads((directory / PENDING_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    fields = set(PendingPrompt.__dataclass_fields__)
+    return [
+        PendingPrompt(**{k: v for k, v in row.items() if k in fields}) for row in data["prompts"]
+    ]
+
+
+def write_answer(directory: Path, pid: str, text: str) -> Path:
+    """Write the answer to prompt ``pid`` (atomically); returns its path."""
+    path = answer_path(directory, pid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text if text.endswith("\n") else text + "\n")
+    return path
+
+
+def pending_failures(accounting: Mapping[str, Any]) -> int:
+    """Calls of a pool's accounting that ended waiting for an answer (0 without handoff)."""
+    failures = accounting.get("total", {}).get("failures", {})
+    return int(failures.get(AnswerPendingError.error_class_name, 0))
+
+
+class HandoffBackend:
+    """A pool member that answers from files and records what it cannot answer."""
+
+    def __init__(self, *, name: str, directory: Path, resume_command: str = "") -> None:
+        self._name = name
+        self.directory = directory
+        self.resume_command = resume_command
+        self.pending: dict[str, PendingPrompt] = {}
+        self.answered = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def model(self) -> str:
+        return "handoff"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        pid = prompt_id(request)
+        path = answer_path(self.directory, pid)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self._pend(request, pid)
+        problem = _problem(request, text)
+        if problem:
+            os.replace(path, path.with_suffix(".rejected.md"))
+            _log.warning("handoff.answer_rejected", prompt_id=pid, problem=problem)
+            self._pend(request, pid, problem)
+        self.answered += 1
+        reply = text.strip()
+        return Completion(
+            text=reply,
+            usage=Usage.estimate(request.text_for_key(), reply),
+            member=self._name,
+            latency=0.0,
+        )
+
+    def _pend(self, request: CompletionRequest, pid: str, problem: str = "") -> NoReturn:
+        self.pending[pid] = PendingPrompt.of(request, pid, problem)
+        raise AnswerPendingError(
+            f"prompt {pid} waits for {ANSWERS_DIR}/{pid}.md" + (f" ({problem})" if problem else ""),
+            prompt_id=pid,
+            problem=problem,
+            member=self._name,
+        )
+
+    async def aclose(self) -> None:
+        """Write this sitting's pending prompts, or clear the files of an earlier one."""
+        if self.pending:
+            self._write()
+        elif self.answered:
+            for name in (PROMPTS_NAME, PENDING_NAME):
+                (self.directory / name).unlink(missing_ok=True)
+
+    def _write(self) -> None:
+        prompts = sorted(self.pending.values(), key=lambda p: (p.stage, p.id))
+        (self.directory / ANSWERS_DIR).mkdir(parents=True, exist_ok=True)
+        doc = {
+            "version": 1,
+            "resume": self.resume_command,
+            "answers_dir": ANSWERS_DIR,
+            "prompts": [asdict(p) for p in prompts],
+        }
+        atomic_write_text(self.directory / PENDING_NAME, json.dumps(doc, indent=2) + "\n")
+        atomic_write_text(self.directory / PROMPTS_NAME, _markdown(prompts, self.resume_command))
+        _log.info("handoff.pending_written", prompts=len(prompts), directory=str(self.directory))
+
+
+def _problem(request: CompletionRequest, text: str) -> str:
+    """Why an answer cannot be taken ("" when it can)."""
+    if not text.strip():
+        return "the answer file is empty"
+    if request.check_reply is not None:
+        try:
+            request.check_reply(text.strip())
+        except ReplyFormatError as exc:
+            return f"not in the expected format: {exc}"
+    return ""
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in ``text``."""
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    return "`" * max(3, max(runs, default=0) + 1)
+
+
+def _markdown(prompts: list[PendingPrompt], resume: str) -> str:
+    again = f"`{resume}`" if resume else "the same command"
+    lines = [
+        f"# skillopt handoff: {len(prompts)} prompt(s) wait for answers",
+        "",
+        "No model was called. Answer each prompt below as the model would: write only the",
+        "reply (no preamble) to the file named under it, relative to this folder. A `json`",
+        "prompt wants exactly the JSON it describes. When every prompt has its answer, run",
+        f"{again} again: the night resumes from where it stopped.",
+        "",
+    ]
+    for number, p in enumerate(prompts, 1):
+        lines += [
+            f"## {number}. `{p.id}` ({p.role}, {p.stage}, reply as {p.format})",
+            "",
+            f"Answer in: `{p.answer_file}` (at most about {p.max_output_tokens} tokens)",
+            "",
+        ]
+        if p.problem:
+            lines += [f"**The earlier answer was rejected**: {p.problem}", ""]
+        for label, text in (("System", p.system), ("Prompt", p.prompt)):
+            if text:
+                fence = _fence(text)
+                lines += [f"{label}:", "", fence, text, fence, ""]
+    return "\n".join(lines)
+
+
+def build_handoff_member(cfg: Any) -> HandoffBackend:
+    """The member for a ``handoff`` config (its directory set by the night's command)."""
+    if cfg.dir is None:
+        from skillopt.errors import ConfigError
+
+        raise ConfigError(
+            "the handoff member has no directory: run it through a night "
+            "(`skillopt-sleep once --handoff`), which puts it in the project's state",
+            key="dir",
+        )
+    return HandoffBackend(name=cfg.name, directory=Path(cfg.dir), resume_command=cfg.resume)

@@ -1,14 +1,18 @@
 """`skillopt-sleep mcp`: the nights, inside the user's agent, over MCP on stdio.
 
-Four tools, so Claude Code, Codex, Copilot or Cursor can answer "what did skillopt learn last
-night?" and adopt on request:
+Four tools (and two for handoff mode), so Claude Code, Codex, Copilot or Cursor can answer
+"what did skillopt learn last night?" and adopt on request:
 
 - ``status``: nights run, recent results, proposals waiting, where the HTML report is;
 - ``latest_report``: what a night (default: the latest) kept, rejected and measured;
 - ``proposal_diff``: the pending proposal against the live files;
 - ``adopt``: refuses unless ``confirm`` is the boolean true *and* ``run_id`` names the proposal
   the user saw; then runs the very adoption the CLI runs (sha pins, skill roots, backups,
-  rollback), finishing an interrupted adoption first.
+  rollback), finishing an interrupted adoption first;
+- ``handoff_next`` / ``handoff_answer``: a night in handoff mode (no model) left prompts in the
+  project's handoff directory; the agent is served them one at a time and hands each answer
+  back (written to ``answers/<id>.md``, the only file they write), then the user runs the night
+  command again.
 
 The read tools write nothing: an adoption left half-done is reported (``status``) or refused
 (``proposal_diff``), and finished by the commands that say they write. Every tool takes an
@@ -65,6 +69,7 @@ _PROJECT_ARG = (
     " `project` (optional): the project folder, one of those this server was started for "
     "(--project and --also-project); its own project by default."
 )
+ANSWERS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
 
@@ -134,6 +139,7 @@ def build_server(args: argparse.Namespace) -> MCPServer[Any]:
     )
     _add_reading_tools(server, projects)
     _add_adopt_tool(server, projects)
+    _add_handoff_tools(server, projects)
     return server
 
 
@@ -242,3 +248,35 @@ def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
             "recovered_adoptions": [r.to_dict() for r in recovered],
         }
         return dict(redact_obj(data))
+
+
+def _add_handoff_tools(server: MCPServer[Any], projects: _Project) -> None:
+    """``handoff_next`` and ``handoff_answer``: answer a handoff night's prompts in place."""
+    from skillopt_sleep.handoff import handoff_dir, next_prompt, take_answer
+
+    @server.tool(
+        description="Handoff mode (a night run with no model): the next prompt the night "
+        "waits for, with its id, role, expected format (json or text) and its place in the "
+        "list; or, when all have answers, the command that resumes the night. Answer it as "
+        "the model would and pass the reply to handoff_answer." + _PROJECT_ARG,
+        annotations=READ_ONLY,
+    )
+    async def handoff_next(project: str | None = None) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        try:
+            return next_prompt(handoff_dir(cfg, path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ToolError(f"the handoff directory cannot be read: {sanitize(str(exc))}") from exc
+
+    @server.tool(
+        description="Handoff mode: the answer to the prompt `id` (from handoff_next), only the "
+        "reply text. It is written to the handoff directory's answers/<id>.md; the night checks "
+        "its format when it resumes." + _PROJECT_ARG,
+        annotations=ANSWERS,
+    )
+    async def handoff_answer(id: str, answer: str, project: str | None = None) -> dict[str, Any]:
+        cfg, path = projects.load(project)
+        try:
+            return take_answer(handoff_dir(cfg, path), id, answer)
+        except ValueError as exc:
+            raise ToolError(sanitize(str(exc))) from exc

@@ -60,7 +60,9 @@ def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = Fals
         f"{kind} {outcome.run_id}: {outcome.result.value}"
         + (" (resumed)" if outcome.resumed else "")
     )
-    if outcome.failed_stage:
+    if outcome.status is RunStatus.WAITING:
+        say(f"  waiting for answers after {outcome.failed_stage}")
+    elif outcome.failed_stage:
         say(f"  failed during {outcome.failed_stage}: {outcome.reason}")
     elif outcome.reason:
         say(f"  {outcome.reason}")

@@ -83,7 +83,8 @@ async def test_agent_reads_the_night_and_adopts_only_when_confirmed(
     before = sha(skill), sha(memory)
     async with connect(config, setup.project, errlog) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"status", "latest_report", "proposal_diff", "adopt"}
+        assert set(tools) == {"status", "latest_report", "proposal_diff", "adopt",
+                              "handoff_next", "handoff_answer"}  # fmt: skip
         assert tools["adopt"].annotations and tools["adopt"].annotations.destructive_hint
         assert tools["status"].annotations and tools["status"].annotations.read_only_hint
 
@@ -137,3 +138,49 @@ async def test_adopt_over_mcp_keeps_the_pin_on_the_live_files(
         error, text = await call(session, "adopt", confirm=True, run_id=run.name)
         assert error and "changed since staging" in text
     assert (sha(skill), sha(memory)) == before  # all or nothing: the skill was not touched
+
+
+@pytest.fixture
+def handoff(tmp_path: Path) -> tuple[DemoSetup, Path, list[str]]:
+    """A demo project whose first handoff night waits for answers; (setup, config, argv)."""
+    setup = prepare_demo(tmp_path)
+    # (the heuristic miner: the first prompts are then the rollouts)
+    config = write_config(setup, pool='llm_mine = false\n[pool]\nkind = "handoff"\n')
+    argv = ["once", "--config", str(config), "--project", str(setup.project),
+            "--log-level", "WARNING"]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 75
+    return setup, config, argv
+
+
+async def test_an_agent_answers_a_handoff_night_through_the_tools(
+    handoff: tuple[DemoSetup, Path, list[str]], errlog: TextIO
+) -> None:
+    setup, config, argv = handoff
+    answers = project_dir(setup.state_dir, setup.project) / "handoff" / "answers"
+    async with connect(config, setup.project, errlog) as session:
+        error, first = await call(session, "handoff_next")
+        assert not error and first["number"] == 1 and first["remaining"] == first["of"] > 1
+        assert first["prompt"] and first["format"] == "text" and first["stage"] == "rollout"
+        error, text = await call(session, "handoff_answer", id="0" * 16, answer="hi")
+        assert error and "no prompt" in text
+        error, text = await call(session, "handoff_answer", id=first["id"], answer=" ")
+        assert error and "empty" in text and not any(answers.glob("*.md"))
+        for served in range(first["of"]):
+            error, prompt = await call(session, "handoff_next")
+            assert not error and prompt["remaining"] == first["of"] - served
+            error, took = await call(
+                session, "handoff_answer", id=prompt["id"], answer="Done: [tests: 12 passed]"
+            )
+            assert not error and took["remaining"] == first["of"] - served - 1
+        error, done = await call(session, "handoff_next")
+        assert not error and done["remaining"] == 0 and "once --config" in done["message"]
+    assert len(list(answers.glob("*.md"))) == first["of"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    again = await anyio.run_process([sys.executable, "-m", "skillopt_sleep", *argv], env=env,
+                                    check=False)  # fmt: skip
+    # resumed: the rollouts are answered, their judging waits now
+    assert again.returncode == 75 and b"(resumed)" in again.stdout

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skillopt.errors import AnswerPendingError
 from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import OFF
@@ -145,6 +146,8 @@ def _top_up_jobs(
             scores[task.id].append(score)
     used: dict[str, set[int]] = defaultdict(set)  # an errored sample's id is taken too
     for row in rows:
+        if row.get("error_class") == AnswerPendingError.error_class_name:
+            continue  # handoff: a prompt that waited for its answer, answered in a later row
         if row.get("fresh") and f"{row.get('skill_hash')}.{row.get('memory_hash')}" == docs.key:
             used[str(row.get("task_id", ""))].add(int(row.get("sample_id", 0)))
     need = steady_samples(night)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anyio
 
+from skillopt.backends.handoff import read_pending
 from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import LockHeldError, RefusedError
 from skillopt.storage_errors import storage_failures
@@ -128,7 +129,12 @@ def run_command(
             raise
         return refuse(args, "StorageError", str(failure), EXIT_REFUSED)
     if args.json:
-        emit_json({**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]})
+        data = {**outcome.to_dict(), "recovered_adoptions": [r.to_dict() for r in recovered]}
+        if outcome.status is RunStatus.WAITING:
+            where = handoff_dir(cfg, project)
+            data["handoff"] = {"dir": str(where), "pending": len(read_pending(where)),
+                               "resume": resume}  # fmt: skip
+        emit_json(data)
     else:
         _print(outcome, args, demo=demo)
         if outcome.status is RunStatus.WAITING:

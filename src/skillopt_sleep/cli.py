@@ -2,8 +2,9 @@
 
 Each subcommand lives in its own module under :mod:`skillopt_sleep.commands` and exposes
 ``NAME``, ``HELP``, ``ORDER`` (position in ``--help``), ``register(parser)`` and
-``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 130 interrupted
-(Ctrl-C, or SIGTERM at any point: the handler is installed before the slow imports).
+``run(args) -> int``. Exit codes: 0 ok, 1 failed night, 2 refused/usage, 75 a handoff night
+waiting for answers (docs/handoff.md), 130 interrupted (Ctrl-C, or SIGTERM at any point: the
+handler is installed before the slow imports).
 """
 
 from __future__ import annotations
@@ -21,12 +22,25 @@ if TYPE_CHECKING:
     import argparse
     from types import ModuleType
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED", "build_parser", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_WAITING",
+    "build_parser",
+    "main",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
+EXIT_WAITING = 75  # a handoff night waits for answers (night.outcome.EXIT_WAITING)
+EXIT_CODES = (
+    "exit codes: 0 ok (whatever the gate decided), 1 failed night, 2 refused or usage error, "
+    "75 a handoff night waiting for answers, 130 interrupted"
+)
 
 
 def _command_modules() -> list[ModuleType]:
@@ -78,6 +92,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skillopt-sleep",
         description="Nightly, validation-gated improvement of your coding agent's skill documents.",
+        epilog=EXIT_CODES,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     named = _named_command(argv) if argv is not None else None

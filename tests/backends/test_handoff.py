@@ -162,3 +162,12 @@ def test_a_handoff_member_outside_a_night_says_so() -> None:
     (member,) = PoolConfig.model_validate({"kind": "handoff"}).members
     with pytest.raises(ConfigError, match="no directory"):
         build_member(member)
+
+
+def test_the_waiting_exit_code_is_one_number_everywhere() -> None:
+    from skillopt_sleep import cli
+    from skillopt_sleep.commands import _common
+    from skillopt_sleep.night.outcome import EXIT_WAITING
+
+    assert cli.EXIT_WAITING == _common.EXIT_WAITING == EXIT_WAITING == 75
+    assert "75 a handoff night waiting for answers" in cli.build_parser().format_help()

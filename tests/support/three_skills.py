@@ -12,7 +12,7 @@ from typing import Any
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 
-__all__ = ["SESSIONS", "SKILLS", "skill_text", "three_skills_project"]
+__all__ = ["SESSIONS", "SHARED_SESSIONS", "SKILLS", "skill_text", "three_skills_project"]
 
 SKILLS = {
     "code-search": "Finding code: answer where something is defined or handled.",
@@ -34,6 +34,23 @@ SESSIONS: list[tuple[str, str]] = [  # (request, the skill the agent loaded; "" 
     ("Draft the commit message for the docs update", ""),  # routed by relevance
     ("Add a --verbose option to the command line tool", ""),
     ("Rename the fetch_all helper to load_all everywhere", ""),
+]
+
+# Every task goes to a skill, and two of each skill's need the mock world's memory rule
+# (``changelog``: "feature", "release", "rename", "option") besides the skill's own rule.
+SHARED_SESSIONS: list[tuple[str, str]] = [
+    ("Where is the retry delay computed?", "code-search"),
+    ("Which file defines the User model?", "code-search"),
+    ("Where is the feature flag for exports defined?", "code-search"),
+    ("Locate the option parser of the command line tool", "code-search"),
+    ("Fix the failing login test in the auth module", "bug-fixing"),
+    ("Fix the off-by-one bug in the pagination helper", "bug-fixing"),
+    ("The release build is broken, please fix it", "bug-fixing"),
+    ("Fix the broken --quiet option", "bug-fixing"),
+    ("Write the commit message for the cache refactor", "git-commits"),
+    ("Write a commit message for the logging cleanup", "git-commits"),
+    ("Write the commit message for the new export feature", "git-commits"),
+    ("Write the commit message for the rename of fetch_all", "git-commits"),
 ]
 
 
@@ -60,12 +77,14 @@ def _session(home: Path, project: Path, index: int, request: str, skill: str) ->
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
-def three_skills_project(root: Path) -> DemoSetup:
-    """The demo layout with :data:`SESSIONS` as its only sessions and :data:`SKILLS` as the
+def three_skills_project(
+    root: Path, sessions: list[tuple[str, str]] = SESSIONS
+) -> DemoSetup:
+    """The demo layout with ``sessions`` as its only sessions and :data:`SKILLS` as the
     project's own skills under ``.claude/skills``."""
     setup = prepare_demo(root)
     shutil.rmtree(setup.claude_home / "projects")  # only this test's sessions
-    for index, (request, skill) in enumerate(SESSIONS):
+    for index, (request, skill) in enumerate(sessions):
         _session(setup.claude_home, setup.project, index, request, skill)
     for name, description in SKILLS.items():
         path = setup.project / ".claude" / "skills" / name / "SKILL.md"

@@ -19,6 +19,7 @@ from typing import Any
 from skillopt.types import EditRecord
 from skillopt_sleep.night.crossfit import Candidate
 from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
 from skillopt_sleep.night.questions import answer_key
 from skillopt_sleep.night.quiet import keep_samples
@@ -75,23 +76,29 @@ def commit_archive(
     now: datetime,
     docs_hash: str,
     learned: Sequence[str] = (),
+    fanout: Fanout | None = None,
 ) -> dict[str, Any]:
     """Tonight's harvest, outcomes, carried edits and supersessions into the archive
-    (idempotent); ``learned`` are the live documents' learned lines (named in a mark)."""
+    (idempotent); ``learned`` are the live documents' learned lines (named in a mark).
+    The tasks routed to the project's own skills (``fanout``) record their samples and
+    outcomes as the managed skill's do, under the documents they ran under."""
     commit_gathered(archive, gathered, night=night_no, now=now)
-    keep_samples(night, archive, gathered.tasks, night.run.read_rollouts(), night_no=night_no)
+    rows = night.run.read_rollouts() + (fanout.rollout_rows() if fanout else [])
+    keep_samples(night, archive, gathered.tasks, rows, night_no=night_no)
     if decision is None:
         return {}
-    scores = decision.start_scores
-    archive.record_outcomes(
-        night=night_no,
-        run_id=night.run.run_id,
-        docs_hash=docs_hash,
-        scores={t: s for t, s in scores.items() if math.isfinite(s)},
-        passed={t: s >= 1.0 for t, s in scores.items()},
-        now=now,
-        answer_key=answer_key(night.cfg),
-    )
+    groups = [(docs_hash, decision.start_scores)]
+    groups += [(docs.key, scores) for docs, scores in (fanout.outcome_groups() if fanout else [])]
+    for hashed, scores in groups:
+        archive.record_outcomes(
+            night=night_no,
+            run_id=night.run.run_id,
+            docs_hash=hashed,
+            scores={t: s for t, s in scores.items() if math.isfinite(s)},
+            passed={t: s >= 1.0 for t, s in scores.items()},
+            now=now,
+            answer_key=answer_key(night.cfg),
+        )
     settled = {c.edit: c for c in decision.untested}
     for edit, edit_id in carried_ids.items():
         if edit in decision.applied:

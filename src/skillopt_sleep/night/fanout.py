@@ -20,13 +20,13 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
 from skillopt.logging import get_logger
-from skillopt.types import GateAction, TaskRecord
+from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.rounds import consolidate
@@ -43,6 +43,9 @@ from skillopt_sleep.staging import (
     sha256_file,
     staged_text,
 )
+
+if TYPE_CHECKING:
+    from skillopt_sleep.night.shared import SharedMemory
 
 __all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
 
@@ -71,6 +74,15 @@ class SkillNight:
     run_dir: Path | None = None
     store_version: int | None = None
     staged: bool = False
+    # every answer the skill's night drew, by job key: the shared memory step reads them
+    # back instead of paying for them again (:mod:`.shared`)
+    answers: dict[str, RolloutResult] = field(default_factory=dict)
+
+    @property
+    def best_skill(self) -> str:
+        """The skill text its tasks run under once tonight's decision is staged."""
+        d = self.decision
+        return d.docs.skill if d is not None and d.accepted else self.skill.text
 
     def row(self, routing: Routing) -> dict[str, Any]:
         d = self.decision
@@ -108,6 +120,7 @@ class Fanout:
     discovery: Discovery = field(default_factory=Discovery)
     routing: Routing = field(default_factory=Routing)
     skills: list[SkillNight] = field(default_factory=list)
+    shared: SharedMemory | None = None  # the rules the skills share (:mod:`.shared`)
 
     @classmethod
     def plan(
@@ -187,17 +200,27 @@ class Fanout:
     def _child(self, sn: SkillNight) -> Night:
         """A night of its own for the skill: its own run directory and gate, memory
         read-only, every call through the parent's spend cap."""
+        night = self.child_night(
+            self.night.run.path / SKILLS_DIR / sn.skill.name, sn.skill.name,
+            skill_path=sn.skill.path, evolve_skill=True,
+        )  # fmt: skip
+        sn.run_dir = night.run.path
+        return night
+
+    def child_night(self, root: Path, label: str, *, skill_path: Path, evolve_skill: bool) -> Night:
+        """A night inside tonight's (run directory ``root``, resumed when it has one),
+        learning one document: the skill (``evolve_skill``) or else the memory; every
+        call through the parent's spend cap and cost ledger."""
         parent = self.night
         cfg = parent.cfg.model_copy(
             update={
                 "night": parent.cfg.night.model_copy(
-                    update={"evolve_skill": True, "evolve_memory": False}
+                    update={"evolve_skill": evolve_skill, "evolve_memory": not evolve_skill}
                 ),
                 "budget": parent.cfg.budget.model_copy(update={"max_calls": 0, "max_tokens": 0}),
-                "skill_path": sn.skill.path,
+                "skill_path": skill_path,
             }
         )
-        root = parent.run.path / SKILLS_DIR / sn.skill.name
         earlier = RunDir.list_runs(root)
         resumed = bool(earlier)
         now = parent.clock()
@@ -210,10 +233,9 @@ class Fanout:
                 project_key=parent.run.journal.project_key,
                 config=cfg.snapshot(), config_hash=cfg.fingerprint(), dry_run=parent.dry_run,
             )  # fmt: skip
-        sn.run_dir = run.path
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
-            progress=SkillProgress(parent.progress, sn.skill.name), dry_run=parent.dry_run,
+            progress=SkillProgress(parent.progress, label), dry_run=parent.dry_run,
             resumed=resumed,
         )  # fmt: skip
         child.replayer.costs = parent.replayer.costs  # one ledger for the night
@@ -247,6 +269,7 @@ class Fanout:
             sn.reason = d.budget_stop or sn.reason
         if self.night.spend.exhausted and sn.status == "failed":
             sn.status = "budget_reached"
+        sn.answers = child.replayer.done
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
         finished = RunStatus.FAILED if sn.status == "failed" else RunStatus.COMPLETE
         child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
@@ -256,6 +279,48 @@ class Fanout:
             f"task(s), {child.spend.calls} model call(s)" + (f" ({sn.reason})" if sn.reason else "")
         )
         _log.info("skills.learned", skill=sn.skill.name, status=sn.status, tasks=len(sn.tasks))
+
+    def whole_night(self, managed: Decision) -> Decision:
+        """``managed`` with its baseline and candidate taken over every learnable task of
+        the night (each group's scores weighted by its task count), so the report and the
+        learning curve speak for the tasks routed to the project's skills too."""
+        parts = [(len(self.managed_tasks), managed)] if self.managed_tasks else []
+        parts += [(len(s.tasks), s.decision) for s in self.skills if s.decision is not None]
+        parts = [(n, d) for n, d in parts if n and math.isfinite(d.baseline)]
+        if not parts or parts == [(len(self.managed_tasks), managed)]:
+            return managed
+        total = sum(n for n, _ in parts)
+
+        def weighted(value: Callable[[Decision], float]) -> float:
+            return math.fsum(n * value(d) for n, d in parts) / total
+
+        managed.baseline = weighted(lambda d: d.baseline)
+        shared = self.shared
+        if shared is not None and shared.status == "accepted" and shared.candidate is not None:
+            managed.candidate = shared.candidate  # every task, under all that is staged
+        else:
+            managed.candidate = weighted(lambda d: d.candidate if d.accepted else d.baseline)
+        return managed
+
+    def outcome_groups(self) -> list[tuple[Docs, dict[str, float]]]:
+        """Each project skill's tasks with their scores under the live documents they ran
+        under tonight (the skill's own and the live memory): what the archive records as
+        their outcomes, as it does the managed skill's."""
+        return [
+            (Docs(skill=sn.skill.text, memory=self.memory), dict(sn.decision.start_scores))
+            for sn in self.skills
+            if sn.decision is not None and sn.decision.start_scores
+        ]
+
+    def rollout_rows(self) -> list[dict[str, Any]]:
+        """Every rollout the project skills' nights recorded (their run directories)."""
+        rows: list[dict[str, Any]] = []
+        for path in self.run_dirs():
+            rows.extend(RunDir.open(path).read_rollouts())
+        return rows
+
+    def run_dirs(self) -> list[Path]:
+        return [sn.run_dir for sn in self.skills if sn.run_dir is not None]
 
     def proposals(self, store: SkillStore, *, run_id: str, night_no: int) -> list[Proposal]:
         """Each accepted skill's staged document, versioned in the store."""
@@ -291,6 +356,7 @@ class Fanout:
             "skills_left_out": [{"skill": n, "why": w} for n, w in self.discovery.skipped],
             "memory_files": [str(p) for p in self.discovery.memory],
             "managed_tasks": len(self.managed_tasks),
+            "shared_memory": self.shared.to_dict() if self.shared is not None else None,
         }
 
 

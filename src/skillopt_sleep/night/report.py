@@ -153,6 +153,8 @@ class NightReport(_Frozen):
     skills_left_out: tuple[JsonObject, ...] | None = None
     memory_files: tuple[str, ...] | None = None
     managed_tasks: int | None = None
+    # the memory step for rules several skills share (skillopt_sleep.night.shared)
+    shared_memory: JsonObject | None = None
     # written only when adopted learned lines are watched (skillopt_sleep.watch)
     watched_lines: tuple[JsonObject, ...] | None = None
 
@@ -165,7 +167,7 @@ class NightReport(_Frozen):
 _ABSENT_WHEN_NONE = frozenset(
     {"tasks", "harvest", "task_intents", "n_sessions", "estimate", "estimate_detail",
      "archive_changes", "archive", "skills", "skill_routing", "skills_left_out",
-     "memory_files", "managed_tasks", "watched_lines"}
+     "memory_files", "managed_tasks", "shared_memory", "watched_lines"}
 )  # fmt: skip
 
 

@@ -61,6 +61,7 @@ from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.night.shared import share_memory
 from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
@@ -152,6 +153,7 @@ def _commit(
             night_no=report.night, now=ended,
             docs_hash=Docs(skill=live.skill, memory=live.memory).key,
             learned=[*learned_bullets(live.skill), *learned_bullets(live.memory)],
+            fanout=course.fanout,
         )  # fmt: skip
     report = report.model_copy(
         update={"archive_changes": changes, "archive": archive.stats().to_dict()}
@@ -232,6 +234,8 @@ async def _learn(
             ),
             start,
         )
+        await share_memory(night, fan, course.decision, start, rotation=night_no)
+        course.decision = fan.whole_night(course.decision)
         course.test = await _score_test(night, test, course.decision, start)
         night.check_waiting(night.stage)  # a project skill's prompts may wait too
         await top_up_staged(night, tasks, course.decision)

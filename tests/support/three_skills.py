@@ -77,9 +77,7 @@ def _session(home: Path, project: Path, index: int, request: str, skill: str) ->
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
-def three_skills_project(
-    root: Path, sessions: list[tuple[str, str]] = SESSIONS
-) -> DemoSetup:
+def three_skills_project(root: Path, sessions: list[tuple[str, str]] = SESSIONS) -> DemoSetup:
     """The demo layout with ``sessions`` as its only sessions and :data:`SKILLS` as the
     project's own skills under ``.claude/skills``."""
     setup = prepare_demo(root)

@@ -32,6 +32,13 @@ async def _night(setup: DemoSetup) -> dict[str, Any]:
     return report
 
 
+def _shared_trials(run: Path) -> list[dict[str, Any]]:
+    trials: list[dict[str, Any]] = json.loads(next(run.glob("shared/*/trials.json")).read_text())[
+        "trials"
+    ]
+    return trials
+
+
 @pytest.mark.slow
 async def test_a_rule_every_skill_needs_is_staged_in_memory_gated_on_every_skill(
     shared: DemoSetup,
@@ -53,8 +60,7 @@ async def test_a_rule_every_skill_needs_is_staged_in_memory_gated_on_every_skill
     memory = (run / staged["memory"]["proposed_file"]).read_text()
     assert RULES["changelog"] in memory
     # gated on the tasks of every skill: its final check measured each skill's tasks
-    trials = json.loads(next(run.glob("shared/*/trials.json")).read_text())["trials"]
-    [final] = [t for t in trials if t["kind"] == "final"]
+    [final] = [t for t in _shared_trials(run) if t["kind"] == "final"]
     measured = {d["task_id"] for d in final["decision"]["task_deltas"]}
     intents = {r["task_id"]: r["skill"] for r in report["skill_routing"]}
     assert {intents[t] for t in measured} == set(SKILLS)

@@ -9,7 +9,8 @@ checks; a task with neither (after invalid checks are dropped) is discarded. A s
 first task is its main request and takes the session's request key (the heuristic
 miner's id for it, :func:`~.heuristic.named_by_request`), so switching miners keeps one
 request one task; its other tasks are ``llm_<sha12>`` of their normalised intent.
-:class:`BudgetExceededError` propagates: a spend cap stops the night, it is not a reason to fall back.
+:class:`BudgetExceededError` propagates: a spend cap stops the night, it is not a reason
+to fall back.
 """
 
 from __future__ import annotations

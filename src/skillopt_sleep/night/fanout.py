@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from skillopt.errors import BudgetExceededError, RefusedError, RunFailedError, SkillOptError
+from skillopt.errors import (
+    BudgetExceededError,
+    RefusedError,
+    RunFailedError,
+    SkillOptError,
+    WaitingForAnswersError,
+)
 from skillopt.logging import get_logger
 from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
@@ -253,6 +259,8 @@ class Fanout:
             )
         except BudgetExceededError as exc:
             sn.status, sn.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"
+        except WaitingForAnswersError as exc:  # handoff: it resumes with the night
+            sn.status, sn.reason = "waiting", str(exc)
         except RunFailedError as exc:
             sn.status, sn.reason = "failed", f"{exc.stage}: {exc.cause}"
         except SkillOptError as exc:
@@ -271,7 +279,9 @@ class Fanout:
             sn.status = "budget_reached"
         sn.answers = child.replayer.done
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
-        finished = RunStatus.FAILED if sn.status == "failed" else RunStatus.COMPLETE
+        finished = {"failed": RunStatus.FAILED, "waiting": RunStatus.WAITING}.get(
+            sn.status, RunStatus.COMPLETE
+        )
         child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
         child.progress.close()
         self.night.progress.note(

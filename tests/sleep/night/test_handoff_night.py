@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from skillopt_sleep.night.run import run_night
 from skillopt_sleep.night_end import NightResult, RunStatus
 from support.handoff_agent import RecordingMock, answer_pending, recording_pool
 from support.sleep_setup import write_config
+from support.three_skills import three_skills_project
 
 SECRET = "ghp_" + "Zx9" * 12  # a GitHub token's shape, planted in a transcript
 
@@ -50,11 +52,18 @@ def trials(run_dir: Path) -> list[tuple[object, ...]]:
     ]  # fmt: skip
 
 
+def skills(run_dir: Path) -> list[tuple[object, ...]]:
+    rows = json.loads((run_dir / "report.json").read_text()).get("skills") or []
+    return [(s.get("name"), s.get("status"), s.get("reason")) for s in rows]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("project", [prepare_demo, three_skills_project], ids=["demo", "skills"])
 async def test_a_handoff_night_resumes_sitting_by_sitting_to_the_mock_nights_end(
-    tmp_path: Path,
+    tmp_path: Path, project: Callable[[Path], DemoSetup]
 ) -> None:
-    setup = prepare_demo(tmp_path)
+    """(``skills``: a project with three skills of its own, each learning alongside.)"""
+    setup = project(tmp_path)
     plant_secret(setup)
     cfg = small(setup.config)
     mock = RecordingMock()
@@ -87,6 +96,7 @@ async def test_a_handoff_night_resumes_sitting_by_sitting_to_the_mock_nights_end
         reference.result, reference.accepted, reference.baseline, reference.candidate)  # fmt: skip
     assert outcome.run_dir is not None and reference.run_dir is not None
     assert trials(outcome.run_dir) == trials(reference.run_dir)
+    assert skills(outcome.run_dir) == skills(reference.run_dir)
     assert sum(n for _, n in asked) == len(mock.replies)
     assert not (where / PENDING_NAME).exists() and not (where / PROMPTS_NAME).exists()
     assert len({json.loads((outcome.run_dir / "run.json").read_text())["run_id"]}) == 1

@@ -103,6 +103,9 @@ def run_command(
     """Run the night the arguments describe; ``observer`` watches its stages (tests)."""
     demo = bool(getattr(args, "demo", False))
     resume = _resume_command(args, dry_run=dry_run)
+    if demo and getattr(args, "handoff", False) and getattr(args, "state_dir", None) is None:
+        return refuse(args, "usage", "--demo --handoff needs --state-dir DIR: a demo in a "
+                      "temporary folder could never be resumed with the answers")  # fmt: skip
     try:
         cfg, project = load_config(args)
         if getattr(args, "handoff", False):

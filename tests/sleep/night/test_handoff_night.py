@@ -123,3 +123,16 @@ def test_once_handoff_writes_the_prompts_and_exits_with_its_own_code(tmp_path: P
     with contextlib.redirect_stdout(io.StringIO()):  # unanswered: it waits again, same prompts
         assert main(argv) == EXIT_WAITING
     assert {p.id for p in read_pending(where)} == {r["id"] for r in rows}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--json"]) == EXIT_WAITING
+    said = json.loads(out.getvalue())
+    assert said["status"] == "waiting" and said["result"] == "waiting_for_answers"
+    assert said["handoff"]["dir"] == str(where) and said["handoff"]["pending"] == len(rows)
+
+
+def test_a_demo_handoff_night_needs_a_state_dir_to_be_resumed() -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["once", "--demo", "--handoff", "--log-level", "WARNING"]) == 2
+    assert "--state-dir" in err.getvalue()

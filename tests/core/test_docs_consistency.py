@@ -319,7 +319,7 @@ def test_trainer_base_toml_is_every_key_at_its_default_but_the_gate_choices() ->
 PROGRAM = re.compile(r"(?<![\w-])(skillopt-sleep|skillopt_sleep|skillopt)\s+([a-z][a-z-]*)(.*)")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 OTHER_PROGRAMS = {"systemctl", "journalctl", "crontab", "launchctl", "loginctl", "codex",
-                  "claude", "copilot", "make", "npm", "git"}  # fmt: skip
+                  "claude", "copilot", "make", "npm", "git", "pi", "opencode"}  # fmt: skip
 DOCUMENTED = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
 

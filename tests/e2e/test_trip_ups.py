@@ -104,7 +104,8 @@ def test_a_crontab_line_and_a_launchd_agent_count_as_schedulers(
 
 # 30 stops the baseline; 120 is a cap the estimate says is tight: the night tries what it
 # can afford, then stops with the untried edits carried (with a kept step, the night holds
-# the final check's budget back and stages what it kept: sleep/night/test_run.py, test_run_budget.py).
+# the final check's budget back and stages what it kept: sleep/night/test_run.py,
+# test_run_budget.py).
 @pytest.mark.parametrize("max_calls", [30, 120])
 async def test_a_budget_stopped_night_reads_as_one(setup: DemoSetup, max_calls: int) -> None:
     data = setup.config.model_dump(mode="json")

@@ -99,7 +99,7 @@ def test_night_page_shows_tasks_edits_arithmetic_diff_and_spend(nights: Nights) 
     # every edit, with its verdict, motivating tasks and the decision arithmetic
     for edit in report["accepted_edits"]:
         kept = f'<span class="badge kept">kept</span> <code>{edit["id"]}</code>'
-        assert f'{kept} {edit["target"]}/{edit["op"]}' in html
+        assert f"{kept} {edit['target']}/{edit['op']}" in html
     for edit in report["rejected_edits"]:
         assert _escaped(edit["content"]) in html
     single = next(t for t in report["trials"] if t["kind"] == "single")

@@ -1,4 +1,5 @@
-"""Render and (un)install OS schedulers for nightly runs: systemd user units, cron, launchd.
+"""Render and (un)install OS schedulers for nightly runs: systemd user units, cron, launchd,
+Windows Task Scheduler (:mod:`.schedule_windows`).
 
 Pure rendering plus careful file handling; activating (``systemctl``, ``crontab``,
 ``launchctl``) is left to the command, which prints the commands or runs them on request.
@@ -25,8 +26,9 @@ from pathlib import Path
 from string import Template
 from xml.sax.saxutils import escape as xml_escape
 
-from skillopt.atomicio import atomic_write_text
+from skillopt.atomicio import atomic_write_bytes
 from skillopt.errors import ConfigError, RefusedError
+from skillopt_sleep import schedule_windows as windows
 from skillopt_sleep.daemon.settings import DaemonSettings, parse_time
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule_zone import MachineTime, on_machine_clock
@@ -45,11 +47,11 @@ __all__ = [
     "UnitFile",
     "cron_command",
     "default_root",
+    "example_units",
     "install",
     "merge_crontab",
     "plan",
     "remove",
-    "render_examples",
     "strip_crontab",
     "systemd_quote",
     "systemd_text",
@@ -66,6 +68,7 @@ class Kind(StrEnum):
     SYSTEMD_DAEMON = "systemd-daemon"  # one long-running daemon service
     CRON = "cron"
     LAUNCHD = "launchd"
+    TASK_SCHEDULER = "task-scheduler"  # Windows: a task and its PowerShell helper
 
 
 class FileState(StrEnum):
@@ -100,10 +103,14 @@ class Invocation:
 class UnitFile:
     path: Path
     content: str
+    encoding: str = "utf-8"  # what the file's reader expects (Windows: a byte order mark)
+
+    def data(self) -> bytes:
+        return self.content.encode(self.encoding)
 
     def state(self) -> FileState:
         try:
-            current = self.path.read_text(encoding="utf-8")
+            current = self.path.read_bytes().decode(self.encoding)
         except FileNotFoundError:
             return FileState.ABSENT
         except (OSError, UnicodeDecodeError):
@@ -179,6 +186,9 @@ def default_root(kind: Kind) -> Path:
         return config_home / "systemd" / "user"
     if kind is Kind.LAUNCHD:
         return home / "Library" / "LaunchAgents"
+    if kind is Kind.TASK_SCHEDULER:
+        local = os.environ.get("LOCALAPPDATA")
+        return (Path(local) if local else home / "AppData" / "Local") / "skillopt" / "schedule"
     return home / ".config" / "skillopt" / "cron"
 
 
@@ -240,6 +250,8 @@ def plan(
     argv = invocation.argv("once", *_jitter_args(settings))
     if kind is Kind.CRON:
         return _cron_plan(invocation, argv, base, local)
+    if kind is Kind.TASK_SCHEDULER:
+        return _task_scheduler_plan(invocation, argv, base, local)
     return _launchd_plan(invocation, argv, base, local)
 
 
@@ -385,6 +397,51 @@ def _launchd_plan(invocation: Invocation, argv: list[str], base: Path, local: Ma
     )
 
 
+def _task_scheduler_plan(
+    invocation: Invocation, argv: list[str], base: Path, local: MachineTime
+) -> Plan:
+    assert invocation.project is not None
+    key = project_key(invocation.project)
+    task = windows.task_name(key)
+    script = base / f"skillopt-sleep-{key}.ps1"
+    definition = base / f"skillopt-sleep-{key}.xml"
+    for arg in argv:
+        _no_control(arg, "a scheduled command")
+    helper = windows.helper_script(
+        marker=_marker("--task-scheduler", "--project", str(invocation.project)),
+        project=invocation.project,
+        argv=argv,
+        log=_log_path(invocation, key),
+        task=task,
+    )
+    comments = [
+        _xml_comment(f"{MARKER_TEXT}; remove with: {windows.remove_hint(invocation.project)}")
+    ]
+    if local.note:
+        comments.append(_xml_comment(local.note))
+    content = windows.task_xml(
+        comments=comments,
+        description="skillopt-sleep: a nightly run for "
+        + _no_control(str(invocation.project), "a project path"),
+        task=task,
+        hour=local.hour,
+        minute=local.minute,
+        script=script,
+        project=invocation.project,
+    )
+    return Plan(
+        kind=Kind.TASK_SCHEDULER,
+        files=[
+            UnitFile(path=script, content=helper, encoding=windows.SCRIPT_ENCODING),
+            UnitFile(path=definition, content=content, encoding=windows.XML_ENCODING),
+        ],
+        activate=[["schtasks", "/Create", "/TN", task, "/XML", str(definition), "/F"]],
+        deactivate=[["schtasks", "/Delete", "/TN", task, "/F"]],
+        log_dirs=(_log_path(invocation, key).parent,),
+        notes=(local.note,) if local.note else (),
+    )
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -411,7 +468,7 @@ def install(plan_: Plan) -> list[Change]:
         if unit.state() is FileState.CURRENT:
             changes.append(Change(path=unit.path, action="unchanged"))
             continue
-        atomic_write_text(unit.path, unit.content)
+        atomic_write_bytes(unit.path, unit.data())
         changes.append(Change(path=unit.path, action="write"))
     return changes
 
@@ -452,22 +509,21 @@ EXAMPLE_PROJECT = Path("/home/you/code/my-project")
 EXAMPLE_STATE = Path("/home/you/.local/state/skillopt-sleep")
 
 
-def render_examples() -> dict[str, str]:
-    """The human-readable examples under ``scheduler/``, rendered from the same templates."""
+def example_units() -> list[UnitFile]:
+    """The examples under ``scheduler/``, rendered from the same templates (each in the
+    encoding its scheduler reads)."""
     inv = Invocation(
         python=EXAMPLE_PYTHON, project=EXAMPLE_PROJECT, config=None, state_dir=EXAMPLE_STATE
     )
     settings = DaemonSettings(jitter_seconds=900)
-    out: dict[str, str] = {}
     root = Path("/")
-    for kind in Kind:
-        for unit in plan(kind, settings=settings, invocation=inv, root=root).files:
-            out[unit.path.name] = unit.content
-    return out
+    return [
+        u for kind in Kind for u in plan(kind, settings=settings, invocation=inv, root=root).files
+    ]
 
 
 def write_examples(directory: Path) -> None:
     """Regenerate ``scheduler/``: ``python -c 'import skillopt_sleep.schedule as s;
     s.write_examples(__import__("pathlib").Path("scheduler"))'``."""
-    for name, content in render_examples().items():
-        atomic_write_text(directory / name, content)
+    for unit in example_units():
+        atomic_write_bytes(directory / unit.path.name, unit.data())

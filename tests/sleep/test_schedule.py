@@ -23,9 +23,9 @@ from skillopt_sleep.schedule import (
     Invocation,
     Kind,
     cron_command,
+    example_units,
     merge_crontab,
     plan,
-    render_examples,
     strip_crontab,
     systemd_quote,
 )
@@ -211,8 +211,8 @@ def test_crontab_merge_keeps_other_lines_and_is_idempotent() -> None:
 
 
 def test_scheduler_examples_match_the_templates() -> None:
-    rendered = render_examples()
-    shipped = {p.name: p.read_text() for p in (REPO / "scheduler").iterdir() if p.is_file()}
+    rendered = {unit.path.name: unit.data() for unit in example_units()}  # bytes: BOM, CRLF
+    shipped = {p.name: p.read_bytes() for p in (REPO / "scheduler").iterdir() if p.is_file()}
     shipped.pop("README.md", None)
     hint = "regenerate: python -c 'import pathlib, skillopt_sleep.schedule as s; "
     hint += 's.write_examples(pathlib.Path("scheduler"))\''
@@ -461,7 +461,7 @@ def _remove_command(text: str) -> list[str]:
     return shlex.split(command.split(" (")[0])
 
 
-@pytest.mark.parametrize("kind", ["--systemd", "--cron", "--launchd"])
+@pytest.mark.parametrize("kind", ["--systemd", "--cron", "--launchd", "--task-scheduler"])
 def test_the_remove_command_in_each_file_removes_it(
     env: dict[str, Path],
     kind: str,

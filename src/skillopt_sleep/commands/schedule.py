@@ -1,7 +1,9 @@
-"""`skillopt-sleep schedule install|remove|show`: nightly runs from systemd, cron or launchd.
+"""`skillopt-sleep schedule install|remove|show`: nightly runs from systemd, cron, launchd or
+Windows Task Scheduler.
 
 Shows exactly what it writes. Without ``--activate`` it only writes files and prints the
-``systemctl``/``crontab``/``launchctl`` commands to run; with ``--activate`` it runs them.
+``systemctl``/``crontab``/``launchctl``/``schtasks`` commands to run; with ``--activate`` it
+runs them.
 ``--root`` (or ``$SKILLOPT_SLEEP_SCHEDULE_ROOT``) writes somewhere else, for a look: it is
 refused with ``--activate``, which would still change the real scheduler.
 Exit codes: 0 ok, 1 an activation command failed, 2 refused (foreign file, bad config).
@@ -12,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +45,17 @@ __all__ = [
     "ORDER",
     "build_plan",
     "cannot_run",
+    "default_kind",
     "register",
     "run",
+    "shown",
 ]
 
 NAME = "schedule"
-HELP = "Install, remove or show a nightly schedule (systemd timer or daemon, cron, launchd)."
+HELP = (
+    "Install, remove or show a nightly schedule (systemd timer or daemon, cron, launchd, "
+    "Windows Task Scheduler)."
+)
 ORDER = 40
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
@@ -72,6 +81,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const="launchd",
         help="a launchd agent (default on macOS)",
+    )
+    kind.add_argument(
+        "--task-scheduler",
+        dest="kind",
+        action="store_const",
+        const="task-scheduler",
+        help="a Windows Task Scheduler task and its PowerShell helper (default on Windows)",
     )
     parser.add_argument(
         "--daemon",
@@ -113,8 +129,17 @@ class _Report:
         return code
 
 
-def _default_kind() -> str:
-    return "launchd" if sys.platform == "darwin" else "systemd"
+def default_kind(platform: str | None = None) -> str:
+    """The scheduler of ``platform`` (default: this machine's)."""
+    platform = platform or sys.platform
+    if platform == "darwin":
+        return "launchd"
+    return "task-scheduler" if platform.startswith("win") else "systemd"
+
+
+def shown(argv: Sequence[str], kind: Kind) -> str:
+    """A command as its user would type it (Windows quoting for schtasks)."""
+    return subprocess.list2cmdline(argv) if kind is Kind.TASK_SCHEDULER else shlex.join(argv)
 
 
 def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
@@ -122,7 +147,7 @@ def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     config_path = args.config.expanduser().resolve() if args.config else None
     state_dir = args.state_dir.expanduser().absolute() if args.state_dir else None
     cfg = load_sleep_config(config_path, overrides={"state_dir": state_dir and str(state_dir)})
-    name = args.kind or _default_kind()
+    name = args.kind or default_kind()
     if args.daemon and name != "systemd":
         raise ConfigError("--daemon is a systemd option", key="daemon")
     kind = Kind.SYSTEMD_DAEMON if args.daemon else Kind(name)
@@ -180,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         if args.activate and (args.root or os.environ.get(ROOT_ENV)):
             raise RefusedError(
                 f"--root (or {ROOT_ENV}) writes the files elsewhere for a look, but "
-                "--activate would still change your real systemd, crontab or launchd: leave "
+                "--activate would still change your real scheduler (systemd, crontab, launchd, "
+                "Task Scheduler): leave "
                 "one of them out"
             )
         the_plan, problems = build_plan(args)
@@ -255,7 +281,8 @@ def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) 
     if out.elsewhere and out.data["action"] != "show":
         note = (
             f"the files were {'written' if install else 'removed'} under {out.elsewhere} for "
-            "a look: systemd, crontab and launchd were not changed and need no command; run "
+            "a look: systemd, crontab, launchd and Task Scheduler were not changed and need no "
+            "command; run "
             f"`schedule {out.data['action']}` without --root (or {ROOT_ENV}) to do it for real"
         )
         out.data["notes"].append(note)
@@ -278,7 +305,7 @@ def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) 
         out.say("  (the first command fails harmlessly when the agent was not loaded)")
     for argv in commands:
         out.data["commands"].append({"argv": argv, "ran": False})
-        out.say(f"  {shlex.join(argv)}")
+        out.say(f"  {shown(argv, the_plan.kind)}")
 
 
 def _activate(the_plan: Plan, out: _Report, *, install: bool) -> int:
@@ -301,7 +328,7 @@ def _activate(the_plan: Plan, out: _Report, *, install: bool) -> int:
             _run(argv, quiet=True)
     commands = the_plan.activate if install else the_plan.deactivate
     for argv in commands:
-        out.say(f"$ {shlex.join(argv)}")
+        out.say(f"$ {shown(argv, the_plan.kind)}")
         ok = _run(argv) is not None
         out.data["commands"].append({"argv": argv, "ran": True, "ok": ok})
         if not ok:

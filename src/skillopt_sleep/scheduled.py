@@ -2,8 +2,8 @@
 
 A next scheduled night is only real when something will start it: a running daemon (or an
 enabled systemd daemon service) that knows the project, an enabled systemd timer, a line
-in the user's crontab, or a launchd agent, each as ``skillopt-sleep schedule install``
-writes them. :func:`find_schedulers` lists what it finds; the OS schedulers' daily time is
+in the user's crontab, a launchd agent or a Windows task, each as ``skillopt-sleep schedule
+install`` writes them. :func:`find_schedulers` lists what it finds; the OS schedulers' daily time is
 read from their own files, so a config edited since the install does not mislead.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule import MARKER_TEXT, Kind, default_root
+from skillopt_sleep.schedule_windows import XML_ENCODING
 
 __all__ = ["Scheduler", "find_schedulers", "next_daily", "read_crontab"]
 
@@ -26,6 +27,7 @@ CRONTAB_TIMEOUT_S = 5.0
 DAEMON_SERVICE = "skillopt-sleep-daemon.service"
 
 _ON_CALENDAR = re.compile(r"^OnCalendar=\*-\*-\* (\d{1,2}):(\d{2})(?::(\d{2}))?\s*$", re.M)
+_TASK_TIME = re.compile(r"<StartBoundary>[^T<]*T(\d{2}):(\d{2}):(\d{2})")
 _PLIST_TIME = re.compile(
     r"<key>Hour</key>\s*<integer>(\d+)</integer>\s*<key>Minute</key>\s*<integer>(\d+)</integer>"
 )
@@ -35,7 +37,7 @@ _PLIST_TIME = re.compile(
 class Scheduler:
     """One thing that starts nights for the project."""
 
-    kind: str  # daemon | systemd-daemon | systemd | cron | launchd
+    kind: str  # daemon | systemd-daemon | systemd | cron | launchd | task-scheduler
     where: str  # a pid, a unit file, "crontab"
     daily: tuple[int, int, int] | None = None  # local time an OS scheduler fires at
 
@@ -54,9 +56,9 @@ def read_crontab() -> str:
     return done.stdout.decode(errors="replace") if done.returncode == 0 else ""
 
 
-def _ours(path: Path) -> str | None:
+def _ours(path: Path, encoding: str = "utf-8") -> str | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode(encoding)
     except (OSError, UnicodeDecodeError):
         return None
     return text if MARKER_TEXT in text else None
@@ -102,6 +104,12 @@ def find_schedulers(
         match = _PLIST_TIME.search(text)
         daily = (int(match[1]), int(match[2]), 0) if match else None
         found.append(Scheduler(kind="launchd", where=str(plist), daily=daily))
+    task = default_root(Kind.TASK_SCHEDULER) / f"skillopt-sleep-{key}.xml"
+    text = _ours(task, XML_ENCODING)
+    if text is not None:
+        match = _TASK_TIME.search(text)
+        daily = (int(match[1]), int(match[2]), int(match[3])) if match else None
+        found.append(Scheduler(kind="task-scheduler", where=str(task), daily=daily))
     return found
 
 

@@ -24,6 +24,7 @@ from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule import MARKER_TEXT, Invocation, Kind, Plan, plan
 from skillopt_sleep.schedule_windows import TASK_NAMESPACE, powershell_quote
+from skillopt_sleep.scheduled import find_schedulers
 from support.sleep_setup import MOCK_POOL
 
 NS = {"t": TASK_NAMESPACE}
@@ -232,3 +233,19 @@ def test_windows_paths_are_windows_paths() -> None:
     assert isinstance(script.path, PurePath) and str(script.path).startswith(str(ROOT) + "\\")
     assert str(task.path).endswith(".xml") and "/" not in str(task.path)
     assert subprocess.list2cmdline([str(PROJECT)]) == f'"{PROJECT}"'
+
+
+def test_status_finds_an_installed_windows_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "sleep.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n[daemon]\ntime = "03:10"\n' + MOCK_POOL)
+    project = tmp_path / "proj"
+    project.mkdir()
+    monkeypatch.setenv("SKILLOPT_SLEEP_SCHEDULE_ROOT", str(tmp_path / "units"))
+    argv = ["schedule", "install", "--task-scheduler", "--project", str(project)]
+    assert main([*argv, "--config", str(config)]) == 0
+    found = find_schedulers(
+        DaemonSettings(), project, daemon_pid=None, daemon_knows=False, crontab=lambda: ""
+    )
+    assert [(s.kind, s.daily) for s in found] == [("task-scheduler", (3, 10, 0))]

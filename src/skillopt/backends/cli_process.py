@@ -1,16 +1,14 @@
-"""Run one CLI subprocess: argv list, own process group, hard timeout, bounded output.
+"""Run one CLI subprocess: argv list, own process tree, hard timeout, bounded output.
 
-The child gets its own session (``start_new_session=True``) so that a timeout, a cancellation,
-an output overflow or an early failure seen on stdout kills the *whole* process group (node
-wrappers, native binaries, anything they spawned), never just the top process. The group is also
+The child starts as the root of its own tree (:mod:`.proctree`: a session of its own
+on POSIX, a new process group on Windows) so that a timeout, a cancellation, an output
+overflow or an early failure seen on stdout kills the *whole* tree (node wrappers, native
+binaries, anything they spawned), never just the top process. On POSIX the group is also
 swept after a normal exit so no straggler keeps the pipes open.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +18,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from skillopt.backends.proctree import kill_tree, spawn_options
 from skillopt.errors import (
     BackendError,
     BackendRequestError,
@@ -76,9 +75,8 @@ class _Capture:
         return b"".join(self.chunks).decode("utf-8", "replace")
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+def _kill_tree(proc: anyio.abc.Process) -> None:
+    kill_tree(proc.pid, exited=proc.returncode is not None)
 
 
 def tail(text: str, limit: int = _TAIL) -> str:
@@ -90,7 +88,7 @@ def tail(text: str, limit: int = _TAIL) -> str:
 async def _start(
     argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, member: str
 ) -> anyio.abc.Process:
-    """``argv`` started in a session of its own (its group is what gets killed)."""
+    """``argv`` started as the root of its own process tree (the tree is what gets killed)."""
     try:
         return await anyio.open_process(
             list(argv),
@@ -99,7 +97,7 @@ async def _start(
             stderr=subprocess.PIPE,
             cwd=cwd,
             env=dict(env),
-            start_new_session=True,
+            **spawn_options(),
         )
     except OSError as exc:
         raise BackendRequestError(
@@ -154,15 +152,15 @@ async def _communicate(
                 tg.start_soon(_drain, proc.stdout, out, tg.cancel_scope, stop)
                 tg.start_soon(_drain, proc.stderr, err, tg.cancel_scope, stop)
                 await proc.wait()
-                _kill_group(proc.pid)  # stragglers would hold the pipes open
+                _kill_tree(proc)  # stragglers would hold the pipes open
         return deadline.cancelled_caught
     finally:
         if proc.returncode is None:
-            _kill_group(proc.pid)
+            _kill_tree(proc)
         with anyio.CancelScope(shield=True):
             if proc.returncode is None:
                 await proc.wait()
-            _kill_group(proc.pid)
+            _kill_tree(proc)
             await proc.aclose()
 
 

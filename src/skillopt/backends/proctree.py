@@ -1,0 +1,75 @@
+"""A child process started as the root of a tree that can be killed whole, POSIX or Windows.
+
+1. POSIX: the child gets a session of its own (``start_new_session``), so it leads a new
+   process group; the group (node wrappers, native binaries, whatever they spawned) is
+   killed with ``SIGKILL``, even after its leader exited.
+2. Windows has no process groups of that kind: the child starts with
+   ``CREATE_NEW_PROCESS_GROUP`` (a Ctrl+C meant for us does not reach it), and the tree is
+   killed with ``taskkill /PID <pid> /T /F`` (the process and every descendant, forcibly).
+   ``taskkill`` finds descendants through their living root, so once the root has exited
+   its tree cannot be found, and its pid may already belong to another process: an exited
+   root is left alone there.
+
+The platform is a parameter (default: this machine's) so both branches run in tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "CREATE_NEW_PROCESS_GROUP",
+    "TASKKILL_TIMEOUT_S",
+    "is_windows",
+    "kill_tree",
+    "spawn_options",
+]
+
+CREATE_NEW_PROCESS_GROUP = 0x00000200  # subprocess.CREATE_NEW_PROCESS_GROUP, on every OS
+TASKKILL_TIMEOUT_S = 10.0
+
+Runner = Callable[..., Any]
+
+
+def is_windows(platform: str | None = None) -> bool:
+    return (platform or sys.platform).startswith("win")
+
+
+def spawn_options(platform: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for :func:`subprocess.Popen` / :func:`anyio.open_process` that
+    make the child the root of its own tree."""
+    if is_windows(platform):
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def kill_tree(
+    pid: int,
+    *,
+    exited: bool = False,
+    platform: str | None = None,
+    run: Runner = subprocess.run,
+) -> None:
+    """Kill the tree rooted at ``pid`` (started with :func:`spawn_options`); a tree already
+    gone is no error. ``exited``: the root has exited (Windows then leaves it alone)."""
+    if not is_windows(platform):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        return
+    if exited:
+        return
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        run(
+            ["taskkill", "/PID", str(pid), "/T", "/F"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=TASKKILL_TIMEOUT_S,
+            check=False,
+        )

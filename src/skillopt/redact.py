@@ -30,7 +30,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["redact_obj", "redact_text", "sanitize", "secret_kinds", "strip_control"]
+__all__ = [
+    "forget_memos",
+    "redact_obj",
+    "redact_text",
+    "sanitize",
+    "secret_kinds",
+    "strip_control",
+]
 
 _NOT_DONE = r"(?!\[REDACTED)"
 
@@ -227,6 +234,10 @@ class _Memo:
     def __len__(self) -> int:
         return len(self._results)
 
+    def clear(self) -> None:
+        self._results = {}
+        self._chars = 0
+
     @property
     def chars(self) -> int:
         return self._chars
@@ -234,6 +245,14 @@ class _Memo:
 
 _REDACTED = _Memo()
 _SANITIZED = _Memo()
+
+
+def forget_memos() -> None:
+    """Empty the redaction memos. They pay off within one job (a night's texts recur
+    thousands of times); a long-lived process (the daemon) empties them between jobs, or
+    each night's one-off texts (its report pages, ~250 KB) pile up to the bound."""
+    _REDACTED.clear()
+    _SANITIZED.clear()
 
 
 def redact_text(text: str) -> str:

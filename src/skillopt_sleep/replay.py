@@ -25,6 +25,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest, Role, Usage
+from skillopt.backends.wrappers import forget_redactions
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
     BackendError,
@@ -50,6 +51,7 @@ __all__ = [
     "Replayer",
     "calls_per_sample",
     "clean",
+    "forget_night_memos",
     "parse_judge_reply",
     "task_hint",
 ]
@@ -74,6 +76,14 @@ def calls_per_sample(task: TaskRecord) -> int:
     """Model calls one sample of ``task`` takes at most: the attempt, and the judge's for a
     rubric (other references are judged locally)."""
     return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
+
+
+def forget_night_memos() -> None:
+    """Empty every text memo a night fills (these and the redaction memos under the pool):
+    the daemon does it after each night, so its memory stays that of one night."""
+    clean.cache_clear()
+    _short_hash.cache_clear()
+    forget_redactions()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

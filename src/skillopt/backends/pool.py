@@ -322,6 +322,11 @@ class BackendPool:
     def breaker_state(self, member: str) -> BreakerState:
         return self._members[member].breaker.state(anyio.current_time())
 
+    def reset_accounting(self) -> None:
+        """Start the call accounting over: a long-lived process's next job (the daemon's
+        next night) then reports its own calls, and the latency reservoirs stay that job's."""
+        self._accounting = Accounting()
+
     def accounting(self) -> dict[str, Any]:
         """Plain JSON-able diagnostics: totals, per member / role / stage, breaker states."""
         snap = self._accounting.snapshot()

@@ -33,7 +33,7 @@ from skillopt.backends.base import (
     Role,
 )
 from skillopt.errors import BudgetExceededError
-from skillopt.redact import redact_text
+from skillopt.redact import forget_memos, redact_text
 
 __all__ = [
     "BudgetCompleter",
@@ -42,6 +42,7 @@ __all__ = [
     "RedactingCompleter",
     "StageCounter",
     "StageSpend",
+    "forget_redactions",
     "prompt_tokens",
     "redact_request",
 ]
@@ -71,6 +72,13 @@ def _redacted(text: str) -> str:
     """:func:`redact_text`, memoised: skills, memories and the K samples of one prompt recur
     thousands of times in a night, and redaction is a night's main CPU cost."""
     return redact_text(text)
+
+
+def forget_redactions() -> None:
+    """Empty the memo of redacted request texts (and the redaction memos under it): a
+    long-lived process does it between jobs (see :func:`skillopt.redact.forget_memos`)."""
+    _redacted.cache_clear()
+    forget_memos()
 
 
 def _redact_value(value: Any) -> Any:

@@ -1,10 +1,12 @@
 """`skillopt-sleep integrate AGENT`: register the MCP server with Claude Code, Codex, Copilot
-or Cursor.
+or Cursor; with ``--plugin``, install (or ``--remove``) the agent plugin instead.
 
 Prints what to run (or the config snippet) by default. ``--write`` shows the change, then
 makes it: through the agent's own ``mcp add`` command for Claude Code, Codex and the Copilot
 CLI (they own their config formats), or by merging into the project's ``.cursor/mcp.json``
-for Cursor (atomic write; an unreadable file is refused, never replaced).
+for Cursor (atomic write; an unreadable file is refused, never replaced). ``--plugin`` is
+:mod:`._plugin_install`: the Claude Code plugin (slash commands, the MCP server, the
+SessionEnd hook), Codex's custom prompts and instructions, Copilot's instructions.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import anyio
 
 from skillopt.atomicio import atomic_write_text
+from skillopt_sleep.agent_plugin import package_version
 from skillopt_sleep.commands._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -39,14 +42,19 @@ __all__ = [
     "ORDER",
     "SERVER",
     "agent_cli_command",
+    "config_flags",
     "cursor_config",
+    "program_command",
     "register",
     "run",
     "server_command",
 ]
 
 NAME = "integrate"
-HELP = "Register `skillopt-sleep mcp` with your agent (claude, codex, copilot, cursor)."
+HELP = (
+    "Register `skillopt-sleep mcp` with your agent (claude, codex, copilot, cursor); "
+    "--plugin installs the agent plugin (commands, hook)."
+)
 ORDER = 61
 SERVER = "skillopt-sleep"
 AGENTS = ("claude", "codex", "copilot", "cursor")
@@ -59,23 +67,42 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write", action="store_true", help="make the change (shown first) instead of printing it"
     )
+    parser.add_argument(
+        "--plugin",
+        action="store_true",
+        help="the plugin instead of the MCP registration: Claude Code's (slash commands, the "
+        "MCP server, a SessionEnd hook), Codex's custom prompts and AGENTS.md block, "
+        "Copilot's instructions block",
+    )
+    parser.add_argument(
+        "--remove", action="store_true", help="with --plugin: take the plugin out again"
+    )
+
+
+def program_command() -> list[str]:
+    """This install's ``skillopt-sleep``, as an agent should run it."""
+    here = Path(sys.executable).parent / "skillopt-sleep"
+    found = shutil.which("skillopt-sleep")
+    if here.exists():
+        return [str(here.absolute())]
+    if found:
+        return [found]
+    return [sys.executable, "-m", "skillopt_sleep"]
+
+
+def config_flags(args: argparse.Namespace) -> list[str]:
+    """``--config`` / ``--state-dir`` as given, made absolute."""
+    flags: list[str] = []
+    if args.config:
+        flags += ["--config", str(Path(args.config).expanduser().resolve())]
+    if args.state_dir:
+        flags += ["--state-dir", str(Path(args.state_dir).expanduser().resolve())]
+    return flags
 
 
 def server_command(args: argparse.Namespace, *, pin_project: bool) -> list[str]:
     """How the agent starts the server: this install's ``skillopt-sleep mcp``."""
-    here = Path(sys.executable).parent / "skillopt-sleep"
-    found = shutil.which("skillopt-sleep")
-    if here.exists():
-        program = [str(here.absolute())]
-    elif found:
-        program = [found]
-    else:
-        program = [sys.executable, "-m", "skillopt_sleep"]
-    command = [*program, "mcp"]
-    if args.config:
-        command += ["--config", str(Path(args.config).expanduser().resolve())]
-    if args.state_dir:
-        command += ["--state-dir", str(Path(args.state_dir).expanduser().resolve())]
+    command = [*program_command(), "mcp", *config_flags(args)]
     if pin_project:
         command += ["--project", str(_project(args))]
     return command
@@ -130,8 +157,26 @@ def _cursor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plugin(args: argparse.Namespace) -> int:
+    from skillopt_sleep.commands import _plugin_install
+
+    changes = _plugin_install.plan(
+        args.agent,
+        remove=args.remove,
+        server=server_command(args, pin_project=False),
+        program=program_command(),
+        flags=config_flags(args),
+        version=package_version(),
+    )
+    return _plugin_install.run(args, changes, CLI_TIMEOUT)
+
+
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
+    if args.remove and not args.plugin:
+        return refuse(args, "usage", "--remove goes with --plugin")
+    if args.plugin:
+        return _plugin(args)
     if args.agent == "cursor":
         return _cursor(args)
     # Claude Code's local scope belongs to one project, so the server is pinned to it; Codex

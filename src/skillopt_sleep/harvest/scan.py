@@ -2,17 +2,19 @@
 
 1. List every source's sessions (:data:`~.sources.LISTERS`), nothing read yet: skip the
    files already harvested (the per-file cursor) and those last modified before the window
-   (the time cursor), newest first.
+   (the time cursor), newest first; the sessions an agent reported finished
+   (:mod:`.finished`) go ahead of all others.
 2. Read them in that order until ``limit`` digests are found; a file that cannot be read is
    counted and skipped, never raised.
 3. Keep a session that is the project's (its working directory at or below it), not ours
    (:data:`~.common.SELF_MARKER`) and not seen before; count every other outcome.
-4. Return the digests newest first, the files read (``visited``) and the counts
-   (:class:`~.result.HarvestDiagnostics`).
+4. Return the digests newest first (the reported ones first), the files read (``visited``)
+   and the counts (:class:`~.result.HarvestDiagnostics`).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence, Set
@@ -57,6 +59,13 @@ def _maybe_ours(ref: SessionRef, scope: Path | None) -> bool:
     return may_be_in_scope(cwd, scope)
 
 
+def _reported(path: str, first: Set[str]) -> bool:
+    """Whether an agent reported the session at ``path`` finished (by path or session id)."""
+    if not first:
+        return False
+    return os.path.realpath(path) in first or f"id:{Path(path).stem}" in first
+
+
 @dataclass(slots=True)
 class _Scan:
     """One harvest on its way: the window it applies and what it counted and met."""
@@ -64,6 +73,7 @@ class _Scan:
     cursor: datetime | None
     scope: Path | None
     per_file: bool
+    first: Set[str] = frozenset()
     counts: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
@@ -100,6 +110,8 @@ class _Scan:
                     continue
                 found.append((file.mtime, item))
         found.sort(key=lambda c: (c[0], c[1].file.path), reverse=True)
+        if self.first:  # stable: the reported sessions first, each group newest first
+            found.sort(key=lambda c: not _reported(c[1].file.path, self.first))
         return found
 
     def read(
@@ -170,6 +182,7 @@ def harvest(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     extra_self_markers: Sequence[str] = (),
     harvested: Set[SessionFile] | None = None,
+    first: Set[str] = frozenset(),
 ) -> HarvestResult:
     """Digests of pending sessions, newest first, at most ``limit``.
 
@@ -181,13 +194,16 @@ def harvest(
     ``limit`` digests were found (``backlog``) and those older than the window
     (``outside_window``); both counts skip files whose head names another project.
     ``project`` limits the result to sessions whose working directory is the project or
-    below it (``None`` = all projects). Sessions opening with :data:`SELF_MARKER` (or an
+    below it (``None`` = all projects). ``first`` (:func:`.finished.priority_of`) names the
+    sessions agents reported finished: they are read, and returned, ahead of the others.
+    Sessions opening with :data:`SELF_MARKER` (or an
     extra marker) are ours and dropped.
     """
     scan = _Scan(
         cursor=as_utc(since) if since is not None else None,
         scope=_resolve_dir(project) if project is not None else None,
         per_file=harvested is not None,
+        first=first,
     )
     markers = (SELF_MARKER, *extra_self_markers)
     options = ReadOptions(tally=scan.tally, max_line_bytes=max_line_bytes, self_markers=markers)
@@ -195,7 +211,10 @@ def harvest(
         candidates = scan.candidates(sources, harvested, resources)
         digests, visited = scan.read(candidates, limit, options)
 
-    ordered = sorted(digests.values(), key=lambda d: d.ended_at, reverse=True)[: max(0, limit)]
+    ordered = sorted(digests.values(), key=lambda d: d.ended_at, reverse=True)
+    if first:
+        ordered.sort(key=lambda d: not _reported(str(d.path), first))
+    ordered = ordered[: max(0, limit)]
     diagnostics = scan.diagnostics()
     summary = {k: v for k, v in diagnostics.to_dict().items() if isinstance(v, int)}
     _log.info("harvest.done", sessions=len(ordered), **summary)

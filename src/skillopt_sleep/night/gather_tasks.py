@@ -5,7 +5,7 @@ One night's gathering (:func:`gather_night`):
 1. **Window.** The project's task archive says which session files are pending: a
    per-file harvest cursor (nothing is skipped for ever) within the lookback window.
 2. **Harvest** (local disk, in a worker thread): the pending transcripts become session
-   digests.
+   digests, the ones an agent's session-end hook reported finished read first.
 3. **Mine** through the archive's cache (no session mined twice): the LLM miner when
    configured, else the heuristic one.
 4. **Compose** tonight's set: new tasks first, then recalled archive tasks up to capacity;
@@ -41,6 +41,7 @@ from skillopt_sleep.harvest import (
     SourceSpec,
     harvest,
 )
+from skillopt_sleep.harvest.finished import priority_of, read_finished
 from skillopt_sleep.harvest.locations import Homes
 from skillopt_sleep.harvest.locations import resolve as resolve_sources
 from skillopt_sleep.mining.tasks_file import load_tasks_file
@@ -251,13 +252,15 @@ def collect(
     since: datetime | None,
     harvested: frozenset[SessionFile] | None = None,
 ) -> HarvestResult:
-    """Harvest the project's sessions (``project=None``: every project's)."""
+    """Harvest the project's sessions (``project=None``: every project's), the sessions
+    agents reported finished (``skillopt-sleep session-end``) first."""
     return harvest(
         sources_for(cfg, project),
         since=since,
         project=project,
         limit=session_limit(cfg),
         harvested=harvested,
+        first=priority_of(read_finished(cfg.state_path())),
     )
 
 

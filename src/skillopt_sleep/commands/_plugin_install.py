@@ -127,7 +127,7 @@ def plan(agent: str, *, remove: bool, server: list[str], program: list[str], fla
     out = Plan(agent=agent, remove=remove)
     if agent == "claude":
         _claude(out, server, program, flags, version)
-        out.keep = claude_dir().parent if remove else None
+        out.keep = claude_dir().parent.parent if remove else None
     elif agent == "codex":
         out.keep = codex_home() / "skills" if remove else None
         _skills(out, program, flags)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
+import anyio
 import pytest
 
 from skillopt_sleep import agent_plugin as ap
-from skillopt_sleep.cli import main
+from skillopt_sleep.cli import build_parser, main
+from skillopt_sleep.mcp_server import build_server
 
 USER_AGENTS = "# My rules\n\nAlways run the linter.\n"
 
@@ -150,3 +153,19 @@ def test_only_our_folder_under_the_data_home_is_used(
     assert main(["integrate", "claude", "--plugin", "--json"]) == 0
     paths = json.loads(capsys.readouterr().out)["files"]
     assert all(p.startswith(str(home / "data" / "skillopt-sleep") + os.sep) for p in paths)
+
+
+def test_the_commands_name_only_tools_and_flags_that_exist(tmp_path: Path) -> None:
+    """The commands drive the MCP server's tools and `once --handoff`: every tool a command
+    names is one the server lists, and the invocation it runs parses."""
+    args = build_parser(["mcp"]).parse_args(["mcp", "--state-dir", str(tmp_path)])
+    tools = {t.name for t in anyio.run(build_server(args).list_tools)}
+    named: set[str] = set()
+    for path, text in ap.shipped("claude").items():
+        if path.startswith("commands/"):
+            named |= set(re.findall(r"`([a-z_]+)` tool", text))
+    assert named == {"status", "latest_report", "proposal_diff", "adopt", "handoff_next",
+                     "handoff_answer"} and named <= tools  # fmt: skip
+    rendered = ap.render_invocations("skillopt-sleep once --handoff", ["skillopt-sleep"], [])
+    parsed = build_parser(rendered.split()[1:]).parse_args(rendered.split()[1:])
+    assert parsed.handoff is True

@@ -96,7 +96,13 @@ def test_index_draws_the_curve_of_three_nights(
     nights: Nights, browser: Browser, tmp_path: Path
 ) -> None:
     headings, image, box = _look(browser, nights.project_dir / "index.html", tmp_path)
-    assert headings == ["skillopt nights for demo-project", "Learning curve", "Every run"]
+    # the nights adopted their edits, so the index watches the adopted lines too
+    assert headings == [
+        "skillopt nights for demo-project",
+        "Learning curve",
+        "Adopted lines, watched",
+        "Every run",
+    ]
     assert image.width == 1200 and box["width"] > 300 and box["height"] > 200
     pixels = _chart_pixels(image, box)
     inked = sum(1 for p in pixels if p != (255, 255, 255))

@@ -127,6 +127,13 @@ class Fanout:
     routing: Routing = field(default_factory=Routing)
     skills: list[SkillNight] = field(default_factory=list)
     shared: SharedMemory | None = None  # the rules the skills share (:mod:`.shared`)
+    shared_dir: Path | None = None  # its run directory
+
+    @property
+    def start_memory(self) -> str:
+        """The memory every group's night starts from: the live one, with the rules the
+        skills share when tonight found some (:mod:`.shared`)."""
+        return self.shared.memory if self.shared is not None and self.shared.memory else self.memory
 
     @classmethod
     def plan(
@@ -252,7 +259,9 @@ class Fanout:
     async def _learn(self, sn: SkillNight) -> None:
         """One skill's learning; how it ended goes into its row, never out as an error."""
         child = self._child(sn)
-        start = Docs(skill=sn.skill.text, memory=self.memory)
+        start = Docs(skill=sn.skill.text, memory=self.start_memory)
+        if self.shared is not None:  # its first rollouts, when the shared step drew them
+            child.replayer.done.update(self.shared.answers)
         try:
             sn.decision = await consolidate(
                 child, tasks=sn.tasks, start=start, rotation=self.night_no
@@ -305,22 +314,24 @@ class Fanout:
             return math.fsum(n * value(d) for n, d in parts) / total
 
         managed.baseline = weighted(lambda d: d.baseline)
-        shared = self.shared
-        if shared is not None and shared.status == "accepted" and shared.candidate is not None:
-            managed.candidate = shared.candidate  # every task, under all that is staged
-        else:
-            managed.candidate = weighted(lambda d: d.candidate if d.accepted else d.baseline)
+        live = self.shared.start_scores if self.shared is not None else {}
+        if live:  # the groups started from the shared memory: the live documents' scores
+            managed.baseline = math.fsum(live.values()) / len(live)
+        managed.candidate = weighted(lambda d: d.candidate if d.accepted else d.baseline)
         return managed
 
     def outcome_groups(self) -> list[tuple[Docs, dict[str, float]]]:
         """Each project skill's tasks with their scores under the live documents they ran
         under tonight (the skill's own and the live memory): what the archive records as
         their outcomes, as it does the managed skill's."""
-        return [
-            (Docs(skill=sn.skill.text, memory=self.memory), dict(sn.decision.start_scores))
-            for sn in self.skills
-            if sn.decision is not None and sn.decision.start_scores
-        ]
+        live = self.shared.start_scores if self.shared is not None else {}
+        out: list[tuple[Docs, dict[str, float]]] = []
+        for sn in self.skills:
+            if sn.decision is None or not sn.decision.start_scores:
+                continue
+            scores = {t: live.get(t, s) for t, s in sn.decision.start_scores.items()}
+            out.append((Docs(skill=sn.skill.text, memory=self.memory), scores))
+        return out
 
     def rollout_rows(self) -> list[dict[str, Any]]:
         """Every rollout the project skills' nights recorded (their run directories)."""
@@ -330,7 +341,8 @@ class Fanout:
         return rows
 
     def run_dirs(self) -> list[Path]:
-        return [sn.run_dir for sn in self.skills if sn.run_dir is not None]
+        dirs = [sn.run_dir for sn in self.skills if sn.run_dir is not None]
+        return dirs + ([self.shared_dir] if self.shared_dir is not None else [])
 
     def proposals(self, store: SkillStore, *, run_id: str, night_no: int) -> list[Proposal]:
         """Each accepted skill's staged document, versioned in the store."""

@@ -2,31 +2,32 @@
 
 On a night with the project's own skills (:mod:`.fanout`) each skill learns on its own
 tasks with the memory read-only, so a rule the tasks of several skills need would land in
-one skill's document (where the other skills never see it) or nowhere. After every
-group's night (each project skill, and the managed skill with the tasks nobody claimed),
-:func:`share_memory` looks for such rules:
+one skill's document (where the other skills never see it), in each of them, or nowhere.
+Before the skills' nights start, :func:`share_memory` looks for such rules over the tasks
+of every group (each project skill that learns tonight, and the managed skill with the
+tasks nobody claimed):
 
-1. **When** (no call): each group says which of its tasks still fail under the documents
-   it would stage (its final check's scores, else its rollouts'). Fewer than two groups
-   with a failing task: nothing could be shared, and nothing is spent.
-2. **Rollouts**: every task of every group under its own group's skill (as it would be
-   staged) and tonight's memory (the managed night's accepted memory, else the live one).
-   Answers the groups' nights drew already are read back, not paid again.
+1. **Rollouts**: every task of every group under its own group's live skill and the live
+   memory (:class:`EachTaskItsSkill`), K samples: exactly the rollouts each group's night
+   draws first, which then read them back instead of paying for them again.
+2. **When**: fewer than two groups with a failing task: nothing could be shared, and the
+   step ends there (it cost nothing the groups' nights would not have spent).
 3. **One memory step** (:func:`.crossfit.learn_target`, target memory, one round): the
    tasks of all groups dealt into folds; each fold's reflection sees the rollouts of the
    other folds, whichever skill they belong to; each edit alone on its held-out tasks,
-   then the union on every task.
-4. **Final check** (:func:`.rounds.paired_check`): the new memory against tonight's on
-   every task of every group, paired per task and sample. It is kept only when the tasks
-   it improved belong to two groups or more: a rule only one skill's tasks need belongs in
-   that skill, whose own night proposes it there.
-5. **Kept**: the memory edits join the managed night's decision (the memory proposal),
-   and the report names the skills whose tasks they helped (``shared_memory``).
+   then the union on every task. An edit is kept only when the held-out tasks it improved
+   belong to two groups or more: a rule one group's tasks need belongs in that group's
+   skill, whose own night proposes it there.
+4. **Final check** (:func:`.rounds.paired_check`): the memory with the kept edits against
+   the live memory, on every task of every group, paired per task and sample, and again
+   kept only when the tasks it improved belong to two groups or more.
+5. **Kept**: every group's night starts from that memory (still read-only for the
+   skills), so no skill learns the shared rule again; the memory edits are staged in the
+   memory proposal with the managed night's own, and the report names the groups whose
+   tasks they helped (``shared_memory``).
 
-Each task runs under its own group's skill throughout (:class:`EachTaskItsSkill`), so
-the gate measures exactly the documents a user would run after adopting everything
-tonight stages. The step works in ``<run>/shared/`` (its rollouts, checkpoints, trials),
-so a killed night resumes it as it resumes a skill's.
+The step works in ``<run>/shared/`` (its rollouts, checkpoints, trials), so a killed
+night resumes it as it resumes a skill's.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from typing import Any
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult, TaskRecord
-from skillopt_sleep.night.crossfit import Measured, learn_target, make_folds, measure
+from skillopt_sleep.night.crossfit import Measured, apply_to, learn_target, make_folds, measure
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.fanout import Fanout
-from skillopt_sleep.night.gate_modes import GREEDY, OFF
+from skillopt_sleep.night.gate_modes import OFF
 from skillopt_sleep.night.rounds import paired_check
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
@@ -50,7 +51,7 @@ from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.skills.route import MANAGED
 
-__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "SharedMemory", "share_memory"]
+__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "SharedMemory", "fold_in", "share_memory"]
 
 SHARED_DIR = "shared"
 
@@ -59,12 +60,11 @@ _log = get_logger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Group:
-    """One group of tonight's tasks and the skill they run under once staged."""
+    """One group of tonight's tasks and the skill they run under."""
 
     name: str  # a project skill's name; MANAGED for the managed skill
     tasks: tuple[TaskRecord, ...]
     skill: str
-    failing: frozenset[str]
 
 
 @dataclass(kw_only=True)
@@ -76,9 +76,12 @@ class SharedMemory:
     groups: list[str] = field(default_factory=list)  # the groups whose tasks it measured
     helped: list[str] = field(default_factory=list)  # groups with a task it improved
     edits: list[EditRecord] = field(default_factory=list)
+    memory: str = ""  # the memory every group's night starts from
+    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
     baseline: float | None = None
     candidate: float | None = None
     calls: int = 0
+    answers: dict[str, RolloutResult] = field(default_factory=dict)  # by job key
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,29 +112,16 @@ class EachTaskItsSkill(Replayer):
         return await super().run(own)
 
 
-def _failing_after(decision: Decision) -> frozenset[str]:
-    """The group's tasks that still fail under the documents it would stage."""
-    final = decision.final
-    if decision.accepted and final is not None:
-        return frozenset(
-            d.task_id for d in final.task_deltas if d.candidate is not None and d.candidate < 1.0
-        )
-    return frozenset(t for t, s in decision.start_scores.items() if not s >= 1.0)
-
-
-def groups_of(fan: Fanout, managed: Decision, start: Docs) -> list[Group]:
-    """Every group whose night measured its tasks tonight."""
-    out: list[Group] = []
-    if fan.managed_tasks and managed.start_scores:
-        skill = managed.docs.skill if managed.accepted else start.skill
-        out.append(Group(name=MANAGED, tasks=tuple(fan.managed_tasks), skill=skill,
-                         failing=_failing_after(managed)))  # fmt: skip
-    for sn in fan.skills:
-        if sn.decision is None or not sn.decision.start_scores:
-            continue
-        out.append(Group(name=sn.skill.name, tasks=tuple(sn.tasks), skill=sn.best_skill,
-                         failing=_failing_after(sn.decision)))  # fmt: skip
-    return out
+def groups_of(fan: Fanout, start: Docs) -> list[Group]:
+    """Every group that learns tonight: the managed skill (when it has tasks) and each
+    project skill with enough tasks."""
+    out = [Group(name=MANAGED, tasks=tuple(fan.managed_tasks), skill=start.skill)]
+    out += [
+        Group(name=sn.skill.name, tasks=tuple(sn.tasks), skill=sn.skill.text)
+        for sn in fan.skills
+        if sn.status == "pending"
+    ]
+    return [g for g in out if g.tasks]
 
 
 def _placeholder(groups: Sequence[Group]) -> str:
@@ -144,37 +134,38 @@ def _placeholder(groups: Sequence[Group]) -> str:
     )
 
 
-def _helped(final: GateDecision, groups: Sequence[Group]) -> list[str]:
-    better = {
-        d.task_id for d in final.task_deltas
+def _improved(decision: GateDecision | None) -> set[str]:
+    if decision is None:
+        return set()
+    return {
+        d.task_id for d in decision.task_deltas
         if d.baseline is not None and d.candidate is not None and d.candidate > d.baseline + 1e-9
     }  # fmt: skip
-    return [g.name for g in groups if better & {t.id for t in g.tasks}]
 
 
-async def share_memory(
-    night: Night, fan: Fanout, managed: Decision, start: Docs, *, rotation: int
-) -> SharedMemory:
-    """Look for a memory rule the tasks of two or more groups need (see the module
-    docstring); when one passes, ``managed`` carries it (its docs, applied edits)."""
-    shared = SharedMemory()
+def _groups_with(tasks: set[str], groups: Sequence[Group]) -> list[str]:
+    return [g.name for g in groups if tasks & {t.id for t in g.tasks}]
+
+
+async def share_memory(night: Night, fan: Fanout, start: Docs, *, rotation: int) -> SharedMemory:
+    """Look for memory rules the tasks of two or more groups need (see the module
+    docstring); ``memory`` of the result is what every group's night starts from."""
+    shared = SharedMemory(memory=start.memory)
     fan.shared = shared
-    if night.cfg.gate.mode == OFF or not night.cfg.night.evolve_memory or not fan.skills:
+    if night.cfg.gate.mode == OFF or not night.cfg.night.evolve_memory:
         return shared
-    groups = groups_of(fan, managed, start)
+    groups = groups_of(fan, start)
+    if sum(g.name != MANAGED for g in groups) < 1 or len(groups) < 2:
+        return shared
     shared.groups = [g.name for g in groups]
-    if sum(bool(g.failing) for g in groups) < 2:
-        shared.reason = "fewer than two skills have a task still failing: nothing to share"
-        return shared
-    memory = managed.docs.memory if managed.accepted else start.memory
     child = fan.child_night(
-        night.run.path / SHARED_DIR, "shared memory", skill_path=night.cfg.live_skill_path(
-            night.project), evolve_skill=False,
+        night.run.path / SHARED_DIR, "shared memory",
+        skill_path=night.cfg.live_skill_path(night.project), evolve_skill=False,
     )  # fmt: skip
+    fan.shared_dir = child.run.path
     before = night.spend.calls
     try:
-        await _learn(child, fan, groups, managed, Docs(skill=_placeholder(groups), memory=memory),
-                     shared, rotation=rotation)  # fmt: skip
+        await _learn(child, fan, groups, start, shared, rotation=rotation)
     except BudgetExceededError as exc:
         shared.status, shared.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"
     except SkillOptError as exc:
@@ -182,6 +173,9 @@ async def share_memory(
     except Exception as exc:  # a bug here must not sink the skills' learning
         _log.exception("shared.failed")
         shared.status, shared.reason = "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
+    if shared.status != "accepted":
+        shared.memory = start.memory
+    shared.answers = child.replayer.done
     shared.calls = night.spend.calls - before
     child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
     ended = RunStatus.FAILED if shared.status == "failed" else RunStatus.COMPLETE
@@ -197,25 +191,29 @@ async def share_memory(
 
 
 async def _learn(
-    child: Night, fan: Fanout, groups: Sequence[Group], managed: Decision, base: Docs,
-    shared: SharedMemory, *, rotation: int,
+    child: Night, fan: Fanout, groups: Sequence[Group], start: Docs, shared: SharedMemory,
+    *, rotation: int,
 ) -> None:  # fmt: skip
     cfg = child.cfg
     tasks = [t for g in groups for t in g.tasks]
-    skills = {t.id: g.skill for g in groups for t in g.tasks}
     parent = child.replayer
     child.replayer = EachTaskItsSkill(
         pool=parent.pool, marker=parent.marker, record=parent.record, evidence=parent.evidence,
-        progress=parent.progress, costs=fan.night.replayer.costs, skills=skills,
-        done={**fan.night.replayer.done, **{k: v for s in fan.skills for k, v in s.answers.items()},
-              **parent.done},
+        progress=parent.progress, costs=fan.night.replayer.costs, done=dict(parent.done),
+        skills={t.id: g.skill for g in groups for t in g.tasks},
     )  # fmt: skip
+    base = Docs(skill=_placeholder(groups), memory=start.memory)
     child.begin("rollouts")
     samples = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)
     rolled: Measured = await measure(child, tasks, base, samples=samples, phase="rollout")
     child.check_degenerate("rollouts", rolled.results, tasks=tasks)
     child.end("rollouts", rollouts=len(rolled.results))
     child.check_budget("rollouts")
+    shared.start_scores = rolled.task_means()
+    failing = {t for t, v in shared.start_scores.items() if not v >= 1.0}
+    if len(_groups_with(failing, groups)) < 2:
+        shared.reason = "fewer than two skills have a failing task: nothing to share"
+        return
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     child.begin("memory")
     step = await learn_target(
@@ -223,48 +221,61 @@ async def _learn(
         folds=folds,
     )  # fmt: skip
     child.end("memory", accepted=len(step.accepted))
-    if not step.accepted:
-        shared.status = "no_edits" if not step.proposed else "rejected"
-        shared.reason = "no memory edit passed the gate on the tasks it was held out for"
-        return
-    if cfg.gate.mode == GREEDY:
-        shared.helped = _helped_measured(rolled, step.measured, groups)
-        shared.baseline, shared.candidate = rolled.mean(), step.measured.mean()
-    else:
-        child.begin("final")
-        final = await paired_check(child, tasks, base, step.best)
-        child.trials.append(
-            Trial(name="final", kind="final", round=1, target="memory", edits=step.accepted,
-                  applied=step.accepted, unmatched=[], decision=final,
-                  note="tonight's memory with the shared rules against it, on every task of "
-                  "every skill, each under its own skill, paired per task and sample")
+    keep = [e for e in step.accepted if len(_single_helped(child, e, groups)) >= 2]
+    if not keep:
+        shared.status = "rejected" if step.proposed else "no_edits"
+        shared.reason = (
+            "no memory edit helped the held-out tasks of two skills or more"
+            if step.accepted else "no memory edit passed the gate on its held-out tasks"
         )  # fmt: skip
-        child.end("final", accepted=final.accepted)
-        shared.baseline, shared.candidate = _finite(final.baseline), _finite(final.candidate)
-        if not final.accepted:
-            shared.status = "rejected"
-            shared.reason = f"the final check on every task: {final.action.value}"
-            return
-        shared.helped = _helped(final, groups)
-    if len(shared.helped) < 2:
+        return
+    best = apply_to(base, keep, EditTarget.MEMORY)[0]
+    child.begin("final")
+    final = await paired_check(child, tasks, base, best)
+    child.trials.append(
+        Trial(name="final", kind="final", round=1, target="memory", edits=keep, applied=keep,
+              unmatched=[], decision=final,
+              note="the memory with the shared rules against the live one, on every task of "
+              "every skill, each under its own skill, paired per task and sample")
+    )  # fmt: skip
+    child.end("final", accepted=final.accepted)
+    shared.baseline, shared.candidate = _finite(final.baseline), _finite(final.candidate)
+    shared.helped = _groups_with(_improved(final), groups)
+    if not final.accepted or len(shared.helped) < 2:
         shared.status = "rejected"
         shared.reason = (
-            f"it helped the tasks of {', '.join(h or 'the managed skill' for h in shared.helped)}"
-            " only: a rule one skill needs belongs in that skill"
-        )
+            f"the final check on every task: {final.action.value}" if not final.accepted
+            else "on every task it helped only "
+            f"{', '.join(h or 'the managed skill' for h in shared.helped) or 'none'}"
+        )  # fmt: skip
         return
-    shared.status, shared.edits = "accepted", list(step.accepted)
+    shared.status, shared.edits, shared.memory = "accepted", keep, best.memory
+
+
+def _single_helped(child: Night, edit: EditRecord, groups: Sequence[Group]) -> list[str]:
+    """The groups whose held-out tasks ``edit``'s own trial improved."""
+    improved: set[str] = set()
+    for trial in child.trials:
+        if trial.kind == "single" and edit in trial.edits:
+            improved |= _improved(trial.decision)
+    return _groups_with(improved, groups)
+
+
+def fold_in(shared: SharedMemory, managed: Decision, start: Docs) -> Decision:
+    """The managed night's decision carrying the shared memory edits (staged with it): it
+    started from the shared memory, so its documents hold them already."""
+    if shared.status != "accepted":
+        return managed
     kept = managed.applied if managed.accepted else []
-    managed.docs = Docs(skill=managed.docs.skill, memory=step.best.memory)
-    managed.applied = list(dict.fromkeys([*kept, *step.accepted]))
+    managed.docs = Docs(skill=managed.docs.skill if managed.accepted else start.skill,
+                        memory=managed.docs.memory)  # fmt: skip
+    managed.applied = list(dict.fromkeys([*shared.edits, *kept]))
     managed.rejected = [e for e in managed.rejected if e not in managed.applied]
     managed.accepted, managed.nothing_to_learn = True, False
-
-
-def _helped_measured(before: Measured, after: Measured, groups: Sequence[Group]) -> list[str]:
-    old, new = before.task_means(), after.task_means()
-    better = {t for t, v in new.items() if math.isfinite(v) and v > old.get(t, math.nan)}
-    return [g.name for g in groups if better & {t.id for t in g.tasks}]
+    managed.start_scores = {
+        t: shared.start_scores[t] for t in managed.start_scores if t in shared.start_scores
+    }
+    return managed
 
 
 def _finite(value: float) -> float | None:

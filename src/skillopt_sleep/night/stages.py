@@ -61,7 +61,7 @@ from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
-from skillopt_sleep.night.shared import share_memory
+from skillopt_sleep.night.shared import fold_in, share_memory
 from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
@@ -228,14 +228,16 @@ async def _learn(
         said = course.estimate
         night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
         carried, course.carried_ids = carried_edits(archive)
+        shared = await share_memory(night, fan, start, rotation=night_no)
+        night.replayer.done.update(shared.answers)  # the managed night's first rollouts
+        begin = Docs(skill=start.skill, memory=shared.memory)
         course.decision = await fan.alongside(
             lambda tasks: consolidate(
-                night, tasks=tasks, start=start, rotation=night_no, carried=carried
+                night, tasks=tasks, start=begin, rotation=night_no, carried=carried
             ),
-            start,
+            begin,
         )
-        await share_memory(night, fan, course.decision, start, rotation=night_no)
-        course.decision = fan.whole_night(course.decision)
+        course.decision = fan.whole_night(fold_in(shared, course.decision, start))
         course.test = await _score_test(night, test, course.decision, start)
         night.check_waiting(night.stage)  # a project skill's prompts may wait too
         await top_up_staged(night, tasks, course.decision)

@@ -69,7 +69,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lift_world.history import History, Oddities, write_history  # noqa: E402
 from lift_world.model import WorldModel  # noqa: E402
-from lift_world.world import LIFT, World  # noqa: E402
+from lift_world.skills import SkillSpec, misplaced, true_score_routed  # noqa: E402
+from lift_world.world import LIFT, Score, World  # noqa: E402
 from support.fake_model_server import FakeModelServer  # noqa: E402
 
 # Model calls per task on the nights that had tasks, measured by this benchmark at commit
@@ -112,6 +113,11 @@ class Shape:
     odd: Oddities = field(default_factory=Oddities)
     noise: float = NOISE
     noisy_tasks: frozenset[str] | None = None  # ids; None: noise on every task
+    skills: tuple[SkillSpec, ...] = ()  # the project's own skills (their sessions load them)
+
+    @property
+    def skill_of(self) -> dict[str, str]:
+        return {t: s.name for s in self.skills for t in s.tasks}
 
 
 @dataclass
@@ -141,6 +147,11 @@ class Night:
     reason: str = ""
     status: dict[str, Any] = field(default_factory=dict)
     superseded: list[dict[str, Any]] = field(default_factory=list)  # report: archive_changes
+    # a world with project skills: rules staged where they do not belong, the rules in
+    # memory, whether the report's learning curve has tonight's point
+    misplaced: list[str] = field(default_factory=list)
+    in_memory: list[str] = field(default_factory=list)
+    curve_drawn: bool = True
 
     @property
     def score(self) -> float:
@@ -189,12 +200,32 @@ class Lab:
         except ValueError:
             return done.returncode, {"ok": False, "message": done.stdout[-500:]}
 
+    def project_skill(self, name: str) -> Path:
+        return self.project / ".claude" / "skills" / name / "SKILL.md"
+
+    def skill_texts(self) -> dict[str, str]:
+        """Every skill document an agent reads here, the managed one under ``""``."""
+        texts = {"": _read(self.skill)}
+        texts.update({s.name: _read(self.project_skill(s.name)) for s in self.shape.skills})
+        return texts
+
     def reset(self) -> None:
         """Back to the seed: no state, seed documents (transcripts are only ever read)."""
         shutil.rmtree(self.state, ignore_errors=True)
         self.skill.parent.mkdir(parents=True, exist_ok=True)
         self.skill.write_text(SEED_SKILL, encoding="utf-8")
         self.memory.write_text(SEED_MEMORY, encoding="utf-8")
+        for spec in self.shape.skills:
+            path = self.project_skill(spec.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(spec.seed, encoding="utf-8")
+
+    def true_score(self) -> Score:
+        world = self.shape.world
+        if not self.shape.skills:
+            return world.true_score(_read(self.skill), _read(self.memory))
+        texts = self.skill_texts()
+        return true_score_routed(world, self.shape.skill_of, texts.__getitem__, _read(self.memory))
 
 
 def write_config(home: Path, port: int, *, lookback: float, miner: str) -> None:
@@ -251,11 +282,18 @@ def run_night(lab: Lab, phase: str, number: int, *, noise: float, seed: int) -> 
     night.rejected_edits = len(report.get("rejected_edits") or [])
     proposed = [e for e in report.get("proposed_edits") or [] if isinstance(e, dict)]
     night.harmful_proposed = sum(world.harmful_in(str(e.get("content", ""))) for e in proposed)
-    code, out = lab.cli("adopt", log=f"{phase}-{number:02d}-adopt")
+    if lab.shape.skills:
+        tonight = [p for p in report.get("chart") or [] if p.get("label") == "← tonight"]
+        night.curve_drawn = bool(tonight) and tonight[0].get("score") is not None
+    every = ("--all",) if lab.shape.skills else ()
+    code, out = lab.cli("adopt", *every, log=f"{phase}-{number:02d}-adopt")
     adopted = out.get("adopted") if code == 0 else None
     night.adopt = f"{len(adopted)} file(s)" if adopted else str(out.get("error") or "nothing")
     night.wall = time.perf_counter() - began
-    score = world.true_score(_read(lab.skill), _read(lab.memory))
+    score = lab.true_score()
+    if lab.shape.skills:
+        night.misplaced = misplaced(world, lab.skill_texts())
+        night.in_memory = sorted(world.conventions_in(_read(lab.memory)))
     night.solved, night.present, night.harmful_adopted = (
         score.solved, sorted(score.present), score.harmful,
     )  # fmt: skip
@@ -395,6 +433,28 @@ def summary(chains: list[list[Night]], noisy: list[Night]) -> list[str]:
     return lines
 
 
+def skills_summary(chains: list[list[Night]]) -> list[str]:
+    """A world with project skills: 100 % within 3 nights, the shared rule in memory,
+    nothing misplaced, the learning curve drawn on every night."""
+    from lift_world.skills import SHARED
+
+    lines: list[str] = []
+    for chain in chains:
+        if not chain:
+            continue
+        by3 = any(n.solved == n.total for n in chain[:3])
+        memory = next((n.night for n in chain if SHARED in n.in_memory), None)
+        wrong = sorted({m for n in chain for m in n.misplaced})
+        drawn = all(n.curve_drawn for n in chain)
+        lines += [
+            f"{chain[0].phase}: 100% within 3 nights: {verdict(by3)}; shared rule ({SHARED}) "
+            f"in memory: {f'from night {memory}' if memory else 'never'} "
+            f"{verdict(memory is not None)}; misplaced: {', '.join(wrong) or 'nothing'} "
+            f"{verdict(not wrong)}; learning curve drawn every night: {verdict(drawn)}"
+        ]
+    return lines
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--nights", type=int, help="chained clean nights (default 5; quick 2)")
@@ -433,7 +493,7 @@ def setup(
     history = write_history(
         home, project, now=now or datetime.now(UTC), seed=world_seed, per_task=per_task,
         noise=chatter, days=shape.days, world=shape.world, claude_share=shape.claude_share,
-        odd=shape.odd,
+        odd=shape.odd, skills=shape.skill_of,
     )  # fmt: skip
     write_config(home, server.port, lookback=args.lookback_hours, miner=args.miner)
     env = dict(os.environ)
@@ -520,6 +580,8 @@ def run(args: argparse.Namespace, shape: Shape) -> list[str]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = summary(chains, noisy)
+    if shape.skills:
+        lines += skills_summary(chains)
     if any(lab.history.secrets for lab in labs):
         leaks = sum(n.leaks for n in [*(n for c in chains for n in c), *noisy])
         lines.append(f"pasted secrets sent to a model: {leaks} request(s) (target 0): "

@@ -13,6 +13,9 @@ each built from the pieces of ``bench/lift_world``:
 - **noisier**: 30% of target answers flipped. **patchy**: 40% flipped, but only on the
   tasks needing ``migration`` or ``fixtures`` (a model unreliable on some work only).
 - **codex** / **claude**: every session written by one agent only.
+- **skills**: three project skills of its own (``lift_world.skills``), their sessions
+  loading them, and one rule (the time format) the tasks of all three need: 100 % within
+  3 nights, the shared rule in memory, nothing misplaced, the learning curve drawn.
 - **switch**: the team switches two conventions after two nights, task retirement off
   (``bench/lift_switch.py``: ``--nights`` nights after the new sessions).
 
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lift import Shape, run
 from lift_switch import run_switch
 from lift_world.history import Oddities
+from lift_world.skills import SKILL_SPECS, SKILLS_WORLD
 from lift_world.wide import WIDE
 from lift_world.world import LIFT
 
@@ -56,6 +60,7 @@ SHAPES: dict[str, Shape] = {
     "patchy": Shape(name="patchy", noise=0.4, noisy_tasks=PATCHY_TASKS),
     "codex": Shape(name="codex", claude_share=0.0),
     "claude": Shape(name="claude", claude_share=1.0),
+    "skills": Shape(name="skills", world=SKILLS_WORLD, skills=SKILL_SPECS),
 }
 NOISY_ONLY = frozenset({"noisier", "patchy"})
 OWN_RUNNER = frozenset({"switch"})  # worlds that change between nights: their own runner

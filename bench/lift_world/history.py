@@ -23,6 +23,7 @@ import os
 import random
 import string
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -143,23 +144,27 @@ def write_history(
     world: World = LIFT,
     claude_share: float = 0.6,
     odd: Oddities | None = None,
+    skills: Mapping[str, str] | None = None,
 ) -> History:
     """Write the sessions under ``home/.claude`` and ``home/.codex``; see the module doc.
 
     ``claude_share``: the share of sessions written as Claude Code (the rest Codex);
     ``odd``: oddities written on top (a separate random stream: without them the history
-    is the same as before they existed)."""
+    is the same as before they existed); ``skills``: task id to the project skill its
+    sessions load (written as Claude Code sessions whose agent called its Skill tool)."""
+    skills = skills or {}
     rng = random.Random(seed)
     claude_home, codex_home = home / ".claude", home / ".codex"
     other = home / "work" / "blog"
     project.mkdir(parents=True, exist_ok=True)
     other.mkdir(parents=True, exist_ok=True)
-    sessions: list[tuple[Path, list[Turn]]] = []
+    sessions: list[tuple[Path, list[Turn], str]] = []
     task_sessions = 0
     for task in world.tasks:
         count = max(rng.randint(*per_task) - (1 if task.bait else 0), len(task.needs))
         for n, (shape, keys) in enumerate(_plan(task, count, rng)):
-            sessions.append((project, task_turns(task, n, shape, keys, rng, world)))
+            turns = task_turns(task, n, shape, keys, rng, world)
+            sessions.append((project, turns, skills.get(task.id, "")))
             task_sessions += 1
     odd = odd or Oddities()
     odd_rng = random.Random(f"odd-{seed}")
@@ -169,7 +174,7 @@ def write_history(
         turns = task_turns(task, 0, "corrected", list(task.needs), odd_rng, world)
         turns[0] = Turn(user=f"{turns[0].user} (use {secret} if you need the API)",
                         answer=turns[0].answer, tools=turns[0].tools)  # fmt: skip
-        sessions.append((project, turns))
+        sessions.append((project, turns, skills.get(task.id, "")))
         task_sessions += 1
     for i in range(noise):
         kind = i % 5
@@ -180,18 +185,19 @@ def write_history(
         else:
             ask = ONE_OFFS[i % len(ONE_OFFS)]
             turns = [Turn(user=ask, answer="Here is a short explanation."), Turn(user="thanks")]
-        sessions.append((other if kind == 4 else project, turns))
+        sessions.append((other if kind == 4 else project, turns, ""))
     rng.shuffle(sessions)
     span = timedelta(days=days) - timedelta(hours=1)
     claude = codex = older = 0
     ends: list[datetime] = []
     written: list[Path] = []
-    for i, (cwd, turns) in enumerate(sessions):
+    for i, (cwd, turns, skill) in enumerate(sessions):
         # spread evenly over the span with jitter, so every stretch of days has sessions
         offset = span * (i + rng.random()) / len(sessions)
         start = now - timedelta(hours=1) - offset - timedelta(minutes=2 * len(turns) + 1)
-        if rng.random() < claude_share:
-            written.append(write_claude_session(claude_home, cwd=cwd, turns=turns, start=start))
+        if rng.random() < claude_share or skill:
+            written.append(write_claude_session(claude_home, cwd=cwd, turns=turns, start=start,
+                                                skill=skill))  # fmt: skip
             claude += 1
         else:
             written.append(write_codex_session(codex_home, cwd=cwd, turns=turns, start=start))

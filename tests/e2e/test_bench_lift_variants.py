@@ -117,3 +117,45 @@ def test_one_agent_only_histories(tmp_path: Path) -> None:
         assert list((home / present).rglob("*.jsonl"))
         assert not list((home / absent).rglob("*.jsonl"))
         assert (history.claude, history.codex)[int(share == 0.0)] == history.sessions
+
+
+def test_the_skills_world_shares_one_rule_and_its_sessions_load_their_skills(
+    tmp_path: Path,
+) -> None:
+    from lift_world.skills import (
+        SHARED,
+        SKILL_OF,
+        SKILL_SPECS,
+        SKILLS_WORLD,
+        misplaced,
+        true_score_routed,
+    )
+
+    w = SKILLS_WORLD
+    needers = {SKILL_OF.get(t.id, "") for t in w.tasks if SHARED in t.needs}
+    assert needers >= {s.name for s in SKILL_SPECS}  # every skill's tasks need it
+    for spec in SKILL_SPECS:  # a skill's own rule: only its own tasks need it
+        assert {SKILL_OF.get(t.id, "") for t in w.tasks if spec.own in t.needs} == {spec.name}
+    text = {c.key: c.text for c in w.conventions}
+    skills = {s.name: s.seed + "\n" + text[s.own] for s in SKILL_SPECS}
+    skills[""] = "\n".join(text[k] for k in ("check", "lookup"))
+    shared_in_memory = true_score_routed(w, SKILL_OF, skills.__getitem__, text[SHARED])
+    assert shared_in_memory.solved == shared_in_memory.total
+    assert misplaced(w, skills) == []
+    one = dict(skills, **{"release-notes": skills["release-notes"] + "\n" + text[SHARED]})
+    in_one_skill = true_score_routed(w, SKILL_OF, one.__getitem__, "")
+    assert in_one_skill.solved < in_one_skill.total
+    assert misplaced(w, one) == [f"{SHARED} in release-notes"]
+
+    home = tmp_path / "home"
+    write_history(home, home / "work" / "shop-api", now=datetime.now(UTC), seed=3,
+                  per_task=(2, 2), noise=2, world=w, skills=SKILL_OF)  # fmt: skip
+    loaded = Counter(
+        block["input"]["skill"]
+        for path in (home / ".claude").rglob("*.jsonl")
+        for line in path.read_text().splitlines()
+        if '"Skill"' in line
+        for block in json.loads(line)["message"]["content"]
+        if block.get("name") == "Skill"
+    )
+    assert set(loaded) == {s.name for s in SKILL_SPECS}

@@ -6,8 +6,10 @@ and memory keep the tasks no project skill claimed. Each skill with at least
 ``skills.min_tasks`` tasks then runs the same learning a night runs (cross-fitted rounds,
 the final paired check), with its own held-out tasks only, memory read-only, in a run
 directory of its own (``<run>/skills/<name>/...``: its rollouts, checkpoints and trials, so
-a killed night resumes it too). Every skill and the managed night run at once
-(:meth:`Fanout.alongside`), on the night's one spend-capped pool. A skill with too few
+a killed night resumes it too). Before them, :mod:`.shared` looks for memory rules the
+tasks of two or more groups need; every group's night starts from that memory. Every
+skill and the managed night run at once (:meth:`Fanout.alongside`), on the night's one
+spend-capped pool. A skill with too few
 tasks is reported as skipped; a skill whose learning fails is reported as failed, never
 sinking the other skills. Accepted skills are staged as per-skill proposals (``fanout``),
 versioned in the skill store, and adopted only by name (``adopt --skill``) or ``--all``.

@@ -486,12 +486,35 @@ def skills_section(r: Mapping[str, Any]) -> list[str]:
             + f" | {fmt(row.get('baseline'))} | {fmt(row.get('candidate'))} | "
             f"{cell(row.get('reason') or row.get('gate_action') or '', 200)} |"
         )
+    out += shared_lines(r.get("shared_memory") or {})
     routes = [x for x in r.get("skill_routing") or [] if x.get("skill")]
     if routes:
         out += ["", "Routed tasks:", ""]
         out += [f"- {cell(x.get('task_id'))} -> {cell(x.get('skill'))}: {cell(x.get('why'), 200)}"
                 for x in routes]  # fmt: skip
     return [*out, ""]
+
+
+def shared_lines(shared: Mapping[str, Any]) -> list[str]:
+    """What the memory step for the rules the skills share did (``shared_memory``)."""
+    status = shared.get("status")
+    if not status or status == "not_needed":
+        return []
+    helped = ", ".join(cell(g) for g in shared.get("helped") or []) or "none"
+    edits = "; ".join(cell(e, 200) for e in shared.get("accepted_edits") or [])
+    if status == "accepted":
+        line = (
+            f"Rules your skills share, staged in memory (every skill reads it; gated on the "
+            f"tasks of {', '.join(cell(g) for g in shared.get('groups') or [])}, helped "
+            f"{helped}): {edits}."
+        )
+    else:
+        line = (
+            f"Rules your skills share: {cell(status).replace('_', ' ')}"
+            + (f" ({cell(shared.get('reason'), 200)})" if shared.get("reason") else "")
+            + "."
+        )
+    return ["", line]
 
 
 def mode_banner(mode: str) -> str:

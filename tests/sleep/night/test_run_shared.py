@@ -65,6 +65,8 @@ async def test_a_rule_every_skill_needs_is_staged_in_memory_gated_on_every_skill
     intents = {r["task_id"]: r["skill"] for r in report["skill_routing"]}
     assert {intents[t] for t in measured} == set(SKILLS)
     assert report["accepted"] and report["candidate"] == 1.0
+    markdown = (run / "report.md").read_text()
+    assert "Rules your skills share, staged in memory" in markdown
 
 
 @pytest.mark.slow

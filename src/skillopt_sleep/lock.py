@@ -1,9 +1,10 @@
 """Single-instance locks: never two nights of one project, never two daemons on one state dir.
 
-A lock is an OS advisory lock (``fcntl.flock``) on a small file whose content names the
-holder (pid, host, start time, command) so a second starter can say who is in the way.
+A lock is an OS lock (``flock`` on POSIX, a byte-range lock on Windows: :mod:`.oslock`) on
+a small file whose content names the holder (pid, host, start time, command) so a second
+starter can say who is in the way.
 
-- The kernel drops a ``flock`` when its holder dies, so a crashed night never blocks the
+- The OS drops the lock when its holder dies, so a crashed night never blocks the
   next one; its leftover holder record is reported as reclaimed with a warning.
 - If the lock is still held but the recorded holder pid is dead on this host (a forked
   child kept the descriptor open), the file is replaced and the lock reclaimed.
@@ -18,8 +19,6 @@ Use it as a sync or async context manager; acquisition never waits, it succeeds 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import socket
@@ -34,6 +33,7 @@ from typing import Self
 from skillopt.errors import LockHeldError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt_sleep.oslock import OPEN_FLAGS, OsLock, primitives
 from skillopt_sleep.state import project_key as project_key  # re-exported
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
 
 
 _log = get_logger(__name__)
+_OS = primitives()
 
 
 LOCK_NAME = "lock"
@@ -109,48 +110,33 @@ def read_holder(path: Path) -> LockHolder | None:
 
 def pid_alive(pid: int) -> bool:
     """True if a process with this pid exists on this host (zombies count as dead)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError, IndexError):
-        state = stat.read_text().rsplit(")", 1)[1].split()[0]
-        if state == "Z":
-            return False
-    return True
+    return _OS.pid_alive(pid)
 
 
-def lock_is_held(path: Path) -> LockHolder | None:
+def lock_is_held(path: Path, *, os_lock: OsLock | None = None) -> LockHolder | None:
     """Probe without disturbing: the live holder if someone holds the lock, else None."""
+    primitive = os_lock or _OS
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = read_holder(path)
-            return holder or LockHolder(pid=0, host="?", started_at="?", command="unknown")
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        if not primitive.held_elsewhere(fd):
+            return None
+        holder = read_holder(path)
+        return holder or LockHolder(pid=0, host="?", started_at="?", command="unknown")
     finally:
         os.close(fd)
 
 
 @contextlib.contextmanager
-def _guard(path: Path) -> Iterator[None]:
+def _guard(path: Path, primitive: OsLock) -> Iterator[None]:
     """Serialise acquire/reclaim on one lock; held for microseconds only."""
     fd = os.open(
-        path.with_name(path.name + GUARD_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+        path.with_name(path.name + GUARD_SUFFIX), os.O_RDWR | os.O_CREAT | OPEN_FLAGS, 0o644
     )
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        primitive.lock(fd)
         yield
     finally:
         os.close(fd)
@@ -159,9 +145,10 @@ def _guard(path: Path) -> Iterator[None]:
 class FileLock:
     """An exclusive, non-waiting, holder-describing lock on ``path``."""
 
-    def __init__(self, path: Path, *, command: str) -> None:
+    def __init__(self, path: Path, *, command: str, os_lock: OsLock | None = None) -> None:
         self.path = Path(path)
         self.command = command
+        self._os = os_lock or _OS
         self._fd: int | None = None
         self.holder: LockHolder | None = None
 
@@ -173,7 +160,7 @@ class FileLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.path} is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _guard(self.path):
+        with _guard(self.path, self._os):
             fd = self._open_locked()
             me = LockHolder(
                 pid=os.getpid(),
@@ -183,8 +170,7 @@ class FileLock:
             )
             try:
                 self._warn_if_stale(fd)
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps(me.to_dict(), sort_keys=True).encode() + b"\n", 0)
+                self._os.write_record(fd, json.dumps(me.to_dict(), sort_keys=True).encode() + b"\n")
                 os.fsync(fd)
             except BaseException:
                 os.close(fd)
@@ -194,16 +180,12 @@ class FileLock:
         return self
 
     def _open_locked(self) -> int:
-        """Open and flock the lock file, reclaiming it once from a dead same-host holder."""
+        """Open and lock the lock file, reclaiming it once from a dead same-host holder."""
         for attempt in range(2):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | OPEN_FLAGS, 0o644)
+            if self._os.try_lock(fd):
                 return fd
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
+            os.close(fd)
             holder = read_holder(self.path)
             if attempt == 0 and holder is not None and self._is_dead_here(holder):
                 _log.warning(
@@ -212,7 +194,8 @@ class FileLock:
                     previous=holder.to_dict(),
                     reason="holder pid is dead but the lock was inherited; replacing the file",
                 )
-                self.path.unlink(missing_ok=True)
+                with contextlib.suppress(PermissionError):  # Windows: the file is still open
+                    self.path.unlink(missing_ok=True)
                 continue
             who = holder.describe() if holder else "another process"
             raise LockHeldError(
@@ -221,15 +204,14 @@ class FileLock:
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    @staticmethod
-    def _is_dead_here(holder: LockHolder) -> bool:
-        return holder.host == socket.gethostname() and not pid_alive(holder.pid)
+    def _is_dead_here(self, holder: LockHolder) -> bool:
+        return holder.host == socket.gethostname() and not self._os.pid_alive(holder.pid)
 
     def _warn_if_stale(self, fd: int) -> None:
         size = os.fstat(fd).st_size
         if not size:
             return
-        previous = _parse_holder(os.pread(fd, min(size, 4096), 0))
+        previous = _parse_holder(self._os.read_record(fd, min(size, 4096)))
         _log.warning(
             "lock.reclaimed",
             path=str(self.path),
@@ -244,8 +226,10 @@ class FileLock:
             return
         try:
             os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):
+                self._os.unlock(fd)
         finally:
-            os.close(fd)  # closing drops the flock
+            os.close(fd)  # closing drops the lock too
 
     def __enter__(self) -> Self:
         return self.acquire()

@@ -17,7 +17,7 @@ import pytest
 from skillopt.backends.mock import World
 from support.fake_model_server import FakeModelServer
 from support.sleep_setup import openai_members, write_config
-from support.three_skills import SKILLS, skill_text, three_skills_project
+from support.three_skills import SHARED_SESSIONS, SKILLS, skill_text, three_skills_project
 from support.world_http import world_reply
 
 RULES = {r.key: r.text for r in World().rules}
@@ -83,3 +83,21 @@ def test_three_skills_learn_over_http_and_adopt_by_name(tmp_path: Path) -> None:
     assert skill_text(setup, "bug-fixing") == before["bug-fixing"]
     code, versions = _sleep(config, setup.project, "versions", "--skill", "code-search")
     assert code == 0 and [v["adopted"] for v in versions["versions"]] == [True], versions
+
+
+@pytest.mark.slow
+def test_a_rule_all_three_skills_need_is_staged_in_memory_over_http(tmp_path: Path) -> None:
+    setup = three_skills_project(tmp_path, SHARED_SESSIONS)
+    with FakeModelServer(reply_fn=world_reply) as server:
+        config = write_config(setup, pool=_http_pool(server))
+        code, night = _sleep(config, setup.project, "once")
+    assert code == 0 and night["accepted"], night
+    report = json.loads((Path(night["run_dir"]) / "report.json").read_text())
+    assert report["shared_memory"]["status"] == "accepted", report["shared_memory"]
+    for row in report["skills"]:
+        assert RULES["changelog"] not in row["accepted_edits"], row
+    code, adopted = _sleep(config, setup.project, "adopt", "--all")
+    assert code == 0, adopted
+    memory = setup.config.live_memory_path(setup.project).read_text()
+    assert RULES["changelog"] in memory
+    assert all(RULES["changelog"] not in skill_text(setup, name) for name in SKILLS)

@@ -72,3 +72,15 @@ def test_a_level_that_is_off_costs_no_logger_and_emits_nothing() -> None:
     assert events == ["seen"]
     configure_logging(level="DEBUG", json=True, stream=stream)
     assert log.debug is not ours._off
+
+
+def test_a_quiet_configuration_ends_with_its_test() -> None:
+    """Paired with the next test: the conftest restores the logging configuration after
+    each test, so a WARNING threshold set here does not hide the next test's info events."""
+    configure_logging(level="WARNING", json=True, stream=io.StringIO())
+
+
+def test_info_events_are_captured_after_a_quiet_test() -> None:
+    with capture_logs() as captured:
+        get_logger("t").info("seen", n=1)
+    assert [e["event"] for e in captured] == ["seen"]

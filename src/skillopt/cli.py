@@ -21,6 +21,7 @@ from skillopt.cli_support import log_level, quiet_broken_pipe
 from skillopt.errors import ConfigError, RunFailedError, SkillOptError
 from skillopt.logging import configure_logging
 from skillopt.progress import Progress, terminal_progress
+from skillopt.signals import signal_receiver
 
 __all__ = ["build_parser", "main"]
 
@@ -77,7 +78,7 @@ async def _until_sigterm(run: Callable[[], Awaitable[T]]) -> T | None:
 
     async def watch(scope: anyio.CancelScope) -> None:
         nonlocal terminated
-        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        with signal_receiver(signal.SIGTERM) as signals:
             async for _ in signals:
                 terminated = True
                 scope.cancel()

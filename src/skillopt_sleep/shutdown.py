@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from skillopt.logging import get_logger
+from skillopt.signals import signal_receiver
 
 __all__ = ["Drain", "GracefulStop"]
 
@@ -46,11 +47,13 @@ class GracefulStop:
     async def watch_signals(
         self,
         *signals: signal.Signals,
+        platform: str | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Turn the first of ``signals`` into a :meth:`request`, any later one into an
-        immediate one (run it in a task group)."""
-        with anyio.open_signal_receiver(*signals) as received:
+        immediate one (run it in a task group). Where the OS cannot deliver signals to the
+        loop (Windows) nothing is watched (:mod:`skillopt.signals`)."""
+        with signal_receiver(*signals, platform=platform) as received:
             task_status.started()
             async for signum in received:
                 again = self.stopping

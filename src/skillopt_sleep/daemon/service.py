@@ -50,6 +50,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
+from skillopt.signals import receives_signals, signal_receiver
 from skillopt.storage_errors import storage_failures
 from skillopt_sleep.daemon.cron import (
     Jobs,
@@ -296,7 +297,10 @@ class Daemon:
         return EXIT_INTERRUPTED if self._aborted else EXIT_OK
 
     async def _watch_reload(self, *, task_status: TaskStatus[None]) -> None:
-        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        if not receives_signals():  # Windows: no SIGHUP; restart the daemon to reload
+            task_status.started()
+            return
+        with signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
                 _log.info("daemon.signal", signal="SIGHUP", action="reload")

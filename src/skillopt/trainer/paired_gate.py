@@ -10,12 +10,24 @@ and the candidate is accepted only when the paired test clears ``gate.confidence
 regressed item (:func:`compare_skills`).
 
 A step's candidate carries every edit the step selected (:func:`judge_step`). When it fails
-and carries several edits, one harmful edit may be spoiling good ones, so each edit is
-attributed as the night attributes a union (:func:`skillopt.gate.attribute`): the
-candidate without edit ``i`` is compared with the full candidate (whose samples are reused,
-not paid again) at a Bonferroni-corrected confidence; an edit whose removal makes the skill
-significantly better is dropped. The skill without the dropped edits is then compared with
-the current skill on samples no earlier decision saw, and that decision is the step's.
+(or no val item moved) and carries several edits, a harmful edit may be spoiling good ones:
+a generalisation that breaks every item hides every fix beside it. Two looks, the second
+only when the first finds nothing:
+
+- **Spoilers** (:func:`skillopt.gate.attribute`, as the night attributes a union): the
+  candidate without edit ``i`` against the full candidate (whose samples are reused) at a
+  Bonferroni-corrected confidence; an edit whose removal makes the skill significantly
+  better is dropped, and the rest is compared with the current skill on samples no earlier
+  decision saw (``RETEST``). This finds one spoiler among good edits.
+- **Singles and union**, the night's cross-fitted step (:mod:`skillopt_sleep.night.
+  crossfit`, steps 3 and 4; the trainer's reflection reads train items only, so the val
+  items are already unseen by it): each edit alone on the current skill, paired with the
+  current skill's samples of the whole's comparison; the edits that passed alone, together,
+  on fresh samples (``SINGLES_TOGETHER``); that failing, the strongest single once more
+  (``RETEST_SINGLE``). This finds good edits among two or more spoilers, and a lone good
+  edit whose gain the noise beside a spoiler hid.
+
+An edit is dropped unless it is in the skill that passed.
 
 Each arm's samples live under ``<dir>/<skill hash>/s<sample id>``, so a resumed run and a
 later comparison of the same skill on the same sample ids read them back from disk.
@@ -45,7 +57,7 @@ from skillopt.trainer.replies import EditItem
 from skillopt.trainer.rollouts import rollout
 from skillopt.trainer.run_context import Sample, skill_hash
 from skillopt.trainer.sample_ids import FINAL_SAMPLES, STEP_SAMPLES
-from skillopt.types import GateAction, GateDecision
+from skillopt.types import GateDecision
 
 __all__ = [
     "FINAL_SAMPLES",
@@ -59,7 +71,11 @@ __all__ = [
 ]
 
 RETEST = 500
-"""Offset (within a step's sample ids) of the re-measurement after attribution."""
+"""Offset (within a step's sample ids) of the edits that passed alone, measured together."""
+SINGLES_TOGETHER = 600
+"""Offset of the edits that passed alone, measured together."""
+RETEST_SINGLE = 750
+"""Offset of the strongest single's re-measurement when the edits together failed."""
 
 Rebuild = Callable[[Sequence[EditItem]], Awaitable[str | None]]
 """The candidate skill from a subset of the step's edits (None: it cannot be built)."""
@@ -155,14 +171,37 @@ async def judge_step(
     rebuild: Rebuild | None,
     out_dir: Path,
 ) -> StepVerdict:
-    """The step's paired decision, with edit-by-edit attribution when the whole fails."""
+    """The step's paired decision; when the whole fails, edit by edit.
+
+    1. The whole candidate against the current skill (fresh samples from the step's block).
+    2. It failed (or no item moved) and carries several edits: leave-one-out attribution
+       (:func:`_spoilers`); the skill without the spoilers is measured again (``RETEST``).
+    3. That failing too, the night's singles and union (:func:`_singles_and_union`).
+    """
     offset = step * STEP_SAMPLES
     whole = await compare_skills(core, current, candidate, out_dir, offset=offset)
-    action = whole.decision.action
-    if whole.decision.accepted or action is GateAction.UNTESTED or len(edits) < 2:
+    # an untested whole (no item moved) is not a tie either: a harmful edit that breaks
+    # every item the skill still fails hides the fixes beside it
+    if whole.decision.accepted or len(edits) < 2 or rebuild is None:
         return StepVerdict(text=candidate, comparison=whole)
-    if rebuild is None:
-        return StepVerdict(text=candidate, comparison=whole)
+    verdict = await _spoilers(core, current, candidate, edits, rebuild, out_dir, whole, offset)
+    if verdict.comparison.decision.accepted:
+        return verdict
+    got = await _singles_and_union(core, current, candidate, edits, rebuild, out_dir, offset)
+    return got if got.comparison.decision.accepted else verdict
+
+
+async def _spoilers(
+    core: TrainerCore,
+    current: str,
+    candidate: str,
+    edits: Sequence[EditItem],
+    rebuild: Rebuild,
+    out_dir: Path,
+    whole: Comparison,
+    offset: int,
+) -> StepVerdict:
+    """Leave-one-out attribution of the failed whole; the rest measured again."""
 
     async def without(rest: Sequence[EditItem]) -> str | None:
         text = await rebuild(rest)
@@ -193,3 +232,77 @@ async def judge_step(
         dropped=tuple(edits[i] for i in found.dropped),
         attribution=attribution,
     )
+
+
+async def _singles_and_union(
+    core: TrainerCore,
+    current: str,
+    candidate: str,
+    edits: Sequence[EditItem],
+    rebuild: Rebuild,
+    out_dir: Path,
+    offset: int,
+) -> StepVerdict:
+    """Each edit alone on the current skill; the ones that passed together on fresh samples;
+    failing that, the strongest single once more."""
+    singles = await _singles(core, current, candidate, edits, rebuild, out_dir, offset)
+    attribution = [
+        {
+            "edit": e.summary(),
+            "dropped": not (got is not None and got[1].decision.accepted),
+            "decision": got[1].decision.arithmetic if got is not None else None,
+        }
+        for e, got in zip(edits, singles, strict=True)
+    ]
+    passed = [i for i, got in enumerate(singles) if got is not None and got[1].decision.accepted]
+    last = next((got[1] for got in singles if got is not None), None)
+    tries: list[tuple[list[int], int]] = [(passed, SINGLES_TOGETHER)] if passed else []
+    if len(passed) > 1:
+        strongest = max(passed, key=lambda i: _gain(singles[i]))
+        tries.append(([strongest], RETEST_SINGLE))
+    for kept, at in tries:
+        text = await rebuild([edits[i] for i in kept])
+        if text is None:
+            continue
+        last = await compare_skills(core, current, text, out_dir, offset=offset + at)
+        if last.decision.accepted:
+            return StepVerdict(
+                text=text,
+                comparison=last,
+                dropped=tuple(e for i, e in enumerate(edits) if i not in kept),
+                attribution=[
+                    {**row, "dropped": i not in kept} for i, row in enumerate(attribution)
+                ],
+            )
+    assert last is not None
+    return StepVerdict(text=candidate, comparison=last, attribution=attribution)
+
+
+def _gain(single: tuple[str, Comparison] | None) -> float:
+    if single is None:
+        return -math.inf
+    return float(single[1].decision.delta)
+
+
+async def _singles(
+    core: TrainerCore,
+    current: str,
+    candidate: str,
+    edits: Sequence[EditItem],
+    rebuild: Rebuild,
+    out_dir: Path,
+    offset: int,
+) -> list[tuple[str, Comparison] | None]:
+    """Each edit alone on the current skill, compared with it (None: it builds no new skill)."""
+    texts: list[str | None] = []
+    for e in edits:
+        text = await rebuild([e])
+        texts.append(None if text is None or text in (current, candidate) else text)
+
+    async def one(i: int) -> tuple[str, Comparison] | None:
+        text = texts[i]
+        if text is None:
+            return None
+        return text, await compare_skills(core, current, text, out_dir, offset=offset)
+
+    return await gather_indexed(one, len(edits))

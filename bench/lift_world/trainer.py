@@ -23,7 +23,6 @@ from typing import Any
 
 from lift_world.model import WorldModel
 from lift_world.world import LIFT, World
-
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.trainer.envs.base import EnvItem, RolloutContext
 from skillopt.types import RolloutResult, Split

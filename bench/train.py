@@ -117,12 +117,15 @@ def waves(n: int, c: int) -> int:
 
 def gate_units(rec: dict[str, Any], gate_rollouts: int, n_val: int, c: int) -> int:
     """The step's gate on the chain: the paired comparison (both skills at once), then with
-    attribution the leave-one-out comparisons (all at once) and the re-measurement."""
+    attribution the leave-one-out comparisons (all at once) and the re-measurement, and
+    when those found nothing the singles (all at once), the passed ones together and the
+    strongest single."""
     if rec.get("selection_cached") is not False:
         return 0
     if "gate" not in rec or rec["gate"].get("mode") != "paired":
         return waves(n_val, c)  # gate off: one val rollout
-    stages = 1 + (1 if rec.get("attribution") else 0) + (1 if rec.get("dropped_edits") else 0)
+    looks = rec.get("looks", [])
+    stages = 1 + (2 if "spoilers" in looks else 0) + (3 if "singles" in looks else 0)
     return stages * waves(math.ceil(max(gate_rollouts, 2 * n_val) / stages), c)
 
 

@@ -108,6 +108,7 @@ async def test_a_good_rule_between_two_harmful_ones_is_kept_alone(tmp_path: Path
     assert first["action"] == "accept_new_best"
     assert sorted(first["dropped_edits"]) == sorted(f"append: {r}" for r in EDITS[:2])
     assert [a["dropped"] for a in first["attribution"]] == [True, True, False]
+    assert first["looks"] == ["spoilers", "singles"]
     best = (out / "best_skill.md").read_text()
     assert GOOD in best
     assert "restate the question" not in best.lower()

@@ -35,6 +35,7 @@ later comparison of the same skill on the same sample ids read them back from di
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -152,12 +153,14 @@ class StepVerdict:
     comparison: Comparison
     dropped: tuple[EditItem, ...] = ()
     attribution: list[dict[str, Any]] = field(default_factory=list)
+    looks: tuple[str, ...] = ()  # the edit-by-edit looks made: "spoilers", then "singles"
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"gate": self.comparison.record()}
         if self.attribution:
             out["attribution"] = self.attribution
             out["dropped_edits"] = [e.summary() for e in self.dropped]
+            out["looks"] = list(self.looks)
         return out
 
 
@@ -188,7 +191,9 @@ async def judge_step(
     if verdict.comparison.decision.accepted:
         return verdict
     got = await _singles_and_union(core, current, candidate, edits, rebuild, out_dir, offset)
-    return got if got.comparison.decision.accepted else verdict
+    return dataclasses.replace(
+        got if got.comparison.decision.accepted else verdict, looks=("spoilers", "singles")
+    )
 
 
 async def _spoilers(
@@ -224,13 +229,16 @@ async def _spoilers(
     kept = found.kept
     text = await rebuild(kept) if drop and kept else None
     if text is None:
-        return StepVerdict(text=candidate, comparison=whole, attribution=attribution)
+        return StepVerdict(
+            text=candidate, comparison=whole, attribution=attribution, looks=("spoilers",)
+        )
     again = await compare_skills(core, current, text, out_dir, offset=offset + RETEST)
     return StepVerdict(
         text=text,
         comparison=again,
         dropped=tuple(edits[i] for i in found.dropped),
         attribution=attribution,
+        looks=("spoilers",),
     )
 
 

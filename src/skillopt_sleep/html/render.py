@@ -19,12 +19,19 @@ from markupsafe import Markup
 from skillopt.atomicio import atomic_write_text
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
-from skillopt_sleep.html.index_view import index_view
-from skillopt_sleep.html.night_view import Lenient, night_view, score
+from skillopt_sleep.html.index_view import IndexView, index_view
+from skillopt_sleep.html.night_view import Lenient, NightView, night_view, score
 from skillopt_sleep.html.pages import index_path, night_path, project_dir_of
 from skillopt_sleep.html.svgchart import learning_curve
 
-__all__ = ["build_index", "build_night", "publish_night"]
+__all__ = [
+    "build_index",
+    "build_night",
+    "publish_night",
+    "render_index",
+    "render_night",
+    "render_page",
+]
 
 _log = get_logger(__name__)
 
@@ -55,21 +62,38 @@ def _env() -> Environment:
     return env
 
 
-def _render(template: str, **context: Any) -> str:
+def render_page(template: str, **context: Any) -> str:
+    """Any page of the report's templates (the dashboard's own extend them)."""
     return sanitize(_env().get_template(template).render(**context))
+
+
+def render_night(
+    view: NightView, *, index_link: str, template: str = "night.html.j2", **extra: Any
+) -> str:
+    return render_page(
+        template,
+        v=view,
+        page_title=view.title,
+        index_link=index_link,
+        chart=learning_curve(view.curve, title="Learning curve, recent nights"),
+        **extra,
+    )
+
+
+def render_index(view: IndexView, *, template: str = "index.html.j2", **extra: Any) -> str:
+    return render_page(
+        template,
+        v=view,
+        page_title=view.title,
+        chart=learning_curve(view.curve, title="Learning curve over every night"),
+        **extra,
+    )
 
 
 def build_night(run_dir: Path) -> Path:
     """(Re)write ``<run_dir>/report.html`` from the run's files."""
-    view = night_view(run_dir)
     index = Path(os.path.relpath(index_path(project_dir_of(run_dir)), run_dir)).as_posix()
-    html = _render(
-        "night.html.j2",
-        v=view,
-        page_title=view.title,
-        index_link=index,
-        chart=learning_curve(view.curve, title="Learning curve, recent nights"),
-    )
+    html = render_night(night_view(run_dir), index_link=index)
     path = night_path(run_dir)
     atomic_write_text(path, html)
     return path
@@ -77,13 +101,7 @@ def build_night(run_dir: Path) -> Path:
 
 def build_index(project_dir: Path) -> Path:
     """(Re)write ``<project_dir>/index.html``: the curve over every recorded night."""
-    view = index_view(project_dir)
-    html = _render(
-        "index.html.j2",
-        v=view,
-        page_title=view.title,
-        chart=learning_curve(view.curve, title="Learning curve over every night"),
-    )
+    html = render_index(index_view(project_dir))
     path = index_path(project_dir)
     atomic_write_text(path, html)
     return path

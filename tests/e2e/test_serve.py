@@ -1,0 +1,176 @@
+"""`skillopt-sleep serve` as a real process on the loopback, driven over HTTP: the pages of
+two projects, refusals that change nothing, GETs that never write, an adoption that needs
+the token, the server's own Origin and a confirmation."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from skillopt_sleep.serve.projects import list_projects
+from support.dashboard import Served, serve, snapshot, two_projects
+from support.sleep_setup import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dashboard")
+    two_projects(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(root: Path) -> Iterator[Served]:
+    with serve(root / "state", root / "state" / "demo" / "sleep.toml") as s:
+        yield s
+
+
+def _client(served: Served, *, token: bool = True) -> httpx2.Client:
+    client = httpx2.Client(base_url=served.base, timeout=30)
+    if token:  # the printed URL: sets the cookie, redirects to the page without the token
+        first = client.get(served.url, follow_redirects=False)
+        assert first.status_code == 303 and first.headers["location"] == "/"
+        assert "token" not in first.headers["location"]
+    return client
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {**snapshot(root / "state"), **snapshot(root / "other")}
+
+
+def _every_page(client: httpx2.Client, root: Path) -> list[str]:
+    """Every page a user can reach, confirmations included (each only reads)."""
+    pages = ["/"]
+    for p in list_projects(root / "state"):
+        pages.append(f"/p/{p.key}/")
+        for run in p.runs():
+            pages += [f"/p/{p.key}/runs/{run.name}/", f"/p/{p.key}/runs/{run.name}/report.md",
+                      f"/p/{p.key}/confirm/adopt?run={run.name}"]  # fmt: skip
+            edits = re.findall(r'name="edit" value="(\w+)"', client.get(pages[-3]).text)
+            pages.append(f"/p/{p.key}/confirm/adopt?run={run.name}&edit={edits[0]}")
+        pages.append(f"/p/{p.key}/confirm/night")
+    return pages
+
+
+def test_pages_of_both_projects_render(served: Served, root: Path) -> None:
+    client = _client(served)
+    projects = list_projects(root / "state")
+    assert len(projects) == 2 and all(p.path is not None for p in projects)
+    home = client.get("/")
+    assert home.status_code == 200
+    assert all(f'href="/p/{p.key}/"' in home.text for p in projects)
+    csp = home.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "form-action 'self'" in csp
+    for p in projects:
+        page = client.get(f"/p/{p.key}/")
+        assert page.status_code == 200, page.text
+        assert "Learning curve" in page.text and "Every run" in page.text
+        assert "Start a night" in page.text and "Adopt all of it" in page.text
+        run = p.runs()[-1].name
+        assert f'href="runs/{run}/"' in page.text  # the run's page, served, not the file
+        night = client.get(f"/p/{p.key}/runs/{run}/")
+        assert night.status_code == 200
+        assert "Decision arithmetic" in night.text and 'name="edit"' in night.text
+        assert "<script" not in night.text and "<script" not in page.text
+        assert client.get(f"/p/{p.key}/runs/{run}/report.md").text.startswith("#")
+    assert client.get("/p/nothing-here/").status_code == 404
+    assert client.get(f"/p/{projects[0].key}/runs/no-such-run/").status_code == 404
+    assert client.get(f"/p/{projects[0].key}/runs/{run}/run.json").status_code == 404
+
+
+def test_refused_without_token_from_another_origin_or_host(served: Served, root: Path) -> None:
+    before = _files(root)
+    key = list_projects(root / "state")[0].key
+    run = list_projects(root / "state")[0].runs()[-1].name
+    form = {"token": served.token, "confirm": "yes", "run": run}
+    stranger = _client(served, token=False)
+    assert stranger.get("/").status_code == 403  # no token, no page
+    assert stranger.post(f"/p/{key}/adopt", data=form, headers=served.origin).status_code == 403
+    user = _client(served)
+    evil = {"Origin": "http://evil.example"}
+    assert user.post(f"/p/{key}/adopt", data=form, headers=evil).status_code == 403
+    assert user.post(f"/p/{key}/adopt", data=form).status_code == 403  # no Origin at all
+    rebound = {**served.origin, "Host": "evil.example"}  # DNS rebinding
+    assert user.post(f"/p/{key}/adopt", data=form, headers=rebound).status_code == 403
+    assert user.get("/", headers={"Host": "evil.example"}).status_code == 403
+    no_form_token = {k: v for k, v in form.items() if k != "token"}
+    assert user.post(f"/p/{key}/adopt", data=no_form_token,
+                     headers=served.origin).status_code == 403  # fmt: skip
+    unconfirmed = {k: v for k, v in form.items() if k != "confirm"}
+    assert user.post(f"/p/{key}/adopt", data=unconfirmed,
+                     headers=served.origin).status_code == 400  # fmt: skip
+    assert user.get(f"/p/{key}/adopt").status_code == 405  # no write from a GET
+    assert _files(root) == before
+
+
+def test_a_get_never_writes(served: Served, root: Path) -> None:
+    client = _client(served)
+    before = _files(root)
+    pages = _every_page(client, root)
+    for page in pages:
+        response = client.get(page)
+        assert response.status_code == 200, (page, response.text[:300])
+    confirm = client.get(next(p for p in pages if "edit=" in p)).text
+    assert 'method="post"' in confirm and 'name="confirm" value="yes"' in confirm
+    assert "model call(s)" in confirm  # the cost is said before anything is spent
+    assert _files(root) == before
+
+
+def _wait(client: httpx2.Client, location: str) -> dict[str, Any]:
+    """Poll the action's status endpoint until it ends."""
+    for _ in range(600):
+        job: dict[str, Any] = client.get(f"{location}.json").json()
+        if job["state"] != "running":
+            return job
+        client.get(location)  # the page a browser refreshes
+    raise AssertionError(f"{location} still running")
+
+
+def test_adopt_with_token_and_confirmation_adopts(tmp_path: Path) -> None:
+    state, config = two_projects(tmp_path)
+    project = next(p for p in list_projects(state) if p.path and p.path.is_relative_to(state))
+    run = project.runs()[-1]
+    kept = json.loads((run / "report.json").read_text())["accepted_edits"]
+    with serve(state, config) as served:
+        client = _client(served)
+        form = {"token": served.token, "confirm": "yes", "run": run.name}
+        done = client.post(f"/p/{project.key}/adopt", data=form, headers=served.origin)
+        assert done.status_code == 303 and done.headers["location"].startswith("/jobs/")
+        job = _wait(client, done.headers["location"])
+        assert job["state"] == "done", job
+        assert {a["name"] for a in job["result"]["adopted"]} >= {"CLAUDE"}
+        again = client.post(f"/p/{project.key}/adopt", data=form, headers=served.origin)
+        twice = _wait(client, again.headers["location"])
+        assert twice["state"] == "failed", twice
+        assert "nothing" in twice["result"]["message"], twice
+        page = client.get(f"/p/{project.key}/").text
+        assert "No proposal is waiting" in page and "adopted" in page
+    live = "\n".join(Path(a["live_path"]).read_text() for a in job["result"]["adopted"])
+    assert all(e["content"] in live for e in kept)
+    code, status = run_cli_status(config, project.path)
+    assert code == 0 and status["pending_proposals"] == []
+
+
+def run_cli_status(config: Path, project: Path | None) -> tuple[int, Any]:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "skillopt_sleep", "status", "--json", "--config", str(config),
+         "--project", str(project)], capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_a_host_other_than_the_loopback_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for host in ("0.0.0.0", "192.168.1.10", "example.com", "::"):
+        code, text = run_cli(capsys, "serve", "--host", host, "--port", "0", "--json")
+        assert code == 2 and text["error"] == "not_loopback", text

@@ -174,3 +174,37 @@ def test_a_host_other_than_the_loopback_is_refused(capsys: pytest.CaptureFixture
     for host in ("0.0.0.0", "192.168.1.10", "example.com", "::"):
         code, text = run_cli(capsys, "serve", "--host", host, "--port", "0", "--json")
         assert code == 2 and text["error"] == "not_loopback", text
+
+
+def test_a_night_and_a_restore_run_from_the_dashboard(tmp_path: Path) -> None:
+    from skillopt_sleep.lock import project_lock
+
+    state, config = two_projects(tmp_path)
+    project = next(p for p in list_projects(state) if p.path and p.path.is_relative_to(state))
+    assert project.path is not None
+    with serve(state, config) as served:
+        client = _client(served)
+        form = {"token": served.token, "confirm": "yes"}
+        with project_lock(state, project.path, command="a test holding the lock"):
+            held = client.post(f"/p/{project.key}/night", data=form, headers=served.origin)
+            job = _wait(client, held.headers["location"])
+        assert job["state"] == "failed" and "a test holding the lock" in job["result"]["message"]
+        assert len(project.runs()) == 1  # nothing ran
+        night = client.post(f"/p/{project.key}/night", data=form, headers=served.origin)
+        job = _wait(client, night.headers["location"])
+        assert job["state"] == "done", job
+        assert any(line.startswith("rollouts:") for line in job["lines"])  # its progress
+        assert len(project.runs()) == 2 and job["result"]["run_id"] == project.runs()[-1].name
+        assert f'href="runs/{project.runs()[-1].name}/"' in client.get(f"/p/{project.key}/").text
+        page = client.get(f"/p/{project.key}/").text
+        skill, version = re.findall(r'name="skill" value="([^"]+)"><input type="hidden" '
+                                    r'name="version" value="(\d+)"', page)[0]  # fmt: skip
+        restore = {**form, "skill": skill, "version": version}
+        made_up = {**form, "skill": "../../etc", "version": version}
+        refused = client.post(f"/p/{project.key}/restore", data=made_up, headers=served.origin)
+        assert refused.status_code == 404
+        done = client.post(f"/p/{project.key}/restore", data=restore, headers=served.origin)
+        job = _wait(client, done.headers["location"])
+        assert job["state"] == "done" and f"restored {skill} v{version}" in job["lines"][-1]
+        stored = client.get(f"/p/{project.key}/").text
+        assert f'name="version" value="{version}"><button' not in stored  # now the live one

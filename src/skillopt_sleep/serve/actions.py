@@ -81,6 +81,6 @@ def start_night(cfg: SleepConfig, project: Path) -> Action:
         message = f"night {outcome.run_id}: {outcome.result.value}"
         if outcome.reason:
             message += f" ({outcome.reason})"
-        return {**data, "ok": outcome.exit_code == 0, "message": message}
+        return {**data, "message": message}
 
     return act

@@ -175,11 +175,18 @@ def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tup
 
 
 async def _scores(
-    night: Night, tasks: Sequence[Task], docs: Docs, samples: range, phase: str
+    night: Night,
+    tasks: Sequence[Task],
+    docs: Docs,
+    samples: range | Mapping[str, range],
+    phase: str,
 ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+    """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave."""
+    each = samples if isinstance(samples, Mapping) else {t.id: samples for t in tasks}
     jobs = [
-        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks for k in samples
-    ]
+        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks
+        for k in each[t.id]
+    ]  # fmt: skip
     results = await night.replayer.run(jobs)
     out: dict[str, list[float]] = {t.id: [] for t in tasks}
     for r in results:
@@ -188,11 +195,16 @@ async def _scores(
 
 
 async def measure(
-    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int, phase: str, first: int = 0
-) -> Measured:
-    """``samples`` fresh samples of every task under ``docs`` (one concurrent wave), sample
-    ids from ``first``."""
-    scores, results = await _scores(night, tasks, docs, range(first, first + samples), phase)
+    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int | Mapping[str, int],
+    phase: str, first: int = 0,
+) -> Measured:  # fmt: skip
+    """``samples`` fresh samples of every task under ``docs`` (or ``samples[task id]`` of
+    each; one concurrent wave), sample ids from ``first``."""
+    ids = (
+        {t: range(first, first + n) for t, n in samples.items()}
+        if isinstance(samples, Mapping) else range(first, first + samples)
+    )  # fmt: skip
+    scores, results = await _scores(night, tasks, docs, ids, phase)
     return Measured(
         docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
     )

@@ -45,11 +45,11 @@ from skillopt_sleep.night.crossfit import (
     compare,
     learn_target,
     make_folds,
-    measure,
     quiet_tasks,
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
+from skillopt_sleep.night.probe import draw_rollouts
 from skillopt_sleep.night.quiet import noise_estimates
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
@@ -81,10 +81,10 @@ def _disagreeing(rolled: Measured) -> float:
 async def _rollouts(
     night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
 ) -> Measured:
-    """K samples of every learnable task under ``docs``: reflection material and baseline."""
+    """K samples of every learnable task under ``docs`` (one where the noise probe or the
+    archive says more would repeat it: :mod:`.probe`): reflection material and baseline."""
     night.begin(stage)
-    samples = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task)
-    measured = await measure(night, tasks, docs, samples=samples, phase="rollout", first=first)
+    measured = await draw_rollouts(night, tasks, docs, first=first)
     night.check_degenerate(stage, measured.results, tasks=tasks)
     if night.noise_seen is None:  # the first rollouts say how noisy the model is tonight
         night.noise_seen = _disagreeing(measured)
@@ -229,7 +229,9 @@ async def _learn_rounds(
             folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
                                rotation=rotation * 100 + round_no)  # fmt: skip
         for target in targets:
-            if len(next(iter(learned.measured.scores.values()), ())) < cfg.night.dream_rollouts:
+            if learned.measured is not rolled and (
+                len(next(iter(learned.measured.scores.values()), ())) < cfg.night.dream_rollouts
+            ):  # a step kept an edit: its union's samples are no rollouts to reflect on
                 learned.measured = await _rollouts(
                     night, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
                     first_id,

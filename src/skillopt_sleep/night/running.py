@@ -144,6 +144,9 @@ class Night:
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
         self.on_first_rollouts: Callable[[float], None] | None = None  # hears noise_seen
+        # what tonight's noise probe found (:mod:`.probe`): True, every probed pair agreed
+        # (rollouts draw one sample per task); False, answers disagree; None, not probed
+        self.consistent_tonight: bool | None = None
         # the estimate says the budget will cut the night short: spend it by plan
         # (:mod:`.budget_plan`)
         self.tight_budget = False

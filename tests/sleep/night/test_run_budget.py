@@ -132,11 +132,11 @@ async def test_a_cap_reached_during_the_baseline_is_budget_reached(
         return Reply(text=ZERO) if "# What a good answer does" in request.user_text else None
 
     with FakeModelServer(reply_fn=world_reply, rule=zero) as server:
-        cfg = _http(demo, server.url("m"), max_calls=60)
+        cfg = _http(demo, server.url("m"), max_calls=40)
         outcome = await run_night(cfg, project=demo.project)
     assert outcome.result is NightResult.BUDGET_REACHED, outcome.reason
     assert outcome.status is RunStatus.COMPLETE and outcome.exit_code == 0
-    assert outcome.reason.startswith("budget.max_calls = 60 reached: 60 calls"), outcome.reason
+    assert outcome.reason.startswith("budget.max_calls = 40 reached: 40 calls"), outcome.reason
     assert "during rollouts, before any decision" in outcome.reason
     assert "budget reached during" not in outcome.reason.split(";")[0]  # said once, not twice
     assert outcome.proposal_dir is None

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from skillopt_sleep.night.outcome import read_live
 from skillopt_sleep.night.probe import probe_size, probe_subset
 from skillopt_sleep.night.run import NightOutcome, run_night
 from skillopt_sleep.replay import Docs
+from skillopt_sleep.state import project_dir
+from skillopt_sleep.tasks.archive import archive_path, open_archive
+from skillopt_sleep.tasks.records import Question, SampleAnswer
 from support.fake_model_server import FakeModelServer
 from support.world_http import world_reply
 
@@ -39,14 +44,21 @@ def _config(demo: DemoSetup, url: str | None = None) -> SleepConfig:
     return SleepConfig.model_validate(data)
 
 
-def _first_wave(outcome: NightOutcome, cfg: SleepConfig, demo: DemoSetup) -> Counter[str]:
-    """Samples per task of the first rollouts wave: the live documents, ids below 1000."""
+def _live(cfg: SleepConfig, demo: DemoSetup) -> Docs:
+    return Docs(skill=read_live(cfg.live_skill_path(demo.project))[0],
+                memory=read_live(cfg.live_memory_path(demo.project))[0])  # fmt: skip
+
+
+def _rows(outcome: NightOutcome) -> list[dict[str, Any]]:
     assert outcome.run_dir is not None
-    start = Docs(skill=read_live(cfg.live_skill_path(demo.project))[0],
-                 memory=read_live(cfg.live_memory_path(demo.project))[0])  # fmt: skip
-    rows = [json.loads(line) for line in (outcome.run_dir / "rollouts.jsonl").open()]
+    return [json.loads(line) for line in (outcome.run_dir / "rollouts.jsonl").open()]
+
+
+def _first_wave(outcome: NightOutcome, start: Docs) -> Counter[str]:
+    """Samples per task of the first rollouts wave: ``start`` (the live documents), ids
+    below 1000."""
     return Counter(
-        r["task_id"] for r in rows
+        r["task_id"] for r in _rows(outcome)
         if r["phase"] == "rollout" and r["sample_id"] < 1000
         and f"{r['skill_hash']}.{r['memory_hash']}" == start.key
     )  # fmt: skip
@@ -75,9 +87,10 @@ async def test_a_consistent_model_draws_one_sample_per_task_and_the_probe(
     demo = prepare_demo(tmp_path)
     with FakeModelServer(reply_fn=world_reply) as server:
         cfg = _config(demo, server.url("m"))
+        start = _live(cfg, demo)
         outcome = await run_night(cfg, project=demo.project)
     assert outcome.accepted, outcome.reason
-    drawn = _first_wave(outcome, cfg, demo)
+    drawn = _first_wave(outcome, start)
     n = len(drawn)
     assert n >= 2
     assert sum(drawn.values()) == n + min(n, probe_size()) < K * n
@@ -87,11 +100,6 @@ async def test_a_consistent_model_draws_one_sample_per_task_and_the_probe(
     assert max(later.values()) <= 2  # later waves (other documents) are one sample each
 
 
-def _rows(outcome: NightOutcome) -> list[dict[str, Any]]:
-    assert outcome.run_dir is not None
-    return [json.loads(line) for line in (outcome.run_dir / "rollouts.jsonl").open()]
-
-
 async def test_a_noisy_model_shows_in_the_probe_and_every_task_gets_k_samples(
     tmp_path: Path,
 ) -> None:
@@ -99,11 +107,47 @@ async def test_a_noisy_model_shows_in_the_probe_and_every_task_gets_k_samples(
     disagree, and the wave is the full K of every task, as without the probe."""
     demo = prepare_demo(tmp_path)
     cfg = _config(demo)
+    start = _live(cfg, demo)
     outcome = await run_night(cfg, project=demo.project)
-    drawn = _first_wave(outcome, cfg, demo)
+    drawn = _first_wave(outcome, start)
     assert drawn and set(drawn.values()) == {K}, drawn
     scores: dict[str, list[float]] = {}
     for r in _rows(outcome):
         if r["phase"] == "rollout" and r["sample_id"] < K and not r.get("error"):
             scores.setdefault(r["task_id"], []).append(float(r["hard"]))
     assert any(max(v) - min(v) > 0 for v in scores.values() if all(map(math.isfinite, v)))
+
+
+async def test_tasks_the_archive_saw_steady_draw_one_sample_and_a_noisy_one_draws_k(
+    tmp_path: Path,
+) -> None:
+    """After a night that staged and adopted documents (sampled enough to be steady), one
+    task's record gets a disagreeing sample: that night is no quiet one, its noisy task
+    draws the full K and every task the archive saw steady under the live documents one."""
+    demo = prepare_demo(tmp_path)
+    data = demo.config.model_dump(mode="json")
+    data["auto_adopt"] = True
+    data["night"]["drift_check_calls"] = 0
+    cfg = SleepConfig.model_validate(data)
+    first = await run_night(cfg, project=demo.project)
+    assert first.accepted and first.spend["calls_by_stage"].get("steady", 0) > 0
+    live = _live(cfg, demo)
+    path = archive_path(project_dir(cfg.state_path(), demo.project))
+    conn = sqlite3.connect(path)
+    row = conn.execute(
+        "SELECT task_id, task_hash, docs_hash, answer_key FROM sample_answers"
+        " WHERE docs_hash = ? LIMIT 1", (live.key,),
+    ).fetchone()  # fmt: skip
+    conn.close()
+    noisy = Question(task_id=row[0], task_hash=row[1], docs_hash=row[2], answer_key=row[3])
+    with open_archive(path) as archive:
+        assert archive.noise([noisy])[noisy].steady
+        archive.record_answers([SampleAnswer(question=noisy, sample_id=7, score=0.0)],
+                               night=99, run_id="a-noisy-draw", now=datetime.now(UTC))  # fmt: skip
+    second = await run_night(cfg, project=demo.project)
+    assert not second.reason.startswith("quiet night"), second.reason
+    drawn = _first_wave(second, live)
+    k = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)
+    assert drawn[noisy.task_id] == k
+    others = {t: n for t, n in drawn.items() if t != noisy.task_id}
+    assert others and set(others.values()) == {1}, drawn

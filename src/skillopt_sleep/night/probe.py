@@ -20,6 +20,10 @@ One wave (:func:`draw_rollouts`), K = ``max(night.dream_rollouts, gate.samples_p
    task, as without the probe (the probe's samples are read back, not paid twice); later
    waves draw K.
 
+A handoff night (``[pool] kind = "handoff"``) draws K as before: there every verdict
+waits for a sitting of its own, so a probe that finds noise would add two (its judging,
+then the rest).
+
 The probe's size, and why a miss cannot weaken a decision, are in ``docs/night.md``
 ("The noise probe"). The verdict is kept on the night (``Night.consistent_tonight``); a
 resumed night reaches the same one, since the subset is seeded by the documents and
@@ -83,7 +87,7 @@ async def draw_rollouts(
     """One rollouts wave of ``tasks`` under ``docs``, sample ids from ``first``: K samples
     of each task, or one where they could only repeat it (the module's walk)."""
     full = steady_samples(night)
-    if full <= 1 or not tasks:
+    if full <= 1 or not tasks or (night.cfg.pool is not None and night.cfg.pool.handoff):
         return await _draw(night, tasks, docs, {t.id: full for t in tasks}, first)
     known = noise_estimates(night, tasks, docs)
     steady = {tid for tid, e in known.items() if e.steady and e.samples >= full}

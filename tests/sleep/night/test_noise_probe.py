@@ -14,12 +14,15 @@ from typing import Any
 
 import pytest
 
+from skillopt.backends.handoff import read_pending
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.handoff import as_handoff, handoff_dir
 from skillopt_sleep.night.outcome import read_live
 from skillopt_sleep.night.probe import probe_size, probe_subset
 from skillopt_sleep.night.run import NightOutcome, run_night
 from skillopt_sleep.replay import Docs
+from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive
 from skillopt_sleep.tasks.records import Question, SampleAnswer
@@ -151,3 +154,16 @@ async def test_tasks_the_archive_saw_steady_draw_one_sample_and_a_noisy_one_draw
     assert drawn[noisy.task_id] == k
     others = {t: n for t, n in drawn.items() if t != noisy.task_id}
     assert others and set(others.values()) == {1}, drawn
+
+
+async def test_a_handoff_night_asks_every_rollout_in_its_first_sitting(tmp_path: Path) -> None:
+    """No probe there: its verdict would wait for a sitting of its own, and a noisy
+    agent's night would take two more (the probe's judging, then the rest)."""
+    demo = prepare_demo(tmp_path)
+    base = _config(demo)
+    night = base.night.model_copy(update={"llm_mine": False})  # the mock cannot mine
+    cfg = as_handoff(base.model_copy(update={"night": night, "state_dir": tmp_path / "state"}))
+    outcome = await run_night(cfg, project=demo.project)
+    assert outcome.status is RunStatus.WAITING and outcome.failed_stage == "rollouts"
+    asked = Counter(p.stage for p in read_pending(handoff_dir(cfg, demo.project)))
+    assert asked["rollout"] == K * outcome.n_tasks > 0, asked

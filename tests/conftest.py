@@ -10,13 +10,22 @@ import structlog
 
 from skillopt import logging as skillopt_logging
 
+# The logging configuration before any test or fixture ran.
+_PRISTINE: dict[str, Any] = structlog.get_config()
+_PRISTINE_OURS = (skillopt_logging._configured, skillopt_logging._disabled)
+
+
+def _restore_pristine_logging() -> None:
+    structlog.configure(**{**_PRISTINE, "processors": list(_PRISTINE["processors"])})
+    skillopt_logging._configured, skillopt_logging._disabled = _PRISTINE_OURS
+
 
 @pytest.fixture(autouse=True)
 def _logging_configuration_is_per_test() -> Iterator[None]:
-    """A test that configures logging (a CLI run with ``--quiet``, say) leaves it as it was:
-    a WARNING threshold carried into a later test hides the info events it captures."""
-    config: dict[str, Any] = structlog.get_config()
-    ours = (skillopt_logging._configured, skillopt_logging._disabled)
+    """Every test starts from the logging configuration of a fresh process, and ends there.
+    A CLI run configures logging for the process: a ``--log-level WARNING`` night run by a
+    module-scoped fixture (tests/support/nights.py) would otherwise hide the info events a
+    later test captures."""
+    _restore_pristine_logging()
     yield
-    structlog.configure(**config)
-    skillopt_logging._configured, skillopt_logging._disabled = ours
+    _restore_pristine_logging()

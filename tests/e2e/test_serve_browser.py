@@ -74,6 +74,11 @@ def test_every_column_fits_and_a_chosen_edit_is_adopted_by_clicking(
             browser.wait_event("Page.loadEventFired", session)
         said = _text(browser, session)
         assert f"adopted edits {edit}" in said, said
+        _click(browser, session, f'a[href="/p/{project.key}/"]')
+        row = (
+            f"[...document.querySelectorAll('tr')].find(r => r.textContent.includes('{run.name}'))"
+        )
+        assert browser.evaluate(session, f"{row}.lastElementChild.textContent") == "adopted"
         browser.close(session)
     kept = json.loads((run / "report.json").read_text())["accepted_edits"]
     live = "\n".join(

@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillopt.errors import SkillOptError
+from skillopt_sleep.adopt import adopted_names
 from skillopt_sleep.html.night_view import as_float, as_int, read_json, score
 from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
 from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
+from skillopt_sleep.staging import load_manifest
 
 __all__ = ["INDEX_PAGE", "NIGHT_PAGE", "IndexView", "RunRow", "WatchedRow", "index_view"]
 
@@ -116,9 +119,16 @@ def _short_time(stamp: Any) -> str:
 
 
 def _proposal_state(run_dir: Path) -> str:
+    """``adopted`` once every document of the proposal is, whether whole or through a
+    checked subset of its edits (``adopt --edit``); ``pending`` while one waits."""
     if not (run_dir / "proposal" / "manifest.json").is_file():
         return ""
-    return "adopted" if (run_dir / "adoptions.jsonl").is_file() else "pending"
+    try:
+        names = {e.name for e in load_manifest(run_dir).entries}
+        done = adopted_names(run_dir)
+    except SkillOptError:  # an unreadable manifest or receipt: the receipts file decides
+        return "adopted" if (run_dir / "adoptions.jsonl").is_file() else "pending"
+    return "adopted" if names <= done else "pending"
 
 
 def _run_row(run_dir: Path, report: Mapping[str, Any], root: Path) -> RunRow:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,7 @@ from skillopt.logging import get_logger
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SessionDigest
 from skillopt_sleep.mining.groups import RequestGroup, group_by_request, pack
-from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks, named_by_request
+from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks
 from skillopt_sleep.mining.joint import call_overhead, entry_cost, entry_text, mine_joint
 from skillopt_sleep.mining.llm import MiningTally
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -81,14 +81,6 @@ def _seen_at(tasks: Sequence[TaskRecord], digests: Sequence[SessionDigest]) -> d
         if times:
             out[task.id] = max(times)
     return out
-
-
-def _renamed(entry: MinedSession, digest: SessionDigest) -> MinedSession:
-    """A session's mined tasks under the request's id, as the miner names them today
-    (entries cached before it did carry ``llm_`` ids)."""
-    if entry.fallback_cause:
-        return entry
-    return replace(entry, tasks=tuple(named_by_request(entry.tasks, digest)))
 
 
 def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBatch:
@@ -206,7 +198,7 @@ async def mine_llm_cached(
         call_timeout=call_timeout, call_tokens=call_tokens,
     )  # fmt: skip
 
-    done = [(d, _renamed(results[str(d.path)], d)) for d in chosen if str(d.path) in results]
+    done = [(d, results[str(d.path)]) for d in chosen if str(d.path) in results]
     entries = [e for _, e in done]
     llm_tasks = [t for e in entries if not e.fallback_cause for t in e.tasks]
     fallbacks = [

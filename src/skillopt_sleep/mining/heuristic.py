@@ -40,7 +40,6 @@ __all__ = [
     "extract_checks",
     "heuristic_mine",
     "merge_tasks",
-    "named_by_request",
     "normalise_intent",
     "opening_index",
     "request_key",
@@ -196,18 +195,6 @@ def request_key(digest: SessionDigest) -> str | None:
     if opening is None:
         return None
     return stable_id("h", clip(sanitize(digest.user_intents[opening]), MAX_INTENT_CHARS))
-
-
-def named_by_request(tasks: Sequence[TaskRecord], digest: SessionDigest) -> list[TaskRecord]:
-    """``tasks`` another miner took from ``digest``, the first (its main request) under the
-    session's request key: the id the heuristic miner gives the same request, so a request
-    stays one task whichever miner read it, tonight or on another night. Idempotent (a
-    cached night's tasks pass through it again)."""
-    key = request_key(digest)
-    if not tasks or key is None or tasks[0].id == key:
-        return list(tasks)
-    rest = [t for t in tasks[1:] if t.id != key]
-    return [replace(tasks[0], id=key), *rest]
 
 
 def task_from_digest(digest: SessionDigest, *, project: str = "") -> TaskRecord | None:

@@ -5,12 +5,9 @@ must be ``{"tasks": [{"intent", "rubric", "checks", "satisfied"}]}`` (validated 
 pydantic). A reply that does not validate is retried once with the error quoted; if the
 retry fails too, or the call itself fails, that session falls back to the heuristic
 miner and the cause is recorded in ``diagnostics["fallbacks"]``. A rubric wins over
-checks; a task with neither (after invalid checks are dropped) is discarded. A session's
-first task is its main request and takes the session's request key (the heuristic
-miner's id for it, :func:`~.heuristic.named_by_request`), so switching miners keeps one
-request one task; its other tasks are ``llm_<sha12>`` of their normalised intent.
-:class:`BudgetExceededError` propagates: a spend cap stops the night, it is not a reason
-to fall back.
+checks; a task with neither (after invalid checks are dropped) is discarded. Ids are
+``llm_<sha12>`` of the project and normalised intent. :class:`BudgetExceededError`
+propagates: a spend cap stops the night, it is not a reason to fall back.
 """
 
 from __future__ import annotations
@@ -44,7 +41,6 @@ from skillopt_sleep.mining.heuristic import (
     MineResult,
     heuristic_mine,
     merge_tasks,
-    named_by_request,
     session_outcome,
     stable_id,
     task_from_digest,
@@ -180,7 +176,7 @@ def tasks_from_reply(
                 source_sessions=(digest.session_id,),
             )
         )
-    return named_by_request(out, digest)
+    return out
 
 
 @dataclass(slots=True)

@@ -172,9 +172,9 @@ async def test_an_entry_never_answered_falls_back_alone(setup: tuple[Path, Path,
     assert len(mine["fallbacks"]) == 6  # the six staging sessions, and only they
     assert all(f["session_id"].startswith("staging") for f in mine["fallbacks"])
     assert all("no answer for" in f["cause"] for f in mine["fallbacks"])
-    llm = {t.intent for t in got.mined if "mined:llm" in t.tags}
+    llm = {t.intent for t in got.mined if t.id.startswith("llm_")}
     assert llm == set(REQUESTS.values()) - {REQUESTS["staging database"]}
-    heuristic = [t for t in got.mined if "mined:llm" not in t.tags]
+    heuristic = [t for t in got.mined if t.id.startswith("h_")]
     assert len(heuristic) == 1 and len(heuristic[0].source_sessions) == 6
 
 

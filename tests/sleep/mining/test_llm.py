@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from skillopt.errors import BudgetExceededError, ReplyFormatError
 from skillopt.replies import parse_reply
 from skillopt.types import ReferenceKind, RuleCheck, TaskOutcome
 from skillopt_sleep.harvest import SELF_MARKER, SessionDigest, SourceKind
-from skillopt_sleep.mining.heuristic import heuristic_mine, named_by_request, request_key
 from skillopt_sleep.mining.llm import MAX_TASKS_PER_SESSION, MineReply, llm_mine
-from skillopt_sleep.tasks.archive import open_archive
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.pools import one_member_pool
 
@@ -98,9 +95,7 @@ async def test_llm_mining_end_to_end(server: FakeModelServer) -> None:
     notes = by_intent["Write the weekly release notes from the changelog"]
     assert notes.reference_kind is ReferenceKind.RUBRIC and notes.checks == ()  # rubric wins
     assert notes.outcome is TaskOutcome.SUCCESS
-    # The session's main request keeps the id the heuristic miner gives it; its other
-    # tasks are the LLM's own.
-    assert notes.id == request_key(digests[0])
+    assert re.fullmatch(r"llm_[0-9a-f]{12}", notes.id)
     assert "mined:llm" in notes.tags
     pr = by_intent["Summarise a pull request in under 300 characters"]
     assert pr.reference_kind is ReferenceKind.RULE
@@ -109,8 +104,7 @@ async def test_llm_mining_end_to_end(server: FakeModelServer) -> None:
     assert "Something with no way to judge it" not in by_intent  # neither rubric nor checks
     assert "A fourth task that must be cut off" not in by_intent  # at most 3 per session
     assert "Rename the config loader module" in by_intent  # second attempt succeeded
-    assert re.fullmatch(r"llm_[0-9a-f]{12}", pr.id)
-    heuristic = [t for t in result.tasks if "mined:llm" not in t.tags]
+    heuristic = [t for t in result.tasks if t.id.startswith("h_")]
     assert [t.source_sessions for t in heuristic] == [("bad",)]
 
     diag = result.diagnostics
@@ -220,23 +214,3 @@ async def test_a_secret_appended_to_a_request_does_not_make_a_second_task() -> N
     (task,) = result.tasks
     assert task.source_sessions == ("with", "without")
     assert task.intent == "Summarise the changelog for the release"  # not the marker's copy
-
-
-async def test_one_request_stays_one_task_whichever_miner_read_it(
-    server: FakeModelServer, tmp_path: Path
-) -> None:
-    """``night.llm_mine`` switched between nights: the archive keeps one task for the
-    request, refreshed by whichever miner read it last."""
-    good = _digest("good", "SESSION-GOOD release notes please", "no, breaking changes first")
-    heuristic = heuristic_mine([good], project="/work/proj").tasks
-    async with one_member_pool(server) as pool:
-        llm = (await llm_mine(pool, [good], project="/work/proj")).tasks
-    with open_archive(tmp_path / "archive.db", now=T) as archive:
-        archive.record_mined(heuristic, night=1, now=T)
-        archive.record_mined(llm, night=2, now=T)
-        ids = {t.task.id for t in archive.tasks()}
-    assert request_key(good) in ids
-    assert len(ids) == len(llm)  # the LLM's second task is new; the request is not
-    # A session mined before ids followed the request (cached as llm_...) is renamed too.
-    legacy = replace(llm[0], id="llm_0123456789ab")
-    assert [t.id for t in named_by_request([legacy, *llm[1:]], good)] == [t.id for t in llm]

@@ -272,12 +272,17 @@ class MockMember(_MemberBase):
 class HandoffMember(_MemberBase):
     """No model: prompts go to files the user's own agent answers (``[pool] kind =
     "handoff"``, :mod:`skillopt.backends.handoff`). ``dir`` is the project's handoff
-    directory, set by the command that runs the night."""
+    directory, set by the command that runs the night. ``wait`` > 0 is waiting mode
+    (``once --handoff --wait``): a call waits for its answer file, giving up after ``wait``
+    seconds in which no answer landed; its ``timeout`` is then set long by that command, as
+    a call lasts until the user answers it."""
 
     kind: Literal["handoff"] = "handoff"
     model: str = "handoff"
     dir: UserPath | None = None
     resume: str = ""  # the command that resumes the night, as PROMPTS.md says it
+    wait: float = Field(default=0.0, ge=0, le=7 * 86400)
+    timeout: float = Field(default=120.0, gt=0)
 
 
 class _CliBase(_MemberBase):

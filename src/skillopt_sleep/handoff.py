@@ -7,21 +7,29 @@ A night in handoff mode (``[pool] kind = "handoff"`` or ``once --handoff``) call
    (``PROMPTS.md``, ``pending.json``, ``answers/``).
 2. :func:`as_handoff`: the config with its pool replaced by a handoff pool (``--handoff``).
 3. :func:`bind_handoff`: the handoff members pointed at the project's directory and told
-   the command that resumes the night, before the pool is opened.
+   the command that resumes the night (and, with ``--wait``, how long to wait for answers),
+   before the pool is opened.
 4. :func:`waiting_lines`: what ``once`` says when the night stops waiting for answers.
 5. :func:`next_prompt` and :func:`take_answer`: one prompt at a time, for the MCP tools
    ``handoff_next`` / ``handoff_answer`` (an agent serves the night from its own session).
+   While a waiting night is live (``pending.json`` names its process), :func:`next_prompt`
+   waits a little for the night's next prompt rather than saying none waits, so one agent
+   session answers a whole night.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from skillopt.backends.handoff import (
     PENDING_NAME,
+    POLL_SECONDS,
     PROMPTS_NAME,
     answer_path,
     read_pending,
@@ -32,16 +40,22 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.state import project_dir
 
 __all__ = [
+    "DEFAULT_PATIENCE",
     "HANDOFF_DIR",
     "as_handoff",
     "bind_handoff",
     "handoff_dir",
+    "live_night",
     "next_prompt",
+    "serve_next",
     "take_answer",
     "waiting_lines",
 ]
 
 HANDOFF_DIR = "handoff"
+DEFAULT_PATIENCE = 1800.0  # --wait alone: give up after 30 minutes with no answer landing
+WAITING_CALL_TIMEOUT = 30 * 86400.0  # a waiting call lasts until answered, or patience ends
+SERVE_WAIT = 30.0  # handoff_next: how long it waits for a live night's next prompt
 
 
 def handoff_dir(cfg: SleepConfig, project: Path) -> Path:
@@ -54,15 +68,19 @@ def as_handoff(cfg: SleepConfig) -> SleepConfig:
     return cfg.model_copy(update={"pool": PoolConfig.model_validate({"kind": "handoff"})})
 
 
-def bind_handoff(cfg: SleepConfig, project: Path, *, resume: str = "") -> SleepConfig:
-    """``cfg`` with each handoff member's directory (when unset) the project's, and the
-    command that resumes the night; any other config is returned as it is."""
+def bind_handoff(
+    cfg: SleepConfig, project: Path, *, resume: str = "", wait: float = 0.0
+) -> SleepConfig:
+    """``cfg`` with each handoff member's directory (when unset) the project's, the command
+    that resumes the night, and ``wait`` > 0 (waiting mode: the patience in seconds); any
+    other config is returned as it is."""
     pool = cfg.pool
     if pool is None or not pool.handoff:
         return cfg
     where = handoff_dir(cfg, project)
+    waiting = {"wait": wait, "timeout": WAITING_CALL_TIMEOUT} if wait > 0 else {}
     members = [
-        m.model_copy(update={"dir": m.dir or where, "resume": m.resume or resume})
+        m.model_copy(update={"dir": m.dir or where, "resume": m.resume or resume, **waiting})
         if isinstance(m, HandoffMember)
         else m
         for m in pool.members
@@ -84,33 +102,73 @@ def waiting_lines(directory: Path, resume: str) -> list[str]:
     return lines
 
 
-def _resume(directory: Path) -> str:
+def _pending_doc(directory: Path) -> dict[str, Any]:
     try:
         data = json.loads((directory / PENDING_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
-    return str(data.get("resume", "")) if isinstance(data, dict) else ""
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _alive(pid: object) -> bool:
+    """Whether process ``pid`` runs (a live night killed outright leaves a stale name)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def live_night(directory: Path) -> int | None:
+    """The process id of a waiting night taking answers in ``directory`` now, if any."""
+    live = _pending_doc(directory).get("live")
+    pid = live.get("pid") if isinstance(live, dict) else None
+    return pid if isinstance(pid, int) and _alive(pid) else None
+
+
+async def serve_next(
+    directory: Path, *, patience: float = SERVE_WAIT, poll: float = POLL_SECONDS
+) -> dict[str, Any]:
+    """:func:`next_prompt`, but while a waiting night is live and has no prompt open, wait
+    up to ``patience`` seconds for its next one (it writes it as soon as it asks)."""
+    deadline = anyio.current_time() + patience
+    while True:
+        served = next_prompt(directory)
+        if served["remaining"] or live_night(directory) is None:
+            return served
+        if anyio.current_time() >= deadline:
+            return {**served, "message": "the night is still running and asks nothing yet: "
+                    "call handoff_next again"}  # fmt: skip
+        await anyio.sleep(poll)
 
 
 def next_prompt(directory: Path) -> dict[str, Any]:
     """The first pending prompt with no answer file yet, with its place in the list; or,
-    when every one has its answer (or none waits), what to do next."""
+    when every one has its answer (or none waits), what to do next. ``night_running``:
+    a waiting night is live and takes each answer as it lands (nothing to resume)."""
     pending = read_pending(directory)
     open_ = [p for p in pending if not answer_path(directory, p.id).exists()]
-    resume = _resume(directory) or "the same night command"
+    resume = str(_pending_doc(directory).get("resume", "")) or "the same night command"
+    running = live_night(directory) is not None
     if not open_:
-        said = (
-            f"all {len(pending)} prompt(s) have answers: run `{resume}` to resume the night"
-            if pending
-            else "no prompt waits for an answer"
-        )
-        return {"remaining": 0, "of": len(pending), "message": said}
+        if running:
+            said = "the night is running and takes the answers: call handoff_next again"
+        elif pending:
+            said = f"all {len(pending)} prompt(s) have answers: run `{resume}` to resume the night"
+        else:
+            said = "no prompt waits for an answer"
+        return {"remaining": 0, "of": len(pending), "night_running": running, "message": said}
     first = open_[0]
     return {
         **asdict(first),
         "number": pending.index(first) + 1,
         "of": len(pending),
         "remaining": len(open_),
+        "night_running": running,
         "message": "reply as the model would (only the reply); pass it to handoff_answer "
         f"with id {first.id}" + (f"; the earlier answer was rejected: {first.problem}"
                                  if first.problem else ""),

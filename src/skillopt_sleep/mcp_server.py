@@ -12,7 +12,8 @@ Four tools (and two for handoff mode), so Claude Code, Codex, Copilot or Cursor 
 - ``handoff_next`` / ``handoff_answer``: a night in handoff mode (no model) left prompts in the
   project's handoff directory; the agent is served them one at a time and hands each answer
   back (written to ``answers/<id>.md``, the only file they write), then the user runs the night
-  command again.
+  command again; or, with a night started with ``--wait`` running, it takes each answer as it
+  lands and ``handoff_next`` waits briefly for its next prompt.
 
 The read tools write nothing: an adoption left half-done is reported (``status``) or refused
 (``proposal_diff``), and finished by the commands that say they write. Every tool takes an
@@ -252,19 +253,21 @@ def _add_adopt_tool(server: MCPServer[Any], projects: _Project) -> None:
 
 def _add_handoff_tools(server: MCPServer[Any], projects: _Project) -> None:
     """``handoff_next`` and ``handoff_answer``: answer a handoff night's prompts in place."""
-    from skillopt_sleep.handoff import handoff_dir, next_prompt, take_answer
+    from skillopt_sleep.handoff import handoff_dir, serve_next, take_answer
 
     @server.tool(
         description="Handoff mode (a night run with no model): the next prompt the night "
         "waits for, with its id, role, expected format (json or text) and its place in the "
-        "list; or, when all have answers, the command that resumes the night. Answer it as "
-        "the model would and pass the reply to handoff_answer." + _PROJECT_ARG,
+        "list; or, when all have answers, the command that resumes the night. While a night "
+        "started with `--wait` runs (night_running), it waits up to 30 s for the night's next "
+        "prompt. Answer it as the model would and pass the reply to handoff_answer."
+        + _PROJECT_ARG,
         annotations=READ_ONLY,
     )
     async def handoff_next(project: str | None = None) -> dict[str, Any]:
         cfg, path = projects.load(project)
         try:
-            return next_prompt(handoff_dir(cfg, path))
+            return await serve_next(handoff_dir(cfg, path))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ToolError(f"the handoff directory cannot be read: {sanitize(str(exc))}") from exc
 

@@ -17,6 +17,15 @@ For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"
 4. On close the sitting writes ``PROMPTS.md`` (numbered, for a person or an agent) and
    ``pending.json`` (for tools) when prompts are pending; a sitting that answered from files
    and left nothing pending removes them.
+5. Waiting mode (``wait`` > 0, ``once --handoff --wait``): instead of step 3's error the call
+   stays open. The prompts waiting now are written at once (``pending.json`` then names this
+   process under ``live``, so the MCP tools know a night is there to take the answers), and
+   each waiting call looks for its answer file every ``poll`` seconds (``anyio.sleep``: no
+   busy loop) and returns it as a model's reply; a rejected answer is set aside and the call
+   waits again. When no answer has landed for ``wait`` seconds while prompts wait, every
+   waiting call (and every later one) ends as in step 3: the night stops with exit 75 as
+   without waiting, and nothing is lost. A cancelled call leaves its prompt pending, so step
+   4 writes it and the next run resumes.
 
 The answers stay in ``answers/``: a resumed night reads the same ones again, so it ends as
 it would have with a model that gave those replies.
@@ -33,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import anyio
 from skillopt.atomicio import atomic_write_text
 from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.errors import AnswerPendingError, ReplyFormatError
@@ -58,6 +68,7 @@ PROMPTS_NAME = "PROMPTS.md"
 PENDING_NAME = "pending.json"
 ANSWERS_DIR = "answers"
 _ID = re.compile(r"^[0-9a-f]{16}$")
+POLL_SECONDS = 0.5  # waiting mode: how often a waiting call looks for its answer file
 
 
 def prompt_id(request: CompletionRequest) -> str:
@@ -146,12 +157,25 @@ def pending_failures(accounting: Mapping[str, Any]) -> int:
 class HandoffBackend:
     """A pool member that answers from files and records what it cannot answer."""
 
-    def __init__(self, *, name: str, directory: Path, resume_command: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        directory: Path,
+        resume_command: str = "",
+        wait: float = 0.0,
+        poll: float = POLL_SECONDS,
+    ) -> None:
         self._name = name
         self.directory = directory
         self.resume_command = resume_command
         self.pending: dict[str, PendingPrompt] = {}
         self.answered = 0
+        self.wait = wait  # seconds with no answer landing before giving up; 0: never wait
+        self._poll = poll
+        self._progress = 0.0  # when an answer last landed (or the waiting began)
+        self._gave_up = False
+        self._published = False
 
     @property
     def name(self) -> str:
@@ -164,16 +188,18 @@ class HandoffBackend:
     async def complete(self, request: CompletionRequest) -> Completion:
         pid = prompt_id(request)
         path = answer_path(self.directory, pid)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            self._pend(request, pid)
-        problem = _problem(request, text)
-        if problem:
-            os.replace(path, path.with_suffix(".rejected.md"))
-            _log.warning("handoff.answer_rejected", prompt_id=pid, problem=problem)
-            self._pend(request, pid, problem)
+        problem = ""
+        while not isinstance(found := self._take(request, pid, path), str):
+            if found is not None:
+                problem = found.problem
+            if self.wait <= 0 or self._gave_up:
+                self._pend(request, pid, problem)
+            await self._await_answer(request, pid, problem)
+        text = found
         self.answered += 1
+        if self.wait > 0 and self.pending.pop(pid, None) is not None:
+            self._progress = anyio.current_time()
+            self._publish()
         reply = text.strip()
         return Completion(
             text=reply,
@@ -181,6 +207,40 @@ class HandoffBackend:
             member=self._name,
             latency=0.0,
         )
+
+    @staticmethod
+    def _take(request: CompletionRequest, pid: str, path: Path) -> str | _Rejected | None:
+        """The answer file's text; ``None`` when there is none; a rejected one set aside."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        problem = _problem(request, text)
+        if not problem:
+            return text
+        os.replace(path, path.with_suffix(".rejected.md"))
+        _log.warning("handoff.answer_rejected", prompt_id=pid, problem=problem)
+        return _Rejected(problem)
+
+    async def _await_answer(self, request: CompletionRequest, pid: str, problem: str) -> None:
+        """Waiting mode: list the prompt, sleep one poll; give up after ``wait`` idle seconds."""
+        now = anyio.current_time()
+        if not self.pending:
+            self._progress = now  # the idle clock starts when the first prompt waits
+        listed = self.pending.get(pid)
+        if listed is None or listed.problem != problem:
+            self.pending[pid] = PendingPrompt.of(request, pid, problem)
+            self._publish()
+        if now - self._progress >= self.wait:
+            self._gave_up = True
+            _log.info("handoff.wait_expired", waited_s=round(now - self._progress, 1))
+            return
+        await anyio.sleep(self._poll)
+
+    def _publish(self) -> None:
+        """Waiting mode: write the prompts waiting now, with this process named as live."""
+        self._published = True
+        self._write(live={"pid": os.getpid(), "patience_s": self.wait})
 
     def _pend(self, request: CompletionRequest, pid: str, problem: str = "") -> NoReturn:
         self.pending[pid] = PendingPrompt.of(request, pid, problem)
@@ -195,22 +255,29 @@ class HandoffBackend:
         """Write this sitting's pending prompts, or clear the files of an earlier one."""
         if self.pending:
             self._write()
-        elif self.answered:
+        elif self.answered or self._published:
             for name in (PROMPTS_NAME, PENDING_NAME):
                 (self.directory / name).unlink(missing_ok=True)
 
-    def _write(self) -> None:
+    def _write(self, live: dict[str, Any] | None = None) -> None:
         prompts = sorted(self.pending.values(), key=lambda p: (p.stage, p.id))
         (self.directory / ANSWERS_DIR).mkdir(parents=True, exist_ok=True)
-        doc = {
+        doc: dict[str, Any] = {
             "version": 1,
             "resume": self.resume_command,
             "answers_dir": ANSWERS_DIR,
             "prompts": [asdict(p) for p in prompts],
         }
+        if live is not None:
+            doc["live"] = live
         atomic_write_text(self.directory / PENDING_NAME, json.dumps(doc, indent=2) + "\n")
         atomic_write_text(self.directory / PROMPTS_NAME, _markdown(prompts, self.resume_command))
         _log.info("handoff.pending_written", prompts=len(prompts), directory=str(self.directory))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rejected:
+    problem: str
 
 
 def _problem(request: CompletionRequest, text: str) -> str:
@@ -268,4 +335,6 @@ def build_handoff_member(cfg: Any) -> HandoffBackend:
             "(`skillopt-sleep once --handoff`), which puts it in the project's state",
             key="dir",
         )
-    return HandoffBackend(name=cfg.name, directory=Path(cfg.dir), resume_command=cfg.resume)
+    return HandoffBackend(
+        name=cfg.name, directory=Path(cfg.dir), resume_command=cfg.resume, wait=cfg.wait
+    )

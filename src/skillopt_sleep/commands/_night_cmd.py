@@ -29,7 +29,13 @@ from skillopt_sleep.commands._common import (
 )
 from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.handoff import as_handoff, bind_handoff, handoff_dir, waiting_lines
+from skillopt_sleep.handoff import (
+    DEFAULT_PATIENCE,
+    as_handoff,
+    bind_handoff,
+    handoff_dir,
+    waiting_lines,
+)
 from skillopt_sleep.lock import project_lock
 from skillopt_sleep.night.run import NightOutcome, run_night
 from skillopt_sleep.night_end import RunStatus
@@ -94,6 +100,9 @@ def _resume_command(args: argparse.Namespace, *, dry_run: bool) -> str:
     """The command line that resumes this night (handoff mode says it)."""
     flags = ("--demo", "--handoff")
     extra = [flag for flag in flags if getattr(args, flag.removeprefix("--"), False)]
+    wait = float(getattr(args, "wait", 0.0) or 0.0)
+    if wait:
+        extra += ["--wait"] if wait == DEFAULT_PATIENCE else ["--wait", f"{wait:g}"]
     return again(args, "dry-run" if dry_run else "once", *extra)
 
 
@@ -110,7 +119,11 @@ def run_command(
         cfg, project = load_config(args)
         if getattr(args, "handoff", False):
             cfg = as_handoff(cfg)
-        cfg = bind_handoff(cfg, project, resume=resume)
+        wait = float(getattr(args, "wait", 0.0) or 0.0)
+        if wait and (cfg.pool is None or not cfg.pool.handoff):
+            return refuse(args, "usage", "--wait is for a handoff night: add --handoff (or "
+                          '[pool] kind = "handoff")')  # fmt: skip
+        cfg = bind_handoff(cfg, project, resume=resume, wait=wait)
         _check_tasks_file(cfg, args.tasks_file, demo=demo)
         lock = project_lock(cfg.state_path(), project, command="dry-run" if dry_run else "once")
         with lock:

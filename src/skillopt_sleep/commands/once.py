@@ -11,6 +11,7 @@ from skillopt_sleep.commands._common import (
     add_night_args,
     setup_logging,
 )
+from skillopt_sleep.handoff import DEFAULT_PATIENCE
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
 __all__ = ["HELP", "NAME", "ORDER", "register", "run", "start_delay"]
@@ -30,6 +31,16 @@ def _seconds(text: str) -> int:
     return value
 
 
+def _patience(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, 604800], got {text!r}")
+    return value
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     add_night_args(parser)
     parser.add_argument(
@@ -38,6 +49,17 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="call no model: write the night's prompts to the project's handoff directory "
         f"(PROMPTS.md, pending.json) and exit {EXIT_WAITING}; answer them in answers/<id>.md, "
         "then run the same command again to resume (docs/handoff.md)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=_patience,
+        nargs="?",
+        const=DEFAULT_PATIENCE,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --handoff: keep running and take each answer as it lands, so the night "
+        "is answered in one sitting; exit 75 as without it once no answer has come for "
+        f"SECONDS (default {DEFAULT_PATIENCE:g})",
     )
     parser.add_argument(
         "--jitter",

@@ -15,7 +15,13 @@ This benchmark plays the user's agent and counts what it is asked:
 Per sitting it prints the stage the night stopped after and the prompts it asked; then the
 totals and the night's result.
 
+``--wait`` (demo only) measures waiting mode (``once --handoff --wait``) instead: one run of
+the night while the agent answers each prompt as ``pending.json`` lists it; it prints the
+runs it took (one sitting), the prompts, how many times the agent found new prompts waiting,
+and the wall time.
+
     .venv/bin/python bench/handoff.py [--world lift|demo|both] [--quick] [--seed 7] [--json]
+    .venv/bin/python bench/handoff.py --world demo --wait
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ def lift(args: argparse.Namespace, root: Path) -> Count:
     return count
 
 
-def demo(root: Path) -> Count:
+def demo(root: Path, *, wait: bool = False) -> Count:
     import anyio
 
     from skillopt.backends.open import open_completer
@@ -118,6 +124,8 @@ def demo(root: Path) -> Count:
     anyio.run(reference)
     handoff = as_handoff(cfg)
     where = handoff_dir(handoff, setup.project)
+    if wait:
+        return anyio.run(_demo_waiting, handoff, setup.project, where, mock.replies)
     count = Count(world="demo")
     for _ in range(MAX_SITTINGS):
         outcome = anyio.run(lambda: run_night(handoff, project=setup.project))
@@ -132,6 +140,40 @@ def demo(root: Path) -> Count:
     return count
 
 
+async def _demo_waiting(handoff: Any, project: Path, where: Path, replies: dict[str, str]) -> Count:
+    """One waiting night, answered by an agent that looks at ``pending.json`` every 50 ms."""
+    import time
+
+    import anyio
+
+    from skillopt.backends.handoff import answer_path, read_pending, write_answer
+    from skillopt_sleep.handoff import bind_handoff
+    from skillopt_sleep.night.run import run_night
+
+    count = Count(world="demo --wait")
+    done = anyio.Event()
+
+    async def agent() -> None:
+        while not done.is_set():
+            fresh = [p for p in read_pending(where) if not answer_path(where, p.id).exists()]
+            for p in fresh:
+                write_answer(where, p.id, replies[p.id])
+            if fresh:
+                rows = [{"role": p.role, "stage": p.stage} for p in fresh]
+                count.sittings.append(_sitting("(waiting)", rows))
+            await anyio.sleep(0.05)
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent)
+        outcome = await run_night(bind_handoff(handoff, project, wait=600), project=project)
+        done.set()
+    count.result = f"{outcome.status.value}: {outcome.result.value} in one run"
+    count.detail = (f"held-out {outcome.baseline} -> {outcome.candidate}; "
+                    f"{time.monotonic() - started:.1f}s wall")  # fmt: skip
+    return count
+
+
 def _sitting(stage: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     kinds = Counter(f"{r['role']}/{r['stage']}" for r in rows)
     return {"after": stage, "prompts": len(rows), "kinds": dict(sorted(kinds.items()))}
@@ -143,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smaller lift history")
     parser.add_argument("--seed", type=int, default=7, help="lift world seed")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--wait", action="store_true", help="demo: measure waiting mode")
     args = parser.parse_args(argv)
     from skillopt.logging import configure_logging
 
@@ -150,13 +193,19 @@ def main(argv: list[str] | None = None) -> int:
     counts = []
     with tempfile.TemporaryDirectory(prefix="skillopt-handoff-bench-") as tmp:
         if args.world in ("demo", "both"):
-            counts.append(demo(Path(tmp) / "demo"))
+            counts.append(demo(Path(tmp) / "demo", wait=args.wait))
         if args.world in ("lift", "both"):
             counts.append(lift(args, Path(tmp) / "lift"))
     if args.json:
         print(json.dumps([{**asdict(c), "prompts": c.prompts} for c in counts], indent=2))
         return 0
     for c in counts:
+        if c.world.endswith("--wait"):
+            print(
+                f"{c.world}: 1 sitting, {c.prompts} prompt(s) found waiting in "
+                f"{len(c.sittings)} look(s) at pending.json; {c.result} ({c.detail})"
+            )
+            continue
         print(f"{c.world}: {len(c.sittings)} sitting(s), {c.prompts} prompt(s); then {c.result} "
               f"({c.detail})")  # fmt: skip
         for number, s in enumerate(c.sittings, 1):

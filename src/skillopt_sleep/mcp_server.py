@@ -260,8 +260,7 @@ def _add_handoff_tools(server: MCPServer[Any], projects: _Project) -> None:
         "waits for, with its id, role, expected format (json or text) and its place in the "
         "list; or, when all have answers, the command that resumes the night. While a night "
         "started with `--wait` runs (night_running), it waits up to 30 s for the night's next "
-        "prompt. Answer it as the model would and pass the reply to handoff_answer."
-        + _PROJECT_ARG,
+        "prompt. Answer it as the model would and pass the reply to handoff_answer." + _PROJECT_ARG,
         annotations=READ_ONLY,
     )
     async def handoff_next(project: str | None = None) -> dict[str, Any]:

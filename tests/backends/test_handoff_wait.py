@@ -18,6 +18,7 @@ from skillopt.backends.handoff import (
 )
 from skillopt.errors import AnswerPendingError
 from skillopt_sleep.handoff import live_night, next_prompt, serve_next, take_answer
+from support.handoff_agent import until
 
 from .test_handoff import attempt, judge
 
@@ -26,8 +27,7 @@ POLL = 0.01
 
 async def listed(directory: Path, pid: str) -> None:
     """Wait until the night lists ``pid`` in ``pending.json`` (polling the file, as an agent)."""
-    while pid not in {p.id for p in read_pending(directory)}:
-        await anyio.sleep(POLL)
+    await until(lambda: pid in {p.id for p in read_pending(directory)}, POLL)
 
 
 async def test_a_waiting_call_takes_its_answer_when_it_lands(tmp_path: Path) -> None:
@@ -68,8 +68,7 @@ async def test_a_rejected_answer_is_pending_again_and_the_call_keeps_waiting(
         tg.start_soon(call)
         await listed(tmp_path, pid)
         write_answer(tmp_path, pid, "looks fine to me")
-        while not read_pending(tmp_path) or not read_pending(tmp_path)[0].problem:
-            await anyio.sleep(POLL)
+        await until(lambda: bool(read_pending(tmp_path) and read_pending(tmp_path)[0].problem))
         assert "expected format" in read_pending(tmp_path)[0].problem
         assert answer_path(tmp_path, pid).with_suffix(".rejected.md").exists()
         served = next_prompt(tmp_path)

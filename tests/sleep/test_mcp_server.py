@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -184,3 +185,52 @@ async def test_an_agent_answers_a_handoff_night_through_the_tools(
                                     check=False)  # fmt: skip
     # resumed: the rollouts are answered, their judging waits now
     assert again.returncode == 75 and b"(resumed)" in again.stdout
+
+
+async def test_one_agent_session_answers_a_waiting_night_to_its_end(
+    tmp_path: Path, errlog: TextIO
+) -> None:
+    """``once --handoff --wait`` runs while the agent loops handoff_next / handoff_answer:
+    the night ends in that one run, as the same night on the mock backend did."""
+    from skillopt.backends.open import open_completer
+    from skillopt_sleep.config import load_sleep_config
+    from skillopt_sleep.night.run import run_night
+    from support.handoff_agent import RecordingMock, recording_pool
+
+    setup = prepare_demo(tmp_path)
+    config = write_config(setup, pool='llm_mine = false\n[pool]\nkind = "handoff"\n')
+    cfg = load_sleep_config(config).model_copy(update={"state_dir": tmp_path / "mock-state"})
+    mock = RecordingMock()
+    async with open_completer(recording_pool(mock)) as stack:
+        reference = await run_night(cfg, project=setup.project, pool=stack)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    argv = [sys.executable, "-m", "skillopt_sleep", "once", "--config", str(config),
+            "--project", str(setup.project), "--log-level", "WARNING", "--json",
+            "--wait", "60"]  # fmt: skip
+    answered: set[str] = set()
+    async with await anyio.open_process(argv, env=env, stderr=errlog) as night:
+        async with connect(config, setup.project, errlog) as session:
+            with anyio.fail_after(30):  # the night names itself as it starts
+                while not (await call(session, "handoff_next"))[1]["night_running"]:  # noqa: ASYNC110
+                    await anyio.sleep(0.1)
+            while True:
+                error, served = await call(session, "handoff_next")
+                assert not error, served
+                if "id" in served:
+                    error, took = await call(session, "handoff_answer", id=served["id"],
+                                             answer=mock.replies[served["id"]])  # fmt: skip
+                    assert not error, took
+                    answered.add(served["id"])
+                elif not served["night_running"]:
+                    break
+        assert night.stdout is not None
+        out = b"".join([chunk async for chunk in night.stdout])
+        assert await night.wait() == 0
+    said = json.loads(out)
+    assert said["status"] == "complete" and said["resumed"] is False
+    assert (said["accepted"], said["baseline"], said["candidate"]) == (
+        reference.accepted, reference.baseline, reference.candidate)  # fmt: skip
+    assert answered == set(mock.replies)

@@ -7,15 +7,18 @@ answers a handoff night's ``pending.json`` from those replies, sitting after sit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import anyio
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.backends.handoff import prompt_id, read_pending, write_answer
 from skillopt.backends.mock import MockBackend
 from skillopt.backends.pool import BackendPool, MemberSpec
 
-__all__ = ["RecordingMock", "Sittings", "answer_pending", "recording_pool"]
+__all__ = ["RecordingMock", "Sittings", "answer_pending", "recording_pool", "until"]
 
 
 class RecordingMock:
@@ -66,3 +69,10 @@ class Sittings:
     @property
     def prompts(self) -> int:
         return sum(n for _, n in self.asked)
+
+
+async def until(predicate: Callable[[], bool], poll: float = 0.02) -> None:
+    """Wait until ``predicate()`` holds: what it looks at is a file another task or process
+    writes, which offers no event to wait on (the caller bounds the wait)."""
+    while not predicate():  # noqa: ASYNC110
+        await anyio.sleep(poll)

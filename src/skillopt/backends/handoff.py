@@ -19,7 +19,8 @@ For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"
    and left nothing pending removes them.
 5. Waiting mode (``wait`` > 0, ``once --handoff --wait``): instead of step 3's error the call
    stays open. The prompts waiting now are written at once (``pending.json`` then names this
-   process under ``live``, so the MCP tools know a night is there to take the answers), and
+   process under ``live``, from the night's start, so the MCP tools know a night is there to
+   take the answers), and
    each waiting call looks for its answer file every ``poll`` seconds (``anyio.sleep``: no
    busy loop) and returns it as a model's reply; a rejected answer is set aside and the call
    waits again. When no answer has landed for ``wait`` seconds while prompts wait, every
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
+
 from skillopt.atomicio import atomic_write_text
 from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.errors import AnswerPendingError, ReplyFormatError
@@ -237,6 +239,12 @@ class HandoffBackend:
             return
         await anyio.sleep(self._poll)
 
+    def announce(self) -> None:
+        """Waiting mode, as the night starts: name this process in ``pending.json`` (no
+        prompt yet), so an agent asking for the next prompt knows a night will ask one."""
+        self.pending.clear()
+        self._publish()
+
     def _publish(self) -> None:
         """Waiting mode: write the prompts waiting now, with this process named as live."""
         self._published = True
@@ -335,6 +343,9 @@ def build_handoff_member(cfg: Any) -> HandoffBackend:
             "(`skillopt-sleep once --handoff`), which puts it in the project's state",
             key="dir",
         )
-    return HandoffBackend(
+    member = HandoffBackend(
         name=cfg.name, directory=Path(cfg.dir), resume_command=cfg.resume, wait=cfg.wait
     )
+    if member.wait > 0:
+        member.announce()
+    return member

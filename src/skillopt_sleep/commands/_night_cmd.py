@@ -193,8 +193,11 @@ async def _night(
     The first SIGTERM stops new model calls and lets those in flight finish (at most
     ``daemon.shutdown_grace_seconds``; a second SIGTERM skips the wait), then cancels.
     Cancellation unwinds through the pipeline, which marks the run ``aborted`` and
-    resumable; we then report it as an interruption (exit 130).
+    resumable; we then report it as an interruption (exit 130). A handoff night waiting for
+    answers (``--wait``) is cancelled at once: its calls in flight are prompts nobody may
+    answer, and each is written to ``pending.json`` as the pool closes.
     """
+    waits = cfg.pool is not None and any(getattr(m, "wait", 0) > 0 for m in cfg.pool.members)
     async with AsyncExitStack() as resources:
         pool: CompleterStack | None = None
         if cfg.pool is not None:  # else run_night explains the missing [pool]
@@ -207,7 +210,7 @@ async def _night(
 
                 async def on_stop() -> None:
                     await stop.requested.wait()
-                    grace = cfg.daemon.shutdown_grace_seconds
+                    grace = 0.0 if waits else cfg.daemon.shutdown_grace_seconds
                     drain = pool.drain if pool is not None else None
                     await stop.cancel_after_drain(tg.cancel_scope, drain=drain, grace=grace)
 

@@ -169,3 +169,8 @@ def test_the_commands_name_only_tools_and_flags_that_exist(tmp_path: Path) -> No
     rendered = ap.render_invocations("skillopt-sleep once --handoff", ["skillopt-sleep"], [])
     parsed = build_parser(rendered.split()[1:]).parse_args(rendered.split()[1:])
     assert parsed.handoff is True
+    handoff = ap.shipped("claude")["commands/handoff.md"]
+    assert "`skillopt-sleep once --handoff --wait`" in handoff  # one sitting, in the background
+    waits = ap.render_invocations("skillopt-sleep once --handoff --wait", ["skillopt-sleep"], [])
+    parsed = build_parser(waits.split()[1:]).parse_args(waits.split()[1:])
+    assert parsed.handoff is True and parsed.wait > 0

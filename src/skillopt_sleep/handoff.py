@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,8 @@ def _alive(pid: object) -> bool:
     """Whether process ``pid`` runs (a live night killed outright leaves a stale name)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
+    if sys.platform == "win32":  # there os.kill(pid, 0) sends CTRL_C_EVENT: trust the name
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

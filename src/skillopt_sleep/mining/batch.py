@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -28,7 +28,7 @@ from skillopt.logging import get_logger
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SessionDigest
 from skillopt_sleep.mining.groups import RequestGroup, group_by_request, pack
-from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks
+from skillopt_sleep.mining.heuristic import heuristic_mine, merge_tasks, request_key
 from skillopt_sleep.mining.joint import call_overhead, entry_cost, entry_text, mine_joint
 from skillopt_sleep.mining.llm import MiningTally
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -42,6 +42,7 @@ __all__ = [
     "mine_heuristic",
     "mine_llm_cached",
     "planned_calls",
+    "request_keys_of",
 ]
 
 MINER_VERSION = "1"
@@ -64,12 +65,15 @@ def digest_key(digest: SessionDigest, *, miner: str, project: str) -> str:
 class MinedBatch:
     """Tasks mined from a batch of sessions (all of them, merged: the archive keeps them
     all; the night picks up to ``max_tasks``). ``keys`` maps a session file path to its
-    digest key; ``seen_at`` maps a task id to when its newest session ended."""
+    digest key; ``seen_at`` maps a task id to when its newest session ended;
+    ``request_keys`` maps a task id to the request keys of the sessions whose main request
+    it is (:func:`request_keys_of`)."""
 
     tasks: tuple[TaskRecord, ...]
     miner: str
     keys: dict[str, str] = field(default_factory=dict)
     seen_at: dict[str, datetime] = field(default_factory=dict)
+    request_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,6 +87,20 @@ def _seen_at(tasks: Sequence[TaskRecord], digests: Sequence[SessionDigest]) -> d
     return out
 
 
+def request_keys_of(
+    mined: Iterable[tuple[SessionDigest, Sequence[TaskRecord]]],
+) -> dict[str, tuple[str, ...]]:
+    """Task id -> the request keys (:func:`request_key`) of the sessions whose main request
+    it is: a session's first mined task. Paraphrases the LLM miner merges give one task
+    several keys; the archive uses them to keep one request one task across miners."""
+    out: dict[str, dict[str, None]] = {}
+    for digest, tasks in mined:
+        key = request_key(digest)
+        if tasks and key is not None:
+            out.setdefault(tasks[0].id, {})[key] = None
+    return {task_id: tuple(keys) for task_id, keys in out.items()}
+
+
 def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBatch:
     """The offline miner (free, deterministic: nothing to cache)."""
     mined = heuristic_mine(digests, project=project, max_tasks=len(digests) * 3 + 1)
@@ -92,8 +110,18 @@ def mine_heuristic(digests: Sequence[SessionDigest], *, project: str) -> MinedBa
         miner="heuristic",
         keys=keys,
         seen_at=_seen_at(mined.tasks, digests),
+        request_keys=_heuristic_keys(mined.tasks, digests),
         diagnostics={"miner": "heuristic", **mined.diagnostics},
     )
+
+
+def _heuristic_keys(
+    tasks: Sequence[TaskRecord], digests: Sequence[SessionDigest]
+) -> dict[str, tuple[str, ...]]:
+    """The heuristic miner's tasks are one a request key (their id), from every session
+    that opened with it."""
+    kept = {t.id: t for t in tasks}
+    return request_keys_of((d, [kept[k]]) for d in digests if (k := request_key(d)) in kept)
 
 
 @dataclass(slots=True)
@@ -224,6 +252,7 @@ async def mine_llm_cached(
             miner="heuristic",
             keys=keys,
             seen_at=fallback.seen_at,
+            request_keys=fallback.request_keys,
             diagnostics={
                 **diagnostics,
                 "miner": "heuristic",
@@ -239,5 +268,6 @@ async def mine_llm_cached(
         miner="llm",
         keys=keys,
         seen_at=_seen_at(merged, chosen),
+        request_keys=request_keys_of((d, e.tasks) for d, e in done),
         diagnostics=diagnostics,
     )

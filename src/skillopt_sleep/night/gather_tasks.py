@@ -92,6 +92,7 @@ class Gathered:
     sessions: tuple[SessionFile, ...] = ()
     digest_keys: dict[str, str] = field(default_factory=dict)
     seen_at: dict[str, datetime] = field(default_factory=dict)
+    request_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     window: HarvestWindow | None = None
     backlog: int = 0
     outside_window: int = 0
@@ -119,6 +120,7 @@ class Gathered:
             "sessions": [_file_to_dict(f) for f in self.sessions],
             "digest_keys": dict(self.digest_keys),
             "seen_at": {k: v.isoformat() for k, v in self.seen_at.items()},
+            "request_keys": {k: list(v) for k, v in self.request_keys.items()},
             "window": None if window is None else {
                 "start": window.start.isoformat() if window.start else None,
                 "fixed": window.fixed,
@@ -152,6 +154,10 @@ class Gathered:
             sessions=tuple(_file_from_dict(f) for f in info.get("sessions", ())),
             digest_keys={str(k): str(v) for k, v in info.get("digest_keys", {}).items()},
             seen_at={str(k): datetime.fromisoformat(v) for k, v in info.get("seen_at", {}).items()},
+            request_keys={
+                str(k): tuple(str(key) for key in v)
+                for k, v in info.get("request_keys", {}).items()
+            },
             window=window,
             backlog=int(info.get("backlog", 0)),
             outside_window=int(info.get("outside_window", 0)),
@@ -371,13 +377,18 @@ def _compose(
     batch: MinedBatch,
     window: HarvestWindow,
 ) -> Gathered:
+    from skillopt_sleep.tasks.aliases import alias_mined
+
     night = cfg.night
-    mined = split(cfg, list(batch.tasks))
+    aliased = alias_mined(
+        batch.tasks, seen_at=batch.seen_at, request_keys=batch.request_keys, archive=archive
+    )
+    mined = split(cfg, list(aliased.tasks))
     fresh = [t for t in mined if t.split is not Split.TEST]
     recallable = archive.recall(
         now=now,
         limit=night.max_tasks,
-        exclude={t.id for t in mined},
+        exclude={t.id for t in mined} | aliased.duplicates,
         related_to=fresh,
         policy=ArchivePolicy.from_settings(night),
     )
@@ -389,6 +400,9 @@ def _compose(
     )
     tasks = (*mined[:n_new], *recallable[:n_recalled])
     why = "" if tasks else explain_empty(result, window, sources=cfg.sources.kinds)
+    mine_info: dict[str, Any] = {"miner": batch.miner, **batch.diagnostics}
+    if aliased.mapped:  # a heuristic task of a request an LLM task already owns
+        mine_info["aliased"] = dict(aliased.mapped)
     notes = harvest_notes(
         result,
         limit=session_limit(cfg),
@@ -402,14 +416,15 @@ def _compose(
         source="transcripts",
         diagnostics={
             "harvest": result.diagnostics.to_dict(),
-            "mine": {"miner": batch.miner, **batch.diagnostics},
+            "mine": mine_info,
             "recall": {"available": len(recallable), "taken": n_recalled, "new_taken": n_new},
         },
         mined=tuple(mined),
         n_recalled=n_recalled,
         sessions=result.visited,
         digest_keys=batch.keys,
-        seen_at=batch.seen_at,
+        seen_at=aliased.seen_at,
+        request_keys=aliased.request_keys,
         window=window,
         backlog=result.backlog,
         outside_window=result.outside_window,
@@ -428,7 +443,13 @@ def commit_gathered(archive: TaskArchive, gathered: Gathered, *, night: int, now
     if gathered.source != "transcripts":
         return
     with archive.transaction():
-        archive.record_mined(gathered.mined, night=night, now=now, seen_at=gathered.seen_at)
+        archive.record_mined(
+            gathered.mined,
+            night=night,
+            now=now,
+            seen_at=gathered.seen_at,
+            request_keys=gathered.request_keys,
+        )
         archive.mark_harvested(
             gathered.sessions,
             night=night,

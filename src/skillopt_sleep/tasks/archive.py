@@ -21,7 +21,9 @@ What it keeps:
 - **sample_answers**: every judged sample by the question it answered, and from them each
   task's noise (:mod:`skillopt_sleep.tasks.archive_answers`);
 - **superseded**: tasks newer sessions contradict, with that evidence: kept, never
-  recalled (:mod:`skillopt_sleep.tasks.archive_superseded`).
+  recalled (:mod:`skillopt_sleep.tasks.archive_superseded`);
+- **request_keys**: the request keys each task's sessions opened with, so one request
+  stays one task whichever miner read it (:mod:`skillopt_sleep.tasks.archive_aliases`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 from skillopt.logging import get_logger
 from skillopt.redact import redact_obj
 from skillopt.types import Origin, Split, TaskRecord
+from skillopt_sleep.tasks.archive_aliases import DUPLICATE, AliasesSide
 from skillopt_sleep.tasks.archive_answers import AnswersSide
 from skillopt_sleep.tasks.archive_base import instant, iso
 from skillopt_sleep.tasks.archive_cursor import ALL_HISTORY, HarvestSide
@@ -59,7 +62,7 @@ LEGACY_STATE_NAME = "state.json"
 _log = get_logger(__name__)
 
 
-class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
+class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide, AliasesSide):
     """See the module docstring. Methods raise :class:`CorruptStateError` naming the file
     when its content cannot be trusted."""
 
@@ -71,6 +74,7 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
         night: int,
         now: datetime,
         seen_at: Mapping[str, datetime] | None = None,
+        request_keys: Mapping[str, Collection[str]] | None = None,
     ) -> int:
         """Add or refresh mined tasks (redacted); returns how many were new.
 
@@ -78,12 +82,17 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
         ``now``). A task seen again gains its sessions and comes back from an
         ``unseen`` retirement; one retired for passing stays retired (tonight replays it
         anyway as a new task, and a failure brings it back, see :meth:`record_outcomes`).
+        ``request_keys`` maps a task id to the request keys its sessions opened with: a
+        heuristic task sharing one with an LLM task retires as its duplicate.
         """
         added = 0
         with self.transaction():
             for task in tasks:
                 seen = seen_at.get(task.id, now) if seen_at else now
                 added += self._upsert_task(task, night=night, seen=seen)
+            duplicates = self._remember_request_keys(request_keys or {}, now=now)
+        if duplicates:
+            _log.info("archive.duplicates_retired", count=len(duplicates))
         return added
 
     def _upsert_task(self, task: TaskRecord, *, night: int, seen: datetime) -> int:
@@ -234,10 +243,11 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide):
                     (task_id, night, run_id, docs_hash, float(score), int(n), int(ok), iso(now),
                      answer_key),
                 )  # fmt: skip
-                if not ok:
+                if not ok:  # a duplicate stays retired: its request gates as the other task
                     self._conn.execute(
-                        "UPDATE tasks SET retired_at = NULL, retired_why = '' WHERE id = ?",
-                        (task_id,),
+                        "UPDATE tasks SET retired_at = NULL, retired_why = ''"
+                        " WHERE id = ? AND retired_why NOT LIKE ?",
+                        (task_id, f"{DUPLICATE}%"),
                     )
                 written += 1
         return written

@@ -12,7 +12,10 @@ that checks it (:data:`_MIGRATIONS`: each step only adds, so nothing recorded is
 - 1 -> 2: ``sample_answers``, every judged sample by the question it answered;
 - 2 -> 3: ``outcomes.answer_key``, the models and settings an outcome was measured with
   ('' on the rows recorded before);
-- 3 -> 4: ``superseded``, the tasks newer sessions contradict (kept, never replayed).
+- 3 -> 4: ``superseded``, the tasks newer sessions contradict (kept, never replayed);
+- 4 -> 5: ``request_keys``, the request keys a task's sessions opened with (one request,
+  one task, whichever miner read it); a heuristic task's key is its own id, so those of an
+  older archive are filled in.
 
 A new archive is the first schema with every step applied, so both paths give one shape.
 """
@@ -29,7 +32,7 @@ from skillopt.errors import CorruptStateError, LockHeldError, StorageError
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "connect", "sqlite_errors"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 10_000
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _STORAGE_FAILURES = {  # SQLite's words -> ours (the user frees space or fixes permissions)
@@ -63,6 +66,17 @@ CREATE TABLE IF NOT EXISTS superseded (
     about      TEXT NOT NULL,     -- the learned line the two pull apart
     why        TEXT NOT NULL
 );
+"""
+
+_REQUEST_KEYS = """
+CREATE TABLE IF NOT EXISTS request_keys (
+    request_key TEXT NOT NULL,  -- mining.heuristic.request_key of a session
+    task_id     TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    PRIMARY KEY (request_key, task_id)
+);
+CREATE INDEX IF NOT EXISTS request_keys_by_task ON request_keys (task_id);
+INSERT OR IGNORE INTO request_keys (request_key, task_id)
+    SELECT id, id FROM tasks WHERE substr(id, 1, 2) = 'h_';
 """
 
 _SCHEMA_1 = """
@@ -133,6 +147,7 @@ _MIGRATIONS: dict[int, str] = {
     2: _SAMPLE_ANSWERS,
     3: "ALTER TABLE outcomes ADD COLUMN answer_key TEXT NOT NULL DEFAULT ''",
     4: _SUPERSEDED,
+    5: _REQUEST_KEYS,
 }
 """Schema version -> the statements that bring the version before it up to it."""
 

@@ -98,7 +98,7 @@ def test_saving_answers_prunes_old_ones_and_each_questions_oldest(archive: TaskA
     assert kept == (2 * KEEP_PER_QUESTION + 1,)
 
 
-@pytest.mark.parametrize("old", [1, 2, 3])
+@pytest.mark.parametrize("old", [1, 2, 3, 4])
 def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_records(
     tmp_path: Path, old: int
 ) -> None:
@@ -106,7 +106,9 @@ def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_recor
     with open_archive(path, now=NOW) as archive:
         archive.record_mined([TaskRecord(id="t1", intent="do t1")], night=1, now=NOW)
     conn = sqlite3.connect(path)  # what the older schema's code left behind
-    conn.execute("DROP TABLE superseded")
+    conn.execute("DROP TABLE request_keys")
+    if old < 4:
+        conn.execute("DROP TABLE superseded")
     if old < 3:
         conn.execute("ALTER TABLE outcomes DROP COLUMN answer_key")
     if old < 2:
@@ -129,11 +131,12 @@ def test_an_archive_of_an_older_schema_is_brought_up_to_date_and_keeps_its_recor
         assert archive.task("t1").pass_streak == 1  # type: ignore[union-attr]
         archive.record_answers(_answers(_q("t1"), 1.0), night=2, run_id="r2", now=NOW)
         assert archive.task_noise("t1", "d1", "k1", task_hash="h-t1").samples == 1
-        assert archive.superseded() == []  # the table the newest step adds is there
+        assert archive.superseded() == []  # the tables the newer steps add are there
+        assert archive.request_key_owners(["t1"]) == {}
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     conn.close()
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 4
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 5
 
 
 def test_a_pass_streak_is_under_the_current_models_and_solved_tasks_revive_on_a_change(

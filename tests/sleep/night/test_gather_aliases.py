@@ -19,6 +19,7 @@ from skillopt_sleep.mining.llm import Completer
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered, gather_night
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
 from skillopt_sleep.tasks.archive_aliases import DUPLICATE
+from skillopt_sleep.tasks.records import ArchivedTask
 from support.fake_model_server import FakeModelServer
 from support.mining_replies import batch_reply
 from support.pools import one_member_pool
@@ -66,10 +67,10 @@ class World:
             session_id=name,
         )
 
-    async def night(self, n: int, *, pool: Completer | None, rehearvest: bool = True) -> Gathered:
+    async def night(self, n: int, *, pool: Completer | None, reharvest: bool = True) -> Gathered:
         now = NOW + timedelta(days=n)
         with open_archive(self.db, now=now) as archive:
-            if rehearvest:  # the same sessions read again by the other miner
+            if reharvest:  # the same sessions read again by the other miner
                 archive.forget_harvested(since=None)
             got = await gather_night(
                 self.cfg, project=self.project, archive=archive, pool=pool,
@@ -84,7 +85,7 @@ class World:
             return {t.id: t.task.intent for t in _active(archive)}
 
 
-def _active(archive: TaskArchive) -> list:  # type: ignore[type-arg]
+def _active(archive: TaskArchive) -> list[ArchivedTask]:
     gone = archive.superseded_ids()
     return [t for t in archive.tasks(include_retired=False) if t.id not in gone]
 

@@ -102,3 +102,18 @@ async def test_the_second_nights_estimate_is_learned_from_the_first(demo: DemoSe
     assert detail["learned_from_nights"] == 1
     calls = detail["calls"]
     assert isinstance(calls, int) and abs(calls - spent) <= 0.3 * spent, (calls, spent)
+
+
+async def test_a_revision_resting_on_a_prior_says_a_span_not_a_figure(demo: DemoSetup) -> None:
+    """The demo's answers disagree on most tasks, and no night this noisy was measured: the
+    noisy prior (another world's night) is the upper end of a span, not a plan (it said
+    'about 1299 calls' for a 286-call night)."""
+    outcome = await run_night(demo.config, project=demo.project, dry_run=True)
+    detail, spent = _estimate(outcome.run_dir)
+    revised = detail["revised"]
+    assert isinstance(revised, dict) and revised["basis"] == "prior"
+    assert outcome.run_dir is not None
+    notes = json.loads((outcome.run_dir / "report.json").read_text())["notes"]
+    line = next(n for n in notes if n.startswith("revised estimate"))
+    assert f"between {detail['calls']} and {revised['calls']}" in line and "prior" in line
+    assert int(str(detail["calls"])) <= spent * 1.3  # the span's lower end was the plan

@@ -24,6 +24,7 @@ from skillopt_sleep.replay import Docs
 from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.stage_rates import (
     LEARNING,
+    NOISE_SCALE,
     QUIET,
     NightRecord,
     night_record,
@@ -163,10 +164,24 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     if not before or abs(after - before) <= 0.3 * before:
         return
     calls = night.spend.calls_by_stage.get("mine", 0) + after
-    detail["revised"] = {"calls": calls, "by_stage": ahead, "noise": noise}
+    measured = _measured_alike(model.nights, noise)
+    detail["revised"] = {
+        "calls": calls,
+        "by_stage": ahead,
+        "noise": noise,
+        "basis": "measured" if measured else "prior",
+    }
+    said_before = f"(was {detail['calls']})"
+    figure = (
+        f"about {calls} model calls in all {said_before}"
+        if measured
+        # a prior's noisy night is one world's: say the span, not a figure to plan with
+        else f"between {detail['calls']} and {calls} model calls in all: no night this noisy "
+        "was measured on this project yet, so the upper figure is a prior"
+    )
     line = (
         f"revised estimate after the first rollouts (answers disagreed on {noise:.0%} of the "
-        f"tasks): about {calls} model calls in all (was {detail['calls']})"
+        f"tasks): {figure}"
     )
     night.notes.append(line)
     night.progress.note(line)
@@ -176,6 +191,15 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
         night.notes.append(warning)
         night.progress.note(warning)
         night.tight_budget = True
+
+
+def _measured_alike(records: list[NightRecord], noise: float) -> bool:
+    """Whether a measured learning night of this project had about tonight's noise."""
+    return any(
+        r.kind == LEARNING and r.tasks and r.noise is not None
+        and abs(r.noise - noise) <= NOISE_SCALE
+        for r in records
+    )  # fmt: skip
 
 
 def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:

@@ -117,3 +117,12 @@ async def test_a_revision_resting_on_a_prior_says_a_span_not_a_figure(demo: Demo
     line = next(n for n in notes if n.startswith("revised estimate"))
     assert f"between {detail['calls']} and {revised['calls']}" in line and "prior" in line
     assert int(str(detail["calls"])) <= spent * 1.3  # the span's lower end was the plan
+
+
+def test_the_estimate_line_lists_stages_in_the_order_a_night_spends() -> None:
+    from skillopt_sleep.spend import SpendEstimate
+
+    said = SpendEstimate(
+        calls=10, tokens=100, by_stage={"union": 1, "zeta": 1, "trial": 2, "mine": 3, "judge": 3}
+    ).describe()
+    assert said.endswith("mine 3, judge 3, trial 2, union 1, zeta 1")

@@ -20,8 +20,6 @@ A night in handoff mode (``[pool] kind = "handoff"`` or ``once --handoff``) call
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from skillopt.backends.handoff import (
 )
 from skillopt.config import HandoffMember, PoolConfig
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.lock import pid_alive
 from skillopt_sleep.state import project_dir
 
 __all__ = [
@@ -111,26 +110,11 @@ def _pending_doc(directory: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _alive(pid: object) -> bool:
-    """Whether process ``pid`` runs (a live night killed outright leaves a stale name)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    if sys.platform == "win32":  # there os.kill(pid, 0) sends CTRL_C_EVENT: trust the name
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def live_night(directory: Path) -> int | None:
     """The process id of a waiting night taking answers in ``directory`` now, if any."""
     live = _pending_doc(directory).get("live")
     pid = live.get("pid") if isinstance(live, dict) else None
-    return pid if isinstance(pid, int) and _alive(pid) else None
+    return pid if isinstance(pid, int) and pid_alive(pid) else None
 
 
 async def serve_next(

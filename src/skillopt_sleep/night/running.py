@@ -202,7 +202,11 @@ class Night:
         ]
 
     def waiting(self) -> int:
-        """Calls that found no answer in handoff mode (0 with a model)."""
+        """Calls that found no answer in handoff mode (0 with a model, without reading the
+        pool's accounting: the gate asks before every sampling wave)."""
+        pool = self.cfg.pool
+        if pool is None or not pool.handoff:
+            return 0
         return pending_failures(self.spend.accounting())
 
     def check_waiting(self, stage: str) -> None:

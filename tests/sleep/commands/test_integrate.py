@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def test_write_registers_with_the_real_agent_cli(
     home = tmp_path / "home"
     project = home / "code" / "proj"  # codex refuses helper links under a temp dir's root
     project.mkdir(parents=True)
+    # Claude Code files a local-scope server under the nearest folder holding `.git`; a user's
+    # project is a repository, and a stray /tmp/.git (which codex's sandbox can leave behind
+    # when killed) must not move the entry.
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PATH", f"{Path(cli).parent}{os.pathsep}{os.environ['PATH']}")
     for var in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "COPILOT_HOME", "XDG_CONFIG_HOME"):

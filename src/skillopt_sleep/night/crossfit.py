@@ -13,7 +13,12 @@ A walk through one step (:func:`learn_target`):
    measured on its held-out tasks and paired per task and sample with the baseline
    (:func:`compare`, adaptive sampling), decided by :func:`skillopt.gate.decide_paired`:
    accepted, rejected (a held-out task regressed, or no significant gain) or *untested*
-   (no held-out task moved: carried to a later night, not rejected as a tie).
+   (no held-out task moved: carried to a later night, not rejected as a tie). An edit
+   that two singles already found significantly worse tonight (for either document) is
+   rejected again without a test (:data:`HARMFUL_EARLIER`): reflections re-propose an
+   over-eager rule round after round, and its test could only reject it again. One such
+   verdict is not enough: under a noisy model a good edit is found worse by chance at the
+   gate's alpha, and it keeps its later chances.
 4. **Union.** The accepted singles together (an edit several folds proposed counts once),
    measured on every learnable task. The union must pass the gate, keep every task its
    singles improved and regress none; when it fails the gate (or, where answers never
@@ -53,7 +58,7 @@ from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.agree import apply_learned
 from skillopt_sleep.night.budget_plan import NOT_TRIED, SinglesBudget, by_value
-from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.night.trials import HARMFUL_EARLIER, Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
@@ -147,6 +152,24 @@ class StepResult:
     rejected: list[EditRecord] = field(default_factory=list)
     untested: list[Candidate] = field(default_factory=list)
     proposed: list[EditRecord] = field(default_factory=list)
+
+
+HARMFUL_TWICE = 2  # significantly-worse verdicts after which a rule is not tested again
+
+
+def harm_key(edit: EditRecord) -> tuple[str, str, str]:
+    """What makes two proposals the same rule for :data:`HARMFUL_EARLIER`, whichever
+    document they target: a rule that made answers worse in the skill does in the memory."""
+    return (edit.op, edit.content.strip(), edit.anchor.strip())
+
+
+def found_harmful(decision: GateDecision | None) -> bool:
+    """A single's decision that rejected its edit as significantly worse on the whole
+    (not a lone regression beside a gain, nor a gain too small to show)."""
+    if decision is None or decision.accepted:
+        return False
+    arithmetic = decision.arithmetic
+    return bool(arithmetic.get("harmful")) and float(arithmetic.get("mean_delta", 0.0)) < 0
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -324,6 +347,8 @@ async def learn_target(
         verdict = trial.verdict
         if verdict == "accepted":
             passed.append((cand, trial, docs))
+        elif trial.note == HARMFUL_EARLIER:
+            step.rejected.append(cand.edit)
         elif verdict == "untested" or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
         elif verdict == "rejected":
@@ -444,6 +469,8 @@ async def _singles(
             trial.note = "the edit did not change the document"
         elif not held:
             trial.note = "no task tonight is held out from this edit's reflection"
+        elif len(night.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+            trial.note = HARMFUL_EARLIER
         elif budget is not None and not budget.affords(len(held)):
             trial.note = NOT_TRIED
         else:
@@ -464,6 +491,9 @@ async def _singles(
     else:  # one after another, best first, while the budget covers them
         out = [await one(i) for i in range(len(candidates))]
     night.trials.extend(t for _, t, _ in out)
+    for cand, trial, _ in out:  # after the step: its own singles ran side by side
+        if found_harmful(trial.decision):
+            night.harmful_edits.setdefault(harm_key(cand.edit), []).append(trial.name)
     night.check_degenerate(name, results, candidate=True)
     accepted = sum(t.verdict == "accepted" for _, t, _ in out)
     night.end(name, singles=len(out), accepted=accepted)

@@ -150,6 +150,9 @@ class Night:
         # the estimate says the budget will cut the night short: spend it by plan
         # (:mod:`.budget_plan`)
         self.tight_budget = False
+        # rules singles found significantly worse tonight (crossfit.harm_key -> the trials):
+        # found so twice and proposed again, they are rejected without a test
+        self.harmful_edits: dict[tuple[str, str, str], list[str]] = {}
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}

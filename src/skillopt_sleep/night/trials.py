@@ -8,7 +8,11 @@ from typing import Any
 
 from skillopt.types import EditRecord, GateAction, GateDecision
 
-__all__ = ["Trial"]
+__all__ = ["HARMFUL_EARLIER", "Trial"]
+
+# the note of a single not run because earlier singles found its rule significantly worse
+# tonight (see :mod:`.crossfit`): a rejection, not an untested edit
+HARMFUL_EARLIER = "rejected without a test: two singles found it significantly worse tonight"
 
 
 @dataclass(kw_only=True)
@@ -31,6 +35,8 @@ class Trial:
     @property
     def verdict(self) -> str:
         if self.decision is None:
+            if self.note == HARMFUL_EARLIER:
+                return "rejected"
             return "unmatched" if not self.applied else "not_run"
         action = self.decision.action
         if action is GateAction.UNTESTED:

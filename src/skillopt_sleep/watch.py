@@ -16,8 +16,8 @@ requests each line was meant to fix, before and after its adoption:
 4. **Per line.** The sessions of its requests before and after the adoption, the
    corrections among them, and their dates. A correction after the adoption is flagged:
    the user's real sessions contradict the line (or the agent does not follow it).
-   Proposing its removal or replacement through the gate is left for later: the flag says
-   so, and how to undo it by hand.
+   The next night proposes its removal through the gate
+   (:mod:`skillopt_sleep.night.watched`); the flag says so, and how to undo it by hand.
 
 Nothing here calls a model; it reads run directories only.
 """
@@ -128,9 +128,10 @@ class WatchedLine:
             return ""
         return (
             f"corrected again since it was adopted ({self.after.describe()}): your sessions "
-            "contradict this line, or the agent does not follow it; remove it from the "
-            "learned block by hand or `skillopt-sleep versions restore` an earlier version "
-            "(a night proposing its removal through the gate is not built yet)"
+            "contradict this line, or the agent does not follow it; the next night tests "
+            "removing it through the gate (staged for you to adopt only if your tasks do "
+            "better without it); to undo it now, remove it from the learned block by hand "
+            "or `skillopt-sleep versions restore` an earlier version"
         )
 
     def describe(self) -> str:

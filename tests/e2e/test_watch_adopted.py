@@ -71,7 +71,7 @@ def test_a_line_corrected_again_after_adoption_is_flagged(
     assert line["after"]["last_correction"][:10] == datetime.now(UTC).date().isoformat()
     assert not any(w["contradicted"] for k, w in watched.items() if k != target["edit_id"])
     text = _cli(capsys, setup, "status")
-    assert f"FLAGGED {target['edit_id']}" in text and "not built yet" in text
+    assert f"FLAGGED {target['edit_id']}" in text and "the next night tests removing it" in text
     report = json.loads((Path(second["run_dir"]) / "report.json").read_text())
     assert [w["edit_id"] for w in report["watched_lines"] if w["contradicted"]] == [
         target["edit_id"]

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,22 @@ def _task(intent: str) -> dict[str, Any]:
 
 
 def world_reply(request: Request) -> str:
+    """The default world's answer to ``request``."""
+    return reply_in(WORLD, request)
+
+
+@dataclass
+class SwitchingWorld:
+    """A world the test can change between nights (the team changed its mind)."""
+
+    world: World = WORLD
+
+    def reply(self, request: Request) -> str:
+        return reply_in(self.world, request)
+
+
+def reply_in(world: World, request: Request) -> str:
+    """What ``world`` answers to ``request`` (mining, an attempt, a judge, a reflection)."""
     text = request.user_text
     if ENTRY.search(text):  # mining: the mock world has no recurring request to find
         return answer(text, lambda entry: [])
@@ -51,11 +68,11 @@ def world_reply(request: Request) -> str:
         skill = _between(text, "\n# Skill\n\n", "\n\n# Project notes\n\n")
         memory = _between(text, "\n\n# Project notes\n\n", "\n\n# Task\n\n")
         intent = text.split("\n\n# Task\n\n", 1)[1].split("\n\n")[0].strip()
-        return WORLD.answer(_task(intent), skill, memory, 0)
+        return world.answer(_task(intent), skill, memory, 0)
     if "# What a good answer does" in text:
         intent = _between(text, "# What the user asked\n\n", "\n\n# What a good answer does")
         response = text.split("# The answer\n\n", 1)[1].split("\n\nReply with one JSON")[0]
-        score, reason = WORLD.judge(_task(intent), response)
+        score, reason = world.judge(_task(intent), response)
         return json.dumps({"score": score, "reason": reason})
     if "# Failed tasks" in text or "# Attempt groups" in text:
         target = re.search(r"You maintain the (\w+) document", text)
@@ -68,7 +85,7 @@ def world_reply(request: Request) -> str:
         intents = re.findall(r"^- asked: (.*)$", text, re.M)
         intents += re.findall(r"^## Task: (.*)$", text, re.M)
         skill, memory = (doc, other) if which == "skill" else (other, doc)
-        edits = WORLD.proposals(
+        edits = world.proposals(
             [_task(i.strip()) for i in intents],
             skill=skill,
             memory=memory,

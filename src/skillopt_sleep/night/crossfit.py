@@ -94,6 +94,7 @@ class Candidate:
     carried_nights: int = 0
     motivated_from: frozenset[str] = frozenset()  # merged proposals: every task their
     # reflections saw (``seen`` is then only what all of them saw); empty: ``seen``
+    why: str = ""  # not a reflection's: why the night proposes it (:mod:`.watched`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -329,7 +330,7 @@ async def learn_target(
         if c.edit.target is target:
             held = tuple(t.id for t in tasks if t.id not in c.seen)
             candidates.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
-                                        carried_nights=c.carried_nights))  # fmt: skip
+                                        carried_nights=c.carried_nights, why=c.why))  # fmt: skip
     candidates = merge_same(candidates, [t.id for t in tasks])
     step.proposed = list(dict.fromkeys(c.edit for c in candidates))
     if not candidates:
@@ -394,6 +395,7 @@ def merge_same(candidates: Sequence[Candidate], order: Sequence[str]) -> list[Ca
                 held_out=tuple(t for t in order if t in held),
                 carried_nights=max(c.carried_nights for c in group),
                 motivated_from=frozenset().union(*(c.motivated_from or c.seen for c in group)),
+                why=next((c.why for c in group if c.why), ""),
             )
         )
     return merged
@@ -453,7 +455,11 @@ async def _singles(
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
         trial = Trial(
-            name=f"{name}.f{cand.fold}" if cand.fold >= 0 else f"{name}.carried",
+            name=f"{name}.f{cand.fold}"
+            if cand.fold >= 0
+            else f"{name}.watched"
+            if cand.why
+            else f"{name}.carried",
             kind="single",
             round=round_no,
             target=target.value,
@@ -463,6 +469,7 @@ async def _singles(
             fold=cand.fold,
             motivated_by=motivated[i],
             seen=sorted(cand.seen),
+            note=cand.why,
         )
         held = [by_id[t] for t in cand.held_out if t in by_id]
         if not app.applied:

@@ -25,9 +25,9 @@ from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.gather_tasks import Gathered
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.running import Night
+from skillopt_sleep.night.watched import watched_report
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.state import NightEntry, ProjectState
-from skillopt_sleep.watch import watch_lines
 
 __all__ = [
     "ChartPoint",
@@ -220,7 +220,7 @@ def build_report(
         estimate=estimate.said if estimate else None,
         estimate_detail=estimate.detail if estimate else None,
         chart=_chart(state, _tonight_point(course, night_no)),
-        watched_lines=[w.to_dict() for w in watch_lines(night.cfg, night.project)] or None,
+        watched_lines=watched_report(night.cfg, night.project, night.trials, course),
         **_edits_report(night, course),
         **_tasks_report(night, course.gathered),
         **(course.fanout.report() if course.fanout else {}),

@@ -242,6 +242,15 @@ def _watched(watched: Sequence[Mapping[str, Any]]) -> list[str]:
     flagged = [w for w in watched if w.get("contradicted")]
     if flagged:
         out += ["", str(flagged[0].get("flag", ""))]
+    tonight = [w for w in flagged if w.get("tonight")]
+    if tonight:
+        out += ["", "Tonight, the removal of each flagged line went through the gate:", ""]
+    for w in tonight:
+        done = w["tonight"]
+        out.append(
+            f"- `{cell(w.get('edit_id', ''))}` **{cell(done.get('removal', ''))}**: "
+            f"{cell(done.get('why', ''), 300)}"
+        )
     return [*out, ""]
 
 

@@ -62,6 +62,7 @@ from skillopt_sleep.night.report import NightReport, build_report, history_entry
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.shared import fold_in, share_memory
+from skillopt_sleep.night.watched import removal_candidates
 from skillopt_sleep.progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
@@ -228,6 +229,7 @@ async def _learn(
         said = course.estimate
         night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
         carried, course.carried_ids = carried_edits(archive)
+        carried = [*removal_candidates(night.cfg, night.project), *carried]
         shared = await share_memory(night, fan, start, rotation=night_no)
         night.replayer.done.update(shared.answers)  # the managed night's first rollouts
         begin = Docs(skill=start.skill, memory=shared.memory)

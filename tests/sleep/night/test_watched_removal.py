@@ -1,0 +1,158 @@
+"""Watching after adoption, acted on: when the user's sessions contradict an adopted line,
+the next night proposes its removal through the gate. Real nights against the world model
+on the loopback fake model server; the world changes between nights as a team's mind does."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillopt.backends.mock import DEFAULT_RULES, World
+from skillopt_sleep.adopt import adopt
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.staging import load_manifest
+from skillopt_sleep.watch import WatchedLine, watch_lines
+from support.fake_model_server import FakeModelServer
+from support.sleep_setup import http_config
+from support.transcripts import Turn, write_claude_session
+from support.world_http import SwitchingWorld
+
+TESTS = next(r for r in DEFAULT_RULES if r.key == "tests")
+# The team changed its mind: the tests line now makes the agent drop everything else.
+TESTS_NOW_HARMFUL = World(
+    rules=tuple(
+        dataclasses.replace(r, harmful=True, triggers=()) if r.key == "tests" else r
+        for r in DEFAULT_RULES
+    )
+)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DemoSetup:
+    monkeypatch.setenv("SKILLOPT_TEST_FAKE_KEY", "test-key-not-secret")
+    return prepare_demo(tmp_path)
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def _intent(run_dir: Path, task_id: str) -> str:
+    rows = (run_dir / "tasks.jsonl").read_text().splitlines()
+    return next(t["intent"] for t in map(json.loads, rows) if t["id"] == task_id)
+
+
+def _ask(setup: DemoSetup, *turns: str, minutes: int) -> None:
+    write_claude_session(
+        setup.claude_home, cwd=setup.project,
+        turns=[Turn(user=t, answer="Done.") for t in turns],
+        start=datetime.now(UTC) + timedelta(minutes=minutes),
+    )  # fmt: skip
+
+
+async def _adopted_night(setup: DemoSetup, cfg: SleepConfig) -> tuple[Path, WatchedLine]:
+    """Night 1 learns the demo's rules and is adopted; the tests line is watched."""
+    first = await run_night(cfg, project=setup.project)
+    assert first.result is NightResult.ACCEPTED
+    adopt(first.run_dir, skill_roots=cfg.adopt_roots(setup.project))
+    line = next(w for w in watch_lines(cfg, setup.project) if w.line == TESTS.text)
+    assert line.requests and not line.contradicted
+    return first.run_dir, line
+
+
+def _correct_against(setup: DemoSetup, run_dir: Path, line: WatchedLine) -> None:
+    """A session after the adoption: the same request, and the user pushes back."""
+    intent = _intent(run_dir, line.requests[0])
+    _ask(setup, intent, "No, that's wrong: stop doing that.", minutes=1)
+
+
+def _watched(run_dir: Path) -> dict[str, Any]:
+    rows = _report(run_dir)["watched_lines"]
+    return next(w for w in rows if w["line"] == TESTS.text)
+
+
+def _removal_trials(run_dir: Path) -> list[dict[str, Any]]:
+    trials = json.loads((run_dir / "trials.json").read_text())
+    trials = trials["trials"] if isinstance(trials, dict) else trials
+    return [t for t in trials if t["name"].endswith(".watched")]
+
+
+def _skill(setup: DemoSetup, cfg: SleepConfig) -> str:
+    return cfg.live_skill_path(setup.project).read_text()
+
+
+@pytest.mark.slow
+async def test_a_contradicted_line_whose_removal_helps_is_staged_for_removal(
+    setup: DemoSetup,
+) -> None:
+    world = SwitchingWorld()
+    with FakeModelServer(reply_fn=world.reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        first, line = await _adopted_night(setup, cfg)
+        _correct_against(setup, first, line)
+        world.world = TESTS_NOW_HARMFUL
+        second = await run_night(cfg, project=setup.project)
+    assert second.result is NightResult.ACCEPTED
+    flagged = next(w for w in watch_lines(cfg, setup.project) if w.line == TESTS.text)
+    assert flagged.contradicted and "the next night tests removing it" in flagged.flag()
+    trial = _removal_trials(second.run_dir)[0]
+    assert trial["verdict"] == "accepted" and trial["edits"][0]["op"] == "delete"
+    assert (
+        "contradicted by your sessions" in trial["note"] and "1 with a correction" in trial["note"]
+    )
+    watched = _watched(second.run_dir)
+    assert watched["contradicted"] and watched["tonight"]["removal"] == "removed"
+    entry = next(e for e in load_manifest(second.run_dir).entries if e.kind.value == "skill")
+    staged = (second.run_dir / entry.proposed_file).read_text()
+    assert TESTS.text not in staged
+    assert TESTS.text in _skill(setup, cfg)  # staged for the user, never applied by the night
+    markdown = (second.run_dir / "report.md").read_text()
+    assert f"`{line.edit_id}` **removed**" in markdown
+
+
+@pytest.mark.slow
+async def test_a_contradicted_line_the_tasks_still_need_is_kept(setup: DemoSetup) -> None:
+    with FakeModelServer(reply_fn=SwitchingWorld().reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        first, line = await _adopted_night(setup, cfg)
+        _correct_against(setup, first, line)
+        _ask(setup, "Give me a one-liner on what the scheduler does", minutes=2)
+        second = await run_night(cfg, project=setup.project)
+    trial = _removal_trials(second.run_dir)[0]
+    assert trial["verdict"] == "rejected"
+    watched = _watched(second.run_dir)
+    assert watched["tonight"]["removal"] == "kept"
+    assert "rejected its removal" in watched["tonight"]["why"]
+    assert TESTS.text in _skill(setup, cfg)
+    manifest = second.run_dir / "proposal"
+    if manifest.exists():
+        entries = [e for e in load_manifest(second.run_dir).entries if e.kind.value == "skill"]
+        assert all(TESTS.text in (second.run_dir / e.proposed_file).read_text() for e in entries)
+
+
+@pytest.mark.slow
+async def test_no_flagged_line_adds_no_trial_and_no_call(setup: DemoSetup) -> None:
+    """The same changed world without the pushback: nothing is flagged, no removal is
+    tried, and the night's calls are its rollouts and reflections alone."""
+    world = SwitchingWorld()
+    with FakeModelServer(reply_fn=world.reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        await _adopted_night(setup, cfg)
+        world.world = TESTS_NOW_HARMFUL
+        before = len(server.requests)
+        second = await run_night(cfg, project=setup.project)
+        calls = len(server.requests) - before
+    assert not _removal_trials(second.run_dir)
+    assert "tonight" not in _watched(second.run_dir)
+    assert second.result is NightResult.NO_EDITS
+    stages = json.loads((second.run_dir / "run.json").read_text())["stages"]
+    paid = {s["name"]: s["model_calls"] for s in stages if s["model_calls"]}
+    assert set(paid) == {"recheck", "rollouts", "round1.reflect_skill", "round1.reflect_memory"}
+    assert calls == sum(paid.values()) == _report(second.run_dir)["spend"]["calls"]

@@ -32,8 +32,8 @@ from skillopt.types import EditTarget
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.harvest import SessionDigest, SourceKind, SourceSpec, harvest
+from skillopt_sleep.mining.joint import read_reply
 from skillopt_sleep.mining.llm import MAX_TASKS_PER_SESSION, MiningTally, tasks_from_reply
-from skillopt_sleep.mining.llm import parse_reply as parse_mined
 from skillopt_sleep.mining.tasks_file import load_tasks_file
 from skillopt_sleep.reflect import parse_edits
 from skillopt_sleep.replay import parse_judge_reply
@@ -431,8 +431,13 @@ def _reflect(text: str) -> Any:
 
 
 def _mine(text: str) -> Any:
+    answers, _ = read_reply(text, ["S1"])  # an entry left unanswered is asked again, once
     tally = MiningTally()
-    tasks = tasks_from_reply(parse_mined(text), _digest(), project="/tmp/proj", tally=tally)
+    tasks = [
+        task
+        for reply in answers.values()
+        for task in tasks_from_reply(reply, _digest(), project="/tmp/proj", tally=tally)
+    ]
     assert len(tasks) <= MAX_TASKS_PER_SESSION and all(len(t.intent) <= 800 for t in tasks)
     return tasks
 

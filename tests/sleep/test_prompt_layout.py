@@ -8,7 +8,9 @@ from pathlib import Path
 
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest.digest import SessionDigest, SourceKind
-from skillopt_sleep.mining.llm import build_prompt
+from skillopt_sleep.mining.groups import RequestGroup
+from skillopt_sleep.mining.joint import mine_joint
+from skillopt_sleep.mining.llm import MiningTally
 from skillopt_sleep.replay import Docs, Job, Replayer
 from support.trainer_fakes import ScriptedBackend
 
@@ -32,8 +34,12 @@ def _digest(n: int) -> SessionDigest:
     )
 
 
-def test_mining_prompts_share_their_instructions_as_a_prefix() -> None:
-    first, second = (build_prompt(_digest(n), project="shop") for n in (1, 2))
+async def test_mining_prompts_share_their_instructions_as_a_prefix() -> None:
+    backend = ScriptedBackend(reply=lambda r: '{"tasks": []}')  # a lone entry's shape
+    for n in (1, 2):
+        group = RequestGroup((_digest(n),))
+        await mine_joint(backend, [group], project="shop", tally=MiningTally())
+    first, second = (r.prompt for r in backend.requests)
     shared = _common_prefix(first, second)
     assert "# How to answer" in shared and "Allowed ops:" in shared
     assert "the settings loader" not in shared

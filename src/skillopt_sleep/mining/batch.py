@@ -242,6 +242,8 @@ async def mine_llm_cached(
         "reasked": spent.reasked,
         "dropped_uncheckable": spent.tally.dropped_uncheckable,
         "dropped_checks": spent.tally.dropped_checks,
+        "dropped_short": spent.tally.dropped_short,
+        "dropped_extra": spent.tally.dropped_extra,
         "fallbacks": fallbacks[:_MAX_LISTED],
     }
     if chosen and not llm_tasks:

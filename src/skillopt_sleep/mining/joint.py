@@ -1,8 +1,9 @@
 """One mining call for several requests: the shared prompt, its reply read entry by entry.
 
 1. :func:`entry_text` renders a :class:`RequestGroup` as one labelled entry (``# Session
-   S3``): the newest session's messages, then the ones the group's other sessions added;
-   the newest last answer; the reactions and tools of all of them. Redacted.
+   S3``): the newest session's messages (its opening in a wording with no secret pasted
+   in, when a session of the group has one), then the ones the group's other sessions
+   added; the newest last answer; the reactions and tools of all of them. Redacted.
 2. :func:`mine_joint` sends the ``mine_batch`` prompt (instructions first, entries last)
    for a run of groups and reads the reply per entry (:func:`read_reply`): an entry that is
    missing or does not validate does not cost the others theirs. Only those are asked
@@ -27,6 +28,7 @@ from skillopt.judges import KNOWN_OPS
 from skillopt.prompts import render_prompt
 from skillopt.redact import redact_text, sanitize
 from skillopt.replies import json_values
+from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.harvest.common import clip
 from skillopt_sleep.mining.groups import RequestGroup
@@ -37,13 +39,13 @@ from skillopt_sleep.mining.llm import (
     PROMPT_INTENTS,
     MineReply,
     MiningTally,
-    SessionMined,
     tasks_from_reply,
 )
 
 __all__ = [
     "REPLY_TOKENS_PER_ENTRY",
     "JointMined",
+    "SessionMined",
     "call_overhead",
     "entry_cost",
     "entry_text",
@@ -59,15 +61,28 @@ MIN_OUTPUT_TOKENS = 1200
 GROUP_INTENTS = 10
 _CALL_FAILED = "call failed"
 _PROBLEM_CHARS = 300
+_REDACTION = "[REDACTED:"  # what stands for a secret, in a digest or once redacted
 
 
 def _tokens(text: str) -> int:
     return Usage.estimate(text, "").prompt_tokens
 
 
+def _clean_opening(group: RequestGroup) -> str | None:
+    """The group's request in a wording one of its sessions opened with that holds no
+    secret: a model copies the request it is shown, and a task should replay the request,
+    not a redaction marker."""
+    openings = (d.user_intents[i] for d in group.sessions if (i := opening_index(d)) is not None)
+    return next((text for text in openings if _REDACTION not in redact_text(text)), None)
+
+
 def _asked(group: RequestGroup) -> list[str]:
-    """The newest session's messages, then what the others said after their opening."""
+    """The newest session's messages (its opening in a wording without a secret when the
+    group has one), then what the others said after their opening."""
     asked = list(group.newest.user_intents[:PROMPT_INTENTS])
+    lead, clean = opening_index(group.newest), _clean_opening(group)
+    if lead is not None and lead < len(asked) and clean is not None:
+        asked[lead] = clean
     seen = {normalise_intent(t) for t in asked}
     for other in group.sessions[1:]:
         later = other.user_intents[(opening_index(other) or 0) + 1 :]
@@ -177,6 +192,17 @@ def read_reply(text: str, labels: Sequence[str]) -> tuple[dict[str, MineReply], 
     if not values:
         return answers, "no JSON in the reply"
     return answers, f"no answer for {', '.join(missing)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionMined:
+    """What one session got from a shared call (what the mining cache keeps of it).
+    ``fallback_cause`` is set when the session fell back to its heuristic task."""
+
+    tasks: tuple[TaskRecord, ...]
+    calls: int
+    fallback_cause: str = ""
+    call_failed: bool = False  # the model could not be reached: worth trying again later
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

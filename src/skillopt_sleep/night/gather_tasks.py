@@ -52,17 +52,13 @@ from skillopt_sleep.tasks.records import ArchivePolicy, HarvestWindow
 
 if TYPE_CHECKING:  # the miners load only when a night mines (a tasks file needs none)
     from skillopt_sleep.mining.batch import MinedBatch
-    from skillopt_sleep.mining.heuristic import MineResult
 
 __all__ = [
     "Gathered",
     "ProjectPreview",
     "collect",
     "commit_gathered",
-    "finish",
     "from_tasks_file",
-    "gather",
-    "gather_async",
     "gather_night",
     "preview_all_projects",
     "session_limit",
@@ -215,23 +211,6 @@ def split(cfg: SleepConfig, tasks: list[TaskRecord]) -> list[TaskRecord]:
     )
 
 
-def gather(
-    cfg: SleepConfig,
-    *,
-    project: Path,
-    since: datetime | None,
-    tasks_file: Path | None = None,
-) -> Gathered:
-    """Harvest and mine with the heuristic miner (no model calls), or load a tasks file."""
-    if tasks_file is not None:
-        return from_tasks_file(cfg, project=project, tasks_file=tasks_file)
-    from skillopt_sleep.mining.heuristic import heuristic_mine
-
-    harvested = collect(cfg, project=project, since=since)
-    mined = heuristic_mine(harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks)
-    return finish(cfg, harvested, mined)
-
-
 def from_tasks_file(cfg: SleepConfig, *, project: Path, tasks_file: Path) -> Gathered:
     loaded = load_tasks_file(tasks_file)
     tasks = [replace(t, project=t.project or str(project)) for t in loaded.tasks]
@@ -270,47 +249,10 @@ def collect(
     )
 
 
-def finish(cfg: SleepConfig, harvested: HarvestResult, mined: MineResult) -> Gathered:
-    return Gathered(
-        tasks=tuple(split(cfg, list(mined.tasks))),
-        n_sessions=len(harvested.digests),
-        source="transcripts",
-        diagnostics={
-            "harvest": harvested.diagnostics.to_dict(),
-            "mine": {"miner": mined.miner, **mined.diagnostics},
-        },
-    )
-
-
 def uses_llm_miner(cfg: SleepConfig) -> bool:
     """Whether a night mines with the LLM miner (the mock backend cannot mine)."""
     pool = cfg.pool
     return cfg.night.llm_mine and not (pool is None or all(m.kind == "mock" for m in pool.members))
-
-
-async def gather_async(
-    cfg: SleepConfig,
-    *,
-    project: Path,
-    since: datetime | None,
-    pool: Completer,
-    use_llm: bool,
-    tasks_file: Path | None = None,
-) -> Gathered:
-    """The night's version: disk work in a thread, then the LLM miner when enabled."""
-    if tasks_file is not None or not use_llm:
-        return await anyio.to_thread.run_sync(
-            functools.partial(gather, cfg, project=project, since=since, tasks_file=tasks_file)
-        )
-    from skillopt_sleep.mining.llm import llm_mine
-
-    harvested = await anyio.to_thread.run_sync(
-        functools.partial(collect, cfg, project=project, since=since)
-    )
-    mined = await llm_mine(
-        pool, harvested.digests, project=str(project), max_tasks=cfg.night.max_tasks
-    )
-    return finish(cfg, harvested, mined)
 
 
 # --------------------------------------------------------------------------- compounding

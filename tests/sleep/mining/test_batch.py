@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from skillopt.backends.base import Completer
 from skillopt.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.mining.batch import mine_llm_cached
-from skillopt_sleep.mining.llm import Completer
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night
 from skillopt_sleep.tasks.archive import open_archive
 from support.fake_model_server import FakeModelServer, Request

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from skillopt.backends.base import Completer
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.mining.llm import Completer
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered, gather_night
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
 from skillopt_sleep.tasks.archive_aliases import DUPLICATE

@@ -11,10 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from skillopt.backends.base import Completion, CompletionRequest
+from skillopt.backends.base import Completer, Completion, CompletionRequest
 from skillopt.backends.pool import BackendPool
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.mining.llm import Completer
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered, gather_night
 from skillopt_sleep.tasks.archive import open_archive
 from support.fake_model_server import FakeModelServer, Reply

@@ -23,7 +23,9 @@ A new archive is the first schema with every step applied, so both paths give on
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,6 +200,7 @@ def connect(path: Path) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CorruptStateError(str(path), f"cannot create its directory: {exc}") from exc
+    _remove_stale_builds(path)
     if not path.exists():
         _create(path)
     _refuse_foreign_file(path)
@@ -220,8 +223,9 @@ def _open(path: Path) -> sqlite3.Connection:
 
 def _create(path: Path) -> None:
     """A new archive, built aside and linked into place: SQLite creates an empty file first,
-    which a kill would leave behind for the next run to refuse. The link never replaces an
-    archive another process created meanwhile (``status`` beside a first night)."""
+    which a kill would leave behind for the next run to refuse (a kill leaves the aside
+    file instead: the next open removes it, :func:`_remove_stale_builds`). The link never
+    replaces an archive another process created meanwhile (``status`` beside a first night)."""
     aside = path.with_name(f"{path.name}.new-{os.getpid()}")
     companions = [aside.with_name(aside.name + suffix) for suffix in ("", "-wal", "-shm")]
     for leftover in companions:
@@ -233,6 +237,20 @@ def _create(path: Path) -> None:
         pass  # another process made it first: that one is the archive
     finally:
         for leftover in companions:
+            leftover.unlink(missing_ok=True)
+
+
+def _remove_stale_builds(path: Path) -> None:
+    """Remove what a process killed while building a new archive left beside it
+    (``<name>.new-<pid>`` and its journal files), once that process is dead."""
+    from skillopt_sleep.lock import pid_alive
+
+    built = re.compile(rf"{re.escape(path.name)}\.new-(\d+)(?:-wal|-shm|-journal)?")
+    for leftover in path.parent.glob(f"{glob.escape(path.name)}.new-*"):
+        match = built.fullmatch(leftover.name)
+        if match is None or int(match[1]) == os.getpid() or pid_alive(int(match[1])):
+            continue
+        with contextlib.suppress(OSError):  # a file we cannot remove is only litter
             leftover.unlink(missing_ok=True)
 
 

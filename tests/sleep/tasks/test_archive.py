@@ -4,6 +4,8 @@ carried edits, mining cache, WAL, corrupt files, and the one-time state.json mig
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -208,6 +210,45 @@ def test_wal_and_one_transaction_per_step(tmp_path: Path) -> None:
             raise RuntimeError("killed mid-step")
         assert [r[0] for r in other.execute("SELECT id FROM tasks")] == ["a"]
         other.close()
+
+
+_KILLED_BUILDER = """
+import os, sqlite3, sys
+aside = os.path.join(sys.argv[1], f"tasks.sqlite.new-{os.getpid()}")
+conn = sqlite3.connect(aside, isolation_level=None)
+conn.execute("PRAGMA journal_mode = WAL")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("CREATE TABLE tasks (id TEXT)")
+print("building", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_new_archive_left_half_built_by_a_killed_process_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.sqlite"
+    builder = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_BUILDER, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert builder.stdout is not None and builder.stdout.readline() == "building\n"
+    builder.kill()  # the first night dies while its archive is built aside
+    builder.wait()
+    left = sorted(tmp_path.glob(f"tasks.sqlite.new-{builder.pid}*"))
+    assert left and not path.exists()
+    alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        building = tmp_path / f"tasks.sqlite.new-{alive.pid}"  # a live process's build
+        building.write_bytes(b"")
+        with open_archive(path, now=NOW) as archive:
+            archive.record_mined([_task("a", "alpha task")], night=1, now=NOW)
+        assert not any(p.exists() for p in left)
+        assert building.exists()  # not ours to remove while its process runs
+    finally:
+        alive.communicate()
+    with open_archive(path, now=NOW) as archive:
+        assert [t.id for t in archive.tasks()] == ["a"]
+    assert not building.exists()  # its process has ended since
 
 
 @pytest.mark.parametrize(

@@ -30,3 +30,4 @@ class Decision:
     start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
     # the budget ran out mid-rounds: what it cut short (the kept edits went to the final check)
     budget_stop: str = ""
+    restore: bool = False  # ``docs`` are a replaced version, staged whole (:mod:`.restore`)

@@ -49,7 +49,7 @@ def conclude(night: Night, course: Course, live: Live, night_no: int) -> Staged 
         night.end("stage", status="failed")
         return Staged(failure=str(exc))
     night.end("stage")
-    adopted = auto_adopt(night) if night.cfg.auto_adopt else []
+    adopted = auto_adopt(night) if night.cfg.auto_adopt and not decision.restore else []
     return Staged(proposal_dir=proposal_dir, adopted=tuple(adopted))
 
 
@@ -66,8 +66,11 @@ def stage_proposal(
             )
     store = SkillStore(project_dir(night.cfg.state_path(), night.project))
     proposals = []
-    skill = staged_text(live.skill, decision.docs.skill)
-    memory = staged_text(live.memory, decision.docs.memory)
+    if decision.restore:  # a replaced version, whole, as `versions restore` writes it
+        skill, memory = decision.docs.skill, decision.docs.memory
+    else:
+        skill = staged_text(live.skill, decision.docs.skill)
+        memory = staged_text(live.memory, decision.docs.memory)
     if skill != live.skill or live.skill_seeded:
         name = live.skill_path.parent.name or "skill"
         text = scaffold_skill(skill, name=name, project=night.project)

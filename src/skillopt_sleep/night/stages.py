@@ -59,6 +59,7 @@ from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
 from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_up_staged
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
+from skillopt_sleep.night.restore import propose_restore
 from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.shared import fold_in, share_memory
@@ -228,6 +229,11 @@ async def _learn(
             return
         said = course.estimate
         night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
+        restored = None if fan.learning() else await propose_restore(night, learn, live)
+        if restored is not None:  # the adopted version does worse: its restore is staged
+            course.decision, course.result = restored, NightResult.ACCEPTED
+            course.test = await _score_test(night, test, restored, start)
+            return
         carried, course.carried_ids = carried_edits(archive)
         carried = [*removal_candidates(night.cfg, night.project), *carried]
         shared = await share_memory(night, fan, start, rotation=night_no)

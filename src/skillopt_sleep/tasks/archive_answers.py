@@ -96,6 +96,16 @@ class AnswersSide(ArchiveBase):
         )
         return self.noise([question]).get(question, NoiseEstimate())
 
+    def sample_scores(self, question: Question) -> dict[int, float]:
+        """The recorded score of each sample id of ``question`` (the newest when a sample
+        id was recorded by more than one run)."""
+        rows = self._rows(
+            "SELECT sample_id, score FROM sample_answers WHERE task_id = ? AND task_hash = ?"
+            " AND docs_hash = ? AND answer_key = ? ORDER BY night, recorded_at",
+            (question.task_id, question.task_hash, question.docs_hash, question.answer_key),
+        )
+        return {int(r["sample_id"]): float(r["score"]) for r in rows}
+
     def noise(self, questions: Collection[Question]) -> dict[Question, NoiseEstimate]:
         """:meth:`task_noise` for many questions at once (those with no sample are left out)."""
         out: dict[Question, NoiseEstimate] = {}

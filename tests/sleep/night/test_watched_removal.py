@@ -156,3 +156,38 @@ async def test_no_flagged_line_adds_no_trial_and_no_call(setup: DemoSetup) -> No
     paid = {s["name"]: s["model_calls"] for s in stages if s["model_calls"]}
     assert set(paid) == {"recheck", "rollouts", "round1.reflect_skill", "round1.reflect_memory"}
     assert calls == sum(paid.values()) == _report(second.run_dir)["spend"]["calls"]
+
+
+@pytest.mark.slow
+async def test_an_adopted_version_worse_than_the_one_it_replaced_gets_its_restore_staged(
+    setup: DemoSetup,
+) -> None:
+    """An ungated night's proposal (the over-eager rule rides along) is adopted; once the
+    archive holds samples of it, the next night finds it passes fewer of the same tasks
+    than the replaced version did, gates the restore on the archive's samples and stages it."""
+    terse = next(r for r in DEFAULT_RULES if r.harmful)
+    with FakeModelServer(reply_fn=SwitchingWorld().reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        ungated = cfg.model_copy(update={"gate": cfg.gate.model_copy(update={"mode": "off"})})
+        before = _skill(setup, cfg)
+        first = await run_night(ungated, project=setup.project)
+        adopt(first.run_dir, skill_roots=cfg.adopt_roots(setup.project))
+        assert terse.text in _skill(setup, cfg)
+        second = await run_night(cfg, project=setup.project)  # measures the adopted version
+        third = await run_night(cfg, project=setup.project)
+    assert not [t for t in _trials(second.run_dir) if t["kind"] == "restore"]
+    restore = next(t for t in _trials(third.run_dir) if t["kind"] == "restore")
+    assert restore["verdict"] == "accepted" and "passed fewer" in restore["note"]
+    assert third.result is NightResult.ACCEPTED
+    entry = next(e for e in load_manifest(third.run_dir).entries if e.kind.value == "skill")
+    assert (third.run_dir / entry.proposed_file).read_text() == before
+    assert terse.text in _skill(setup, cfg)  # staged, never applied by the night
+    stages = json.loads((third.run_dir / "run.json").read_text())["stages"]
+    paid = next(s for s in stages if s["name"] == "restore")
+    # the archive's samples of both versions are read, not asked again; few more are drawn
+    assert paid["recorded"] > 4 * paid["drawn"] and paid["model_calls"] <= 2 * paid["drawn"]
+
+
+def _trials(run_dir: Path) -> list[dict[str, Any]]:
+    trials = json.loads((run_dir / "trials.json").read_text())
+    return trials["trials"] if isinstance(trials, dict) else trials

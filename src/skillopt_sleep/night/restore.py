@@ -1,0 +1,178 @@
+"""An adopted version that does worse than the one it replaced: the night proposes the restore.
+
+1. **The replaced version** (:func:`replaced_documents`). The newest adoption of a night's
+   managed skill or memory (whole, or an ``adopt --edit`` subset) whose files the live
+   documents still hold byte for byte; the documents before it are the adoption's backups
+   (a document it did not change is the live one). An adoption that created a file has
+   nothing to restore.
+2. **Screen** (no call). The archive's judged samples of tonight's learnable tasks under
+   both versions and tonight's models (:mod:`.quiet`): on the tasks with samples under
+   both, the live version must pass fewer of them than the replaced one did, or nothing
+   happens (and nothing is spent).
+3. **Gate.** The replaced documents against the live ones on those tasks, paired per task
+   and sample and sampled adaptively like any comparison (:func:`skillopt.gate.
+   compare_adaptive`, decided by :func:`skillopt.gate.decide_paired`); a sample the archive
+   holds under the same documents and models is read from it, never asked again, and only
+   the missing ones are drawn.
+4. **Stage.** When the gate accepts, the night's decision is the restore: its documents
+   are staged whole, as ``versions restore`` would write them, for the user to adopt
+   (never auto-adopted), and the night learns nothing on top of a version it proposes to
+   replace. When it rejects, the night goes on as any other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillopt.errors import SkillOptError
+from skillopt.gate import compare_adaptive, decide_paired
+from skillopt.types import RolloutResult, TaskRecord
+from skillopt_sleep.adopt import subset_dirs
+from skillopt_sleep.adopt_journal import receipts
+from skillopt_sleep.night.crossfit import clear_pass
+from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.outcome import Live
+from skillopt_sleep.night.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet import noise_estimates
+from skillopt_sleep.night.running import Night
+from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.replay import Docs, Job
+from skillopt_sleep.rundir import RunDir
+from skillopt_sleep.staging import load_manifest
+from skillopt_sleep.state import runs_dir
+from skillopt_sleep.tasks.records import Question
+
+__all__ = ["Replaced", "propose_restore", "replaced_documents"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replaced:
+    """The documents an adoption replaced, and which night's adoption it was."""
+
+    docs: Docs
+    run: Path
+    adopted_at: str
+
+
+def _adoption_receipts(run: Path) -> list[list[dict[str, object]]]:
+    """Each adoption of the run's managed documents (not its per-skill proposals)."""
+    try:
+        fanout = {e.name for e in load_manifest(run).entries if e.fanout}
+    except SkillOptError:
+        fanout = set()
+    found = [[r for r in receipts(run) if r.get("name") not in fanout]]
+    found += [receipts(folder) for folder in subset_dirs(run)]
+    return [group for group in found if group]
+
+
+def replaced_documents(night: Night, live: Live) -> Replaced | None:
+    """The documents the newest adoption the live files still hold replaced (step 1)."""
+    paths = {str(live.skill_path): "skill", str(live.memory_path): "memory"}
+    shas = {"skill": live.skill_sha, "memory": live.memory_sha}
+    newest: tuple[str, Path, list[dict[str, object]]] | None = None
+    for run in RunDir.list_runs(runs_dir(night.cfg.state_path(), night.project)):
+        if run == night.run.path:
+            continue
+        for group in _adoption_receipts(run):
+            mine = [r for r in group if str(r.get("live_path")) in paths]
+            at = max((str(r.get("adopted_at") or "") for r in mine), default="")
+            if mine and (newest is None or at > newest[0]):
+                newest = (at, run, mine)
+    if newest is None:
+        return None
+    at, run, group = newest
+    texts = {"skill": live.skill, "memory": live.memory}
+    for r in group:
+        which = paths[str(r["live_path"])]
+        backup = str(r.get("backup_path") or "")
+        if r.get("sha256_after") != shas[which] or not backup:
+            return None  # the live file moved on, or the adoption created it
+        try:
+            texts[which] = Path(backup).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    docs = Docs(skill=texts["skill"], memory=texts["memory"])
+    return Replaced(docs=docs, run=run, adopted_at=at)
+
+
+def _screen(night: Night, tasks: Sequence[TaskRecord], live: Docs, old: Docs) -> list[str]:
+    """The tasks both versions have samples of, when the live one passed fewer (step 2)."""
+    now, then = noise_estimates(night, tasks, live), noise_estimates(night, tasks, old)
+    both = [t.id for t in tasks if now[t.id].samples and then[t.id].samples]
+    if not both:
+        return []
+    rate_now = sum(now[t].passes / now[t].samples for t in both)
+    rate_then = sum(then[t].passes / then[t].samples for t in both)
+    return both if rate_now < rate_then else []
+
+
+def _recorded(night: Night, task: TaskRecord, docs: Docs) -> Mapping[int, float]:
+    if night.archive is None:
+        return {}
+    question = Question(task_id=task.id, task_hash=task_hash(task), docs_hash=docs.key,
+                        answer_key=answer_key(night.cfg))  # fmt: skip
+    return night.archive.sample_scores(question)
+
+
+async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live) -> Decision | None:
+    """The restore as the night's decision when the gate accepts it (see the module
+    docstring); ``None`` (and no call) when there is nothing to restore or the screen
+    finds the live version no worse."""
+    if not answer_key(night.cfg) or night.archive is None:
+        return None
+    replaced = replaced_documents(night, live)
+    start = Docs(skill=live.skill, memory=live.memory)
+    if replaced is None or replaced.docs == start:
+        return None
+    ids = _screen(night, tasks, start, replaced.docs)
+    if not ids:
+        return None
+    night.begin("restore")
+    by_id = {t.id: t for t in tasks}
+    drawn: list[RolloutResult] = []
+    served = [0]  # samples read from the archive instead of asked again
+
+    async def arm(
+        i: int, which: Sequence[str], samples: range
+    ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+        docs = replaced.docs if i else start
+        known = {t: _recorded(night, by_id[t], docs) for t in which}
+        jobs = [Job(task=by_id[t], docs=docs, sample_id=k, phase="restore", fresh=True)
+                for t in which for k in samples if k not in known[t]]  # fmt: skip
+        results = await night.replayer.run(jobs)
+        drawn.extend(results)
+        got = {(r.task_id, r.sample_id): night.score(r) for r in results}
+        served[0] += sum(k in known[t] for t in which for k in samples)
+        out = {t: [known[t].get(k, got.get((t, k), math.nan)) for k in samples] for t in which}
+        return out, results
+
+    paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night))
+    decision = decide_paired(paired.base, paired.cand, config=night.gate, task_ids=ids,
+                             confirm_from=paired.confirm_from)  # fmt: skip
+    night.check_degenerate("restore", drawn, candidate=True)
+    why = (
+        f"the version adopted {replaced.adopted_at[:10]} (night run {replaced.run.name}) "
+        f"passed fewer of {len(ids)} task(s) than the version it replaced, by the archive's "
+        "samples: the replaced version against the live one, paired"
+    )
+    night.trials.append(
+        Trial(name="restore", kind="restore", round=0, target="both", edits=[], applied=[],
+              unmatched=[], decision=decision, note=why)
+    )  # fmt: skip
+    night.end("restore", accepted=decision.accepted, drawn=len(drawn), recorded=served[0])
+    night.check_budget("restore")
+    if not decision.accepted:
+        return None
+    night.notes.append(
+        f"{why}: the gate accepted the restore; it is staged for you to adopt (never "
+        "auto-adopted), and tonight learned nothing on top of the version it would replace"
+    )
+    return Decision(
+        accepted=True, action=decision.action.value, baseline=decision.baseline,
+        candidate=decision.candidate, final=decision, docs=replaced.docs, applied=[],
+        rejected=[], restore=True,
+        start_scores={t: sum(v) / len(v) for t, v in paired.base.items() if v},
+    )  # fmt: skip

@@ -2,9 +2,10 @@
 
 The child starts as the root of its own tree (:mod:`.proctree`: a session of its own
 on POSIX, a new process group on Windows) so that a timeout, a cancellation, an output
-overflow or an early failure seen on stdout kills the *whole* tree (node wrappers, native
-binaries, anything they spawned), never just the top process. On POSIX the group is also
-swept after a normal exit so no straggler keeps the pipes open.
+overflow or an early failure seen on stdout stops the *whole* tree (node wrappers, native
+binaries, anything they spawned), never just the top process: asked to stop, then killed
+after a short grace. On POSIX the group is also swept after a normal exit so no
+straggler keeps the pipes open.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from skillopt.backends.proctree import kill_tree, spawn_options
+from skillopt.backends.proctree import STOP_GRACE_S, kill_tree, spawn_options, terminate_tree
 from skillopt.errors import (
     BackendError,
     BackendRequestError,
@@ -77,6 +78,16 @@ class _Capture:
 
 def _kill_tree(proc: anyio.abc.Process) -> None:
     kill_tree(proc.pid, exited=proc.returncode is not None)
+
+
+async def _stop_tree(proc: anyio.abc.Process) -> None:
+    """Stop a tree still at work: asked first, killed after :data:`STOP_GRACE_S` (see
+    :mod:`.proctree`: a killed agent CLI leaves its sandbox's litter behind)."""
+    if terminate_tree(proc.pid):
+        with anyio.move_on_after(STOP_GRACE_S):
+            await proc.wait()
+    _kill_tree(proc)
+    await proc.wait()
 
 
 def tail(text: str, limit: int = _TAIL) -> str:
@@ -155,11 +166,9 @@ async def _communicate(
                 _kill_tree(proc)  # stragglers would hold the pipes open
         return deadline.cancelled_caught
     finally:
-        if proc.returncode is None:
-            _kill_tree(proc)
         with anyio.CancelScope(shield=True):
             if proc.returncode is None:
-                await proc.wait()
+                await _stop_tree(proc)
             _kill_tree(proc)
             await proc.aclose()
 

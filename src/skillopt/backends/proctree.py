@@ -2,7 +2,11 @@
 
 1. POSIX: the child gets a session of its own (``start_new_session``), so it leads a new
    process group; the group (node wrappers, native binaries, whatever they spawned) is
-   killed with ``SIGKILL``, even after its leader exited.
+   killed with ``SIGKILL``, even after its leader exited. A tree stopped while it works
+   is first asked to stop (:func:`terminate_tree`, ``SIGTERM``) and killed only after a
+   short grace: an agent CLI cleans up on ``SIGTERM`` (codex's sandbox removes the
+   ``.git``/``.codex``/``.agents`` mount targets it made in ``/tmp``; killed, it leaves
+   them, and Claude Code then takes ``/tmp`` for a project root).
 2. Windows has no process groups of that kind: the child starts with
    ``CREATE_NEW_PROCESS_GROUP`` (a Ctrl+C meant for us does not reach it), and the tree is
    killed with ``taskkill /PID <pid> /T /F`` (the process and every descendant, forcibly).
@@ -25,14 +29,17 @@ from typing import Any
 
 __all__ = [
     "CREATE_NEW_PROCESS_GROUP",
+    "STOP_GRACE_S",
     "TASKKILL_TIMEOUT_S",
     "is_windows",
     "kill_tree",
     "spawn_options",
+    "terminate_tree",
 ]
 
 CREATE_NEW_PROCESS_GROUP = 0x00000200  # subprocess.CREATE_NEW_PROCESS_GROUP, on every OS
 TASKKILL_TIMEOUT_S = 10.0
+STOP_GRACE_S = 3.0  # how long a tree asked to stop may take before it is killed
 
 Runner = Callable[..., Any]
 
@@ -73,3 +80,16 @@ def kill_tree(
             timeout=TASKKILL_TIMEOUT_S,
             check=False,
         )
+
+
+def terminate_tree(pid: int, *, platform: str | None = None) -> bool:
+    """Ask the tree rooted at ``pid`` to stop (POSIX: ``SIGTERM`` to its group); whether
+    it was asked. Windows has no such request for console programs: the caller goes
+    straight to :func:`kill_tree` there."""
+    if is_windows(platform):
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

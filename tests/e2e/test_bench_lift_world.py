@@ -109,29 +109,6 @@ def test_reflection_needs_cross_task_evidence_and_takes_the_bait() -> None:
     assert len(reflect(many, budget=3)) == 3
 
 
-def test_miner_names_the_recurring_task_and_skips_one_offs() -> None:
-    def mine(*intents: str) -> object:
-        prompt = render_prompt(
-            "mine",
-            marker=MARKER,
-            project="/work/shop-api",
-            intents="\n".join(f"{i + 1}. {t}" for i, t in enumerate(intents)),
-            final_answer="Done.",
-            feedback="neg:broke, pos:thanks",
-            tools="Read",
-            ops="contains, regex",
-        )
-        return json.loads(WorldModel(world_seed=3).answer(prompt))
-
-    task = BY_ID["t06"]
-    wording = WorldModel(world_seed=3).wording(task)
-    reply = mine(f"hey, {task.variants[2]}", BY_KEY["news"].corrections[1], "thanks")
-    assert isinstance(reply, dict)
-    (mined,) = reply["tasks"]
-    assert mined["intent"] == wording and BY_KEY["news"].rubric in mined["rubric"]
-    assert mine("What does the walrus operator do?") == {"tasks": []}
-
-
 def test_miner_answers_each_session_of_a_batched_prompt() -> None:
     def entry(label: str, *intents: str) -> str:
         return render_prompt(

@@ -249,12 +249,7 @@ async def _learn(
         course.test = await _score_test(night, test, course.decision, start)
         night.check_waiting(night.stage)  # a project skill's prompts may wait too
         await top_up_staged(night, tasks, course.decision)
-        if course.decision.budget_stop:  # the best gated documents are staged all the same
-            course.result, course.reason = NightResult.BUDGET_REACHED, course.decision.budget_stop
-        elif course.decision.accepted or fan.any_accepted:
-            course.result = NightResult.ACCEPTED
-        elif course.decision.nothing_to_learn or not any(t.applied for t in night.trials):
-            course.result = NightResult.NO_EDITS
+        _set_result(night, course, fan)
     except WaitingForAnswersError as exc:
         course.wait(exc.stage, f"{exc}; answer them, then run the same command again")
         night.run.update(resumable=True)
@@ -279,6 +274,19 @@ async def _learn(
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
         _record_end(night, RunStatus.ABORTED, outcome="aborted", reason=why)
         raise
+
+
+def _set_result(night: Night, course: Course, fan: Fanout) -> None:
+    """How a night that ran its learning ended, from its decision (left as it is when it
+    neither staged nor had nothing to learn: rejected)."""
+    decision = course.decision
+    assert decision is not None
+    if decision.budget_stop:  # the best gated documents are staged all the same
+        course.result, course.reason = NightResult.BUDGET_REACHED, decision.budget_stop
+    elif decision.accepted or fan.any_accepted:
+        course.result = NightResult.ACCEPTED
+    elif decision.nothing_to_learn or not any(t.applied for t in night.trials):
+        course.result = NightResult.NO_EDITS
 
 
 async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:

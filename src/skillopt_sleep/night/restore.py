@@ -11,9 +11,11 @@
    happens (and nothing is spent).
 3. **Gate.** The replaced documents against the live ones on those tasks, paired per task
    and sample and sampled adaptively like any comparison (:func:`skillopt.gate.
-   compare_adaptive`, decided by :func:`skillopt.gate.decide_paired`); a sample the archive
-   holds under the same documents and models is read from it, never asked again, and only
-   the missing ones are drawn.
+   compare_adaptive`, decided by :func:`skillopt.gate.decide_paired`). Where a version's
+   recorded answers of a task always agreed, they are read from the archive, never asked
+   again: a new sample could only repeat them. Where they disagreed, the gate draws new
+   samples (sample ids above any recorded): the screen chose these tasks by the recorded
+   samples, and a test on the samples that chose it would find the deficit it was shown.
 4. **Stage.** When the gate accepts, the night's decision is the restore: its documents
    are staged whole, as ``versions restore`` would write them, for the user to adopt
    (never auto-adopted), and the night learns nothing on top of a version it proposes to
@@ -109,6 +111,24 @@ def _screen(night: Night, tasks: Sequence[TaskRecord], live: Docs, old: Docs) ->
     return both if rate_now < rate_then else []
 
 
+def _plan_ids(
+    night: Night, tasks: Sequence[TaskRecord], arms: Sequence[Docs]
+) -> tuple[list[dict[str, Mapping[int, float]]], dict[str, int]]:
+    """Per arm, the recorded samples the gate may read (a task's, when they all agreed
+    under that version); per task, the first sample id no recorded sample has (step 3)."""
+    readable: list[dict[str, Mapping[int, float]]] = []
+    first_new: dict[str, int] = {t.id: 0 for t in tasks}
+    for docs in arms:
+        steady = noise_estimates(night, tasks, docs)
+        found: dict[str, Mapping[int, float]] = {}
+        for task in tasks:
+            recorded = _recorded(night, task, docs)
+            first_new[task.id] = max(first_new[task.id], max(recorded, default=-1) + 1)
+            found[task.id] = recorded if steady[task.id].steady else {}
+        readable.append(found)
+    return readable, first_new
+
+
 def _recorded(night: Night, task: TaskRecord, docs: Docs) -> Mapping[int, float]:
     if night.archive is None:
         return {}
@@ -132,21 +152,27 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         return None
     night.begin("restore")
     by_id = {t.id: t for t in tasks}
+    readable, first_new = _plan_ids(night, [by_id[t] for t in ids], [start, replaced.docs])
     drawn: list[RolloutResult] = []
     served = [0]  # samples read from the archive instead of asked again
+
+    def sample_id(known: Mapping[int, float], task: str, k: int) -> int:
+        """The ``k``-th sample of ``task``: a recorded one while they last, then new ones."""
+        ordered = sorted(known)
+        return ordered[k] if k < len(ordered) else first_new[task] + k
 
     async def arm(
         i: int, which: Sequence[str], samples: range
     ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
-        docs = replaced.docs if i else start
-        known = {t: _recorded(night, by_id[t], docs) for t in which}
-        jobs = [Job(task=by_id[t], docs=docs, sample_id=k, phase="restore", fresh=True)
-                for t in which for k in samples if k not in known[t]]  # fmt: skip
+        docs, known = (replaced.docs, readable[1]) if i else (start, readable[0])
+        chosen = {t: [sample_id(known[t], t, k) for k in samples] for t in which}
+        jobs = [Job(task=by_id[t], docs=docs, sample_id=s, phase="restore", fresh=True)
+                for t in which for s in chosen[t] if s not in known[t]]  # fmt: skip
         results = await night.replayer.run(jobs)
         drawn.extend(results)
         got = {(r.task_id, r.sample_id): night.score(r) for r in results}
-        served[0] += sum(k in known[t] for t in which for k in samples)
-        out = {t: [known[t].get(k, got.get((t, k), math.nan)) for k in samples] for t in which}
+        served[0] += sum(s in known[t] for t in which for s in chosen[t])
+        out = {t: [known[t].get(s, got.get((t, s), math.nan)) for s in chosen[t]] for t in which}
         return out, results
 
     paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night))

@@ -5,6 +5,7 @@ on the loopback fake model server; the world changes between nights as a team's 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,7 @@ from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night.run import NightResult, run_night
 from skillopt_sleep.staging import load_manifest
 from skillopt_sleep.watch import WatchedLine, watch_lines
-from support.fake_model_server import FakeModelServer
+from support.fake_model_server import FakeModelServer, Request
 from support.sleep_setup import http_config
 from support.transcripts import Turn, write_claude_session
 from support.world_http import SwitchingWorld
@@ -191,3 +192,56 @@ async def test_an_adopted_version_worse_than_the_one_it_replaced_gets_its_restor
 def _trials(run_dir: Path) -> list[dict[str, Any]]:
     trials = json.loads((run_dir / "trials.json").read_text())
     return trials["trials"] if isinstance(trials, dict) else trials
+
+
+class FlippingWorld(SwitchingWorld):
+    """The world's answers, a share of attempts spoiled (a model sampled above zero
+    temperature): the n-th call of one prompt is spoiled by a hash of (prompt, n), so a
+    task's samples disagree while a night's outcome stays the same from run to run."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.seen: dict[str, int] = {}
+
+    def reply(self, request: Request) -> str:
+        text = request.user_text
+        answer = super().reply(request)
+        if "# Project notes" not in text:  # attempts only; judges and the rest are exact
+            return answer
+        n = self.seen[text] = self.seen.get(text, -1) + 1
+        digest = hashlib.sha256(f"{text}\x1f{n}".encode()).digest()
+        return "Done." if digest[0] < 256 * self.share else answer
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+@pytest.mark.slow
+async def test_a_restore_on_noisy_tasks_draws_new_samples(setup: DemoSetup) -> None:
+    """Where a version's recorded answers of a task disagreed, the screen's choice rests on
+    those very samples: the restore's gate draws new ones for them (ids above every
+    recorded one) instead of reading back the samples that chose it."""
+    world = FlippingWorld(share=0.25)
+    with FakeModelServer(reply_fn=world.reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        ungated = cfg.model_copy(update={"gate": cfg.gate.model_copy(update={"mode": "off"})})
+        first = await run_night(ungated, project=setup.project)
+        adopt(first.run_dir, skill_roots=cfg.adopt_roots(setup.project))
+        second = await run_night(cfg, project=setup.project)
+        third = await run_night(cfg, project=setup.project)
+    assert any(t["kind"] == "restore" for t in _trials(third.run_dir))
+    recorded: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in _rows(first.run_dir) + _rows(second.run_dir):
+        if not row["error"]:
+            key = (row["task_id"], row["skill_hash"], row["memory_hash"])
+            recorded.setdefault(key, []).append(row)
+    drawn = [r for r in _rows(third.run_dir) if r["phase"] == "restore"]
+    noisy = 0
+    for row in drawn:
+        earlier = recorded.get((row["task_id"], row["skill_hash"], row["memory_hash"]), [])
+        if len({(r["hard"], r["soft"]) for r in earlier}) > 1:  # they disagreed
+            noisy += 1
+            assert row["sample_id"] > max(r["sample_id"] for r in earlier), row
+    assert noisy > 0  # the world is noisy enough to show it

@@ -24,6 +24,7 @@ Nothing here calls a model; it reads run directories only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ class WatchedLine:
     before: Tally
     after: Tally
     run_dir: str = ""
+    # the newest night since the adoption that tested removing it: (night, removal, why)
+    last_test: tuple[int, str, str] | None = None
 
     @property
     def contradicted(self) -> bool:
@@ -123,15 +126,29 @@ class WatchedLine:
             "run_dir": self.run_dir,
         }
 
+    def next_step(self) -> str:
+        """What happens to a flagged line next, after the newest night that tested it."""
+        night, removal, why = self.last_test or (0, "", "")
+        if removal == "removed":
+            return (
+                f"night {night} staged its removal ({why}): `skillopt-sleep adopt` takes it, "
+                "or keep the line by not adopting"
+            )
+        if removal == "kept":
+            return f"night {night} tested removing it and kept the line ({why})"
+        return (
+            "the next night tests removing it through the gate (staged for you to adopt "
+            "only if your tasks do better without it)"
+        )
+
     def flag(self) -> str:
         if not self.contradicted:
             return ""
         return (
             f"corrected again since it was adopted ({self.after.describe()}): your sessions "
-            "contradict this line, or the agent does not follow it; the next night tests "
-            "removing it through the gate (staged for you to adopt only if your tasks do "
-            "better without it); to undo it now, remove it from the learned block by hand "
-            "or `skillopt-sleep versions restore` an earlier version"
+            f"contradict this line, or the agent does not follow it; {self.next_step()}; "
+            "to undo it now, remove it from the learned block by hand or "
+            "`skillopt-sleep versions restore` an earlier version"
         )
 
     def describe(self) -> str:
@@ -270,7 +287,26 @@ def watch_lines(cfg: SleepConfig, project: Path) -> list[WatchedLine]:
                 line = _watched(adopted, edit, live, seen)
                 if line is not None:
                     out[(line.target, near_duplicate_key(line.line))] = line  # newest wins
-    return list(out.values())
+    return [_with_last_test(line, runs) for line in out.values()]
+
+
+def _with_last_test(line: WatchedLine, runs: Sequence[Path]) -> WatchedLine:
+    """``line`` with the newest removal test a night after its adoption reported."""
+    if not line.contradicted:
+        return line
+    key = near_duplicate_key(line.line)
+    for run in reversed(runs):
+        report = _json(run / "report.json")
+        started = _when(report.get("started_at"))
+        if started is not None and started < line.adopted_at.replace(microsecond=0):
+            break  # runs are oldest first (their start is to the second): none older tested it
+        for row in report.get("watched_lines") or []:
+            tonight = row.get("tonight") if isinstance(row, dict) else None
+            if isinstance(tonight, dict) and near_duplicate_key(str(row.get("line", ""))) == key:
+                test = (int(report.get("night") or 0), str(tonight.get("removal", "")),
+                        str(tonight.get("why", "")))  # fmt: skip
+                return dataclasses.replace(line, last_test=test)
+    return line
 
 
 def _watched(

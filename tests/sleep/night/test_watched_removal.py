@@ -102,7 +102,10 @@ async def test_a_contradicted_line_whose_removal_helps_is_staged_for_removal(
         second = await run_night(cfg, project=setup.project)
     assert second.result is NightResult.ACCEPTED
     flagged = next(w for w in watch_lines(cfg, setup.project) if w.line == TESTS.text)
-    assert flagged.contradicted and "the next night tests removing it" in flagged.flag()
+    # after the night that tested it, status says what that night did, not what is next
+    assert flagged.contradicted and flagged.last_test is not None
+    assert f"night {flagged.last_test[0]} staged its removal" in flagged.flag()
+    assert "skillopt-sleep adopt" in flagged.flag()
     trial = _removal_trials(second.run_dir)[0]
     assert trial["verdict"] == "accepted" and trial["edits"][0]["op"] == "delete"
     assert (
@@ -130,6 +133,8 @@ async def test_a_contradicted_line_the_tasks_still_need_is_kept(setup: DemoSetup
     assert trial["verdict"] == "rejected"
     watched = _watched(second.run_dir)
     assert watched["tonight"]["removal"] == "kept"
+    flagged = next(w for w in watch_lines(cfg, setup.project) if w.line == TESTS.text)
+    assert "tested removing it and kept the line" in flagged.flag()
     assert "rejected its removal" in watched["tonight"]["why"]
     assert TESTS.text in _skill(setup, cfg)
     manifest = second.run_dir / "proposal"

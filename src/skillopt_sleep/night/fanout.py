@@ -53,6 +53,7 @@ from skillopt_sleep.staging import (
 )
 
 if TYPE_CHECKING:
+    from skillopt_sleep.night.quiet import Asked, Quiet
     from skillopt_sleep.night.shared import SharedMemory
 
 __all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
@@ -76,7 +77,9 @@ class SkillNight:
 
     skill: ProjectSkill
     tasks: list[TaskRecord]
-    status: str = "pending"  # accepted|rejected|no_edits|skipped|failed|budget_reached
+    # accepted|rejected|no_edits|skipped|failed|budget_reached|waiting; a quiet night's
+    # skills are no_edits, with the reason saying so (:meth:`Fanout.settle_quiet`)
+    status: str = "pending"
     reason: str = ""
     decision: Decision | None = None
     run_dir: Path | None = None
@@ -87,10 +90,11 @@ class SkillNight:
     answers: dict[str, RolloutResult] = field(default_factory=dict)
 
     @property
-    def best_skill(self) -> str:
-        """The skill text its tasks run under once tonight's decision is staged."""
+    def adopted_skill(self) -> str:
+        """The skill's text once tonight's proposal for it is adopted (what it reads now
+        when nothing is staged)."""
         d = self.decision
-        return d.docs.skill if d is not None and d.accepted else self.skill.text
+        return staged_text(self.skill.text, d.docs.skill) if d and d.accepted else self.skill.text
 
     def row(self, routing: Routing) -> dict[str, Any]:
         d = self.decision
@@ -179,6 +183,52 @@ class Fanout:
     def any_accepted(self) -> bool:
         return any(s.status == "accepted" for s in self.skills)
 
+    def _groups(
+        self, tasks: Sequence[TaskRecord], managed: Docs, memory: str, *, after: bool
+    ) -> list[Asked]:
+        from skillopt_sleep.night.quiet import Asked
+
+        claimed = {t.id for s in self.skills for t in s.tasks}
+        groups = [Asked(name=MANAGED, docs=managed,
+                        tasks=tuple(t for t in tasks if t.id not in claimed))]  # fmt: skip
+        groups += [
+            Asked(name=s.skill.name, tasks=tuple(s.tasks),
+                  docs=Docs(skill=s.adopted_skill if after else s.skill.text, memory=memory))
+            for s in self.skills
+            if s.tasks and s.status != "skipped"
+        ]  # fmt: skip
+        return groups
+
+    def asked(self, tasks: Sequence[TaskRecord], start: Docs) -> list[Asked]:
+        """Tonight's tasks (``tasks``: every one gathered, the test split too) by the
+        question each group's night asks of them: the managed skill's and the test split
+        under the live documents ``start``, each learning skill's under its own document
+        and the live memory (the documents :meth:`_learn` starts from when the shared step
+        keeps nothing; a skipped skill's tasks are not measured tonight)."""
+        return self._groups(tasks, start, start.memory, after=False)
+
+    def asked_after(self, tasks: Sequence[TaskRecord], managed: Decision) -> list[Asked]:
+        """:meth:`asked` once what tonight stages is adopted: the managed night's documents
+        (``managed``, which carry the shared memory edits), each skill's accepted one."""
+        return self._groups(tasks, managed.docs, managed.docs.memory, after=True)
+
+    def decisions(self) -> list[Decision | None]:
+        """Each learning skill's decision (``None`` where its night made none)."""
+        return [s.decision for s in self.skills if s.tasks and s.status != "skipped"]
+
+    def settle_quiet(self, quiet: Quiet) -> None:
+        """A quiet night: every learning skill had nothing to learn, by the records (no
+        night of its own ran, no run directory of its own was made)."""
+        for sn in self.skills:
+            if sn.status != "pending":
+                continue
+            sn.decision, sn.status = quiet.decisions[sn.skill.name], "no_edits"
+            sn.reason = (
+                f"quiet night: every one of its {len(sn.tasks)} task(s) already passes under "
+                "it and the live memory (the answers recorded on earlier nights): nothing to "
+                "learn"
+            )
+
     async def alongside(
         self, main: Callable[[list[TaskRecord]], Awaitable[Decision]], start: Docs
     ) -> Decision:
@@ -254,6 +304,8 @@ class Fanout:
             resumed=resumed,
         )  # fmt: skip
         child.replayer.costs = parent.replayer.costs  # one ledger for the night
+        # what the night drew already (the quiet plan's re-check) is read back, not paid twice
+        child.replayer.done.update(parent.replayer.done)
         if resumed:
             child.replayer.preload(run.read_rollouts())
         return child

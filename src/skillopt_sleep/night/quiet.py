@@ -7,27 +7,32 @@ draw them again.
    (:mod:`.questions`): a candidate adopted tonight is tomorrow's live documents, and its
    samples are then answers to tomorrow's question.
 2. **Top up** (:func:`top_up_staged`, after the decision): a night that stages documents
-   has sampled them already (the union's and the final check's samples, the test split);
-   when every task passed on each of those, it draws the few more the rollouts stage
-   would (stage ``steady``), so the night after the adoption can be quiet. Never when a
-   task failed or was not sampled under them (that night measures again anyway), nor when
-   the budget has no room; the gate never reads them.
+   has sampled them already (the union's and the final check's samples, the test split,
+   a project skill's own final check); when every task of every group passed on each of
+   those under the documents it runs under once they are adopted, it draws the few more
+   the rollouts stage would (stage ``steady``), so the night after the adoption can be
+   quiet. Never when a task failed or was not sampled under them (that night measures
+   again anyway), nor when the budget has no room; the gate never reads them.
 3. **Ask** (:func:`noise_estimates`): per task, how the recorded samples of tonight's
    question agree. A task is never steady on a disagreement: one differing sample under
    the same question, on any night, makes it noisy until the documents or models change.
-4. **Plan** (:func:`plan_quiet`, no call): when every task tonight passed on every
-   recorded sample of tonight's question, the night may be quiet. Tasks with fewer
+4. **Plan** (:func:`plan_quiet`, no call): tonight's tasks come in groups (:class:`Asked`),
+   each with the documents its night measures it under: the managed skill and memory's
+   tasks and the test split under the live documents, each project skill's tasks under
+   that skill and the live memory (:meth:`.fanout.Fanout.asked`). When every task passed
+   on every recorded sample of its group's question, the night may be quiet. Tasks with fewer
    samples than the rollouts stage would draw (``max(night.dream_rollouts,
    gate.samples_per_task)``) are to be re-sampled (``recheck``), with the rollouts' own
    first samples; the night's estimate is printed before those calls. Then the drift
-   check: up to ``night.drift_check_calls`` model calls re-sample the tasks steady the
-   longest (a provider may change a model under the same name).
+   check: up to ``night.drift_check_calls`` model calls for the whole night re-sample the
+   tasks steady the longest, whatever their group (a provider may change a model under
+   the same name).
 5. **Settle** (:func:`settle_quiet`): the planned samples drawn (stage ``recheck``), the
    rollouts could only find that every task already passes, and the night would stop
-   there with nothing to learn. It stops before them instead, with the same decision,
-   built from the records. When a re-sampled task fails, the night goes on as any other
-   (its estimate said first) and its rollouts read those samples back; at commit the
-   failing sample makes the task noisy.
+   there with nothing to learn. It stops before them instead, with the same decisions
+   (each group's), built from the records. When a re-sampled task fails, the night goes
+   on as any other (its estimate said first) and its rollouts (a project skill's night's
+   too) read those samples back; at commit the failing sample makes the task noisy.
 
 Only the live documents' question is answered from records. A candidate is new documents,
 so a new question: the gate always measures it, and its held-out validation never reads a
@@ -49,10 +54,12 @@ from skillopt_sleep.night.gate_modes import OFF
 from skillopt_sleep.night.questions import answer_key, task_hash
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs, Job, calls_per_sample
+from skillopt_sleep.skills.route import MANAGED
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
 
 __all__ = [
+    "Asked",
     "Quiet",
     "QuietPlan",
     "keep_samples",
@@ -62,6 +69,16 @@ __all__ = [
     "steady_samples",
     "top_up_staged",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Asked:
+    """One group of tonight's tasks and the documents its night measures them under: the
+    question their samples answer (:mod:`.questions`)."""
+
+    name: str  # a project skill's; MANAGED for the managed skill and memory (test split too)
+    tasks: tuple[TaskRecord, ...]
+    docs: Docs
 
 
 def steady_samples(night: Night) -> int:
@@ -127,18 +144,45 @@ def keep_samples(
                                   now=night.clock())  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class _TopUp:
+    """The samples a top-up draws: first one of each task no sample of which under its
+    group's documents is known yet (``first``), the rest once those passed."""
+
+    first: tuple[Job, ...] = ()
+    rest: tuple[Job, ...] = ()
+
+
 def _top_up_jobs(
-    night: Night, tasks: Sequence[TaskRecord], docs: Docs, rows: Sequence[Mapping[str, Any]]
-) -> tuple[Job, ...]:
-    """The samples of ``docs`` still missing for every task in ``tasks`` to be steady under
-    them (tonight's ``rows`` and the archive's records counted), with sample ids no
-    sample of them tonight has (distinct answers, never a read-back). None unless every
-    task passed on every sample of ``docs`` it has (one at least): otherwise the night
-    after their adoption measures again whatever is drawn now."""
-    if not tasks or night.cfg.gate.mode == OFF or night.archive is None:
-        return ()
+    night: Night, groups: Sequence[Asked], rows: Sequence[Mapping[str, Any]]
+) -> _TopUp:
+    """The samples still missing for every task of every group to be steady under its
+    group's documents (tonight's ``rows`` and the archive's records counted). None unless
+    every group's can be (:func:`_group_top_up`): the night after the adoption is quiet
+    only when all its groups are."""
+    if not any(g.tasks for g in groups) or night.cfg.gate.mode == OFF or night.archive is None:
+        return _TopUp()
     if not answer_key(night.cfg):
-        return ()
+        return _TopUp()
+    first: list[Job] = []
+    rest: list[Job] = []
+    for group in groups:
+        more = _group_top_up(night, group, rows)
+        if more is None:
+            return _TopUp()
+        first += more.first
+        rest += more.rest
+    return _TopUp(tuple(first), tuple(rest))
+
+
+def _group_top_up(night: Night, group: Asked, rows: Sequence[Mapping[str, Any]]) -> _TopUp | None:
+    """The samples of ``group.docs`` still missing for each of its tasks, with sample ids
+    no sample of them tonight has (distinct answers, never a read-back). ``None`` when a
+    task failed on a sample of them: the night after their adoption measures again
+    whatever is drawn now. A task with no sample of them (a project skill's tasks under
+    its new version and tonight's new memory: no night measured the two together) gets
+    its first sample in ``first``, so the rest are drawn only once it passed."""
+    tasks, docs = group.tasks, group.docs
     recorded = noise_estimates(night, tasks, docs)
     scores: dict[str, list[float]] = defaultdict(list)
     for task, docs_hash, _, score in _judged(night, tasks, rows):
@@ -151,18 +195,20 @@ def _top_up_jobs(
         if row.get("fresh") and f"{row.get('skill_hash')}.{row.get('memory_hash')}" == docs.key:
             used[str(row.get("task_id", ""))].add(int(row.get("sample_id", 0)))
     need = steady_samples(night)
-    jobs: list[Job] = []
+    first: list[Job] = []
+    rest: list[Job] = []
     for task in tasks:
         before, tonight = recorded[task.id], scores[task.id]
-        if not before.samples and not tonight:
-            return ()
         if (before.samples and not before.steady_pass(1)) or min(tonight, default=1.0) < 1.0:
-            return ()
+            return None
         ids = (k for k in range(need + len(used[task.id])) if k not in used[task.id])
         missing = need - before.samples - len(tonight)
-        jobs += [Job(task=task, docs=docs, sample_id=next(ids), phase="steady", fresh=True)
-                 for _ in range(max(0, missing))]  # fmt: skip
-    return tuple(jobs)
+        jobs = [Job(task=task, docs=docs, sample_id=next(ids), phase="steady", fresh=True)
+                for _ in range(max(0, missing))]  # fmt: skip
+        unseen = not before.samples and not tonight
+        first += jobs[:1] if unseen else []
+        rest += jobs[1:] if unseen else jobs
+    return _TopUp(tuple(first), tuple(rest))
 
 
 def _affordable(night: Night, calls: int) -> bool:
@@ -176,31 +222,44 @@ def _affordable(night: Night, calls: int) -> bool:
 
 
 async def top_up_staged(
-    night: Night, tasks: Sequence[TaskRecord], decision: Decision | None
+    night: Night,
+    groups: Sequence[Asked],
+    decisions: Sequence[Decision | None],
+    *,
+    rows: Sequence[Mapping[str, Any]] = (),
 ) -> int:
-    """After the decision: draw what :func:`_top_up_jobs` names for the documents tonight
-    stages (stage ``steady``), so the night after their adoption can be quiet instead of
-    drawing them itself (judge calls of answers seen tonight come from the response
-    cache). Nothing on a night that stages nothing, stopped on its budget or has no room
-    left for them. Returns how many samples were drawn."""
-    if decision is None or not decision.accepted or decision.budget_stop or night.dry_run:
+    """After the decisions (``decisions``: the managed night's, each project skill's): draw
+    what :func:`_top_up_jobs` names for ``groups``, each group with the documents its tasks
+    run under once what tonight stages is adopted (stage ``steady``), so the night after
+    the adoption can be quiet instead of drawing them itself (judge calls of answers seen
+    tonight come from the response cache). ``rows``: the samples the project skills'
+    nights drew (their run directories). Nothing on a night that stages nothing, stopped
+    on its budget or has no room left for them; the rest of them nothing once one of the
+    first samples of a task never sampled under its documents failed. Returns how many
+    samples were drawn."""
+    made = [d for d in decisions if d is not None]
+    if night.dry_run or not any(d.accepted for d in made) or any(d.budget_stop for d in made):
         return 0
-    jobs = _top_up_jobs(night, tasks, decision.docs, night.run.read_rollouts())
+    top = _top_up_jobs(night, groups, [*night.run.read_rollouts(), *rows])
+    jobs = (*top.first, *top.rest)
     if not jobs or not _affordable(night, sum(calls_per_sample(j.task) for j in jobs)):
         return 0
     night.begin("steady")
-    results = await night.replayer.run(jobs)
+    results = await night.replayer.run(top.first)
+    if not any(r.error or not night.score(r) >= 1.0 for r in results):
+        results += await night.replayer.run(top.rest)
     night.end("steady", rollouts=len(results))
     return len(results)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuietPlan:
-    """A night that looks quiet by the records: each task's recorded samples under the
-    live documents (``live``), the samples still to draw (``recheck``) before it is, and
-    the drift check's samples of the tasks steady the longest (``drift``)."""
+    """A night that looks quiet by the records: its groups, each task's recorded samples
+    under its group's documents (``live``), the samples still to draw (``recheck``)
+    before it is, and the drift check's samples of the tasks steady the longest
+    (``drift``); each job carries its group's documents."""
 
-    docs: Docs
+    groups: tuple[Asked, ...]
     live: Mapping[str, NoiseEstimate]
     recheck: tuple[Job, ...] = ()
     drift: tuple[Job, ...] = ()
@@ -208,53 +267,67 @@ class QuietPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Quiet:
-    """A quiet night: the decision from the records, and the one line that says so."""
+    """A quiet night: each group's decision from the records (by group name, MANAGED for
+    the managed skill and memory), and the one line that says so."""
 
-    decision: Decision
+    decisions: Mapping[str, Decision]
     line: str
 
+    @property
+    def decision(self) -> Decision:
+        """The managed night's decision (the night's, on a night that did not fan out)."""
+        return self.decisions[MANAGED]
 
-def plan_quiet(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> QuietPlan | None:
-    """Whether tonight may be quiet, without a call: every task in ``tasks`` passed on
-    every recorded sample under ``start`` and tonight's models (one at least). Tasks with
-    fewer samples than the rollouts would draw get the rollouts' own first samples to draw
-    (so a night that goes on to learn reads them back instead of paying twice). Any other
-    task (never measured under ``start``, failing, or noisy) makes it ``None``."""
+
+def plan_quiet(night: Night, groups: Sequence[Asked]) -> QuietPlan | None:
+    """Whether tonight may be quiet, without a call: every task of every group passed on
+    every recorded sample under its group's documents and tonight's models (one at
+    least). Tasks with fewer samples than the rollouts would draw get the rollouts' own
+    first samples to draw (so a night that goes on to learn reads them back instead of
+    paying twice). Any other task (never measured under its documents, failing, or noisy)
+    makes it ``None``. ``groups`` holds the managed one (MANAGED), with tasks or not."""
+    tasks = [t for g in groups for t in g.tasks]
     if not tasks or night.cfg.gate.mode == OFF:
         return None
     need = steady_samples(night)
-    live = noise_estimates(night, tasks, start)
+    live: dict[str, NoiseEstimate] = {}
+    for group in groups:
+        live.update(noise_estimates(night, group.tasks, group.docs))
     if not all(live[t.id].steady_pass(1) for t in tasks):
         return None
     recheck = tuple(
-        Job(task=t, docs=start, sample_id=k, phase="rollout", fresh=True)
-        for t in tasks
+        Job(task=t, docs=g.docs, sample_id=k, phase="rollout", fresh=True)
+        for g in groups
+        for t in g.tasks
         for k in range(max(0, need - live[t.id].samples))
     )
-    drift = _drift_check(night, tasks, start, live, recheck)
-    return QuietPlan(docs=start, live=live, recheck=recheck, drift=drift)
+    drift = _drift_check(night, groups, live, recheck)
+    return QuietPlan(groups=tuple(groups), live=live, recheck=recheck, drift=drift)
 
 
 def _drift_check(
     night: Night,
-    tasks: Sequence[TaskRecord],
-    start: Docs,
+    groups: Sequence[Asked],
     live: Mapping[str, NoiseEstimate],
     recheck: Sequence[Job],
 ) -> tuple[Job, ...]:
-    """One fresh sample (the rollouts' first) of each of the tasks whose newest recorded
-    sample is the oldest, as many as ``night.drift_check_calls`` pays for (less what the
-    re-check spends: its samples are as fresh). A steady task is otherwise never sampled
-    again, and a provider may change a model under the same name."""
+    """One fresh sample (the rollouts' first, under its group's documents) of each of the
+    tasks whose newest recorded sample is the oldest, whatever their group, as many as
+    ``night.drift_check_calls`` pays for (less what the re-check spends: its samples are
+    as fresh). A steady task is otherwise never sampled again, and a provider may change a
+    model under the same name."""
     left = night.cfg.night.drift_check_calls - sum(calls_per_sample(j.task) for j in recheck)
     topped = {j.task.id for j in recheck}
-    stalest = sorted((t for t in tasks if t.id not in topped),
+    docs = {t.id: g.docs for g in groups for t in g.tasks}
+    stalest = sorted((t for g in groups for t in g.tasks if t.id not in topped),
                      key=lambda t: (live[t.id].last_night, t.id))  # fmt: skip
     chosen: list[Job] = []
     for task in stalest:
         calls = calls_per_sample(task)
         if calls <= left:
-            chosen.append(Job(task=task, docs=start, sample_id=0, phase="rollout", fresh=True))
+            chosen.append(
+                Job(task=task, docs=docs[task.id], sample_id=0, phase="rollout", fresh=True)
+            )
             left -= calls
     return tuple(chosen)
 
@@ -281,18 +354,34 @@ async def settle_quiet(night: Night, plan: QuietPlan, *, new_sessions: int) -> Q
         if drifted:
             _log_drift(night, drifted, len(drift))
             return None
-    decision = Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=1.0, candidate=1.0,
-        final=None, docs=plan.docs, applied=[], rejected=[], nothing_to_learn=True,
-        start_scores={tid: est.low for tid, est in plan.live.items()},
-    )  # fmt: skip
+    decisions = {group.name: _from_records(group, plan.live) for group in plan.groups}
     sessions = "no new session" if not new_sessions else f"{new_sessions} session(s), no new task"
     line = (
         f"quiet night: {sessions}; every one of the {len(plan.live)} task(s) already passes "
-        f"under the live documents and models ({steady_samples(night)}+ agreeing samples "
-        f"each): nothing to learn, {_spent(plan, calls, errored)}"
+        f"under the live documents{_skills(plan)} and models ({steady_samples(night)}+ "
+        f"agreeing samples each): nothing to learn, {_spent(plan, calls, errored)}"
     )
-    return Quiet(decision=decision, line=line)
+    return Quiet(decisions=decisions, line=line)
+
+
+def _from_records(group: Asked, live: Mapping[str, NoiseEstimate]) -> Decision:
+    """A group's decision on a quiet night: nothing to learn, its scores from the records."""
+    return Decision(
+        accepted=False, action=GateAction.REJECT.value, baseline=1.0, candidate=1.0,
+        final=None, docs=group.docs, applied=[], rejected=[], nothing_to_learn=True,
+        start_scores={t.id: live[t.id].low for t in group.tasks},
+    )  # fmt: skip
+
+
+def _skills(plan: QuietPlan) -> str:
+    """Which of the live documents, when some of the tasks ran under the project's skills."""
+    names = [g.name for g in plan.groups if g.name != MANAGED and g.tasks]
+    if not names:
+        return ""
+    managed = any(g.name == MANAGED and g.tasks for g in plan.groups)
+    return f" ({'the managed skill and memory; ' if managed else 'the memory with '}" + (
+        f"your skill{'s' if len(names) > 1 else ''} {', '.join(names)}, each on its own tasks)"
+    )
 
 
 def _spent(plan: QuietPlan, calls: int, errored: int) -> str:

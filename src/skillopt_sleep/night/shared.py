@@ -8,8 +8,10 @@ of every group (each project skill that learns tonight, and the managed skill wi
 tasks nobody claimed):
 
 1. **Rollouts**: every task of every group under its own group's live skill and the live
-   memory (:class:`EachTaskItsSkill`), K samples: exactly the rollouts each group's night
-   draws first, which then read them back instead of paying for them again.
+   memory (:class:`EachTaskItsSkill`), as many samples as the noise probe says
+   (:func:`.probe.draw_rollouts`: one each when the model answers consistently tonight,
+   else K): the rollouts each group's night draws first, which then read them back
+   instead of paying for them again.
 2. **When**: fewer than two groups with a failing task: nothing could be shared, and the
    step ends there (it cost nothing the groups' nights would not have spent).
 3. **One memory step** (:func:`.crossfit.learn_target`, target memory, one round): the
@@ -40,10 +42,11 @@ from typing import Any
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult, TaskRecord
-from skillopt_sleep.night.crossfit import Measured, apply_to, learn_target, make_folds, measure
+from skillopt_sleep.night.crossfit import Measured, apply_to, learn_target, make_folds
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gate_modes import OFF
+from skillopt_sleep.night.probe import draw_rollouts
 from skillopt_sleep.night.rounds import paired_check
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
@@ -204,8 +207,7 @@ async def _learn(
     )  # fmt: skip
     base = Docs(skill=_placeholder(groups), memory=start.memory)
     child.begin("rollouts")
-    samples = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)
-    rolled: Measured = await measure(child, tasks, base, samples=samples, phase="rollout")
+    rolled: Measured = await draw_rollouts(child, tasks, base)
     child.check_degenerate("rollouts", rolled.results, tasks=tasks)
     child.end("rollouts", rollouts=len(rolled.results))
     child.check_budget("rollouts")

@@ -218,7 +218,7 @@ async def _learn(
             return
         fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         start = Docs(skill=live.skill, memory=live.memory)
-        plan = None if fan.learning() else plan_quiet(night, tasks, start)
+        plan = plan_quiet(night, fan.asked(tasks, start))
         if plan is not None and not plan.recheck and await _quiet(night, course, plan):
             return
         course.estimate = announce_estimate(
@@ -248,7 +248,10 @@ async def _learn(
         course.decision = fan.whole_night(fold_in(shared, course.decision, start))
         course.test = await _score_test(night, test, course.decision, start)
         night.check_waiting(night.stage)  # a project skill's prompts may wait too
-        await top_up_staged(night, tasks, course.decision)
+        await top_up_staged(
+            night, fan.asked_after(tasks, course.decision), [course.decision, *fan.decisions()],
+            rows=fan.rollout_rows(),
+        )  # fmt: skip
         _set_result(night, course, fan)
     except WaitingForAnswersError as exc:
         course.wait(exc.stage, f"{exc}; answer them, then run the same command again")
@@ -296,7 +299,11 @@ async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:
     quiet = await settle_quiet(night, plan, new_sessions=course.gathered.n_sessions)
     if quiet is None:
         return False
-    course.decision, course.result, course.reason = quiet.decision, NightResult.NO_EDITS, quiet.line
+    course.result, course.reason = NightResult.NO_EDITS, quiet.line
+    course.decision = quiet.decision
+    if course.fanout is not None:
+        course.fanout.settle_quiet(quiet)
+        course.decision = course.fanout.whole_night(quiet.decision)
     test = [t.id for t in course.gathered.tasks if t.split is Split.TEST]
     if test:
         scores = [quiet.decision.start_scores[t] for t in test]

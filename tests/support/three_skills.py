@@ -12,7 +12,14 @@ from typing import Any
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 
-__all__ = ["SESSIONS", "SHARED_SESSIONS", "SKILLS", "skill_text", "three_skills_project"]
+__all__ = [
+    "QUIET_SESSIONS",
+    "SESSIONS",
+    "SHARED_SESSIONS",
+    "SKILLS",
+    "skill_text",
+    "three_skills_project",
+]
 
 SKILLS = {
     "code-search": "Finding code: answer where something is defined or handled.",
@@ -34,6 +41,13 @@ SESSIONS: list[tuple[str, str]] = [  # (request, the skill the agent loaded; "" 
     ("Draft the commit message for the docs update", ""),  # routed by relevance
     ("Add a --verbose option to the command line tool", ""),
     ("Rename the fetch_all helper to load_all everywhere", ""),
+]
+
+# :data:`SESSIONS` with a managed task one night can solve ("everywhere" in the rename
+# request asks for the code-search rule too, which no night can learn from a lone task):
+# one night learns everything, so the nights after its adoption are quiet.
+QUIET_SESSIONS: list[tuple[str, str]] = [
+    (request.replace("everywhere", "in the api module"), skill) for request, skill in SESSIONS
 ]
 
 # Every task goes to a skill, and two of each skill's need the mock world's memory rule

@@ -374,14 +374,10 @@ def _from_records(group: Asked, live: Mapping[str, NoiseEstimate]) -> Decision:
 
 
 def _skills(plan: QuietPlan) -> str:
-    """Which of the live documents, when some of the tasks ran under the project's skills."""
-    names = [g.name for g in plan.groups if g.name != MANAGED and g.tasks]
-    if not names:
-        return ""
-    managed = any(g.name == MANAGED and g.tasks for g in plan.groups)
-    return f" ({'the managed skill and memory; ' if managed else 'the memory with '}" + (
-        f"your skill{'s' if len(names) > 1 else ''} {', '.join(names)}, each on its own tasks)"
-    )
+    """Which of the live documents, when some of the tasks ran under the project's skills
+    (the report names them)."""
+    skills = sum(1 for g in plan.groups if g.name != MANAGED and g.tasks)
+    return f" (your {skills} skill(s) too, each on its own tasks)" if skills else ""
 
 
 def _spent(plan: QuietPlan, calls: int, errored: int) -> str:

@@ -218,16 +218,10 @@ async def _learn(
             return
         fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
         start = Docs(skill=live.skill, memory=live.memory)
-        plan = plan_quiet(night, fan.asked(tasks, start))
-        if plan is not None and not plan.recheck and await _quiet(night, course, plan):
-            return
-        course.estimate = announce_estimate(
-            night, tasks, fan.managed_tasks, test, docs=start, skills=fan.learning(),
-            recheck=len(plan.recheck) if plan is not None else 0,
-        )  # fmt: skip
-        if plan is not None and plan.recheck and await _quiet(night, course, plan):
+        if await _quiet_or_estimate(night, course, fan, tasks, start):
             return
         said = course.estimate
+        assert said is not None  # a night that was not quiet said its estimate
         night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
         restored = None if fan.learning() else await propose_restore(night, learn, live)
         if restored is not None:  # the adopted version does worse: its restore is staged
@@ -277,6 +271,22 @@ async def _learn(
         why = "interrupted" if not isinstance(exc, Exception) else f"{type(exc).__name__}: {exc}"
         _record_end(night, RunStatus.ABORTED, outcome="aborted", reason=why)
         raise
+
+
+async def _quiet_or_estimate(
+    night: Night, course: Course, fan: Fanout, tasks: list[TaskRecord], start: Docs
+) -> bool:
+    """Whether the night ended quiet (:mod:`.quiet`); else its spend estimate is said
+    (before the re-check's calls, when the records leave some tasks to re-sample)."""
+    plan = plan_quiet(night, fan.asked(tasks, start))
+    if plan is not None and not plan.recheck and await _quiet(night, course, plan):
+        return True
+    test = [t for t in tasks if t.split is Split.TEST]
+    course.estimate = announce_estimate(
+        night, tasks, fan.managed_tasks, test, docs=start, skills=fan.learning(),
+        recheck=len(plan.recheck) if plan is not None else 0,
+    )  # fmt: skip
+    return plan is not None and bool(plan.recheck) and await _quiet(night, course, plan)
 
 
 def _set_result(night: Night, course: Course, fan: Fanout) -> None:

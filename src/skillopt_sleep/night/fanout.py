@@ -191,9 +191,13 @@ class Fanout:
         claimed = {t.id for s in self.skills for t in s.tasks}
         groups = [Asked(name=MANAGED, docs=managed,
                         tasks=tuple(t for t in tasks if t.id not in claimed))]  # fmt: skip
+        # `auto_adopt = true` adopts the managed proposal only: a skill's stays staged, and
+        # its tasks run under its present text tomorrow (the user may adopt it by name)
+        skills_adopted = after and self.night.cfg.auto_adopt is not True
         groups += [
             Asked(name=s.skill.name, tasks=tuple(s.tasks),
-                  docs=Docs(skill=s.adopted_skill if after else s.skill.text, memory=memory))
+                  docs=Docs(skill=s.adopted_skill if skills_adopted else s.skill.text,
+                            memory=memory))
             for s in self.skills
             if s.tasks and s.status != "skipped"
         ]  # fmt: skip
@@ -209,7 +213,8 @@ class Fanout:
 
     def asked_after(self, tasks: Sequence[TaskRecord], managed: Decision) -> list[Asked]:
         """:meth:`asked` once what tonight stages is adopted: the managed night's documents
-        (``managed``, which carry the shared memory edits), each skill's accepted one."""
+        (``managed``, which carry the shared memory edits), each skill's accepted one (its
+        present one under ``auto_adopt = true``, which leaves the skills' proposals staged)."""
         return self._groups(tasks, managed.docs, managed.docs.memory, after=True)
 
     def decisions(self) -> list[Decision | None]:

@@ -177,3 +177,20 @@ async def test_what_the_recheck_drew_is_read_back_by_the_skills_nights(
     assert any(s["name"] == "recheck" and s["model_calls"] for s in stages), stages
     drawn = Counter(row["key"] for row in _rows(night.run_dir) if not row["error"])
     assert drawn and max(drawn.values()) == 1, drawn.most_common(3)
+
+
+@pytest.mark.parametrize("auto_adopt", [True, "all"])
+async def test_the_top_up_covers_the_skills_only_when_their_proposals_get_adopted(
+    project: DemoSetup, auto_adopt: bool | str
+) -> None:
+    """`auto_adopt = true` adopts the managed proposal only: the skills' new versions stay
+    staged and their tasks run under the present text tomorrow, which fails them, so the
+    next night cannot be quiet and no steady sample is worth drawing; with "all" every
+    group gets its steady samples."""
+    data = _config(project).model_dump(mode="json")
+    data["auto_adopt"] = auto_adopt
+    first = await run_night(SleepConfig.model_validate(data), project=project.project)
+    rows = {row["name"]: row for row in _report(first)["skills"]}
+    assert {name: rows[name]["status"] for name in SKILLS} == dict.fromkeys(SKILLS, "accepted")
+    steady = first.spend["calls_by_stage"].get("steady", 0)
+    assert (steady == 0) if auto_adopt is True else (steady > 0), first.spend

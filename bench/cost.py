@@ -12,6 +12,10 @@ sent (how well prompts are laid out for caching, whatever their size).
 
 Nights, each from the seed documents with a fresh state directory unless said:
 
+The target is configured as a user would for each model (the fake endpoint ignores it):
+``temperature = 0`` on consistent nights, ``0.8`` on noisy ones, so the spend estimate
+before the first call can tell them apart.
+
 - **consistent**: first night, the model answers consistently. Tasks solved by the
   adopted documents (true score, read from the files), calls per task (mining and judging
   included), tokens, cached share; the per-stage ledger from ``report.json``.
@@ -49,6 +53,11 @@ rollout calls: each task's second dream sample agreed with its first); quiet 48;
 exit 0 budget_reached, lift 0; wide 40/40 in 735 calls; estimate 1,764 calls (tokens priced
 at 4.6 M: the token model now prices every call like a batched mining call).
 
+With the target's sampling read from the config (temperature 0 on consistent nights, 0.8 on
+noisy ones; main at 1970c17, --quick): estimate before any call 446 calls for a 436-call
+consistent night (+2 %), 1,941 for a 1,778-call noisy night (+9 %; before: 438, -75 %,
+right only after the revision that followed the first rollouts).
+
     .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]
                                    [--seed 7] [--latency 0.02] [--budget-share 0.3] [--json]
 """
@@ -69,7 +78,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lift import SEED_MEMORY, SEED_SKILL, Lab, Night, Shape, run_night, setup
+from lift import SEED_MEMORY, SEED_SKILL, Lab, Night, Shape, run_night, setup, write_config
 from lift import _report as read_report
 from lift_variants import SHAPES
 from lift_world.model import WorldModel
@@ -77,6 +86,7 @@ from support.fake_model_server import FakeModelServer, Reply, Request
 from support.prompt_cache import CHARS_PER_TOKEN, PromptCache, prompt_text
 
 BUDGET_ENV = "SKILLOPT_SLEEP__BUDGET__MAX_CALLS"
+GREEDY, SAMPLED = 0.0, 0.8  # the target's temperature: consistent nights, noisy nights
 
 # Issue 21's figures for today (24 tasks, 96 sessions, through the real HTTP path).
 TODAY = {
@@ -177,8 +187,14 @@ class Measured:
 
 
 def night(
-    lab: Lab, endpoint: Endpoint, kind: str, number: int, *, noise: float, seed: int
-) -> Measured:
+    lab: Lab, endpoint: Endpoint, kind: str, number: int, *, noise: float, seed: int,
+    args: argparse.Namespace,
+) -> Measured:  # fmt: skip
+    """One night; the target configured as a user would for that model: greedy for the
+    consistent one, sampled for the one that flips answers (the fake endpoint ignores it)."""
+    temperature = SAMPLED if noise else GREEDY
+    write_config(lab.home, lab.server.port, lookback=args.lookback_hours, miner=args.miner,
+                 temperature=temperature)  # fmt: skip
     endpoint.meter.take()
     done = run_night(lab, kind, number, noise=noise, seed=seed)
     report = read_report({"run_dir": str(lab.logs / f"{kind}-{number:02d}-run")})
@@ -393,22 +409,24 @@ def main(argv: list[str] | None = None) -> int:
         endpoints.append(lift)
         lab = setup(args, root / "lift", args.seed, lift.server, lift.model, shape)
         seed_solved = shape.world.true_score(SEED_SKILL, SEED_MEMORY).solved
-        first = night(lab, lift, "consistent", 1, noise=0.0, seed=args.seed)
+        first = night(lab, lift, "consistent", 1, noise=0.0, seed=args.seed, args=args)
         nights["consistent"].append(first)
         say(f"consistent: {brief(first)}, {first.tokens} tokens")
-        quiet = night(lab, lift, "quiet", 2, noise=0.0, seed=args.seed)
+        quiet = night(lab, lift, "quiet", 2, noise=0.0, seed=args.seed, args=args)
         nights["quiet"].append(quiet)
         say(f"quiet: {quiet.calls} calls, {quiet.night.result}")
         for i in range(1, args.noisy_nights + 1):
             reset_keeping_spend_model(lab)
-            m = night(lab, lift, "noisy", i, noise=shape.noise, seed=args.seed * 1000 + i)
+            m = night(
+                lab, lift, "noisy", i, noise=shape.noise, seed=args.seed * 1000 + i, args=args
+            )
             nights["noisy"].append(m)
             say(f"noisy {i}: {brief(m)}, harmful adopted {m.night.harmful_adopted}")
         cap = max(1, round(first.calls * args.budget_share))
         reset_keeping_spend_model(lab)
         lab.env[BUDGET_ENV] = str(cap)
         try:
-            b = night(lab, lift, "budget", 1, noise=0.0, seed=args.seed)
+            b = night(lab, lift, "budget", 1, noise=0.0, seed=args.seed, args=args)
         finally:
             lab.env.pop(BUDGET_ENV, None)
         b.cap = cap
@@ -418,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         held = serve(vshape, args.latency)
         endpoints.append(held)
         vlab = setup(args, root / args.variant, args.seed, held.server, held.model, vshape)
-        v = night(vlab, held, args.variant, 1, noise=0.0, seed=args.seed)
+        v = night(vlab, held, args.variant, 1, noise=0.0, seed=args.seed, args=args)
         nights["variant"].append(v)
     finally:
         for e in endpoints:

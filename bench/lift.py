@@ -228,7 +228,16 @@ class Lab:
         return true_score_routed(world, self.shape.skill_of, texts.__getitem__, _read(self.memory))
 
 
-def write_config(home: Path, port: int, *, lookback: float, miner: str) -> None:
+def write_config(
+    home: Path, port: int, *, lookback: float, miner: str, temperature: float | None = None
+) -> None:
+    """The sleep config: both members serve both roles; ``temperature``: what the target's
+    calls send (unset: the provider's default; the fake endpoint ignores it)."""
+    sampling = (
+        ""
+        if temperature is None
+        else f"[pool.members.request.target]\ntemperature = {temperature}\n"
+    )
     members = [
         f"""[[pool.members]]
 kind = "openai"
@@ -238,7 +247,7 @@ model = "lift-world"
 api_key_env = "{KEY_ENV}"
 max_concurrency = 8
 timeout = 60
-"""
+{sampling}"""
         for name in ("m0", "m1")
     ]
     text = f"""[sources]

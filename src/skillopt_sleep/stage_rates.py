@@ -13,9 +13,13 @@ from the design: it is learned.
    ``token-model.json`` (:class:`~skillopt_sleep.token_model.TokenModel` ``nights``).
 2. **Predict** (:func:`predict_calls`): each stage's calls per unit, a weighted mean over
    the recorded nights of the same kind, the recent and those of a noise like tonight's
-   weighing most (tonight's noise: what the archive recorded for tonight's tasks, else
-   the last learning night's). With no night recorded, :data:`PRIOR_PER_TASK` (a
-   consistent model's first night on the lift world) stands in.
+   weighing most. Tonight's noise (:func:`tonight_noise`): what the archive recorded for
+   tonight's tasks; else, when the config says how the target samples
+   (:mod:`skillopt_sleep.sampling`: greedy is consistent, sampled is noisy), the last
+   learning night of that kind's (the kind it was run as, else the kind its noise
+   measured), or that kind's prior; else the last learning night's. With no night
+   recorded, the priors stand in: :data:`PRIOR_PER_TASK` (a consistent model's first
+   night on the lift world) and :data:`PRIOR_NOISY_PER_TASK` (a noisy model's).
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from skillopt_sleep.sampling import CONSISTENT, NOISY
+
 __all__ = [
     "KEEP",
     "LEARNING",
     "PRIOR_MINE_PER_SESSION",
+    "PRIOR_NOISY_PER_TASK",
     "PRIOR_PER_TASK",
     "PRIOR_TEST_PER_TASK",
     "QUIET",
     "NightRecord",
     "Prediction",
+    "measured_alike",
     "night_record",
     "predict_calls",
     "stage_group",
@@ -80,6 +88,7 @@ class NightRecord:
     test: int = 0
     sessions: int = 0  # sessions mined tonight
     noise: float | None = None  # share of tasks whose first rollouts disagreed
+    sampling: str | None = None  # consistent | noisy: what the config said (.sampling)
     calls: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
 
@@ -95,6 +104,7 @@ class NightRecord:
             test=int(data.get("test", 0)),
             sessions=int(data.get("sessions", 0)),
             noise=None if noise is None else float(noise),
+            sampling=None if data.get("sampling") is None else str(data["sampling"]),
             calls={str(k): int(v) for k, v in dict(data.get("calls", {})).items()},
             tokens={str(k): int(v) for k, v in dict(data.get("tokens", {})).items()},
         )
@@ -106,8 +116,19 @@ class NightRecord:
             return self.sessions
         return self.test if stage == "test" else self.tasks
 
+    @property
+    def noise_kind(self) -> str | None:
+        """Consistent or noisy: as the config said it samples, else as its noise measured."""
+        if self.sampling is not None or self.noise is None:
+            return self.sampling
+        return NOISY if self.noise >= NOISE_SCALE else CONSISTENT
 
-PRIORS = (_prior(0.0, PRIOR_PER_TASK), _prior(0.32, PRIOR_NOISY_PER_TASK))
+
+PRIOR_NOISE = {CONSISTENT: 0.0, NOISY: 0.32}  # the priors' noise, by kind of model
+PRIORS = (
+    _prior(PRIOR_NOISE[CONSISTENT], PRIOR_PER_TASK),
+    _prior(PRIOR_NOISE[NOISY], PRIOR_NOISY_PER_TASK),
+)
 
 
 def night_record(
@@ -118,8 +139,10 @@ def night_record(
     sessions: int,
     noise: float | None,
     stages: Mapping[str, tuple[int, int]],
+    sampling: str | None = None,
 ) -> NightRecord:
-    """One night's record from its ledger (request stage -> (calls, tokens))."""
+    """One night's record from its ledger (request stage -> (calls, tokens)); ``sampling``:
+    consistent or noisy, as the config said the target samples."""
     calls: dict[str, int] = {}
     tokens: dict[str, int] = {}
     for stage, (n, used) in stages.items():
@@ -127,7 +150,7 @@ def night_record(
         calls[group] = calls.get(group, 0) + n
         tokens[group] = tokens.get(group, 0) + used
     return NightRecord(kind=kind, tasks=tasks, test=test, sessions=sessions, noise=noise,
-                       calls=calls, tokens=tokens)  # fmt: skip
+                       sampling=sampling, calls=calls, tokens=tokens)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,14 +199,31 @@ def _per_call(records: Iterable[NightRecord], weights: Iterable[float]) -> dict[
     return {s: tokens[s] / calls[s] for s in calls if calls[s]}
 
 
-def tonight_noise(records: Sequence[NightRecord], known: Sequence[float] | None) -> float | None:
+def tonight_noise(
+    records: Sequence[NightRecord], known: Sequence[float] | None, sampling: str | None = None
+) -> float | None:
     """Tonight's expected noise: what the archive knows of tonight's tasks (``known``, per
     task with recorded samples: 1 if they ever disagreed), when it knows half of them or
-    more; else the last learning night's."""
+    more; else, when the config says how the target samples (``sampling``: consistent or
+    noisy), the last learning night of that kind's, or that kind's prior; else the last
+    learning night's."""
     if known:
         return sum(known) / len(known)
+    if sampling is not None:
+        alike = measured_alike(records, sampling)
+        return PRIOR_NOISE[sampling] if alike is None else alike
+    return measured_alike(records, None)
+
+
+def measured_alike(records: Sequence[NightRecord], sampling: str | None) -> float | None:
+    """The noise the last learning night of a model sampling like tonight's measured
+    (``sampling``: consistent or noisy; None: any night)."""
     for rec in reversed(records):
-        if rec.kind == LEARNING and rec.noise is not None:
+        if (
+            rec.kind == LEARNING
+            and rec.noise is not None
+            and (sampling is None or rec.noise_kind == sampling)
+        ):
             return rec.noise
     return None
 

@@ -21,12 +21,14 @@ from skillopt_sleep.night.course import Course, Estimate
 from skillopt_sleep.night.outcome import NightResult
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
+from skillopt_sleep.sampling import SamplingGuess, sampling_guess
 from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.stage_rates import (
     LEARNING,
     NOISE_SCALE,
     QUIET,
     NightRecord,
+    measured_alike,
     night_record,
     predict_calls,
     tonight_noise,
@@ -71,7 +73,9 @@ def announce_estimate(
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
     model = TokenModel.load(project_dir(cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
-    noise = tonight_noise(model.nights, _known_noise(night, [*learn], docs))
+    known = _known_noise(night, [*learn], docs)
+    guess = sampling_guess(cfg.pool)
+    noise = tonight_noise(model.nights, known, guess.kind if guess else None)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
         sessions=0, noise=noise,
@@ -100,7 +104,8 @@ def announce_estimate(
         f"learned from {predicted.nights} earlier night(s)" if predicted.nights
         else "no earlier night measured yet: a prior"
     )  # fmt: skip
-    said = f"{estimate.describe()} ({learned})" + (
+    basis, on_noise = _noise_basis(known, guess, model.nights)
+    said = f"{estimate.describe()} ({learned}; {on_noise})" + (
         f"; per call: {priced.describe()}" if priced.sources else ""
     )
     night.progress.note(f"estimated spend: {said}")
@@ -125,6 +130,7 @@ def announce_estimate(
         "tokens": estimate.tokens,
         "learned_from_nights": predicted.nights,
         "noise": noise,
+        "noise_basis": basis,
         "tasks": {"learnable": n_learn, "test": len(test)},
         "budget_warning": warning,
     }
@@ -132,6 +138,26 @@ def announce_estimate(
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _noise_basis(
+    known: list[float] | None, guess: SamplingGuess | None, records: list[NightRecord]
+) -> tuple[str, str]:
+    """What tonight's noise guess rests on (archive | config | last night | none), and the
+    estimate line's few words on it."""
+    if known:
+        return "archive", (
+            f"noise: the archive's answers to these tasks ({sum(known) / len(known):.0%} disagreed)"
+        )
+    if guess is not None:
+        alike = measured_alike(records, guess.kind)
+        if alike is not None:
+            return "config", f"noise: {guess.why}, {alike:.0%} as such a model's last night"
+        return "config", f"noise: {guess.why} ({guess.kind} until measured)"
+    last = measured_alike(records, None)
+    if last is not None:
+        return "last night", f"noise: the last learning night's ({last:.0%})"
+    return "none", "noise: not known, a consistent model assumed"
 
 
 def _any_cli(cfg: SleepConfig) -> bool:
@@ -174,7 +200,7 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     said_before = f"(was {detail['calls']})"
     figure = (
         f"about {calls} model calls in all {said_before}"
-        if measured
+        if measured or after < before
         # a prior's noisy night is one world's: say the span, not a figure to plan with
         else f"between {detail['calls']} and {calls} model calls in all: no night this noisy "
         "was measured on this project yet, so the upper figure is a prior"
@@ -248,4 +274,5 @@ def _night_record(night: Night, course: Course) -> NightRecord | None:
         tasks=len(tasks) - test, test=test, sessions=night.sessions_mined,
         noise=night.noise_seen,
         stages={name: (row.calls, row.tokens) for name, row in night.spend.stages.items()},
+        sampling=guess.kind if (guess := sampling_guess(night.cfg.pool)) else None,
     )  # fmt: skip

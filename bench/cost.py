@@ -54,8 +54,8 @@ exit 0 budget_reached, lift 0; wide 40/40 in 735 calls; estimate 1,764 calls (to
 at 4.6 M: the token model now prices every call like a batched mining call).
 
 With the target's sampling read from the config (temperature 0 on consistent nights, 0.8 on
-noisy ones; main at 1970c17, --quick): estimate before any call 446 calls for a 436-call
-consistent night (+2 %), 1,941 for a 1,778-call noisy night (+9 %; before: 438, -75 %,
+noisy ones; main at 40f6d2a, --quick): estimate before any call 446 calls for a 436-call
+consistent night (+2 %), 1,941 for a 1,799-call noisy night (+8 %; before: 438, -75 %,
 right only after the revision that followed the first rollouts).
 
     .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]

@@ -73,6 +73,9 @@ async def test_a_model_changed_under_the_same_name_is_caught_by_the_drift_check(
         assert quiet.reason.startswith("quiet night: no new session;"), quiet.reason
         assert 0 < quiet.spend["calls"] <= 3, quiet.spend
         assert "drift check: 1 task(s) steady the longest re-sampled, unchanged" in quiet.reason
+        # the quiet night's estimate was said before its calls, and it is what it spent
+        estimate = json.loads((quiet.run_dir / "report.json").read_text())["estimate_detail"]
+        assert estimate is not None and estimate["calls"] == quiet.spend["calls"], estimate
         checked = {r["task_id"] for r in _rollouts(quiet)}
         drifted["on"] = True
         caught = await run_night(cfg, project=setup.project)

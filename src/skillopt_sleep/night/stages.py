@@ -276,16 +276,24 @@ async def _learn(
 async def _quiet_or_estimate(
     night: Night, course: Course, fan: Fanout, tasks: list[TaskRecord], start: Docs
 ) -> bool:
-    """Whether the night ended quiet (:mod:`.quiet`); else its spend estimate is said
-    (before the re-check's calls, when the records leave some tasks to re-sample)."""
+    """Whether the night ended quiet (:mod:`.quiet`); its spend estimate is said before
+    any call: the quiet night's few samples (the re-check's, the drift check's) while it
+    may be quiet, the learning night's once it is not."""
     plan = plan_quiet(night, fan.asked(tasks, start))
-    if plan is not None and not plan.recheck and await _quiet(night, course, plan):
-        return True
     test = [t for t in tasks if t.split is Split.TEST]
-    course.estimate = announce_estimate(
-        night, tasks, fan.managed_tasks, test, docs=start, skills=fan.learning(),
-        recheck=len(plan.recheck) if plan is not None else 0,
-    )  # fmt: skip
+
+    def say(samples: int) -> None:
+        course.estimate = announce_estimate(
+            night, tasks, fan.managed_tasks, test, docs=start, skills=fan.learning(),
+            recheck=samples,
+        )  # fmt: skip
+
+    if plan is not None and not plan.recheck:
+        if plan.drift:  # the drift check's samples are the quiet night's only calls
+            say(len(plan.drift))
+        if await _quiet(night, course, plan):
+            return True
+    say(len(plan.recheck) + len(plan.drift) if plan is not None and plan.recheck else 0)
     return plan is not None and bool(plan.recheck) and await _quiet(night, course, plan)
 
 

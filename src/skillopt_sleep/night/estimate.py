@@ -109,16 +109,7 @@ def announce_estimate(
         f"; per call: {priced.describe()}" if priced.sources else ""
     )
     night.progress.note(f"estimated spend: {said}")
-    warning = budget_warning(
-        calls=estimate.calls,
-        tokens=estimate.tokens,
-        max_calls=cfg.budget.max_calls,
-        max_tokens=cfg.budget.max_tokens,
-    )
-    if warning:
-        night.notes.append(warning)
-        night.progress.note(warning)
-        night.tight_budget = True  # spend what the budget allows by plan (.budget_plan)
+    warning = _warn_budget(night, estimate)
     _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
               per_call=priced.per_call, sources=priced.sources, nights=predicted.nights,
               noise=noise)  # fmt: skip
@@ -138,6 +129,19 @@ def announce_estimate(
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _warn_budget(night: Night, estimate: SpendEstimate) -> str:
+    """Say when the budget will cut the night short, and have it spend by plan then
+    (:mod:`.budget_plan`); the warning, or "" when the budget covers the estimate."""
+    budget = night.cfg.budget
+    warning = budget_warning(calls=estimate.calls, tokens=estimate.tokens,
+                             max_calls=budget.max_calls, max_tokens=budget.max_tokens)  # fmt: skip
+    if warning:
+        night.notes.append(warning)
+        night.progress.note(warning)
+        night.tight_budget = True
+    return warning
 
 
 def _noise_basis(

@@ -106,6 +106,17 @@ class WatchedLine:
     run_dir: str = ""
     # the newest night since the adoption that tested removing it: (night, removal, why)
     last_test: tuple[int, str, str] | None = None
+    # when that night ended: every correction it could read is dated no later
+    last_tested_at: datetime | None = None
+
+    @property
+    def settled(self) -> bool:
+        """A night tested removing it and kept the line, and no correction came since:
+        testing it again could only repeat that answer (or pass by chance)."""
+        if self.last_test is None or self.last_test[1] != "kept" or self.last_tested_at is None:
+            return False
+        last = self.after.last_correction
+        return last is None or last <= self.last_tested_at
 
     @property
     def contradicted(self) -> bool:
@@ -135,7 +146,10 @@ class WatchedLine:
                 "or keep the line by not adopting"
             )
         if removal == "kept":
-            return f"night {night} tested removing it and kept the line ({why})"
+            return (
+                f"night {night} tested removing it and kept the line ({why}); a new "
+                "correction has it tested again"
+            )
         return (
             "the next night tests removing it through the gate (staged for you to adopt "
             "only if your tasks do better without it)"
@@ -305,7 +319,8 @@ def _with_last_test(line: WatchedLine, runs: Sequence[Path]) -> WatchedLine:
             if isinstance(tonight, dict) and near_duplicate_key(str(row.get("line", ""))) == key:
                 test = (int(report.get("night") or 0), str(tonight.get("removal", "")),
                         str(tonight.get("why", "")))  # fmt: skip
-                return dataclasses.replace(line, last_test=test)
+                ended = _when(report.get("ended_at")) or started
+                return dataclasses.replace(line, last_test=test, last_tested_at=ended)
     return line
 
 

@@ -58,12 +58,13 @@ def _evolved(cfg: SleepConfig) -> set[str]:
 
 def removal_candidates(cfg: SleepConfig, project: Path) -> list[Candidate]:
     """A candidate removal of every flagged adopted line the night may change (none when
-    no line is flagged: reading the run directories costs no model call)."""
+    no line is flagged: reading the run directories costs no model call). A line whose
+    removal a night already rejected is not tried again until a new correction comes."""
     evolved = _evolved(cfg)
     return [
         Candidate(edit=removal_edit(w), fold=-1, seen=frozenset(), held_out=(), why=_why(w))
         for w in watch_lines(cfg, project)
-        if w.contradicted and w.target in evolved
+        if w.contradicted and w.target in evolved and not w.settled
     ]
 
 
@@ -109,7 +110,7 @@ def watched_report(cfg: SleepConfig, project: Path, trials: Sequence[Trial],
     out = []
     for line in watch_lines(cfg, project):
         row = line.to_dict()
-        if line.contradicted and line.target in evolved:
+        if line.contradicted and line.target in evolved and not line.settled:
             row["tonight"] = _tonight(line, trials, course)
         out.append(row)
     return out or None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -250,3 +251,31 @@ async def test_a_restore_on_noisy_tasks_draws_new_samples(setup: DemoSetup) -> N
             noisy += 1
             assert row["sample_id"] > max(r["sample_id"] for r in earlier), row
     assert noisy > 0  # the world is noisy enough to show it
+
+
+@pytest.mark.slow
+async def test_a_kept_line_is_tried_again_only_after_a_new_correction(setup: DemoSetup) -> None:
+    """Once a night rejected a flagged line's removal, later nights do not pay to test it
+    again (it could only repeat that answer, or pass by chance) until the user corrects
+    the agent against it once more."""
+    base = datetime.now(UTC)
+
+    def at(minutes: int) -> Callable[[], datetime]:
+        return lambda: base + timedelta(minutes=minutes)
+
+    with FakeModelServer(reply_fn=SwitchingWorld().reply) as server:
+        cfg = http_config(setup, server, llm_mine=False)
+        first, line = await _adopted_night(setup, cfg)
+        _correct_against(setup, first, line)  # +1 min
+        _ask(setup, "Give me a one-liner on what the scheduler does", minutes=2)
+        # a session's file is dated at its last turn, a few minutes after its first
+        second = await run_night(cfg, project=setup.project, clock=at(30))
+        _ask(setup, "Give me a one-liner on what the cache layer does", minutes=40)
+        third = await run_night(cfg, project=setup.project, clock=at(60))
+        intent = _intent(first, line.requests[0])
+        _ask(setup, intent, "No, that's wrong again: stop doing that.", minutes=70)
+        fourth = await run_night(cfg, project=setup.project, clock=at(90))
+    assert [t["verdict"] for t in _removal_trials(second.run_dir)] == ["rejected"]
+    assert _removal_trials(third.run_dir) == []  # settled: not paid for again
+    assert "tonight" not in _watched(third.run_dir)
+    assert _removal_trials(fourth.run_dir)  # a new correction: tested again

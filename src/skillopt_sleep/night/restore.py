@@ -12,18 +12,25 @@
 3. **Gate.** The replaced documents against the live ones on those tasks, paired per task
    and sample and sampled adaptively like any comparison (:func:`skillopt.gate.
    compare_adaptive`, decided by :func:`skillopt.gate.decide_paired`). Where a version's
-   recorded answers of a task always agreed, they are read from the archive, never asked
-   again: a new sample could only repeat them. Where they disagreed, the gate draws new
-   samples (sample ids above any recorded): the screen chose these tasks by the recorded
-   samples, and a test on the samples that chose it would find the deficit it was shown.
+   recorded answers of a task always agreed, on as many samples as a steady task needs
+   (two at least), they are read from the archive, never asked again: a new sample could
+   only repeat them. Elsewhere the gate draws new samples (sample ids above any recorded):
+   the screen chose these tasks by the recorded samples, and a test on the samples that
+   chose it would find the deficit it was shown.
 4. **Stage.** When the gate accepts, the night's decision is the restore: its documents
    are staged whole, as ``versions restore`` would write them, for the user to adopt
    (never auto-adopted), and the night learns nothing on top of a version it proposes to
    replace. When it rejects, the night goes on as any other.
+5. **Once per adoption.** The trial is named after the adoption it questions
+   (:func:`trial_name`). A later night that finds a restore trial of the same adoption does
+   not test it again: a rejected restore could only be asked again until chance passes
+   it, and a staged one the user did not adopt is declined. A newer adoption is a new
+   question.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +45,7 @@ from skillopt_sleep.night.crossfit import clear_pass
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.questions import answer_key, task_hash
-from skillopt_sleep.night.quiet import noise_estimates
+from skillopt_sleep.night.quiet import noise_estimates, steady_samples
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.replay import Docs, Job
@@ -47,7 +54,7 @@ from skillopt_sleep.staging import load_manifest
 from skillopt_sleep.state import runs_dir
 from skillopt_sleep.tasks.records import Question
 
-__all__ = ["Replaced", "propose_restore", "replaced_documents"]
+__all__ = ["Replaced", "propose_restore", "replaced_documents", "trial_name"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,15 +125,37 @@ def _plan_ids(
     under that version); per task, the first sample id no recorded sample has (step 3)."""
     readable: list[dict[str, Mapping[int, float]]] = []
     first_new: dict[str, int] = {t.id: 0 for t in tasks}
+    least = max(steady_samples(night), 2)  # one sample always agrees with itself
     for docs in arms:
-        steady = noise_estimates(night, tasks, docs)
+        found_noise = noise_estimates(night, tasks, docs)
         found: dict[str, Mapping[int, float]] = {}
         for task in tasks:
             recorded = _recorded(night, task, docs)
             first_new[task.id] = max(first_new[task.id], max(recorded, default=-1) + 1)
-            found[task.id] = recorded if steady[task.id].steady else {}
+            est = found_noise[task.id]
+            found[task.id] = recorded if est.steady and est.samples >= least else {}
         readable.append(found)
     return readable, first_new
+
+
+def trial_name(replaced: Replaced) -> str:
+    """The restore trial's name: which adoption it questions (step 5)."""
+    return f"restore:{replaced.run.name}@{replaced.adopted_at}"
+
+
+def _tested_before(night: Night, name: str) -> bool:
+    """Whether an earlier night already tested the restore ``name`` (step 5)."""
+    for run in RunDir.list_runs(runs_dir(night.cfg.state_path(), night.project)):
+        if run == night.run.path:
+            continue
+        try:
+            trials = json.loads((run / "trials.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        rows = trials.get("trials") if isinstance(trials, dict) else trials
+        if any(isinstance(t, dict) and t.get("name") == name for t in rows or []):
+            return True
+    return False
 
 
 def _recorded(night: Night, task: TaskRecord, docs: Docs) -> Mapping[int, float]:
@@ -146,6 +175,9 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
     replaced = replaced_documents(night, live)
     start = Docs(skill=live.skill, memory=live.memory)
     if replaced is None or replaced.docs == start:
+        return None
+    name = trial_name(replaced)
+    if _tested_before(night, name):
         return None
     ids = _screen(night, tasks, start, replaced.docs)
     if not ids:
@@ -185,7 +217,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         "samples: the replaced version against the live one, paired"
     )
     night.trials.append(
-        Trial(name="restore", kind="restore", round=0, target="both", edits=[], applied=[],
+        Trial(name=name, kind="restore", round=0, target="both", edits=[], applied=[],
               unmatched=[], decision=decision, note=why)
     )  # fmt: skip
     night.end("restore", accepted=decision.accepted, drawn=len(drawn), recorded=served[0])

@@ -171,7 +171,8 @@ async def test_an_adopted_version_worse_than_the_one_it_replaced_gets_its_restor
 ) -> None:
     """An ungated night's proposal (the over-eager rule rides along) is adopted; once the
     archive holds samples of it, the next night finds it passes fewer of the same tasks
-    than the replaced version did, gates the restore on the archive's samples and stages it."""
+    than the replaced version did, gates the restore (reading back the archive's samples
+    where they settle a task, drawing new ones elsewhere) and stages it."""
     terse = next(r for r in DEFAULT_RULES if r.harmful)
     with FakeModelServer(reply_fn=SwitchingWorld().reply) as server:
         cfg = http_config(setup, server, llm_mine=False)
@@ -182,7 +183,10 @@ async def test_an_adopted_version_worse_than_the_one_it_replaced_gets_its_restor
         assert terse.text in _skill(setup, cfg)
         second = await run_night(cfg, project=setup.project)  # measures the adopted version
         third = await run_night(cfg, project=setup.project)
+        fourth = await run_night(cfg, project=setup.project)  # the restore left unadopted
     assert not [t for t in _trials(second.run_dir) if t["kind"] == "restore"]
+    # one test per adoption: a staged restore the user did not adopt is declined
+    assert not [t for t in _trials(fourth.run_dir) if t["kind"] == "restore"]
     restore = next(t for t in _trials(third.run_dir) if t["kind"] == "restore")
     assert restore["verdict"] == "accepted" and "passed fewer" in restore["note"]
     assert third.result is NightResult.ACCEPTED
@@ -191,8 +195,10 @@ async def test_an_adopted_version_worse_than_the_one_it_replaced_gets_its_restor
     assert terse.text in _skill(setup, cfg)  # staged, never applied by the night
     stages = json.loads((third.run_dir / "run.json").read_text())["stages"]
     paid = next(s for s in stages if s["name"] == "restore")
-    # the archive's samples of both versions are read, not asked again; few more are drawn
-    assert paid["recorded"] > 4 * paid["drawn"] and paid["model_calls"] <= 2 * paid["drawn"]
+    # the archive's samples of tasks steady under a version (two agreeing samples at least)
+    # are read, not asked again; a task with one recorded sample gets new ones
+    assert paid["recorded"] > 0 and paid["drawn"] > 0
+    assert paid["model_calls"] <= 2 * paid["drawn"]
 
 
 def _trials(run_dir: Path) -> list[dict[str, Any]]:

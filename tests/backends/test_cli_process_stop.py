@@ -100,3 +100,37 @@ async def test_a_cancelled_codex_sandbox_leaves_no_mount_targets(tmp_path: Path)
         await _until(work / ".codex")
         tg.cancel_scope.cancel()
     assert not {".git", ".codex", ".agents"} & {p.name for p in work.iterdir()}
+
+
+# a wrapper (dies at once on SIGTERM) over a worker that takes a moment to clean up
+WRAPPER = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, sys.argv[1], *sys.argv[2:]])
+child.wait()
+"""
+SLOW_TIDY = """
+import os, signal, sys, time
+ready, cleaned = sys.argv[1:3]
+def tidy(*_):
+    time.sleep(0.5)
+    open(cleaned, "w").write(str(os.getpid()))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, tidy)
+open(ready, "w").write(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+
+
+async def test_the_grace_waits_for_the_whole_group_not_just_the_wrapper(tmp_path: Path) -> None:
+    wrapper, worker = tmp_path / "wrapper.py", tmp_path / "worker.py"
+    wrapper.write_text(WRAPPER)
+    worker.write_text(SLOW_TIDY)
+    ready, cleaned = tmp_path / "ready", tmp_path / "cleaned"
+    argv = [sys.executable, str(wrapper), str(worker), str(ready), str(cleaned)]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_process(argv, cwd=tmp_path, env=dict(os.environ),
+                                          time_limit=600))  # fmt: skip
+        await _until(ready)
+        tg.cancel_scope.cancel()
+    assert cleaned.read_text() == ready.read_text()

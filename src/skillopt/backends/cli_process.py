@@ -19,7 +19,13 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from skillopt.backends.proctree import STOP_GRACE_S, kill_tree, spawn_options, terminate_tree
+from skillopt.backends.proctree import (
+    STOP_GRACE_S,
+    group_alive,
+    kill_tree,
+    spawn_options,
+    terminate_tree,
+)
 from skillopt.errors import (
     BackendError,
     BackendRequestError,
@@ -82,10 +88,14 @@ def _kill_tree(proc: anyio.abc.Process) -> None:
 
 async def _stop_tree(proc: anyio.abc.Process) -> None:
     """Stop a tree still at work: asked first, killed after :data:`STOP_GRACE_S` (see
-    :mod:`.proctree`: a killed agent CLI leaves its sandbox's litter behind)."""
+    :mod:`.proctree`: a killed agent CLI leaves its sandbox's litter behind). The grace is
+    the whole group's: a wrapper that exits at once must not cut short the cleanup of the
+    native process under it."""
     if terminate_tree(proc.pid):
         with anyio.move_on_after(STOP_GRACE_S):
             await proc.wait()
+            while group_alive(proc.pid):  # noqa: ASYNC110 - a process group has no event
+                await anyio.sleep(0.05)
     _kill_tree(proc)
     await proc.wait()
 

@@ -31,6 +31,7 @@ __all__ = [
     "CREATE_NEW_PROCESS_GROUP",
     "STOP_GRACE_S",
     "TASKKILL_TIMEOUT_S",
+    "group_alive",
     "is_windows",
     "kill_tree",
     "spawn_options",
@@ -92,4 +93,18 @@ def terminate_tree(pid: int, *, platform: str | None = None) -> bool:
         os.killpg(pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return False
+    return True
+
+
+def group_alive(pid: int, *, platform: str | None = None) -> bool:
+    """Whether any process of the group led by ``pid`` is left (POSIX; on Windows the
+    tree cannot be found once its root exited: ``False``)."""
+    if is_windows(platform):
+        return False
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True

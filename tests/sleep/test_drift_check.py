@@ -6,6 +6,7 @@ name is caught; and a night whose staged documents still fail a task samples the
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,47 @@ async def test_documents_that_still_fail_a_task_are_not_sampled_for_the_next_nig
     assert first.accepted  # the other tasks learned
     assert "steady" not in first.spend["calls_by_stage"], first.spend
     assert not any(r["phase"] == "steady" for r in _rollouts(first))
+
+
+@pytest.mark.slow
+async def test_a_failed_recheck_says_the_learning_nights_estimate(setup: DemoSetup) -> None:
+    """A night that looked quiet but for one task to re-sample says that sample's cost
+    first; when the sample fails, the night learns, and it says what learning costs before
+    the learning calls (not only the revision after the first rollouts)."""
+    failing = {"on": False}
+
+    def reply(request: Request) -> str:
+        if failing["on"] and _attempt_intent(request) is not None:
+            return REFUSAL
+        return world_reply(request)
+
+    with FakeModelServer(reply_fn=reply) as server:
+        data = _adopting(http_config(setup, server)).model_dump(mode="json")
+        data["night"]["drift_check_calls"] = 0
+        cfg = SleepConfig.model_validate(data)
+        assert (await run_night(cfg, project=setup.project)).accepted
+        live = Docs(skill=read_live(cfg.live_skill_path(setup.project))[0],
+                    memory=read_live(cfg.live_memory_path(setup.project))[0])  # fmt: skip
+        path = archive_path(project_dir(cfg.state_path(), setup.project))
+        conn = sqlite3.connect(path)  # one task keeps a single sample under the live docs
+        task = conn.execute(
+            "SELECT task_id FROM sample_answers WHERE docs_hash = ? ORDER BY task_id LIMIT 1",
+            (live.key,),
+        ).fetchone()[0]
+        conn.execute(
+            "DELETE FROM sample_answers WHERE docs_hash = ? AND task_id = ? AND sample_id >"
+            " (SELECT MIN(sample_id) FROM sample_answers WHERE docs_hash = ? AND task_id = ?)",
+            (live.key, task, live.key, task),
+        )
+        conn.commit()
+        conn.close()
+        failing["on"] = True
+        night = await run_night(cfg, project=setup.project)
+    assert not night.reason.startswith("quiet night"), night.reason
+    assert night.run_dir is not None
+    report = json.loads((night.run_dir / "report.json").read_text())
+    stages = json.loads((night.run_dir / "run.json").read_text())["stages"]
+    recheck = next(s["model_calls"] for s in stages if s["name"] == "recheck")
+    assert recheck >= 1  # the re-sample was drawn first
+    # the estimate the report keeps is the learning night's, said before learning
+    assert report["estimate_detail"]["calls"] > 2 * recheck + 2, report["estimate_detail"]

@@ -137,10 +137,10 @@ def _warn_budget(night: Night, estimate: SpendEstimate) -> str:
     budget = night.cfg.budget
     warning = budget_warning(calls=estimate.calls, tokens=estimate.tokens,
                              max_calls=budget.max_calls, max_tokens=budget.max_tokens)  # fmt: skip
-    if warning:
+    if warning and warning not in night.notes:  # said once, if the estimate is said again
         night.notes.append(warning)
         night.progress.note(warning)
-        night.tight_budget = True
+    night.tight_budget = night.tight_budget or bool(warning)
     return warning
 
 

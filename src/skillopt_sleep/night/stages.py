@@ -288,13 +288,13 @@ async def _quiet_or_estimate(
             recheck=samples,
         )  # fmt: skip
 
-    if plan is not None and not plan.recheck:
-        if plan.drift:  # the drift check's samples are the quiet night's only calls
-            say(len(plan.drift))
+    if plan is not None:
+        if plan.recheck or plan.drift:  # the quiet night's only calls
+            say(len(plan.recheck) + len(plan.drift))
         if await _quiet(night, course, plan):
             return True
-    say(len(plan.recheck) + len(plan.drift) if plan is not None and plan.recheck else 0)
-    return plan is not None and bool(plan.recheck) and await _quiet(night, course, plan)
+    say(0)  # a learning night (a re-sampled task failed, or the records never sufficed)
+    return False
 
 
 def _set_result(night: Night, course: Course, fan: Fanout) -> None:

@@ -189,6 +189,14 @@ def _when(text: Any) -> datetime | None:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
+def _night_no(report: Mapping[str, Any]) -> int:
+    """A report's night number; 0 when a damaged report holds none that reads as one."""
+    try:
+        return int(report.get("night") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -317,7 +325,7 @@ def _with_last_test(line: WatchedLine, runs: Sequence[Path]) -> WatchedLine:
         for row in report.get("watched_lines") or []:
             tonight = row.get("tonight") if isinstance(row, dict) else None
             if isinstance(tonight, dict) and near_duplicate_key(str(row.get("line", ""))) == key:
-                test = (int(report.get("night") or 0), str(tonight.get("removal", "")),
+                test = (_night_no(report), str(tonight.get("removal", "")),
                         str(tonight.get("why", "")))  # fmt: skip
                 ended = _when(report.get("ended_at")) or started
                 return dataclasses.replace(line, last_test=test, last_tested_at=ended)
@@ -341,7 +349,7 @@ def _watched(
         line=content,
         target=target,
         edit_id=ident,
-        night=int(adopted.report.get("night") or 0),
+        night=_night_no(adopted.report),
         adopted_at=adopted.at,
         requests=requests,
         before=Tally.of([s for s in mine if s.at < adopted.at]),

@@ -105,3 +105,20 @@ def test_a_session_that_goes_well_counts_and_a_removed_line_is_no_longer_watched
     live.write_text(live.read_text().replace(target["line"], "a line the user rewrote"))
     after = _cli(capsys, setup, "status", "--json")["watched_lines"]
     assert target["edit_id"] not in {w["edit_id"] for w in after}
+
+
+@pytest.mark.slow
+def test_a_damaged_report_does_not_break_the_watch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report whose night number is not a number (a hand edit, a damaged disk) costs the
+    line its night number, not `status`."""
+    setup = prepare_demo(tmp_path)
+    write_config(setup)
+    night = _cli(capsys, setup, "once", "--json")
+    _cli(capsys, setup, "adopt", "--json")
+    path = Path(night["run_dir"]) / "report.json"
+    report = json.loads(path.read_text())
+    path.write_text(json.dumps({**report, "night": "the third"}))
+    watched = _cli(capsys, setup, "status", "--json")["watched_lines"]
+    assert watched and all(w["night"] == 0 for w in watched)

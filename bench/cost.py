@@ -58,6 +58,11 @@ noisy ones; main at 40f6d2a, --quick): estimate before any call 446 calls for a 
 consistent night (+2 %), 1,941 for a 1,799-call noisy night (+8 %; before: 438, -75 %,
 right only after the revision that followed the first rollouts).
 
+At the end of stop 27 (main at c9156cc, --noisy-nights 8, load 1.1-1.8, wall 54 s):
+consistent 24/24 in 439 calls = 18.3/task, 162,788 tokens (88 %); quiet 2 (estimated 2);
+noisy x8 0 harmful, mean 100 %, 1,785 calls mean (1,204-2,150) = 74/task, estimate within
++-30 % on 6 of 8; budget 132: exit 0 budget_reached, lift 0; wide 40/40 in 716 calls.
+
     .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]
                                    [--seed 7] [--latency 0.02] [--budget-share 0.3] [--json]
 """

@@ -50,6 +50,7 @@ __all__ = [
 
 KEEP = 12  # nights remembered
 RECENCY = 0.6  # each older night weighs this much less
+SPAN_NIGHTS = 3  # recorded nights like tonight's it takes to say a span
 NOISE_SCALE = 0.05  # nights whose noise differs by this much weigh 1/e as much
 # A consistent model's first night on the lift world (24 tasks; calls per learnable task):
 # only until the project's own nights are measured.
@@ -161,6 +162,10 @@ class Prediction:
     tokens: dict[str, int]  # only the stages measured nights priced (the rest: per member)
     nights: int  # recorded nights the rates are learned from (0: the prior)
     noise: float | None  # the noise the rates were matched to
+    # the fewest and most learning calls the recorded nights like tonight's would have
+    # made on tonight's tasks (mining and the test split aside), with how many they are;
+    # None under SPAN_NIGHTS of them
+    span: tuple[int, int, int] | None = None
 
 
 def _weights(records: Sequence[NightRecord], noise: float | None) -> list[float]:
@@ -260,4 +265,25 @@ def predict_calls(
     per_call = _per_call(records, _weights(records, noise)) if records else {}
     rounded = {s: round(n) for s, n in calls.items() if round(n)}
     priced = {s: round(n * per_call[s]) for s, n in rounded.items() if s in per_call}
-    return Prediction(calls=rounded, tokens=priced, nights=len(same), noise=noise)
+    return Prediction(calls=rounded, tokens=priced, nights=len(same), noise=noise,
+                      span=_span(same, noise, tasks))  # fmt: skip
+
+
+def _span(
+    records: Sequence[NightRecord], noise: float | None, tasks: int
+) -> tuple[int, int, int] | None:
+    """How far apart the recorded nights of a model like tonight's (consistent or noisy,
+    :attr:`NightRecord.noise_kind`) were, per learnable task, scaled to tonight's
+    ``tasks``: a noisy model's nights vary by half again from one to the next, and a plan
+    needs that spread."""
+    if noise is None or not tasks:
+        return None
+    kind = NOISY if noise >= NOISE_SCALE else CONSISTENT
+    alike = [r for r in records if r.noise_kind == kind]
+    if len(alike) < SPAN_NIGHTS:
+        return None
+    per_task = [
+        sum(n for stage, n in r.calls.items() if stage not in ("mine", "test")) / r.tasks
+        for r in alike
+    ]
+    return round(min(per_task) * tasks), round(max(per_task) * tasks), len(alike)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -126,3 +127,22 @@ def test_the_estimate_line_lists_stages_in_the_order_a_night_spends() -> None:
         calls=10, tokens=100, by_stage={"union": 1, "zeta": 1, "trial": 2, "mine": 3, "judge": 3}
     ).describe()
     assert said.endswith("mine 3, judge 3, trial 2, union 1, zeta 1")
+
+
+def test_nights_like_tonights_give_the_span_a_plan_needs() -> None:
+    """A noisy model's nights vary by half again from night to night: from three recorded
+    nights of a like noise on, the estimate says how far apart they were (learning calls
+    per task, scaled to tonight's tasks); nights of another noise do not count."""
+    cheap = dataclasses.replace(NOISY, calls={**NOISY.calls, "trial": 900})
+    dear = dataclasses.replace(NOISY, calls={**NOISY.calls, "trial": 2000})
+    records = [CONSISTENT, cheap, NOISY, dear]
+    got = predict_calls(records, kind=LEARNING, tasks=12, test=0, sessions=0, noise=0.3)
+
+    def learning(r: NightRecord) -> int:
+        return sum(n for s, n in r.calls.items() if s not in ("mine", "test"))
+
+    assert got.span == (round(learning(cheap) / 2), round(learning(dear) / 2), 3)
+    two = predict_calls(records[:3], kind=LEARNING, tasks=12, test=0, sessions=0, noise=0.3)
+    assert two.span is None  # two nights like it say too little
+    calm = predict_calls(records, kind=LEARNING, tasks=12, test=0, sessions=0, noise=0.0)
+    assert calm.span is None  # one consistent night; the noisy ones are another model

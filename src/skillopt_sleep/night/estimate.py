@@ -104,6 +104,10 @@ def announce_estimate(
         f"learned from {predicted.nights} earlier night(s)" if predicted.nights
         else "no earlier night measured yet: a prior"
     )  # fmt: skip
+    span = predicted.span if not recheck else None
+    if span is not None:  # how far nights like tonight's were apart, learning calls only
+        low, high, alike = span
+        learned += f"; the {alike} nights like it would have made {low}-{high} learning calls here"
     basis, on_noise = _noise_basis(known, guess, model.nights)
     said = f"{estimate.describe()} ({learned}; {on_noise})" + (
         f"; per call: {priced.describe()}" if priced.sources else ""
@@ -120,6 +124,7 @@ def announce_estimate(
         **priced.to_dict(),
         "tokens": estimate.tokens,
         "learned_from_nights": predicted.nights,
+        "learning_span": [span[0], span[1]] if span is not None else None,
         "noise": noise,
         "noise_basis": basis,
         "tasks": {"learnable": n_learn, "test": len(test)},

@@ -47,7 +47,10 @@ def _argv(tmp_path: Path, mode: str) -> list[str]:
     return [sys.executable, str(script), str(ready), str(cleaned), mode]
 
 
-async def test_a_cancelled_cli_is_asked_to_stop_and_cleans_up(tmp_path: Path) -> None:
+async def test_a_cancelled_cli_is_asked_to_stop_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_process, "STOP_GRACE_S", 60.0)  # ends when the group is gone
     argv = _argv(tmp_path, "tidy")
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: run_process(argv, cwd=tmp_path, env=dict(os.environ),
@@ -57,7 +60,10 @@ async def test_a_cancelled_cli_is_asked_to_stop_and_cleans_up(tmp_path: Path) ->
     assert (tmp_path / "cleaned").read_text() == (tmp_path / "ready").read_text()
 
 
-async def test_a_timed_out_cli_is_asked_to_stop_and_cleans_up(tmp_path: Path) -> None:
+async def test_a_timed_out_cli_is_asked_to_stop_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_process, "STOP_GRACE_S", 60.0)  # ends when the group is gone
     argv = _argv(tmp_path, "tidy")
     with pytest.raises(BackendTimeoutError):
         await run_process(argv, cwd=tmp_path, env=dict(os.environ), time_limit=1.0)
@@ -83,13 +89,16 @@ def test_windows_has_no_stop_request() -> None:
 
 
 @pytest.mark.realcli
-async def test_a_cancelled_codex_sandbox_leaves_no_mount_targets(tmp_path: Path) -> None:
+async def test_a_cancelled_codex_sandbox_leaves_no_mount_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real codex: its workspace-write sandbox makes ``.git``/``.codex``/``.agents``
     in each writable root that lacks them (here the working folder) and removes them when
     asked to stop; killed outright, it left them (in /tmp too, for every user)."""
     codex = find_cli("codex")
     if codex is None:
         pytest.skip("codex CLI not installed (make tools)")
+    monkeypatch.setattr(cli_process, "STOP_GRACE_S", 60.0)  # ends when the group is gone
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -122,7 +131,11 @@ while True:
 """
 
 
-async def test_the_grace_waits_for_the_whole_group_not_just_the_wrapper(tmp_path: Path) -> None:
+async def test_the_grace_waits_for_the_whole_group_not_just_the_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a long grace: the wait ends when the group is gone, and a busy machine may be slow
+    monkeypatch.setattr(cli_process, "STOP_GRACE_S", 60.0)
     wrapper, worker = tmp_path / "wrapper.py", tmp_path / "worker.py"
     wrapper.write_text(WRAPPER)
     worker.write_text(SLOW_TIDY)

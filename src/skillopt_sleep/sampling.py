@@ -6,7 +6,7 @@ says which kind of model tonight's is. The config does:
 
 1. **Per target member** (:func:`sampling_guess`): an HTTP member sends its target-role
    ``temperature`` (``request`` settings, :mod:`skillopt.backends.request_settings`; an
-   ``extra_body`` temperature counts when the table sets none): 0 samples greedily
+   ``extra_body`` temperature is the one sent, as it is merged in last): 0 samples greedily
    (consistent); above 0, or unset (the provider's default, above 0), it samples (noisy).
    An agent CLI and a hand-off agent sample at their own settings (noisy). The mock model
    is noisy when its ``flip`` option flips a share of its answers, else consistent.
@@ -76,7 +76,7 @@ def _member_sampling(member: MemberConfig) -> tuple[str, str]:
         return NOISY, f": a {member.kind} CLI, at its own sampling settings"
     fields = member.request.for_role(Role.TARGET)
     temperature = fields.temperature
-    if temperature is None and isinstance(fields.extra_body.get("temperature"), int | float):
+    if isinstance(fields.extra_body.get("temperature"), int | float):  # merged in last: it wins
         temperature = float(fields.extra_body["temperature"])
     if temperature is None:
         return NOISY, " at the provider's default temperature"

@@ -48,6 +48,9 @@ HTTP = 'kind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
          ["a"], NOISY, "a sampled at temperature 0.8, top_p 0.9"),
         ([f'name = "a"\n{HTTP}[members.request]\nextra_body = {{ temperature = 0 }}\n'], ["a"],
          CONSISTENT, "a sampled at temperature 0"),
+        ([f'name = "a"\n{HTTP}[members.request]\ntemperature = 0\n'
+          "extra_body = { temperature = 0.9 }\n"], ["a"], NOISY,
+         "a sampled at temperature 0.9"),  # the body sends extra_body's, merged in last
         (['name = "c"\nkind = "claude"\n', f'name = "a"\n{HTTP}[members.request]\n'
           "temperature = 0\n"], ["a", "c"], NOISY, "c: a claude CLI"),
         (['name = "x"\nkind = "mock"\noptions = { flip = 0.2 }\n'], ["x"], NOISY,

@@ -176,11 +176,9 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
     start = Docs(skill=live.skill, memory=live.memory)
     if replaced is None or replaced.docs == start:
         return None
-    name = trial_name(replaced)
-    if _tested_before(night, name):
-        return None
     ids = _screen(night, tasks, start, replaced.docs)
-    if not ids:
+    name = trial_name(replaced)
+    if not ids or _tested_before(night, name):  # the screen first: it reads one archive
         return None
     night.begin("restore")
     by_id = {t.id: t for t in tasks}

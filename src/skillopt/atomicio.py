@@ -27,6 +27,7 @@ __all__ = [
     "atomic_write_text",
     "dumps_json",
     "dumps_json_list",
+    "read_json_object",
     "read_jsonl",
     "sweep_temp_files",
 ]
@@ -261,6 +262,16 @@ def _cut_torn_tail(handle: BinaryIO) -> None:
             break
         pos -= step
     handle.truncate(pos)
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A JSON object from disk; ``{}`` when it is missing, unreadable or not an object (a
+    record a reader can do without: a page, a status line, a look at earlier nights)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt.redact import redact_obj
 from skillopt_sleep.commands._runs import pending, project_runs, run_summary
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.html import night_path, report_pages
 from skillopt_sleep.html.docdiff import proposal_diffs, unified_text
-from skillopt_sleep.html.night_view import as_float, read_json, summary_lines
+from skillopt_sleep.html.night_view import as_float, summary_lines
 from skillopt_sleep.state import StateStore
 
 __all__ = ["RECENT", "night_summary", "pending_diff", "status_data"]
@@ -28,7 +29,7 @@ def status_data(cfg: SleepConfig, project: Path) -> dict[str, Any]:
     runs = project_runs(cfg, project)
     recent = []
     for run in runs[-RECENT:]:
-        report = read_json(run / "report.json")
+        report = read_json_object(run / "report.json")
         recent.append(
             {
                 **run_summary(run),
@@ -54,7 +55,7 @@ def _intents(report: dict[str, Any], ids: list[Any]) -> list[str]:
 
 def night_summary(run_dir: Path) -> dict[str, Any]:
     """What one night learned: kept edits first, then what it measured and what it cost."""
-    r = read_json(run_dir / "report.json")
+    r = read_json_object(run_dir / "report.json")
     deltas = r.get("task_deltas") or []
     spend = r.get("spend") or {}
     page = night_path(run_dir)

@@ -25,13 +25,13 @@ Nothing here calls a model; it reads run directories only.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
 from skillopt.skilldoc import learned_bullets, near_duplicate_key
 from skillopt_sleep.adopt import SUBSET_FILE, subset_dirs
@@ -197,14 +197,6 @@ def _night_no(report: Mapping[str, Any]) -> int:
         return 0
 
 
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 # --------------------------------------------------------------------------- sessions
 
 
@@ -213,7 +205,7 @@ def _sessions(runs: Iterable[Path]) -> list[_Seen]:
     mined: list[tuple[dict[str, Any], dict[str, Any]]] = []
     times: dict[str, datetime] = {}
     for run in runs:
-        gather = _json(run / "run.json").get("checkpoint", {}).get("gather") or {}
+        gather = read_json_object(run / "run.json").get("checkpoint", {}).get("gather") or {}
         for f in gather.get("sessions") or []:
             if isinstance(f, dict) and f.get("session_id") and f.get("mtime_ns"):
                 times[str(f["session_id"])] = datetime.fromtimestamp(
@@ -256,7 +248,7 @@ def _adoptions(run: Path) -> Iterable[_Adopted]:
         mine = [r for r in own if r.get("name") not in fanout]
         at = min((a for r in mine if (a := _when(r.get("adopted_at")))), default=None)
         if mine and at is not None:
-            report = _json(run / "report.json")
+            report = read_json_object(run / "report.json")
             kinds = frozenset(str(r.get("kind")) for r in mine)
             yield _Adopted(run, report, at, kinds, None)
     for folder in subset_dirs(run):
@@ -264,8 +256,8 @@ def _adoptions(run: Path) -> Iterable[_Adopted]:
         at = min((a for r in done if (a := _when(r.get("adopted_at")))), default=None)
         if at is None:
             continue
-        report = report if report is not None else _json(run / "report.json")
-        ids = frozenset(str(i) for i in _json(folder / SUBSET_FILE).get("edits") or [])
+        report = report if report is not None else read_json_object(run / "report.json")
+        ids = frozenset(str(i) for i in read_json_object(folder / SUBSET_FILE).get("edits") or [])
         yield _Adopted(run, report, at, frozenset({"skill", "memory"}), ids)
 
 
@@ -318,7 +310,7 @@ def _with_last_test(line: WatchedLine, runs: Sequence[Path]) -> WatchedLine:
         return line
     key = near_duplicate_key(line.line)
     for run in reversed(runs):
-        report = _json(run / "report.json")
+        report = read_json_object(run / "report.json")
         started = _when(report.get("started_at"))
         if started is not None and started < line.adopted_at.replace(microsecond=0):
             break  # runs are oldest first (their start is to the second): none older tested it

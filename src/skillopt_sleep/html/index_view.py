@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
 from skillopt_sleep.adopt import adopted_names
-from skillopt_sleep.html.night_view import as_float, as_int, read_json, score
+from skillopt_sleep.html.night_view import as_float, as_int, score
 from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
 from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
@@ -132,7 +133,7 @@ def _proposal_state(run_dir: Path) -> str:
 
 
 def _run_row(run_dir: Path, report: Mapping[str, Any], root: Path) -> RunRow:
-    journal = read_json(run_dir / RUN_JSON)
+    journal = read_json_object(run_dir / RUN_JSON)
     page = run_dir / NIGHT_PAGE
     return RunRow(
         night=str(report.get("night") or journal.get("night") or "—"),
@@ -152,12 +153,12 @@ def _run_row(run_dir: Path, report: Mapping[str, Any], root: Path) -> RunRow:
 
 
 def index_view(project_dir: Path) -> IndexView:
-    state = read_json(project_dir / "state.json")
+    state = read_json_object(project_dir / "state.json")
     points = _history_points(state)
     rows = []
     watched: tuple[WatchedRow, ...] = ()
     for run_dir in RunDir.list_runs(project_dir / "runs"):
-        report = read_json(run_dir / REPORT_JSON)
+        report = read_json_object(run_dir / REPORT_JSON)
         if "watched_lines" in report:
             watched = _watched_rows(report)
         point = _report_point(report)

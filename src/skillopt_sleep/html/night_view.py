@@ -6,13 +6,13 @@ optional, so a report from an older or newer night still renders, with less in i
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt_sleep.edit_ids import edit_id
 from skillopt_sleep.html.docdiff import DocDiff, proposal_diffs
 from skillopt_sleep.html.svgchart import CurvePoint
@@ -32,7 +32,6 @@ __all__ = [
     "lenient",
     "night_view",
     "pvalue",
-    "read_json",
     "score",
     "seconds",
     "signed",
@@ -42,15 +41,6 @@ __all__ = [
 ]
 
 STATUS_ORDER = {"regressed": 0, "improved": 1}
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from disk; ``{}`` when missing or unreadable (the page says so)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 class Lenient(dict[str, Any]):
@@ -422,8 +412,8 @@ def summary_lines(r: Mapping[str, Any]) -> list[str]:
 
 
 def night_view(run_dir: Path) -> NightView:
-    r = read_json(run_dir / "report.json")
-    diagnostics = read_json(run_dir / "diagnostics.json")
+    r = read_json_object(run_dir / "report.json")
+    diagnostics = read_json_object(run_dir / "diagnostics.json")
     pool = diagnostics.get("pool") or {}
     pool_note = str(pool.get("error") or "") if isinstance(pool, dict) else ""
     ledger = r.get("ledger") or {}

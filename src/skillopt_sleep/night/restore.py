@@ -30,12 +30,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
 from skillopt.gate import compare_adaptive, decide_paired
 from skillopt.types import RolloutResult, TaskRecord
@@ -148,12 +148,9 @@ def _tested_before(night: Night, name: str) -> bool:
     for run in RunDir.list_runs(runs_dir(night.cfg.state_path(), night.project)):
         if run == night.run.path:
             continue
-        try:
-            trials = json.loads((run / "trials.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        rows = trials.get("trials") if isinstance(trials, dict) else trials
-        if any(isinstance(t, dict) and t.get("name") == name for t in rows or []):
+        rows = read_json_object(run / "trials.json").get("trials")
+        if isinstance(rows, list) and any(isinstance(t, dict) and t.get("name") == name
+                                          for t in rows):  # fmt: skip
             return True
     return False
 

@@ -27,11 +27,12 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
 from skillopt.redact import redact_obj
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.html.index_view import index_view
-from skillopt_sleep.html.night_view import night_view, read_json
+from skillopt_sleep.html.night_view import night_view
 from skillopt_sleep.html.render import render_index, render_night, render_page
 from skillopt_sleep.rundir import REPORT_JSON
 from skillopt_sleep.serve import actions
@@ -87,7 +88,7 @@ class Dashboard:
         rows = []
         for p in list_projects(self.state_dir):
             runs = p.runs()
-            latest = read_json(runs[-1] / REPORT_JSON) if runs else {}
+            latest = read_json_object(runs[-1] / REPORT_JSON) if runs else {}
             rows.append({
                 "key": p.key, "name": p.name, "path": str(p.path or "—"), "runs": len(runs),
                 "latest": runs[-1].name if runs else "",
@@ -108,7 +109,7 @@ class Dashboard:
             entries = pending(run)
             if entries:
                 waiting.append({
-                    "run_id": run.name, "night": read_json(run / REPORT_JSON).get("night"),
+                    "run_id": run.name, "night": read_json_object(run / REPORT_JSON).get("night"),
                     "names": [str(e["name"]) for e in entries], "edits": kept_edits(run),
                 })  # fmt: skip
         rows = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt_sleep.html.night_view import read_json
+from skillopt.atomicio import read_json_object
 from skillopt_sleep.rundir import RunDir
 
 __all__ = ["Project", "find_project", "list_projects"]
@@ -31,7 +31,7 @@ class Project:
 
 
 def _project(folder: Path) -> Project:
-    recorded = read_json(folder / "state.json").get("project")
+    recorded = read_json_object(folder / "state.json").get("project")
     return Project(
         key=folder.name, folder=folder, path=Path(recorded) if isinstance(recorded, str) else None
     )

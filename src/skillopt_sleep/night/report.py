@@ -220,7 +220,7 @@ def build_report(
         estimate=estimate.said if estimate else None,
         estimate_detail=estimate.detail if estimate else None,
         chart=_chart(state, _tonight_point(course, night_no)),
-        watched_lines=watched_report(night.cfg, night.project, night.trials, course),
+        watched_lines=watched_report(night, course),
         **_edits_report(night, course),
         **_tasks_report(night, course.gathered),
         **(course.fanout.report() if course.fanout else {}),

@@ -40,6 +40,7 @@ from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
+from skillopt_sleep.watch import WatchedLine
 
 __all__ = ["MAX_ERROR_SHARE", "Clock", "Night"]
 
@@ -153,6 +154,8 @@ class Night:
         # rules singles found significantly worse tonight (crossfit.harm_key -> the trials):
         # found so twice and proposed again, they are rejected without a test
         self.harmful_edits: dict[tuple[str, str, str], list[str]] = {}
+        # the project's watched adopted lines, read once a night (.watched)
+        self.watched: list[WatchedLine] | None = None
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}

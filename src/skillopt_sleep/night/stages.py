@@ -229,7 +229,7 @@ async def _learn(
             course.test = await _score_test(night, test, restored, start)
             return
         carried, course.carried_ids = carried_edits(archive)
-        carried = [*removal_candidates(night.cfg, night.project), *carried]
+        carried = [*removal_candidates(night), *carried]
         shared = await share_memory(night, fan, start, rotation=night_no)
         night.replayer.done.update(shared.answers)  # the managed night's first rollouts
         begin = Docs(skill=start.skill, memory=shared.memory)

@@ -20,13 +20,13 @@ Nothing here calls a model, and a night with no flagged line gets no candidate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from skillopt.types import EditOp, EditRecord, EditTarget
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Course
 from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.watch import WatchedLine, watch_lines
 
@@ -56,14 +56,22 @@ def _evolved(cfg: SleepConfig) -> set[str]:
                             ("memory", cfg.night.evolve_memory)) if on}  # fmt: skip
 
 
-def removal_candidates(cfg: SleepConfig, project: Path) -> list[Candidate]:
+def _watched_lines(night: Night) -> list[WatchedLine]:
+    """The project's watched lines, read from the run directories once a night (no
+    adoption happens while a night runs): its candidates and its report share them."""
+    if night.watched is None:
+        night.watched = watch_lines(night.cfg, night.project)
+    return night.watched
+
+
+def removal_candidates(night: Night) -> list[Candidate]:
     """A candidate removal of every flagged adopted line the night may change (none when
     no line is flagged: reading the run directories costs no model call). A line whose
     removal a night already rejected is not tried again until a new correction comes."""
-    evolved = _evolved(cfg)
+    evolved = _evolved(night.cfg)
     return [
         Candidate(edit=removal_edit(w), fold=-1, seen=frozenset(), held_out=(), why=_why(w))
-        for w in watch_lines(cfg, project)
+        for w in _watched_lines(night)
         if w.contradicted and w.target in evolved and not w.settled
     ]
 
@@ -102,15 +110,14 @@ def _tonight(line: WatchedLine, trials: Sequence[Trial], course: Course) -> dict
             "union or final check"}  # fmt: skip
 
 
-def watched_report(cfg: SleepConfig, project: Path, trials: Sequence[Trial],
-                   course: Course) -> list[dict[str, Any]] | None:  # fmt: skip
+def watched_report(night: Night, course: Course) -> list[dict[str, Any]] | None:
     """The watched lines for the report; a flagged line says what the night did with its
     removal (``tonight``)."""
-    evolved = _evolved(cfg)
+    evolved = _evolved(night.cfg)
     out = []
-    for line in watch_lines(cfg, project):
+    for line in _watched_lines(night):
         row = line.to_dict()
         if line.contradicted and line.target in evolved and not line.settled:
-            row["tonight"] = _tonight(line, trials, course)
+            row["tonight"] = _tonight(line, night.trials, course)
         out.append(row)
     return out or None

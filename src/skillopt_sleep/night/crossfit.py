@@ -348,12 +348,10 @@ async def learn_target(
         verdict = trial.verdict
         if verdict == "accepted":
             passed.append((cand, trial, docs))
-        elif trial.note == HARMFUL_EARLIER:
+        elif verdict == "rejected":  # its test, or two earlier ones (HARMFUL_EARLIER)
             step.rejected.append(cand.edit)
         elif verdict == "untested" or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
-        elif verdict == "rejected":
-            step.rejected.append(cand.edit)
     if passed:
         known = quiet_tasks(base) if quiet is None else quiet
         await _union(night, round_no, target, tasks, base, passed, step, first_id, known)

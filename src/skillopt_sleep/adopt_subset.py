@@ -40,7 +40,7 @@ from skillopt_sleep.adopt import SUBSET_FILE, SUBSETS_DIR, AdoptResult, adopt, a
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.edit_ids import edit_id
 from skillopt_sleep.night.agree import apply_learned
-from skillopt_sleep.night.crossfit import FRESH
+from skillopt_sleep.night.crossfit import ADOPT
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.live import read_documents
 from skillopt_sleep.night.outcome import Live
@@ -213,7 +213,7 @@ def plan_subset(
         raise RefusedError(f"night {night} left no task to check the edits on")
     gate = cfg.gate
     drawn = _drawn(run_dir)
-    first = range(FRESH, FRESH + gate.samples_per_task)  # the check's first wave
+    first = range(ADOPT, ADOPT + gate.samples_per_task)  # the check's first wave
 
     def calls(task: TaskRecord) -> int:  # a sample, and a judge call for a rubric task
         return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
@@ -264,7 +264,7 @@ async def check_subset(
     decision, failure = None, ""
     night.begin("final")
     try:
-        decision = await paired_check(night, list(plan.tasks), plan.start, plan.docs)
+        decision = await paired_check(night, list(plan.tasks), plan.start, plan.docs, offset=ADOPT)
     except SkillOptError as exc:
         failure = str(exc)
     night.end("final", accepted=bool(decision and decision.accepted))

@@ -63,7 +63,6 @@ async def _until_quiet(demo: DemoSetup, cfg: SleepConfig) -> NightOutcome:
     steady), then the night after the adoption: the first quiet one."""
     first = await run_night(cfg, project=demo.project)
     assert first.accepted and first.n_sessions > 0
-    assert first.spend["calls_by_stage"].get("steady", 0) > 0, first.spend
     return await run_night(cfg, project=demo.project)
 
 
@@ -93,11 +92,15 @@ async def test_the_staged_documents_are_sampled_after_the_decision_on_new_sample
     assert first.accepted
     journal = json.loads((first.run_dir / "run.json").read_text())  # type: ignore[operator]
     stages = [stage["name"] for stage in journal["stages"]]
-    assert stages.index("steady") > stages.index("final")  # no gate decision reads them
     rows = [r for r in _rollouts(first) if r["fresh"]]
+    final = [r for r in rows if r["phase"] == "final"]
+    staged = {f"{r['skill_hash']}.{r['memory_hash']}" for r in final}
+    staged -= {f"{r['skill_hash']}.{r['memory_hash']}" for r in rows if r["phase"] == "rollout"}
+    assert len(staged) == 1
     topped = [r for r in rows if r["phase"] == "steady"]
-    staged = {f"{r['skill_hash']}.{r['memory_hash']}" for r in topped}
-    assert len(staged) == 1 and topped
+    if topped:  # (the final check's own samples of the staged documents may be enough)
+        assert stages.index("steady") > stages.index("final")  # no gate decision reads them
+        assert {f"{r['skill_hash']}.{r['memory_hash']}" for r in topped} == staged
     drawn = Counter(
         (r["task_id"], r["sample_id"]) for r in rows
         if f"{r['skill_hash']}.{r['memory_hash']}" in staged
@@ -106,9 +109,10 @@ async def test_the_staged_documents_are_sampled_after_the_decision_on_new_sample
     per_task = Counter(task for task, _ in drawn)
     need = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)  # what makes one steady
     assert min(per_task.values()) >= need, per_task
-    assert {per_task[r["task_id"]] for r in topped} == {need}  # just the missing ones
-    # the judge had seen those answers tonight: its verdicts came from the response cache
-    assert first.spend["calls_by_stage"]["steady"] <= len(topped)
+    if topped:
+        assert {per_task[r["task_id"]] for r in topped} == {need}  # just the missing ones
+        # the judge had seen those answers tonight: its verdicts came from the response cache
+        assert first.spend["calls_by_stage"]["steady"] <= len(topped)
     path = archive_path(project_dir(cfg.state_path(), demo.project))
     conn = sqlite3.connect(path)
     kept = conn.execute(

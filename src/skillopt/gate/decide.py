@@ -24,7 +24,7 @@ from typing import Any
 
 from skillopt.errors import ConfigError
 from skillopt.gate.config import GateConfig
-from skillopt.gate.paired import PairedTest, paired_test
+from skillopt.gate.paired import PairedTest, missing_pairs, paired_test, unreachable
 from skillopt.types import DeltaStatus, GateAction, GateDecision, RolloutResult, TaskDelta
 
 __all__ = [
@@ -142,7 +142,16 @@ def decide_paired(
     that confirm a suspected regression start (:mod:`skillopt.gate.paired`). Validating on a seen
     task is a leak: a would-be accept becomes ``reject_unverified``. A candidate no task
     exercised is ``untested`` (carried to a later night), not rejected as a tie.
+
+    A sample still missing after it was drawn again (:mod:`.sampling`) leaves the decision
+    ``untested`` too, whatever the other samples say: its absence must not move a verdict
+    either way. A task whose every sample under both documents is missing (no call reaches
+    it) is left out instead, by name (``arithmetic["unreachable"]``).
     """
+    gone = unreachable(baseline, candidate, task_ids)
+    if gone:
+        task_ids = [t for t in task_ids if t not in set(gone)]
+    missing = missing_pairs(baseline, candidate, task_ids)
     test = paired_test(
         baseline,
         candidate,
@@ -153,33 +162,18 @@ def decide_paired(
     )
     leaks = sorted(set(task_ids) & set(seen))
     reasons = _paired_reasons(test, leaks, empty=not task_ids)
+    if missing:
+        reasons.append(
+            f"untested: {sum(missing.values())} sample(s) on {len(missing)} task(s) could not "
+            f"be drawn, even again: {sorted(missing)[:5]}"
+        )
     worse = [t.task_id for t in test.tasks if t.mean_delta < 0]
     strict_block = config.no_regression and bool(worse) and test.passed
     if strict_block:
         reasons.append(f"no_regression: {len(worse)} held-out task(s) scored lower: {worse[:5]}")
-    if strict_block:
-        action, accepted = GateAction.REJECT, False
-    elif test.passed and leaks:
-        action, accepted = GateAction.REJECT_UNVERIFIED, False
-    elif test.passed:
-        action, accepted = GateAction.ACCEPT_NEW_BEST, True
-    elif test.untested and test.tasks:
-        action, accepted = GateAction.UNTESTED, False
-    else:
-        action, accepted = GateAction.REJECT, False
-    deltas = tuple(
-        TaskDelta(
-            task_id=t.task_id,
-            baseline=t.baseline,
-            candidate=t.candidate,
-            status=DeltaStatus.IMPROVED
-            if t.mean_delta > 0
-            else DeltaStatus.REGRESSED
-            if t.mean_delta < 0
-            else DeltaStatus.UNCHANGED,
-        )
-        for t in test.tasks
-    )
+    action = _paired_action(test, missing=bool(missing), strict_block=strict_block, leaks=leaks)
+    accepted = action is GateAction.ACCEPT_NEW_BEST
+    deltas = _task_deltas(test)
     arithmetic: dict[str, Any] = {
         "mode": "paired",
         "metric": config.metric.value,
@@ -190,6 +184,9 @@ def decide_paired(
         "reasons": reasons,
         "per_task": [t.to_dict() for t in test.tasks],
     }
+    if missing or gone:
+        arithmetic["missing_samples"] = missing
+        arithmetic["unreachable"] = gone
     return GateDecision(
         action=action,
         accepted=accepted,
@@ -197,10 +194,41 @@ def decide_paired(
         candidate=test.candidate,
         delta=test.mean_delta,
         task_deltas=deltas,
-        blocked_by_regression=bool(test.regressed) or strict_block,
+        blocked_by_regression=not missing and (bool(test.regressed) or strict_block),
         leaked=bool(leaks),
         arithmetic=arithmetic,
     )
+
+
+def _task_deltas(test: PairedTest) -> tuple[TaskDelta, ...]:
+    def status(delta: float) -> DeltaStatus:
+        if delta > 0:
+            return DeltaStatus.IMPROVED
+        return DeltaStatus.REGRESSED if delta < 0 else DeltaStatus.UNCHANGED
+
+    return tuple(
+        TaskDelta(
+            task_id=t.task_id,
+            baseline=t.baseline,
+            candidate=t.candidate,
+            status=status(t.mean_delta),
+        )
+        for t in test.tasks
+    )
+
+
+def _paired_action(
+    test: PairedTest, *, missing: bool, strict_block: bool, leaks: Sequence[str]
+) -> GateAction:
+    if missing:
+        return GateAction.UNTESTED
+    if strict_block:
+        return GateAction.REJECT
+    if test.passed:
+        return GateAction.REJECT_UNVERIFIED if leaks else GateAction.ACCEPT_NEW_BEST
+    if test.untested and test.tasks:
+        return GateAction.UNTESTED
+    return GateAction.REJECT
 
 
 def _paired_reasons(test: PairedTest, leaks: Sequence[str], *, empty: bool) -> list[str]:

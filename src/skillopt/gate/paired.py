@@ -25,8 +25,11 @@ for regression on its confirmation pairs alone, corrected over the tasks confirm
 regression seen on the screening samples must show again on fresh ones, at a level that
 accounts for every task that was screened (:func:`skillopt.gate.sampling.confirm_suspects`).
 
-A candidate sample that is missing or not finite counts 0 (a crash never helps); a pair
-whose baseline sample is missing is left out (it cannot be compared).
+Inside :func:`paired_test`, a candidate sample that is missing or not finite counts 0 and a
+pair whose baseline sample is missing is left out. The decision (:func:`skillopt.gate.
+decide_paired`) never gets that far on a missing sample: a sample whose call failed is drawn
+again (:mod:`.sampling`), and one still missing leaves the decision ``untested``
+(:func:`missing_pairs`), so no verdict is moved by a sample's absence.
 """
 
 from __future__ import annotations
@@ -36,7 +39,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PairedTest", "TaskPairs", "paired_test", "sign_flip_p", "task_settled"]
+__all__ = [
+    "PairedTest",
+    "TaskPairs",
+    "missing_pairs",
+    "paired_test",
+    "sign_flip_p",
+    "task_settled",
+    "unreachable",
+]
 
 _EXACT_LIMIT = 1 << 16  # distinct partial sums kept before falling back to the normal form
 _EPS = 1e-9
@@ -203,6 +214,40 @@ class PairedTest:
             "harmful": self.harmful,
             "rule": self.rule(),
         }
+
+
+def unreachable(
+    baseline: Mapping[str, Sequence[float]],
+    candidate: Mapping[str, Sequence[float]],
+    task_ids: Iterable[str],
+) -> list[str]:
+    """The tasks with samples under both documents, every one of them missing: a task no
+    call reaches (it always fails) says nothing about either document, so it is left out
+    of the decision, by name."""
+    out = []
+    for tid in task_ids:
+        values = [*baseline.get(tid, ()), *candidate.get(tid, ())]
+        if baseline.get(tid) and candidate.get(tid) and not any(map(math.isfinite, values)):
+            out.append(tid)
+    return out
+
+
+def missing_pairs(
+    baseline: Mapping[str, Sequence[float]],
+    candidate: Mapping[str, Sequence[float]],
+    task_ids: Iterable[str],
+) -> dict[str, int]:
+    """Per task, the pairs one of whose samples is missing (a call that failed and failed
+    again when drawn anew); tasks with none are left out."""
+    out: dict[str, int] = {}
+    for tid in task_ids:
+        base, cand = baseline.get(tid, ()), candidate.get(tid, ())
+        lost = sum(
+            not (math.isfinite(b) and math.isfinite(c)) for b, c in zip(base, cand, strict=False)
+        ) + abs(len(base) - len(cand))
+        if lost:
+            out[tid] = lost
+    return out
 
 
 def _pairs(base: Sequence[float], cand: Sequence[float]) -> list[tuple[float, float]]:

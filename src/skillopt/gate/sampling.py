@@ -13,6 +13,11 @@ fresh pairs and is judged on them alone, corrected over the tasks confirmed
 the tasks that went down, so with one task down a null edit's noise vetoes a real gain in
 about one comparison in ten; a regression that is real shows again on fresh samples.
 
+A sample whose call failed (the measure gives it a non-finite score: an error, a timeout, a
+refused budget) is drawn again, up to :data:`REDRAWS` times, on the same sample id: the
+pair keeps its place, and the arm that answered is read back, not asked again. One still
+missing leaves the decision ``untested`` (:func:`skillopt.gate.decide_paired`).
+
 Public API::
 
     sample_stages(first, most) -> list[int]
@@ -25,17 +30,21 @@ Public API::
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
 
+from skillopt.concurrency import gather_indexed
 from skillopt.gate.config import GateConfig
 from skillopt.gate.paired import paired_test, task_settled
 
 __all__ = [
+    "REDRAWS",
     "Measure",
     "PairedSamples",
     "Plan",
@@ -45,10 +54,15 @@ __all__ = [
     "lost",
     "next_samples",
     "sample_stages",
+    "thin",
     "unsettled",
 ]
 
 R = TypeVar("R")
+
+REDRAWS = 2
+"""How many more times a sample whose call failed is drawn before its decision is left
+untested (each is a full call through the pool, its own retries included)."""
 
 Scores = Mapping[str, Sequence[float]]
 Plan = Callable[[Scores, Scores], Collection[str]]
@@ -86,7 +100,8 @@ def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]
     would only price the rejection). Once the gain is clear beyond doubt (significant at a
     tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
     that lost a paired sample are sampled again, since a regression could only hide there.
-    Otherwise every task whose samples disagree.
+    Otherwise every task whose samples disagree, and on such a noisy comparison the tasks
+    whose few samples agree (:func:`thin`).
     """
     test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
     if test.passed:
@@ -98,7 +113,24 @@ def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]
     sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
     if sampled >= 4 and test.p_improve > 0.5:
         return []
-    return unsettled(base, cand)
+    return unsettled(base, cand) + thin(base, cand)
+
+
+THIN = 4
+"""Agreeing samples below which a task does not count as settled once another task of the
+same comparison disagreed (the model is noisy: one agreeing pair may be luck)."""
+
+
+def thin(base: Scores, cand: Scores) -> list[str]:
+    """On a comparison where some task's samples disagree, the tasks whose samples agree
+    on fewer than :data:`THIN` pairs: under a noisy model one agreeing pair is no evidence
+    that nothing changed there, and leaving it at one pair costs a real gain its power."""
+    if not unsettled(base, cand):
+        return []
+    return [
+        t for t in base
+        if task_settled(base[t], cand.get(t, ())) and 0 < len(cand.get(t, ())) < THIN
+    ]  # fmt: skip
 
 
 def confirm_suspects(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
@@ -174,10 +206,46 @@ async def _wave(
     out: list[tuple[dict[str, list[float]], list[R]] | None] = [None, None]
 
     async def arm(i: int) -> None:
-        out[i] = await measure(i, task_ids, samples)
+        scores, records = await measure(i, task_ids, samples)
+        await _redraw(measure, i, scores, records, samples)
+        out[i] = scores, records
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(arm, 0)
         tg.start_soon(arm, 1)
     assert out[0] is not None and out[1] is not None
     return out[0][0], out[1][0], out[0][1], out[1][1]
+
+
+async def _redraw(
+    measure: Measure[R],
+    arm: int,
+    scores: dict[str, list[float]],
+    records: list[R],
+    samples: range,
+) -> None:
+    """Each missing sample of the wave drawn again on its own id, up to :data:`REDRAWS`
+    times; the records of every draw are kept (a failed call happened)."""
+    for _ in range(REDRAWS):
+        gaps = [
+            (task, k)
+            for task, values in scores.items()
+            if len(values) == len(samples)
+            for k, value in zip(samples, values, strict=True)
+            if not math.isfinite(value)
+        ]
+        if not gaps:
+            return
+
+        again = await gather_indexed(functools.partial(_one_sample, measure, arm, gaps), len(gaps))
+        for (task, k), (got, recs) in zip(gaps, again, strict=True):
+            records.extend(recs)
+            if got.get(task):
+                scores[task][k - samples.start] = got[task][0]
+
+
+async def _one_sample(
+    measure: Measure[R], arm: int, gaps: Sequence[tuple[str, int]], j: int
+) -> tuple[dict[str, list[float]], list[R]]:
+    task, k = gaps[j]
+    return await measure(arm, [task], range(k, k + 1))

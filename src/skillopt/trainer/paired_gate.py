@@ -15,17 +15,25 @@ a generalisation that breaks every item hides every fix beside it. Two looks, th
 only when the first finds nothing:
 
 - **Spoilers** (:func:`skillopt.gate.attribute`, as the night attributes a union): the
-  candidate without edit ``i`` against the full candidate (whose samples are reused) at a
-  Bonferroni-corrected confidence; an edit whose removal makes the skill significantly
-  better is dropped, and the rest is compared with the current skill on samples no earlier
-  decision saw (``RETEST``). This finds one spoiler among good edits.
+  candidate without edit ``i`` against the full candidate, both on samples of their own
+  (``ATTRIBUTION``: the whole's samples chose to look), at a Bonferroni-corrected
+  confidence; an edit whose removal makes the skill significantly better is dropped, and
+  the rest is compared with the current skill on samples no earlier decision saw
+  (``RETEST``). This finds one spoiler among good edits.
 - **Singles and union**, the night's cross-fitted step (:mod:`skillopt_sleep.night.
   crossfit`, steps 3 and 4; the trainer's reflection reads train items only, so the val
-  items are already unseen by it): each edit alone on the current skill, paired with the
-  current skill's samples of the whole's comparison; the edits that passed alone, together,
-  on fresh samples (``SINGLES_TOGETHER``); that failing, the strongest single once more
-  (``RETEST_SINGLE``). This finds good edits among two or more spoilers, and a lone good
-  edit whose gain the noise beside a spoiler hid.
+  items are already unseen by it): each edit alone on the current skill, on samples of
+  their own (``SINGLES``, one current-skill arm they share); the edits that passed alone,
+  together, on fresh samples (``SINGLES_TOGETHER``). Together they must also keep every
+  item a single improved: one that came back unimproved is attributed as the night
+  attributes a union (``TOGETHER_ATTRIBUTION``, the rest again at ``TOGETHER_RETEST``), on
+  every model; that failing, the strongest single once more (``RETEST_SINGLE``). This
+  finds good edits among two or more spoilers, a spoiler that only cancels the others'
+  gains, and a lone good edit whose gain the noise beside a spoiler hid.
+
+Every decision of a step draws from a block of sample ids of its own, so none is made on
+samples an earlier decision was chosen by; a sample whose call failed is drawn again, and
+one still missing leaves its decision untested (:mod:`skillopt.gate.sampling`).
 
 An edit is dropped unless it is in the skill that passed.
 
@@ -38,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,12 +66,18 @@ from skillopt.trainer.replies import EditItem
 from skillopt.trainer.rollouts import rollout
 from skillopt.trainer.run_context import Sample, skill_hash
 from skillopt.trainer.sample_ids import FINAL_SAMPLES, STEP_SAMPLES
-from skillopt.types import GateDecision
+from skillopt.types import GateAction, GateDecision
 
 __all__ = [
+    "ATTRIBUTION",
     "FINAL_SAMPLES",
     "RETEST",
+    "RETEST_SINGLE",
+    "SINGLES",
+    "SINGLES_TOGETHER",
     "STEP_SAMPLES",
+    "TOGETHER_ATTRIBUTION",
+    "TOGETHER_RETEST",
     "Comparison",
     "Rebuild",
     "StepVerdict",
@@ -71,11 +85,19 @@ __all__ = [
     "judge_step",
 ]
 
-RETEST = 500
-"""Offset (within a step's sample ids) of the edits that passed alone, measured together."""
-SINGLES_TOGETHER = 600
+ATTRIBUTION = 100
+"""Offset (within a step's sample ids) of the whole's attribution, both arms."""
+RETEST = 200
+"""Offset of the whole without its spoilers, measured against the current skill."""
+SINGLES = 300
+"""Offset of each edit alone against the current skill."""
+SINGLES_TOGETHER = 400
 """Offset of the edits that passed alone, measured together."""
-RETEST_SINGLE = 750
+TOGETHER_ATTRIBUTION = 500
+"""Offset of the attribution of edits together that lost an item a single improved."""
+TOGETHER_RETEST = 600
+"""Offset of those edits without their spoilers, measured against the current skill."""
+RETEST_SINGLE = 700
 """Offset of the strongest single's re-measurement when the edits together failed."""
 
 Rebuild = Callable[[Sequence[EditItem]], Awaitable[str | None]]
@@ -110,11 +132,13 @@ async def compare_skills(
     *,
     offset: int,
     config: GateConfig | None = None,
+    items: Collection[str] | None = None,
 ) -> Comparison:
-    """``cand`` against ``base`` on the val items, paired, on fresh samples from ``offset``,
-    under ``config`` (default: the run's ``[gate]``)."""
+    """``cand`` against ``base`` on the val items (or those of them in ``items``), paired, on
+    fresh samples from ``offset``, under ``config`` (default: the run's ``[gate]``)."""
     config = config or core.cfg.gate
-    items = {item.id: item for item in core.val}
+    chosen_ids = None if items is None else set(items)
+    items = {item.id: item for item in core.val if chosen_ids is None or item.id in chosen_ids}
 
     async def measure(
         arm: int, ids: Sequence[str], samples: range
@@ -213,7 +237,9 @@ async def _spoilers(
         return None if text is None or text == candidate else text
 
     async def better(whole_text: str, text: str, config: GateConfig) -> GateDecision:
-        got = await compare_skills(core, whole_text, text, out_dir, offset=offset, config=config)
+        got = await compare_skills(
+            core, whole_text, text, out_dir, offset=offset + ATTRIBUTION, config=config
+        )
         return got.decision
 
     found = await attribute(candidate, edits, build=without, compare=better, config=core.cfg.gate)
@@ -273,6 +299,13 @@ async def _singles_and_union(
         if text is None:
             continue
         last = await compare_skills(core, current, text, out_dir, offset=offset + at)
+        if at == SINGLES_TOGETHER and len(kept) > 1:
+            lost = _lost_gains(last, [singles[i] for i in kept])
+            if lost or not last.decision.accepted:
+                kept, text, last = await _together_spoilers(
+                    core, current, text, [edits[i] for i in kept], kept, rebuild, out_dir,
+                    offset, lost or sorted(_improved(singles[i] for i in kept)), last,
+                )  # fmt: skip
         if last.decision.accepted:
             return StepVerdict(
                 text=text,
@@ -284,6 +317,88 @@ async def _singles_and_union(
             )
     assert last is not None
     return StepVerdict(text=candidate, comparison=last, attribution=attribution)
+
+
+def _improved(singles: Iterable[tuple[str, Comparison] | None]) -> set[str]:
+    """The val items some single improved."""
+    return {
+        d.task_id
+        for got in singles
+        if got is not None
+        for d in got[1].decision.task_deltas
+        if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline
+    }
+
+
+def _lost_gains(
+    together: Comparison, singles: Sequence[tuple[str, Comparison] | None]
+) -> list[str]:
+    """Items a single improved on which no sample of the edits together beats the current
+    skill: they undid it (attribution decides which edit)."""
+    base, cand = together.samples.base, together.samples.cand
+    out = []
+    for item in sorted(_improved(singles)):
+        pairs = [
+            (b, c)
+            for b, c in zip(base.get(item, ()), cand.get(item, ()), strict=False)
+            if math.isfinite(b) and math.isfinite(c)
+        ]
+        if pairs and all(not c > b for b, c in pairs):
+            out.append(item)
+    return out
+
+
+async def _together_spoilers(
+    core: TrainerCore,
+    current: str,
+    text: str,
+    kept_edits: Sequence[EditItem],
+    kept: list[int],
+    rebuild: Rebuild,
+    out_dir: Path,
+    offset: int,
+    on: Sequence[str],
+    together: Comparison,
+) -> tuple[list[int], str, Comparison]:
+    """The edits together that lost an item a single improved (or failed), attributed on
+    the items the singles improved, on samples of its own; the rest measured again. What
+    the caller keeps: ``kept`` without the spoilers and its comparison, or the edits
+    together as they were when nothing is dropped."""
+    config = core.cfg.gate
+    items = set(on)
+
+    async def without(rest: Sequence[EditItem]) -> str | None:
+        built = await rebuild(rest)
+        return None if built is None or built == text else built
+
+    async def better(whole_text: str, other: str, cfg: GateConfig) -> GateDecision:
+        got = await compare_skills(
+            core, whole_text, other, out_dir, offset=offset + TOGETHER_ATTRIBUTION,
+            config=cfg, items=items,
+        )  # fmt: skip
+        return got.decision
+
+    found = await attribute(text, kept_edits, build=without, compare=better, config=config)
+    if not found.dropped or not found.kept:
+        if found.dropped:  # every edit dropped: nothing together stands
+            return kept, text, _rejected(together, "every edit together spoils the others")
+        return kept, text, together
+    rest = [kept[i] for i in range(len(kept)) if i not in set(found.dropped)]
+    rest_text = await rebuild(found.kept)
+    if rest_text is None:
+        return kept, text, _rejected(together, "the edits without their spoilers build no skill")
+    again = await compare_skills(core, current, rest_text, out_dir, offset=offset + TOGETHER_RETEST)
+    return rest, rest_text, again
+
+
+def _rejected(comparison: Comparison, why: str) -> Comparison:
+    """``comparison`` as a rejection (its samples kept), for the reason given."""
+    d = comparison.decision
+    arithmetic = {**d.arithmetic, "reasons": [*d.arithmetic.get("reasons", []), why]}
+    decision = dataclasses.replace(
+        d, action=GateAction.REJECT, accepted=False, arithmetic=arithmetic
+    )
+    return dataclasses.replace(comparison, decision=decision)
 
 
 def _gain(single: tuple[str, Comparison] | None) -> float:
@@ -311,6 +426,6 @@ async def _singles(
         text = texts[i]
         if text is None:
             return None
-        return text, await compare_skills(core, current, text, out_dir, offset=offset)
+        return text, await compare_skills(core, current, text, out_dir, offset=offset + SINGLES)
 
     return await gather_indexed(one, len(edits))

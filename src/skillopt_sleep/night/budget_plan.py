@@ -8,8 +8,9 @@ are not all started at once, to run out together with nothing decided. Instead:
    several folds proposed (held out on more tasks), then one motivated by more failing
    tasks; an edit a single already measured tonight without keeping it goes last.
 2. **Afford** (:class:`SinglesBudget`): they run one after another, and each starts only
-   when the calls left cover it, the union that may follow, and the final check (unless
-   already held back): measured at what tonight's singles cost per held-out task so far.
+   when the calls left cover it, the union that may follow with its attribution, and the
+   final check (both arms, unless already held back): measured at what tonight's singles
+   cost per held-out task so far.
    A candidate the budget cannot cover is *untested* tonight, not rejected: carried to a
    later night like any edit nothing could exercise.
 
@@ -77,8 +78,11 @@ class SinglesBudget:
         if left is None:
             return True
         per = self.per_task
-        union = self.n_tasks * per if self.tried else 0.0  # two singles may pass: a union
-        final = 0.0 if self.night.spend.holding else self.n_tasks * per
+        # two singles may pass: a union, and its attribution when it lost a single's gain
+        # (the union's arm and one without an edit, on samples of their own)
+        union = 3 * self.n_tasks * per if self.tried else 0.0
+        # the final check draws both of its arms anew
+        final = 0.0 if self.night.spend.holding else 2 * self.n_tasks * per
         if held_out * per + union + final > left:
             self.skipped += 1
             return False

@@ -21,16 +21,21 @@ A walk through one step (:func:`learn_target`):
    gate's alpha, and it keeps its later chances.
 4. **Union.** The accepted singles together (an edit several folds proposed counts once),
    measured on every learnable task. The union must pass the gate, keep every task its
-   singles improved and regress none; when it fails the gate (or, where answers never
-   vary, lost such a task), its edits are attributed on the tasks the singles improved
+   singles improved and regress none; when it fails the gate or lost such a task (on any
+   model, noisy or not), its edits are attributed on the tasks the singles improved
    (where a spoiler shows: leave-one-out for a few edits, by halves for many), the edits
    whose removal makes those tasks significantly better are dropped and the rest is
    measured again on unseen samples, and failing that only the strongest single edit is
    kept. This is what stops a harmful generalisation that only shows once good edits are
-   in place (it passes alone by luck where nothing passes yet, then breaks the union).
+   in place (it passes alone by luck where nothing passes yet, then breaks the union, or
+   breaks nothing and cancels what the others fixed).
 
 The union's all-task measurement is the next step's baseline. No edit is ever accepted on
-a task its reflection saw: the leak check is part of every single decision.
+a task its reflection saw: the leak check is part of every single decision. Every decision
+of the chain (single, union, attribution, the union without its spoilers, the strongest
+single, the final check, ``adopt --edit``) draws its samples from a range of sample ids of
+its own (:data:`FRESH` ... :data:`ADOPT`), so none is made on samples an earlier decision
+was chosen by.
 """
 
 from __future__ import annotations
@@ -50,11 +55,10 @@ from skillopt.gate import (
     compare_adaptive,
     decide_paired,
     next_samples,
-    task_settled,
     unsettled,
 )
 from skillopt.splits import assign_folds
-from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult
+from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.agree import apply_learned
 from skillopt_sleep.night.budget_plan import NOT_TRIED, SinglesBudget, by_value
@@ -66,9 +70,13 @@ if TYPE_CHECKING:
     from skillopt_sleep.night.running import Night
 
 __all__ = [
+    "ADOPT",
+    "ATTRIBUTE",
+    "FINAL",
     "FRESH",
     "RETEST",
     "ROUND",
+    "SINGLE_AGAIN",
     "Candidate",
     "Measured",
     "StepResult",
@@ -167,7 +175,7 @@ def harm_key(edit: EditRecord) -> tuple[str, str, str]:
 def found_harmful(decision: GateDecision | None) -> bool:
     """A single's decision that rejected its edit as significantly worse on the whole
     (not a lone regression beside a gain, nor a gain too small to show)."""
-    if decision is None or decision.accepted:
+    if decision is None or decision.accepted or decision.action is GateAction.UNTESTED:
         return False
     arithmetic = decision.arithmetic
     return bool(arithmetic.get("harmful")) and float(arithmetic.get("mean_delta", 0.0)) < 0
@@ -235,9 +243,21 @@ async def measure(
 
 
 FRESH = 1000
-"""First sample id of a confirmatory measurement: samples nobody has looked at yet."""
+"""First sample id of the union's measurement: samples nobody has looked at yet."""
 RETEST = 2000
-"""First sample id of a re-measurement after choices made on the :data:`FRESH` samples."""
+"""First sample id of the union without its spoilers, after choices made on the
+:data:`FRESH` and :data:`ATTRIBUTE` samples."""
+ATTRIBUTE = 3000
+"""First sample id of the attribution of a union: both arms (the union and the union
+without an edit) drawn anew, since the union's own samples chose to attribute it."""
+SINGLE_AGAIN = 4000
+"""First sample id of the strongest single measured again when no combination passed."""
+FINAL = 5000
+"""First sample id of the night's final check: both arms drawn anew, never the samples of
+the step (a round's union) whose documents it checks."""
+ADOPT = 6000
+"""First sample id of ``adopt --edit``'s check of a subset of a night's edits, apart from
+every sample the night decided on."""
 ROUND = 10_000
 """Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
 documents an earlier round already measured draws new samples instead of reading back the
@@ -311,11 +331,9 @@ async def learn_target(
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
-    quiet: frozenset[str] | None = None,
 ) -> StepResult:
     """Reflect per fold, gate every edit alone on its held-out fold, then the union.
-    ``first_id``: where this round's sample ids start (:data:`ROUND`); ``quiet``: the tasks
-    known to answer the same every time (None: :func:`quiet_tasks` of ``base``)."""
+    ``first_id``: where this round's sample ids start (:data:`ROUND`)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -353,8 +371,7 @@ async def learn_target(
         elif verdict == "untested" or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
     if passed:
-        known = quiet_tasks(base) if quiet is None else quiet
-        await _union(night, round_no, target, tasks, base, passed, step, first_id, known)
+        await _union(night, round_no, target, tasks, base, passed, step, first_id)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -520,7 +537,6 @@ async def _union(
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
     first_id: int,
-    quiet: frozenset[str],
 ) -> None:
     """Measure the accepted singles together on every task; drop edits that conflict."""
     name = f"round{round_no}.union_{target.value}"
@@ -534,7 +550,7 @@ async def _union(
     edits = list(unique.values())
     promised = _promised(ranked)
     chosen, measured, note = await _settle(
-        night, round_no, target, tasks, base, edits, promised, first_id, quiet
+        night, round_no, target, tasks, base, edits, promised, first_id
     )
     if chosen:
         step.best, step.measured = measured.docs, measured
@@ -570,19 +586,18 @@ async def _settle(
     edits: list[EditRecord],
     promised: set[str],
     first_id: int,
-    quiet: frozenset[str],
 ) -> tuple[list[EditRecord], Measured, str]:
     """The union, else the union without the edits that spoil it, else the strongest
     single. Each is measured on fresh samples of every task, paired with fresh baseline
     samples (no earlier decision saw them), and must pass the paired gate.
 
-    A union of several edits that fails the gate (or certainly lost a task a single
-    improved: :func:`_attribute`) is attributed (:func:`_attribution`) on the tasks the
-    singles improved: that is where a spoiler shows (a rule that breaks what the others
-    fixed), and those tasks were chosen from the singles' samples, not the union's, so the
-    union's samples can serve as one arm without biasing the test. The union without the
-    spoilers is then measured on samples nobody has looked at (:data:`RETEST`), since the
-    spoilers were picked on the union's."""
+    A union of several edits that fails the gate or lost a task a single improved
+    (:func:`_attribute`) is attributed (:func:`_attribution`) on the tasks the singles
+    improved: that is where a spoiler shows (a rule that breaks what the others fixed, or
+    cancels it), on samples of its own (:data:`ATTRIBUTE`: the union's samples chose to
+    attribute, so they cannot also decide what to drop). The union without the spoilers is
+    then measured on samples nobody has looked at (:data:`RETEST`), the strongest single on
+    others again (:data:`SINGLE_AGAIN`)."""
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
@@ -616,10 +631,10 @@ async def _settle(
             else "",
         )
         night.trials.append(trial)
-        if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts, quiet):
+        if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
             on = sorted(promised) or [t.id for t in tasks]
             drop = await _attribution(
-                night, tasks, docs, chosen, base.docs, target, on, first_id + FRESH
+                night, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE
             )
             if drop:
                 rest = [e for e in chosen if e not in drop]
@@ -627,41 +642,32 @@ async def _settle(
                 continue
         if decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", chosen[:1], first_id + FRESH))
+        attempts.append(("strongest_single", chosen[:1], first_id + SINGLE_AGAIN))
     return [], base, "no combination passed the paired gate on every task"
 
 
-def quiet_tasks(measured: Measured) -> frozenset[str]:
-    """The tasks whose answers agree every time, by tonight's samples of every task (the
-    round's rollouts; the archive's noise estimate adds the tasks it knows are steady:
-    :func:`skillopt_sleep.night.rounds.steady_tasks`). When each task's samples agree, the
-    model answers consistently and every task is quiet (with one sample each, nothing
-    says otherwise); one task whose samples disagree makes the night noisy and no task
-    quiet by tonight's evidence (a handful of agreeing samples cannot tell a quiet task
-    from a lucky one under a model that flips answers)."""
-    scores = measured.scores
-    consistent = bool(scores) and all(task_settled(v, v) for v in scores.values())
-    return frozenset(scores) if consistent else frozenset()
-
-
-def _attribute(decision: GateDecision, conflicts: list[str], quiet: frozenset[str]) -> bool:
-    """Whether the union's edits are attributed: only where the union fails the gate, or
-    lost a task a single improved where answers never vary (the loss is then certain).
-    On a noisy task a union that passes "loses" a task a single improved by chance about
-    as often as not; its gate already holds it to a significant gain with no significantly
-    regressed task."""
-    return not decision.accepted or any(t in quiet for t in conflicts)
+def _attribute(decision: GateDecision, conflicts: list[str]) -> bool:
+    """Whether the union's edits are attributed: where the union fails the gate, or lost a
+    task a single improved, on every model. A spoiler that cancels the others' gains breaks
+    no task that passed before and lets the union pass on what is left; only the loss of
+    a task a single improved shows it, and on a noisy model that loss is no less a sign
+    (attribution then decides on samples of its own whether an edit caused it)."""
+    return not decision.accepted or bool(conflicts)
 
 
 def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
     """Tasks a single accepted edit improved on which no sample of the union is better than
     the baseline: the union undid them (the paired test decides which edit did it)."""
-    return sorted(
-        tid
-        for tid in promised
-        if c.scores.get(tid)
-        and all(not cv > bv for bv, cv in zip(b.scores.get(tid, ()), c.scores[tid], strict=False))
-    )
+    out = []
+    for tid in sorted(promised):
+        pairs = [
+            (bv, cv)
+            for bv, cv in zip(b.scores.get(tid, ()), c.scores.get(tid, ()), strict=False)
+            if math.isfinite(bv) and math.isfinite(cv)
+        ]
+        if pairs and all(not cv > bv for bv, cv in pairs):
+            out.append(tid)
+    return out
 
 
 async def _attribution(
@@ -675,8 +681,9 @@ async def _attribution(
     union_from: int,
 ) -> set[EditRecord]:
     """The edits whose removal makes ``task_ids`` significantly better
-    (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many; the
-    union's samples are one arm: they are reused, not paid again)."""
+    (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many), on
+    samples from ``union_from`` (:data:`ATTRIBUTE`): the union's arm is drawn once there
+    and shared by every removal tested."""
     on = [t for t in tasks if t.id in set(task_ids)]
 
     async def without(rest: Sequence[EditRecord]) -> Docs:

@@ -35,7 +35,7 @@ from skillopt.types import (
 )
 from skillopt_sleep.night.budget_plan import NOT_TRIED
 from skillopt_sleep.night.crossfit import (
-    FRESH,
+    FINAL,
     ROUND,
     Candidate,
     Measured,
@@ -45,12 +45,10 @@ from skillopt_sleep.night.crossfit import (
     compare,
     learn_target,
     make_folds,
-    quiet_tasks,
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.probe import draw_rollouts
-from skillopt_sleep.night.quiet import noise_estimates
 from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
@@ -109,8 +107,9 @@ async def consolidate(
         return await ungated(night, tasks, start)
     before = night.spend.calls, night.spend.tokens
     base = await _rollouts(night, "rollouts", tasks, start)
-    # held back through the rounds for the final check (which costs at most a baseline)
-    reserve = night.spend.calls - before[0], night.spend.tokens - before[1]
+    # held back through the rounds for the final check (both of its arms are drawn anew:
+    # at least two baselines' worth)
+    reserve = 2 * (night.spend.calls - before[0]), 2 * (night.spend.tokens - before[1])
     baseline = base.mean()
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
@@ -240,27 +239,19 @@ async def _learn_rounds(
                 night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
                 first_id=first_id,
-                quiet=quiet_tasks(rolled) | steady_tasks(night, tasks, learned.best),
             )  # fmt: skip
             learned.keep(night, step)
 
 
-def steady_tasks(night: Night, tasks: Sequence[TaskRecord], docs: Docs) -> frozenset[str]:
-    """The tasks the archive has seen answer the same every time under ``docs`` (at least
-    as many agreeing samples as the rollouts draw): where a lost task is no noise."""
-    least = max(night.cfg.night.dream_rollouts, night.cfg.gate.samples_per_task, 2)
-    found = noise_estimates(night, tasks, docs)
-    return frozenset(t for t, e in found.items() if e.steady and e.samples >= least)
-
-
 async def paired_check(
-    night: Night, tasks: Sequence[TaskRecord], start: Docs, best: Docs
+    night: Night, tasks: Sequence[TaskRecord], start: Docs, best: Docs, *, offset: int = FINAL
 ) -> GateDecision:
-    """``best`` against ``start`` on every task, paired per task and sample, on samples no
-    earlier decision saw: the night's final check (``adopt --edit`` checks a subset of a
-    night's edits with it too)."""
+    """``best`` against ``start`` on every task, paired per task and sample, both arms on
+    samples of their own from ``offset`` (:data:`.crossfit.FINAL`; no earlier decision saw
+    them, not even the union whose documents are checked): the night's final check
+    (``adopt --edit`` checks a subset of a night's edits with it too, from :data:`ADOPT`)."""
     b, c = await compare(
-        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=FRESH
+        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=offset
     )
     night.check_degenerate("final", c.results, candidate=True)
     return decide_paired(b.scores, c.scores, config=night.gate,
@@ -275,8 +266,8 @@ async def _final(
     applied: list[EditRecord],
     decision: Decision,
 ) -> Decision:
-    """The best documents against the live ones on every task, paired (no extra calls for
-    samples both arms already have); every accepted edit must have been leak-free.
+    """The best documents against the live ones on every task, paired, on samples of its
+    own; every accepted edit must have been leak-free.
     ``gate.mode = "greedy"`` skips this check."""
     if night.cfg.gate.mode == GREEDY:
         return greedy_final(decision, best, applied)

@@ -7,6 +7,7 @@ confirmation samples can be told apart, so a test can make a regression that is 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 
@@ -14,7 +15,7 @@ import pytest
 
 from skillopt.gate import GateConfig, decide_paired
 from skillopt.gate.paired import paired_test
-from skillopt.gate.sampling import compare_adaptive, confirm_suspects, next_samples
+from skillopt.gate.sampling import REDRAWS, compare_adaptive, confirm_suspects, next_samples
 from skillopt.types import GateAction
 
 World = Callable[[int, str, int], float]
@@ -130,3 +131,77 @@ def test_confirmed_tasks_are_judged_on_their_fresh_pairs_corrected_over_them() -
     assert test.regressed == ("t2",)
     first_look = paired_test(base, cand, confidence=0.9)
     assert set(first_look.regressed) == {"t0", "t1", "t2"}
+
+
+# --------------------------------------------------------------------------- missing samples
+
+
+async def _compare_with(
+    world: Callable[[int, str, int, int], float], tasks: Sequence[str]
+) -> tuple[object, list[tuple[int, str, int]]]:
+    """``world(arm, task, sample id, times asked before)``; the calls made, in order."""
+    config = _config(confirm=0)
+    asked: list[tuple[int, str, int]] = []
+
+    async def measure(
+        arm: int, task_ids: Sequence[str], samples: range
+    ) -> tuple[dict[str, list[float]], list[int]]:
+        out: dict[str, list[float]] = {}
+        for t in task_ids:
+            out[t] = []
+            for k in samples:
+                out[t].append(world(arm, t, k, asked.count((arm, t, k))))
+                asked.append((arm, t, k))
+        return out, []
+
+    plan = lambda b, c: next_samples(b, c, config=config)  # noqa: E731
+    got = await compare_adaptive(measure, list(tasks), config=config, plan=plan)
+    decision = decide_paired(
+        got.base, got.cand, config=config, task_ids=list(tasks), confirm_from=got.confirm_from
+    )
+    return decision, asked
+
+
+FIXED = [f"fixed{i}" for i in range(12)]
+
+
+async def test_a_sample_whose_call_failed_is_drawn_again_on_its_own_id() -> None:
+    def world(arm: int, task: str, k: int, before: int) -> float:
+        if arm == 1 and task == "fixed0" and before == 0:
+            return math.nan  # the first call fails; asked again, it answers
+        return float(arm)
+
+    decision, asked = await _compare_with(world, FIXED)
+    assert decision.accepted  # the redrawn sample counts like any other
+    assert asked.count((1, "fixed0", 0)) == 2 and asked.count((0, "fixed0", 0)) == 1
+    assert "missing_samples" not in decision.arithmetic
+
+
+async def test_a_sample_still_missing_leaves_the_decision_untested() -> None:
+    """A lost call moves no verdict: not to accept (the rest is a clear gain) and not to
+    reject (a lost candidate sample read as a failure would be a regression)."""
+
+    def gain(arm: int, task: str, k: int, before: int) -> float:
+        return math.nan if (arm, task) == (1, "fixed3") else float(arm)
+
+    decision, asked = await _compare_with(gain, FIXED)
+    assert decision.action is GateAction.UNTESTED and not decision.accepted
+    assert decision.arithmetic["missing_samples"] == {"fixed3": 1}
+    assert asked.count((1, "fixed3", 0)) == 1 + REDRAWS
+    assert not decision.blocked_by_regression
+
+    def harm(arm: int, task: str, k: int, before: int) -> float:
+        return math.nan if (arm, task) == (0, "fixed3") else float(1 - arm)
+
+    decision, _ = await _compare_with(harm, FIXED)
+    assert decision.action is GateAction.UNTESTED
+
+
+async def test_a_task_no_call_reaches_is_left_out_by_name() -> None:
+    def world(arm: int, task: str, k: int, before: int) -> float:
+        return math.nan if task == "dead" else float(arm)
+
+    decision, _ = await _compare_with(world, [*FIXED, "dead"])
+    assert decision.accepted
+    assert decision.arithmetic["unreachable"] == ["dead"]
+    assert "dead" not in decision.arithmetic["validated_on"]

@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
 from skillopt.errors import BackendTimeoutError
 from support.fake_cli import FakeCli, write_fake_cli
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
-from skillopt.backends.openai_http import build_http_member
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.http.member import build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import RetryPolicy

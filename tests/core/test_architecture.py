@@ -11,9 +11,9 @@ FOUNDATIONS = ("skillopt.atomicio", "skillopt.config", "skillopt.errors", "skill
 STACK = ("skillopt.backends.pool", "skillopt.backends.wrappers", "skillopt.backends.open")
 GROUND_FLOOR = ("skillopt.errors", "skillopt.atomicio", "skillopt.redact", "skillopt.logging",
                 "skillopt.types")  # fmt: skip
-MEMBERS = ("cli", "cli_claude", "cli_codex", "cli_common", "cli_copilot", "cli_process",
-           "factory", "harness", "harness_trace", "harness_workspace", "mock", "openai_http",
-           "tool_shims")  # fmt: skip
+MEMBERS = ("cli.member", "cli.claude", "cli.codex", "cli.common", "cli.copilot", "cli.process",
+           "factory", "harness.rollout", "harness.trace", "harness.workspace", "mock",
+           "http.member", "cli.tool_shims")  # fmt: skip
 
 
 def under(name: str, package: str) -> bool:

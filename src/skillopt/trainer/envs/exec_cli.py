@@ -20,9 +20,9 @@ from pathlib import Path
 
 import anyio
 
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.harness import HarnessOptions, RolloutOutcome, run_rollout
-from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.harness.rollout import HarnessOptions, RolloutOutcome, run_rollout
+from skillopt.backends.harness.workspace import SkillFile, WorkspaceSpec
 from skillopt.backends.retry import RetryPolicy, retry_delay
 from skillopt.errors import RetryableBackendError
 from skillopt.logging import get_logger

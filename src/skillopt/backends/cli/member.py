@@ -1,7 +1,7 @@
 """Agent CLIs (claude, codex, copilot) as pool members.
 
 :class:`CliBackend` runs one CLI per call in a fresh temp working directory, with the
-per-CLI flags and environment from its flavor (``cli_claude``, ``cli_codex``, ``cli_copilot``),
+per-CLI flags and environment from its flavor (``claude.py``, ``codex.py``, ``copilot.py``),
 a hard timeout that kills the process group, bounded output, and typed errors. It never retries:
 the pool does. ``build_cli_member(cfg)`` is what the backend factory calls.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
-from skillopt.backends.cli_claude import ClaudeFlavor
-from skillopt.backends.cli_codex import CodexFlavor
-from skillopt.backends.cli_common import (
+from skillopt.backends.cli.claude import ClaudeFlavor
+from skillopt.backends.cli.codex import CodexFlavor
+from skillopt.backends.cli.common import (
     CallPlan,
     CliFlavor,
     CliKind,
@@ -30,11 +30,11 @@ from skillopt.backends.cli_common import (
     ParsedReply,
     output_cap,
 )
-from skillopt.backends.cli_copilot import CopilotFlavor
-from skillopt.backends.cli_home import call_home
-from skillopt.backends.cli_process import ProcessResult, run_process, tail
+from skillopt.backends.cli.copilot import CopilotFlavor
+from skillopt.backends.cli.home import call_home
+from skillopt.backends.cli.process import ProcessResult, run_process, tail
+from skillopt.backends.cli.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.backends.reply_cap import cli_reply_cap
-from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
 

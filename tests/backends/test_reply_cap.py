@@ -26,7 +26,7 @@ from skillopt.backends.retry import RetryPolicy
 from skillopt.config import OpenAIChatMember, OpenAIResponsesMember
 from skillopt.errors import RetryableBackendError
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from support.fake_cli import write_fake_cli
 from support.fake_model_server import FakeModelServer, Reply, Request, child_server
 from support.sleep_setup import http_config

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.stage_rates import (
     LEARNING,
     PRIOR_PER_TASK,

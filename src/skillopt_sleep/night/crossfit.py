@@ -63,7 +63,7 @@ from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.running import Night
+    from skillopt_sleep.night.night_state import Night
 
 __all__ = [
     "FRESH",

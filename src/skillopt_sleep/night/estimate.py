@@ -18,10 +18,10 @@ from skillopt.prompts import render_prompt
 from skillopt.types import ReferenceKind, Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Course, Estimate
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import NightResult
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
-from skillopt_sleep.sampling import SamplingGuess, sampling_guess
+from skillopt_sleep.sampling_guess import SamplingGuess, sampling_guess
 from skillopt_sleep.spend import SpendEstimate
 from skillopt_sleep.stage_rates import (
     LEARNING,

@@ -49,9 +49,9 @@ from skillopt_sleep.night.crossfit import (
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.probe import draw_rollouts
 from skillopt_sleep.night.quiet import noise_estimates
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]

@@ -26,7 +26,7 @@ from skillopt_sleep.night.crossfit import (
     next_samples,
     quiet_tasks,
 )
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunStatus
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from figures import Load, print_figures  # noqa: E402
 from skillopt.backends.base import CompletionRequest, Role  # noqa: E402
-from skillopt.backends.cli import CliBackend  # noqa: E402
-from skillopt.backends.cli_common import CliKind, CliSpec  # noqa: E402
+from skillopt.backends.cli.common import CliKind, CliSpec  # noqa: E402
+from skillopt.backends.cli.member import CliBackend  # noqa: E402
 from skillopt.logging import configure_logging  # noqa: E402
 from support.fake_agent_server import FakeAgentServer  # noqa: E402
 from support.netns import private_network  # noqa: E402

@@ -107,7 +107,7 @@ def demo(root: Path, *, wait: bool = False) -> Count:
     from skillopt.backends.open import open_completer
     from skillopt_sleep.demo import prepare_demo
     from skillopt_sleep.handoff import as_handoff, handoff_dir
-    from skillopt_sleep.night.run import run_night
+    from skillopt_sleep.night.entry import run_night
     from skillopt_sleep.night_end import RunStatus
     from support.handoff_agent import RecordingMock, answer_pending, recording_pool
 
@@ -148,7 +148,7 @@ async def _demo_waiting(handoff: Any, project: Path, where: Path, replies: dict[
 
     from skillopt.backends.handoff import answer_path, read_pending, write_answer
     from skillopt_sleep.handoff import bind_handoff
-    from skillopt_sleep.night.run import run_night
+    from skillopt_sleep.night.entry import run_night
 
     count = Count(world="demo --wait")
     done = anyio.Event()

@@ -28,7 +28,7 @@ from skillopt.logging import configure_logging  # noqa: E402
 from skillopt.types import ReferenceKind, TaskRecord  # noqa: E402
 from skillopt_sleep.config import SleepConfig  # noqa: E402
 from skillopt_sleep.mining.tasks_file import write_tasks_file  # noqa: E402
-from skillopt_sleep.night.run import run_night  # noqa: E402
+from skillopt_sleep.night.entry import run_night  # noqa: E402
 from support.bench_pools import openai_pool  # noqa: E402
 from support.world_http import spawn  # noqa: E402
 

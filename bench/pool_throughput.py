@@ -35,7 +35,7 @@ import anyio
 import openai
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
-from skillopt.backends.openai_http import make_http_client
+from skillopt.backends.http.member import make_http_client
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.config import PoolConfig
 from skillopt.logging import configure_logging

@@ -40,7 +40,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from skillopt.backends.request_settings import RequestSettings
+from skillopt.backends.http.request_settings import RequestSettings
 from skillopt.errors import ConfigError
 from skillopt.redact import redact_obj
 

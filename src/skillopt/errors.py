@@ -11,7 +11,6 @@ never leave their module are not errors and stay out::
     ├── DataError                   malformed input we read (tasks file, transcript, state file)
     │   ├── CorruptStateError       a state/checkpoint file exists but cannot be trusted
     │   └── BrokenTree              a Pi session's entries form no tree (harvest.pi; a ValueError)
-    ├── SkillDocError               a skill document or edit cannot be applied
     ├── BackendError                a model call failed; carries member, status, cause
     │   ├── RetryableBackendError   429/408/409/5xx, timeout, connection, empty reply
     │   │   ├── BackendTimeoutError
@@ -58,7 +57,6 @@ __all__ = [
     "RetryableBackendError",
     "RunFailedError",
     "SelectionRequiredError",
-    "SkillDocError",
     "SkillOptError",
     "StorageError",
     "WaitingForAnswersError",
@@ -94,10 +92,6 @@ class CorruptStateError(DataError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}")
-
-
-class SkillDocError(SkillOptError):
-    """A skill document or edit cannot be processed."""
 
 
 class BackendError(SkillOptError):

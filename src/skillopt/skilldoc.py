@@ -49,10 +49,10 @@ from enum import StrEnum
 from skillopt.types import EditOp, EditRecord
 
 __all__ = [
+    "ApplyStatus",
     "EditApplication",
     "EditMode",
     "EditOutcome",
-    "EditStatus",
     "Migration",
     "Region",
     "append_notes",
@@ -107,7 +107,9 @@ class EditMode(StrEnum):
     LEARNED = "learned"  # night: edit only bullets of the learned block
 
 
-class EditStatus(StrEnum):
+class ApplyStatus(StrEnum):
+    """What applying one edit to a document did (an :class:`EditOutcome`'s status)."""
+
     APPLIED = "applied"
     UNMATCHED = "unmatched"  # nothing to act on (duplicate, anchor not found, unknown op)
     SKIPPED = "skipped"  # refused (aimed at a protected region)
@@ -119,7 +121,7 @@ class EditOutcome:
 
     index: int  # 0-based position in the input
     edit: EditRecord
-    status: EditStatus
+    status: ApplyStatus
     reason: str
 
 
@@ -128,20 +130,20 @@ class EditApplication:
     text: str
     outcomes: tuple[EditOutcome, ...]
 
-    def _with(self, status: EditStatus) -> tuple[EditRecord, ...]:
+    def _with(self, status: ApplyStatus) -> tuple[EditRecord, ...]:
         return tuple(o.edit for o in self.outcomes if o.status is status)
 
     @property
     def applied(self) -> tuple[EditRecord, ...]:
-        return self._with(EditStatus.APPLIED)
+        return self._with(ApplyStatus.APPLIED)
 
     @property
     def unmatched(self) -> tuple[EditRecord, ...]:
-        return self._with(EditStatus.UNMATCHED)
+        return self._with(ApplyStatus.UNMATCHED)
 
     @property
     def skipped(self) -> tuple[EditRecord, ...]:
-        return self._with(EditStatus.SKIPPED)
+        return self._with(ApplyStatus.SKIPPED)
 
 
 # --------------------------------------------------------------------------- text helpers
@@ -476,18 +478,18 @@ def _learned_insert(text: str, after: _Line | None, content: str) -> str:
 _LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 
 
-def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus, str]:
+def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, ApplyStatus, str]:
     # The block writes its own "- "; a model's own list marker would double it and
     # hide a duplicate ("- Run tests" vs "Run tests").
     content = _LIST_MARKER.sub("", _WS.sub(" ", _clean_content(edit.content)).strip())
     anchor = normalise(_clean_content(edit.anchor))
     if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
         if not content:
-            return text, EditStatus.UNMATCHED, "empty_content"
+            return text, ApplyStatus.UNMATCHED, "empty_content"
         text = _ensure_learned_block(text)
         keys = {near_duplicate_key(b) for b in learned_bullets(text)}
         if near_duplicate_key(content) in keys:
-            return text, EditStatus.UNMATCHED, "duplicate"
+            return text, ApplyStatus.UNMATCHED, "duplicate"
         after: _Line | None = None
         reason = "applied_append"
         if op == EditOp.INSERT_AFTER:
@@ -501,19 +503,19 @@ def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatu
                 after, reason = hits[0], "applied_insert_after"
             else:
                 reason = "applied_insert_after_fallback_append"
-        return _learned_insert(text, after, content), EditStatus.APPLIED, reason
+        return _learned_insert(text, after, content), ApplyStatus.APPLIED, reason
     if op in (EditOp.DELETE, EditOp.REPLACE):
         needle = anchor or (normalise(_clean_content(edit.content)) if op == EditOp.DELETE else "")
         if not needle:
-            return text, EditStatus.UNMATCHED, "missing_anchor"
+            return text, ApplyStatus.UNMATCHED, "missing_anchor"
         if op == EditOp.REPLACE and not content:
-            return text, EditStatus.UNMATCHED, "empty_content"
+            return text, ApplyStatus.UNMATCHED, "empty_content"
         if not region_spans(text, Region.LEARNED):
-            return text, EditStatus.UNMATCHED, "anchor_not_found"
+            return text, ApplyStatus.UNMATCHED, "anchor_not_found"
         _, _, lines = _learned_lines(text)
         hits = [ln for ln in lines if ln.bullet is not None and needle in normalise(ln.bullet)]
         if not hits:
-            return text, EditStatus.UNMATCHED, "anchor_not_found"
+            return text, ApplyStatus.UNMATCHED, "anchor_not_found"
         # One contiguous span: from the first matching line to the last one. The new line
         # is written once, and not at all when the block already holds it elsewhere (the
         # replace merges into that line: a rule is never left in the block twice).
@@ -535,10 +537,14 @@ def _apply_learned(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatu
                 pieces.append(text[ln.start : ln.end])
         new_text = text[:lo] + "".join(pieces) + text[hi:]
         if new_text == text:
-            return text, EditStatus.UNMATCHED, "no_change"
+            return text, ApplyStatus.UNMATCHED, "no_change"
         merged = op == EditOp.REPLACE and f"- {content}\n" not in pieces
-        return new_text, EditStatus.APPLIED, "applied_replace_merged" if merged else f"applied_{op}"
-    return text, EditStatus.UNMATCHED, "unknown_op"
+        return (
+            new_text,
+            ApplyStatus.APPLIED,
+            "applied_replace_merged" if merged else f"applied_{op}",
+        )
+    return text, ApplyStatus.UNMATCHED, "unknown_op"
 
 
 # --------------------------------------------------------------------------- patch mode
@@ -562,38 +568,38 @@ def _append_point(text: str) -> int:
     return spans[0][0] if spans else len(text)
 
 
-def _apply_patch(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus, str]:
+def _apply_patch(text: str, op: str, edit: EditRecord) -> tuple[str, ApplyStatus, str]:
     content = _clean_content(edit.content)
     anchor = edit.anchor if edit.anchor.strip() else ""  # verbatim, as proposed
     spans = _all_spans(text)
     hit = text.find(anchor) if anchor else -1
     if hit >= 0 and _inside(spans, hit, hit + len(anchor)):
-        return text, EditStatus.SKIPPED, "protected_region"
+        return text, ApplyStatus.SKIPPED, "protected_region"
     if op in (EditOp.ADD, EditOp.APPEND, EditOp.INSERT_AFTER):
         if not content:
-            return text, EditStatus.UNMATCHED, "empty_content"
+            return text, ApplyStatus.UNMATCHED, "empty_content"
         if _already_in_body(content, strip_protected(text)):
-            return text, EditStatus.UNMATCHED, "duplicate"
+            return text, ApplyStatus.UNMATCHED, "duplicate"
         if op == EditOp.INSERT_AFTER and hit >= 0:
             nl = text.find("\n", hit + len(anchor))
             at = len(text) if nl < 0 else nl
             if _inside(spans, at, at):
-                return text, EditStatus.SKIPPED, "protected_region"
+                return text, ApplyStatus.SKIPPED, "protected_region"
             return (
                 text[:at] + "\n" + content + text[at:],
-                EditStatus.APPLIED,
+                ApplyStatus.APPLIED,
                 "applied_insert_after",
             )
         at = _append_point(text)
         reason = "applied_append" if at == len(text) else "applied_append_before_protected_region"
         if op == EditOp.INSERT_AFTER:
             reason = reason.replace("applied_", "applied_insert_after_fallback_")
-        return _insert_block(text, at, content), EditStatus.APPLIED, reason
+        return _insert_block(text, at, content), ApplyStatus.APPLIED, reason
     if op in (EditOp.REPLACE, EditOp.DELETE):
         if not anchor:
-            return text, EditStatus.UNMATCHED, "missing_anchor"
+            return text, ApplyStatus.UNMATCHED, "missing_anchor"
         if hit < 0:
-            return text, EditStatus.UNMATCHED, "anchor_not_found"
+            return text, ApplyStatus.UNMATCHED, "anchor_not_found"
         start, end = hit, hit + len(anchor)
         if op == EditOp.DELETE:
             line_start = text.rfind("\n", 0, start) + 1
@@ -602,9 +608,9 @@ def _apply_patch(text: str, op: str, edit: EditRecord) -> tuple[str, EditStatus,
             if not text[line_start:start].strip() and not text[end:line_end].strip():
                 # The anchor is a whole line: remove the line with its newline.
                 start, end = line_start, min(line_end + 1, len(text))
-            return text[:start] + text[end:], EditStatus.APPLIED, "applied_delete"
-        return text[:start] + content + text[end:], EditStatus.APPLIED, "applied_replace"
-    return text, EditStatus.UNMATCHED, "unknown_op"
+            return text[:start] + text[end:], ApplyStatus.APPLIED, "applied_delete"
+        return text[:start] + content + text[end:], ApplyStatus.APPLIED, "applied_replace"
+    return text, ApplyStatus.UNMATCHED, "unknown_op"
 
 
 # --------------------------------------------------------------------------- entry point
@@ -626,7 +632,7 @@ def apply_edits(
             new_text, status, reason = _apply_learned(text, op, edit)
         else:
             new_text, status, reason = _apply_patch(text, op, edit)
-        if status is EditStatus.APPLIED:
+        if status is ApplyStatus.APPLIED:
             text = new_text
         outcomes.append(EditOutcome(index=index, edit=edit, status=status, reason=reason))
     return EditApplication(text=text, outcomes=tuple(outcomes))

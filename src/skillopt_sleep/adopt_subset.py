@@ -43,10 +43,10 @@ from skillopt_sleep.night.agree import apply_learned
 from skillopt_sleep.night.crossfit import ADOPT
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.live import read_documents
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.proposal import stage_proposal
 from skillopt_sleep.night.rounds import paired_check
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.staging import load_manifest, sha256_file

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ __all__ = [
     "RUN_JSON",
     "TASKS",
     "TRIALS",
+    "Clock",
     "ResumeRecord",
     "RunDir",
     "RunJournal",
@@ -176,6 +177,10 @@ class RunJournal(BaseModel):
 
 
 _ABSENT_WHEN_NONE = frozenset({"night", "demo", "resumable", "spend"})
+
+
+# What a night, and the daemon that starts nights, read the time from (tests pass their own).
+Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:

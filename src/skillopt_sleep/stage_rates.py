@@ -15,7 +15,7 @@ from the design: it is learned.
    the recorded nights of the same kind, the recent and those of a noise like tonight's
    weighing most. Tonight's noise (:func:`tonight_noise`): what the archive recorded for
    tonight's tasks; else, when the config says how the target samples
-   (:mod:`skillopt_sleep.sampling`: greedy is consistent, sampled is noisy), the last
+   (:mod:`skillopt_sleep.sampling_guess`: greedy is consistent, sampled is noisy), the last
    learning night of that kind's (the kind it was run as, else the kind its noise
    measured), or that kind's prior; else the last learning night's. With no night
    recorded, the priors stand in: :data:`PRIOR_PER_TASK` (a consistent model's first
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from skillopt_sleep.sampling import CONSISTENT, NOISY
+from skillopt_sleep.sampling_guess import CONSISTENT, NOISY
 
 __all__ = [
     "KEEP",

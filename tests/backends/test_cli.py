@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend, build_cli_member
-from skillopt.backends.cli_common import CliKind, CliSpec, FailureClass, classify_text
+from skillopt.backends.cli.common import CliKind, CliSpec, FailureClass, classify_text
+from skillopt.backends.cli.member import CliBackend, build_cli_member
 from skillopt.errors import (
     BackendAuthError,
     BackendError,
@@ -530,7 +530,7 @@ async def test_missing_provider_key_fails_before_spawning(tmp_path: Path, kind: 
 def test_tool_shims_log_calls_and_print_fixed_output(tmp_path: Path) -> None:
     import subprocess
 
-    from skillopt.backends.tool_shims import install_shims, read_calls
+    from skillopt.backends.cli.tool_shims import install_shims, read_calls
 
     shims = install_shims(tmp_path / "ws", tmp_path / "log", ["search"], {"search": "3 hits"})
     ran = subprocess.run(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
 from skillopt.errors import RetryableBackendError
 from support.fake_cli import write_fake_cli
 

@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
 from skillopt.errors import BackendTimeoutError
 from support.fake_cli import FakeCli, write_fake_cli
 
@@ -94,7 +94,7 @@ async def test_a_night_on_a_cli_member_leaves_no_prompt_in_its_home(tmp_path: Pa
     from skillopt.config import PoolConfig
     from skillopt_sleep.demo import prepare_demo
     from skillopt_sleep.harvest import SELF_MARKER
-    from skillopt_sleep.night.run import run_night
+    from skillopt_sleep.night.entry import run_night
 
     setup = prepare_demo(tmp_path / "demo")
     home = tmp_path / "member-home"

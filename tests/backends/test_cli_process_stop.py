@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from skillopt.backends import cli_process
-from skillopt.backends.cli_process import run_process
-from skillopt.backends.proctree import terminate_tree
+from skillopt.backends.cli import process as cli_process
+from skillopt.backends.cli.process import run_process
+from skillopt.backends.cli.proctree import terminate_tree
 from skillopt.errors import BackendTimeoutError
 from support.fake_cli import wait_dead
 from support.real_cli import find_cli

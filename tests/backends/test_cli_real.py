@@ -17,10 +17,10 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli_common import CliKind
-from skillopt.backends.harness import HarnessOptions, run_rollout
-from skillopt.backends.harness_trace import AnswerFormat, ReadStatus
-from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
+from skillopt.backends.cli.common import CliKind
+from skillopt.backends.harness.rollout import HarnessOptions, run_rollout
+from skillopt.backends.harness.trace import AnswerFormat, ReadStatus
+from skillopt.backends.harness.workspace import SkillFile, WorkspaceSpec
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from support.fake_agent_server import FakeAgentServer, dead_port
 from support.real_cli import KINDS, installed, loopback_server, make_member

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.entra import EntraTokenProvider, make_credential
-from skillopt.backends.openai_http import build_http_member
+from skillopt.backends.http.entra import EntraTokenProvider, make_credential
+from skillopt.backends.http.member import build_http_member
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import (

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec, ParsedReply
-from skillopt.backends.harness import HarnessOptions, extract_answer, run_rollout
-from skillopt.backends.harness_trace import (
+from skillopt.backends.cli.common import CliKind, CliSpec, ParsedReply
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.harness.rollout import HarnessOptions, extract_answer, run_rollout
+from skillopt.backends.harness.trace import (
     AnswerFormat,
     ReadStatus,
     StepKind,
@@ -20,7 +20,7 @@ from skillopt.backends.harness_trace import (
     read_status,
     render_steps,
 )
-from skillopt.backends.harness_workspace import (
+from skillopt.backends.harness.workspace import (
     NO_GUIDANCE,
     SkillFile,
     WorkspaceSpec,

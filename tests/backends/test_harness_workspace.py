@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillopt.backends.harness_workspace import (
+from skillopt.backends.harness.workspace import (
     SkillFile,
     WorkspaceSpec,
     build_workspace,

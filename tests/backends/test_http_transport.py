@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from skillopt.backends.http_transport import SocketKeepingTransport
-from skillopt.backends.openai_http import make_http_client
+from skillopt.backends.http.member import make_http_client
+from skillopt.backends.http.transport import SocketKeepingTransport
 
 _REPLY = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 

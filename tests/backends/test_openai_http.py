@@ -15,7 +15,7 @@ import pytest
 
 from skillopt.backends.base import CompletionRequest, Message, Role
 from skillopt.backends.factory import build_member
-from skillopt.backends.openai_http import build_http_member, make_http_client
+from skillopt.backends.http.member import build_http_member, make_http_client
 from skillopt.backends.pool import BackendPool
 from skillopt.config import (
     AzureChatMember,

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.backends.cache import ResponseCache
-from skillopt.backends.openai_http import OpenAIHttpBackend, build_http_member
+from skillopt.backends.http.member import OpenAIHttpBackend, build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import OpenAIChatMember

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.openai_http import build_http_member
+from skillopt.backends.http.member import build_http_member
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy, classify_exception
 from skillopt.config import OpenAIChatMember

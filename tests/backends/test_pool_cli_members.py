@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend, attempt_with_tools
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend, attempt_with_tools
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.retry import RetryPolicy
 from skillopt.errors import BackendAuthError

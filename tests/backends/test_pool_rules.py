@@ -8,7 +8,7 @@ import anyio.lowlevel
 import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
-from skillopt.backends.openai_http import build_http_member
+from skillopt.backends.http.member import build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import OpenAIChatMember

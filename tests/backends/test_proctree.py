@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skillopt.backends.proctree import (
+from skillopt.backends.cli.proctree import (
     CREATE_NEW_PROCESS_GROUP,
     TASKKILL_TIMEOUT_S,
     is_windows,

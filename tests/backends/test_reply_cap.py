@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
-from skillopt.backends.openai_http import build_http_member
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.http.member import build_http_member
 from skillopt.backends.pool import BackendPool, BreakerPolicy, BreakerState, MemberSpec
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import RetryPolicy
 from skillopt.config import OpenAIChatMember, OpenAIResponsesMember
 from skillopt.errors import RetryableBackendError
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from support.fake_cli import write_fake_cli
 from support.fake_model_server import FakeModelServer, Reply, Request, child_server
 from support.sleep_setup import http_config

@@ -10,8 +10,8 @@ import pytest
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.backends.cache import ResponseCache
+from skillopt.backends.http.request_settings import RequestSettings, request_signature
 from skillopt.backends.pool import BackendPool, MemberSpec
-from skillopt.backends.request_settings import RequestSettings, request_signature
 from skillopt.config import PoolConfig, load_pool_config
 from skillopt.errors import ConfigError
 from support.fake_model_server import FakeModelServer
@@ -48,7 +48,7 @@ def member(server: FakeModelServer, kind: str) -> dict[str, Any]:
 
 
 async def ask(server: FakeModelServer, kind: str) -> list[dict[str, Any]]:
-    from skillopt.backends.openai_http import build_http_member
+    from skillopt.backends.http.member import build_http_member
 
     cfg = PoolConfig.model_validate(
         {"members": [member(server, kind)], "roles": {"target": [kind], "optimizer": [kind]}}
@@ -100,7 +100,7 @@ async def test_responses_members_send_the_roles_settings(
 async def test_without_settings_the_default_system_prompt_is_kept(
     server: FakeModelServer,
 ) -> None:
-    from skillopt.backends.openai_http import build_http_member
+    from skillopt.backends.http.member import build_http_member
 
     cfg = PoolConfig.model_validate(
         {
@@ -120,7 +120,7 @@ async def test_without_settings_the_default_system_prompt_is_kept(
 
 
 async def test_settings_are_part_of_the_cache_key(server: FakeModelServer) -> None:
-    from skillopt.backends.openai_http import build_http_member
+    from skillopt.backends.http.member import build_http_member
 
     async def calls_with(settings: dict[str, Any], cache: ResponseCache) -> None:
         data = {**member(server, "openai"), "request": settings}

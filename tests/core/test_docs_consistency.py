@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from skillopt.backends.request_settings import RequestSettings
+from skillopt.backends.http.request_settings import RequestSettings
 from skillopt.cli import build_parser as skillopt_parser
 from skillopt.config import (
     AzureAuth,

@@ -6,7 +6,7 @@ import io
 import re
 
 from skillopt.progress import TtyProgress, terminal_progress
-from skillopt_sleep.progress import LogProgress, default_progress
+from skillopt_sleep.night_progress import LogProgress, default_progress
 
 
 def screen(text: str) -> list[str]:

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillopt.skilldoc import (
+    ApplyStatus,
     EditMode,
-    EditStatus,
     Region,
     append_notes,
     appendix_notes,
@@ -63,7 +63,7 @@ PATCH_CASES = [
         BODY,
         edit("append", "Cite sources."),
         BODY + "\nCite sources.\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_append",
     ),
     (
@@ -71,7 +71,7 @@ PATCH_CASES = [
         BODY,
         edit("ADD", "Cite sources."),
         BODY + "\nCite sources.\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_append",
     ),
     (
@@ -79,7 +79,7 @@ PATCH_CASES = [
         "# S\nbody",
         edit("append", "x rule"),
         "# S\nbody\n\nx rule\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_append",
     ),
     (
@@ -87,7 +87,7 @@ PATCH_CASES = [
         DOC,
         edit("append", "New rule."),
         BODY + "\nNew rule.\n\n" + APPX + "\n" + SLOW,
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_append_before_protected_region",
     ),
     (
@@ -95,7 +95,7 @@ PATCH_CASES = [
         BODY,
         edit("append", "INTRO   line"),
         BODY,
-        EditStatus.UNMATCHED,
+        ApplyStatus.UNMATCHED,
         "duplicate",
     ),
     (
@@ -103,7 +103,7 @@ PATCH_CASES = [
         BODY,
         edit("append", "step"),
         BODY + "\nstep\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_append",
     ),
     (
@@ -111,16 +111,16 @@ PATCH_CASES = [
         "# S\n\nAlways run the full test suite before you commit anything.\n",
         edit("append", "run the full test suite before you commit"),
         "# S\n\nAlways run the full test suite before you commit anything.\n",
-        EditStatus.UNMATCHED,
+        ApplyStatus.UNMATCHED,
         "duplicate",
     ),
-    ("append_empty", BODY, edit("append", "  "), BODY, EditStatus.UNMATCHED, "empty_content"),
+    ("append_empty", BODY, edit("append", "  "), BODY, ApplyStatus.UNMATCHED, "empty_content"),
     (
         "insert_after",
         BODY,
         edit("insert_after", "- step one b", "step one"),
         "# Skill\n\nIntro line.\n- step one\n- step one b\n- step two\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_insert_after",
     ),
     (
@@ -128,7 +128,7 @@ PATCH_CASES = [
         "a\nb",
         edit("insert_after", "c", "b"),
         "a\nb\nc",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_insert_after",
     ),
     (
@@ -136,7 +136,7 @@ PATCH_CASES = [
         BODY,
         edit("insert_after", "tail rule", "missing anchor"),
         BODY + "\ntail rule\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_insert_after_fallback_append",
     ),
     (
@@ -144,7 +144,7 @@ PATCH_CASES = [
         DOC,
         edit("insert_after", "tail rule"),
         BODY + "\ntail rule\n\n" + APPX + "\n" + SLOW,
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_insert_after_fallback_append_before_protected_region",
     ),
     (
@@ -152,7 +152,7 @@ PATCH_CASES = [
         "x\ny\nx\n",
         edit("replace", "z", "x"),
         "z\ny\nx\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_replace",
     ),
     (
@@ -160,7 +160,7 @@ PATCH_CASES = [
         BODY,
         edit("replace", "z", "nope"),
         BODY,
-        EditStatus.UNMATCHED,
+        ApplyStatus.UNMATCHED,
         "anchor_not_found",
     ),
     (
@@ -168,7 +168,7 @@ PATCH_CASES = [
         BODY,
         edit("replace", "z"),
         BODY,
-        EditStatus.UNMATCHED,
+        ApplyStatus.UNMATCHED,
         "missing_anchor",
     ),
     (
@@ -176,7 +176,7 @@ PATCH_CASES = [
         BODY,
         edit("delete", anchor="- step one"),
         "# Skill\n\nIntro line.\n- step two\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_delete",
     ),
     (
@@ -184,7 +184,7 @@ PATCH_CASES = [
         "keep this word here\n",
         edit("delete", anchor=" word"),
         "keep this here\n",
-        EditStatus.APPLIED,
+        ApplyStatus.APPLIED,
         "applied_delete",
     ),
     (
@@ -192,16 +192,16 @@ PATCH_CASES = [
         BODY,
         edit("delete", anchor="zzz"),
         BODY,
-        EditStatus.UNMATCHED,
+        ApplyStatus.UNMATCHED,
         "anchor_not_found",
     ),
-    ("unknown_op", BODY, edit("rewrite", "x", "y"), BODY, EditStatus.UNMATCHED, "unknown_op"),
+    ("unknown_op", BODY, edit("rewrite", "x", "y"), BODY, ApplyStatus.UNMATCHED, "unknown_op"),
     (
         "delete_inside_slow",
         DOC,
         edit("delete", anchor="slow guidance"),
         DOC,
-        EditStatus.SKIPPED,
+        ApplyStatus.SKIPPED,
         "protected_region",
     ),
     (
@@ -209,7 +209,7 @@ PATCH_CASES = [
         DOC,
         edit("replace", "z", "note a"),
         DOC,
-        EditStatus.SKIPPED,
+        ApplyStatus.SKIPPED,
         "protected_region",
     ),
     (
@@ -217,7 +217,7 @@ PATCH_CASES = [
         DOC,
         edit("insert_after", "z", "note a"),
         DOC,
-        EditStatus.SKIPPED,
+        ApplyStatus.SKIPPED,
         "protected_region",
     ),
     (
@@ -225,7 +225,7 @@ PATCH_CASES = [
         DOC,
         edit("replace", "", Region.SLOW_UPDATE.start),
         DOC,
-        EditStatus.SKIPPED,
+        ApplyStatus.SKIPPED,
         "protected_region",
     ),
     (
@@ -233,7 +233,7 @@ PATCH_CASES = [
         "rule " + Region.LEARNED.start + "\n- x\n" + Region.LEARNED.end + "\n",
         edit("insert_after", "new", "rule"),
         "rule " + Region.LEARNED.start + "\n- x\n" + Region.LEARNED.end + "\n",
-        EditStatus.SKIPPED,
+        ApplyStatus.SKIPPED,
         "protected_region",
     ),
 ]
@@ -245,7 +245,7 @@ PATCH_CASES = [
     ids=[case[0] for case in PATCH_CASES],
 )
 def test_patch_mode_ops(
-    doc: str, the_edit: EditRecord, expected: str, status: EditStatus, reason: str
+    doc: str, the_edit: EditRecord, expected: str, status: ApplyStatus, reason: str
 ) -> None:
     result = apply_edits(doc, [the_edit], mode=EditMode.PATCH)
     assert result.text == expected
@@ -323,10 +323,10 @@ LEARNED_CASES = [
 def test_learned_mode_ops(doc: str, the_edit: EditRecord, bullets: tuple[str, ...] | None) -> None:
     result = apply_edits(doc, [the_edit], mode=EditMode.LEARNED)
     if bullets is None:
-        assert result.outcomes[0].status is EditStatus.UNMATCHED
+        assert result.outcomes[0].status is ApplyStatus.UNMATCHED
         assert result.text == doc
     else:
-        assert result.outcomes[0].status is EditStatus.APPLIED
+        assert result.outcomes[0].status is ApplyStatus.APPLIED
         assert learned_bullets(result.text) == bullets
     # The hand-written body never changes.
     assert result.text.startswith(BODY + "\n" + Region.LEARNED.start)
@@ -350,7 +350,7 @@ def test_learned_mode_never_touches_body_text() -> None:
         mode=EditMode.LEARNED,
     )
     assert result.text == doc
-    assert all(o.status is EditStatus.UNMATCHED for o in result.outcomes)
+    assert all(o.status is ApplyStatus.UNMATCHED for o in result.outcomes)
 
 
 def test_learned_mode_on_empty_document() -> None:
@@ -471,7 +471,7 @@ def test_patch_edit_changes_one_span_outside_regions(
     doc = body + ("\n" + APPX + SLOW if with_regions else "")
     result = apply_edits(doc, [the_edit], mode=EditMode.PATCH)
     outcome = result.outcomes[0]
-    if outcome.status is not EditStatus.APPLIED:
+    if outcome.status is not ApplyStatus.APPLIED:
         assert result.text == doc
         return
     start, old_end, _ = one_span_changed(doc, result.text)
@@ -508,7 +508,7 @@ def test_an_orphan_start_marker_never_claims_hand_written_text() -> None:
     assert added.text.startswith(doc)
     assert learned_bullets(added.text) == ("new rule",)
     deleted = apply_edits(added.text, [edit("delete", anchor="keep me")], mode=EditMode.LEARNED)
-    assert deleted.outcomes[0].status is EditStatus.UNMATCHED
+    assert deleted.outcomes[0].status is ApplyStatus.UNMATCHED
     assert deleted.text == added.text
     spans = region_spans(added.text, Region.LEARNED)
     assert len(spans) == 1 and spans[0][0] > len(doc)

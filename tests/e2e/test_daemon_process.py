@@ -251,7 +251,7 @@ async def test_sigterm_mid_real_night_leaves_it_resumable(tmp_path: Path) -> Non
 
     # The next night resumes it rather than starting over.
     from skillopt_sleep.demo import demo_in
-    from skillopt_sleep.night.run import run_night
+    from skillopt_sleep.night.entry import run_night
 
     setup = demo_in(state)
     outcome = await run_night(setup.config, project=setup.project)

@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from skillopt.backends.entra import EntraTokenProvider, make_credential
+from skillopt.backends.http.entra import EntraTokenProvider, make_credential
 from skillopt.config import AZURE_SCOPE, AzureManagedIdentityAuth
 from skillopt.errors import BackendTimeoutError
 from skillopt_sleep.demo import prepare_demo

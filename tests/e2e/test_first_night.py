@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.backends.cli_claude import QUIET_ENV
+from skillopt.backends.cli.claude import QUIET_ENV
 from skillopt.skilldoc import learned_bullets
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import managed_skill_name

@@ -17,7 +17,7 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.rundir import RunDir, RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.world_http import world_reply

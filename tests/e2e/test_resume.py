@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from support.sleep_setup import MOCK_POOL, once, write_config
 
 pytestmark = pytest.mark.slow

@@ -59,7 +59,7 @@ def test_help_of_a_command_loads_no_http_stack_and_no_scheduler() -> None:
 
 LAZY_TYPES_DRIVER = """
 import json, sys
-import skillopt.backends.openai_http
+import skillopt.backends.http.member
 import openai
 from openai.types import Completion, ChatModel  # names the SDK's types package re-exports
 from openai.types.chat import ChatCompletion

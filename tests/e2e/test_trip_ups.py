@@ -20,7 +20,7 @@ from skillopt_sleep.daemon.health import project_health
 from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.lock import project_key
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.schedule import ROOT_ENV
 from support.sleep_setup import write_config
 

@@ -17,7 +17,7 @@ import pytest
 from skillopt.atomicio import read_jsonl
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.replay import Replayer
 from skillopt_sleep.rundir import ROLLOUTS, RunStatus
 from support.fake_model_server import FakeModelServer, Reply

@@ -17,8 +17,8 @@ import pytest
 from skillopt.config import load_pool_config
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
-from skillopt_sleep.sampling import CONSISTENT, NOISY, sampling_guess
+from skillopt_sleep.night.entry import run_night
+from skillopt_sleep.sampling_guess import CONSISTENT, NOISY, sampling_guess
 from skillopt_sleep.stage_rates import LEARNING, PRIOR_NOISE, NightRecord, tonight_noise
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import FILE_NAME

@@ -18,7 +18,7 @@ import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.ledger import SampleCost, build_ledger, no_decision_calls
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.prompt_cache import PromptCache, prompt_text

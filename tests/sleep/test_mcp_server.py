@@ -194,7 +194,7 @@ async def test_one_agent_session_answers_a_waiting_night_to_its_end(
     the night ends in that one run, as the same night on the mock backend did."""
     from skillopt.backends.open import open_completer
     from skillopt_sleep.config import load_sleep_config
-    from skillopt_sleep.night.run import run_night
+    from skillopt_sleep.night.entry import run_night
     from support.handoff_agent import RecordingMock, recording_pool
 
     setup = prepare_demo(tmp_path)

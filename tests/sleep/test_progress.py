@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 
 
 class Recorder:

@@ -16,8 +16,8 @@ from typing import Any
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night.entry import NightOutcome, NightResult, run_night
 from skillopt_sleep.night.outcome import read_live
-from skillopt_sleep.night.run import NightOutcome, NightResult, run_night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import project_dir

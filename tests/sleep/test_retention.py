@@ -17,7 +17,7 @@ from skillopt_sleep.adopt import adopt
 from skillopt_sleep.adopt_journal import JOURNAL_NAME
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.retention import RunFacts, apply_retention, plan_retention
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.staging import Proposal, SkillStore, sha256_file, write_proposal

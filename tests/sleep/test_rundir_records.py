@@ -14,7 +14,7 @@ import pytest
 from skillopt.atomicio import dumps_json
 from skillopt.errors import CorruptStateError
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.rundir import RUN_JSON, RunDir, RunStatus
 
 T0 = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)

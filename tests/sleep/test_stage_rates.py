@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.stage_rates import (
     LEARNING,
     PRIOR_PER_TASK,
@@ -121,7 +121,7 @@ async def test_a_revision_resting_on_a_prior_says_a_span_not_a_figure(demo: Demo
 
 
 def test_the_estimate_line_lists_stages_in_the_order_a_night_spends() -> None:
-    from skillopt_sleep.spend import SpendEstimate
+    from skillopt_sleep.night.estimate import SpendEstimate
 
     said = SpendEstimate(
         calls=10, tokens=100, by_stage={"union": 1, "zeta": 1, "trial": 2, "mine": 3, "judge": 3}

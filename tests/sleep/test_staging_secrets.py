@@ -11,7 +11,7 @@ import pytest
 from skillopt.skilldoc import Region, region_spans
 from skillopt_sleep.adopt import adopt
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.staging import SkillStore, staged_text
 from skillopt_sleep.state import project_dir
 

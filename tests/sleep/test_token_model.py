@@ -18,7 +18,7 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import (
     CLI_PRIOR,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
 from support.fake_agent_server import FakeAgentServer, Script
 from support.netns import private_network
 

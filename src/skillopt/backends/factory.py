@@ -1,6 +1,6 @@
 """Build one pool member from its config, dispatching on ``kind``.
 
-HTTP kinds are built here (``openai_http``); ``mock``, ``handoff`` and the CLI kinds live in
+HTTP kinds are built here (``http/member.py``); ``mock``, ``handoff`` and the CLI kinds live in
 modules of their own, imported only when such a member is configured.
 """
 
@@ -40,7 +40,7 @@ def _builder(module: str, function: str, kind: str) -> Any:
 def build_member(cfg: MemberConfig, *, http_client: httpx2.AsyncClient | None = None) -> Backend:
     """A ready :class:`Backend` for ``cfg``. Missing env vars or modules raise ConfigError."""
     if cfg.kind in HTTP_KINDS:
-        from skillopt.backends.openai_http import build_http_member
+        from skillopt.backends.http.member import build_http_member
 
         return build_http_member(cfg, http_client=http_client)  # type: ignore[arg-type]
     if cfg.kind == "mock":
@@ -48,7 +48,7 @@ def build_member(cfg: MemberConfig, *, http_client: httpx2.AsyncClient | None = 
     elif cfg.kind == "handoff":
         build = _builder("skillopt.backends.handoff", "build_handoff_member", cfg.kind)
     elif cfg.kind in CLI_KINDS:
-        build = _builder("skillopt.backends.cli", "build_cli_member", cfg.kind)
+        build = _builder("skillopt.backends.cli.member", "build_cli_member", cfg.kind)
     else:  # pragma: no cover - the config union admits no other kind
         raise ConfigError(f"unknown member kind {cfg.kind!r}", key="kind")
     backend: Backend = build(cfg)

@@ -13,7 +13,7 @@ For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"
 3. Otherwise the prompt is recorded as pending and :class:`AnswerPendingError` is raised
    (fatal: never retried, never held against a member's health). The night collects every
    call of the stage, then stops as waiting for answers (see
-   :mod:`skillopt_sleep.night.running`).
+   :mod:`skillopt_sleep.night.night_state`).
 4. On close the sitting writes ``PROMPTS.md`` (numbered, for a person or an agent) and
    ``pending.json`` (for tools) when prompts are pending; a sitting that answered from files
    and left nothing pending removes them.

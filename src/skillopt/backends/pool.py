@@ -266,7 +266,7 @@ class BackendPool:
         ]
         http_client = None
         if http_members:  # the HTTP client stack is imported only when a member needs it
-            from skillopt.backends.openai_http import make_http_client
+            from skillopt.backends.http.member import make_http_client
 
             http_client = make_http_client(
                 max_connections=sum(m.max_concurrency for m in http_members)

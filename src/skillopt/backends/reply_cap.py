@@ -7,7 +7,7 @@ retryable, class ``too_large``), and reading stops at the cap instead of holding
 thing in memory first. The default cap is sized from the request's own output budget
 (``max_output_tokens``): a 300-token judgement gets well under a hundred kilobytes over
 HTTP, a long answer more. A member's ``max_reply_bytes`` replaces it. How HTTP bodies are
-cut off: :mod:`skillopt.backends.http_cap`; CLI output: :mod:`skillopt.backends.cli_process`.
+cut off: :mod:`skillopt.backends.http.cap`; CLI output: :mod:`skillopt.backends.cli.process`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.envs.registry import BUILTIN, load_factory
 
 if TYPE_CHECKING:
-    from skillopt.backends.cli import CliBackend
+    from skillopt.backends.cli.member import CliBackend
     from skillopt.config import PoolConfig
 
 __all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
@@ -105,7 +105,7 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
 
 async def _cli_member(cfg: TrainerConfig) -> CliBackend:
     """The agent CLI ``env.exec_member`` names in ``backend.pool_config``."""
-    from skillopt.backends.cli import CliBackend
+    from skillopt.backends.cli.member import CliBackend
     from skillopt.backends.factory import build_member
     from skillopt.config import load_pool_config
 

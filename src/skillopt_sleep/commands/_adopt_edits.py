@@ -88,7 +88,7 @@ async def adopt_subset(
 
 def adopt_edits(args: argparse.Namespace) -> int:
     from skillopt_sleep.commands._runs import say_recovered
-    from skillopt_sleep.progress import default_progress
+    from skillopt_sleep.night_progress import default_progress
 
     def on_plan(recovered: list[Any], plan: Any) -> None:
         say_recovered([] if args.json else recovered)

@@ -37,10 +37,10 @@ from skillopt_sleep.handoff import (
     waiting_lines,
 )
 from skillopt_sleep.lock import project_lock
-from skillopt_sleep.night.run import NightOutcome, run_night
+from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.night_end import RunStatus
+from skillopt_sleep.night_progress import default_progress
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import default_progress
 from skillopt_sleep.shutdown import GracefulStop
 
 __all__ = ["run_command"]

@@ -289,11 +289,11 @@ class SharedPool:
 
 
 def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
-    """Adapter from the daemon's request to :func:`skillopt_sleep.night.run.run_night`."""
+    """Adapter from the daemon's request to :func:`skillopt_sleep.night.entry.run_night`."""
 
     async def run_one(request: NightRequest) -> NightSummary:
         from skillopt_sleep.commands._runs import recover_adoptions
-        from skillopt_sleep.night.run import run_night
+        from skillopt_sleep.night.entry import run_night
 
         recover_adoptions(cfg, request.project.path)  # logged; the night reads the live files
         try:

@@ -151,9 +151,9 @@ def run(args: argparse.Namespace) -> int:
         settle_dead_runs,
     )
     from skillopt_sleep.html import report_pages
+    from skillopt_sleep.line_watch import watch_lines
     from skillopt_sleep.skills.managed import learned_skill_status
     from skillopt_sleep.state import StateStore
-    from skillopt_sleep.watch import watch_lines
 
     try:
         cfg, project = load_config(args)

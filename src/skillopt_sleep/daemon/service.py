@@ -63,12 +63,12 @@ from skillopt_sleep.daemon.settings import DaemonSettings, ProjectSchedule
 from skillopt_sleep.daemon.state import DaemonState, ProjectRecord
 from skillopt_sleep.lock import daemon_lock, project_lock
 from skillopt_sleep.night_end import RunStatus
+from skillopt_sleep.rundir import Clock
 from skillopt_sleep.shutdown import Drain, GracefulStop
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
-    "Clock",
     "ConfigLoader",
     "Daemon",
     "DaemonConfig",
@@ -86,8 +86,6 @@ _log = get_logger(__name__)
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
-
-Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:

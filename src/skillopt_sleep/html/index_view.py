@@ -18,8 +18,8 @@ from skillopt_sleep.adopt import adopted_names
 from skillopt_sleep.html.night_view import as_float, as_int, score
 from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
-from skillopt_sleep.rundir import REPORT_JSON, RUN_JSON, RunDir
-from skillopt_sleep.staging import load_manifest
+from skillopt_sleep.rundir import PROPOSAL, REPORT_JSON, RUN_JSON, RunDir
+from skillopt_sleep.staging import MANIFEST_NAME, RECEIPTS_NAME, load_manifest
 
 __all__ = ["INDEX_PAGE", "NIGHT_PAGE", "IndexView", "RunRow", "WatchedRow", "index_view"]
 
@@ -122,13 +122,13 @@ def _short_time(stamp: Any) -> str:
 def _proposal_state(run_dir: Path) -> str:
     """``adopted`` once every document of the proposal is, whether whole or through a
     checked subset of its edits (``adopt --edit``); ``pending`` while one waits."""
-    if not (run_dir / "proposal" / "manifest.json").is_file():
+    if not (run_dir / PROPOSAL / MANIFEST_NAME).is_file():
         return ""
     try:
         names = {e.name for e in load_manifest(run_dir).entries}
         done = adopted_names(run_dir)
     except SkillOptError:  # an unreadable manifest or receipt: the receipts file decides
-        return "adopted" if (run_dir / "adoptions.jsonl").is_file() else "pending"
+        return "adopted" if (run_dir / RECEIPTS_NAME).is_file() else "pending"
     return "adopted" if names <= done else "pending"
 
 

@@ -2,11 +2,11 @@
 
 Entry and driver:
 
-- :mod:`.run`: :func:`~.run.run_night`, the entry point (refuse early, the stack, open or
+- :mod:`.entry`: :func:`~.entry.run_night`, the entry point (refuse early, the stack, open or
   resume the run, drive it)
 - :mod:`.resume`: which earlier run a night picks up, and what it asks again
 - :mod:`.stages`: the driver, the night as its list of stages
-- :mod:`.running`: :class:`~.running.Night`, the running night's state and stage bookkeeping
+- :mod:`.night_state`: :class:`~.night_state.Night`, the running night's state and stage bookkeeping
 - :mod:`.course`: how the night has gone so far, filled in stage by stage
 
 The stages:
@@ -18,7 +18,8 @@ The stages:
 - :mod:`.judging`: a night whose model judge cannot be trusted fails at that stage
 - :mod:`.fanout`: one night, many skills: each project skill learns on its own tasks
 - :mod:`.proposal`: staging an accepted night (skill store, proposal, auto-adopt)
-- :mod:`.archive`: carried edits in, tonight's harvest and outcomes back to the task archive
+- :mod:`.archive_exchange`: carried edits in, tonight's harvest and outcomes back to the task
+  archive
 
 What it leaves:
 

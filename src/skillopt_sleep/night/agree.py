@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from skillopt.skilldoc import (
+    ApplyStatus,
     EditApplication,
     EditMode,
     EditOutcome,
-    EditStatus,
     apply_edits,
     learned_bullets,
     near_duplicate_key,
@@ -67,20 +67,20 @@ def _apply_one(
 ) -> EditOutcome:
     op = edit.op.strip().lower()
     if op in _ADDS and _holds(texts[other], edit.content):
-        return EditOutcome(index=0, edit=edit, status=EditStatus.UNMATCHED,
+        return EditOutcome(index=0, edit=edit, status=ApplyStatus.UNMATCHED,
                            reason="duplicate_in_other_document")  # fmt: skip
     app = apply_edits(texts[target], [edit], mode=EditMode.LEARNED)
     outcome = app.outcomes[0]
     if op not in _CHANGES:
-        if outcome.status is EditStatus.APPLIED:
+        if outcome.status is ApplyStatus.APPLIED:
             texts[target] = app.text
         return outcome
-    if outcome.status is EditStatus.APPLIED:
+    if outcome.status is ApplyStatus.APPLIED:
         texts[target] = app.text
         if edit.anchor.strip():  # the old line's copies in the other document go too
             gone = apply_edits(texts[other], [replace(edit, op=EditOp.DELETE.value)],
                                mode=EditMode.LEARNED)  # fmt: skip
-            if gone.outcomes[0].status is EditStatus.APPLIED:
+            if gone.outcomes[0].status is ApplyStatus.APPLIED:
                 texts[other] = gone.text
                 return replace(outcome, reason=f"{outcome.reason}_both_documents")
         return outcome
@@ -88,7 +88,7 @@ def _apply_one(
         return outcome
     there = apply_edits(texts[other], [edit], mode=EditMode.LEARNED)
     moved = there.outcomes[0]
-    if moved.status is not EditStatus.APPLIED:
+    if moved.status is not ApplyStatus.APPLIED:
         return outcome
     if op == EditOp.REPLACE.value and _holds(texts[target], edit.content):
         # the target holds the new line already: the old one just goes

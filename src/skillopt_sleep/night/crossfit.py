@@ -67,7 +67,7 @@ from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.running import Night
+    from skillopt_sleep.night.night_state import Night
 
 __all__ = [
     "ADOPT",
@@ -102,7 +102,7 @@ class Candidate:
     carried_nights: int = 0
     motivated_from: frozenset[str] = frozenset()  # merged proposals: every task their
     # reflections saw (``seen`` is then only what all of them saw); empty: ``seen``
-    why: str = ""  # not a reflection's: why the night proposes it (:mod:`.watched`)
+    why: str = ""  # not a reflection's: why the night proposes it (:mod:`.line_removals`)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ the night, :func:`learn_tokens` folds tonight's measured spend into the model.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from skillopt.config import CLI_KINDS
 from skillopt.logging import get_logger
@@ -18,11 +19,10 @@ from skillopt.prompts import render_prompt
 from skillopt.types import ReferenceKind, Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Course, Estimate
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import NightResult
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
-from skillopt_sleep.sampling import SamplingGuess, sampling_guess
-from skillopt_sleep.spend import SpendEstimate
+from skillopt_sleep.sampling_guess import SamplingGuess, sampling_guess
 from skillopt_sleep.stage_rates import (
     LEARNING,
     NOISE_SCALE,
@@ -36,7 +36,45 @@ from skillopt_sleep.stage_rates import (
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
 
-__all__ = ["announce_estimate", "announce_mining", "learn_tokens", "revise_estimate"]
+__all__ = [
+    "SpendEstimate",
+    "announce_estimate",
+    "announce_mining",
+    "learn_tokens",
+    "revise_estimate",
+]
+
+# The order a night spends in, so the line reads the same on every run.
+_NIGHT_ORDER = ("mine", "rollout", "judge", "reflect", "trial", "union", "final", "steady", "test")
+
+
+def _in_night_order(stage: str) -> tuple[int, str]:
+    known = stage in _NIGHT_ORDER
+    return (_NIGHT_ORDER.index(stage) if known else len(_NIGHT_ORDER), stage)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpendEstimate:
+    """The night's spend estimate, printed before any call (the cap itself is
+    :class:`skillopt.backends.wrappers.BudgetCompleter`)."""
+
+    calls: int
+    tokens: int
+    by_stage: dict[str, int]
+    by_skill: dict[str, int] = field(default_factory=dict)  # the fan-out's share, per skill
+
+    def describe(self) -> str:
+        stages = ", ".join(
+            f"{k} {self.by_stage[k]}" for k in sorted(self.by_stage, key=_in_night_order)
+            if self.by_stage[k]
+        )  # fmt: skip
+        said = f"about {self.calls} model calls (~{self.tokens} tokens): {stages}"
+        if self.by_skill:
+            said += "; of which your skills: " + ", ".join(
+                f"{name} {n}" for name, n in self.by_skill.items()
+            )
+        return said
+
 
 _log = get_logger(__name__)
 

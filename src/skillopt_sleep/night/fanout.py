@@ -37,13 +37,13 @@ from skillopt.logging import get_logger
 from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.rounds import consolidate
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
-from skillopt_sleep.skills.progress import SkillProgress
 from skillopt_sleep.skills.route import MANAGED, Routing, route_tasks
+from skillopt_sleep.skills.skill_progress import SkillProgress
 from skillopt_sleep.staging import (
     Proposal,
     ProposalKind,

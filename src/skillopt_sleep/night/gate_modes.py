@@ -26,7 +26,7 @@ from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.decision import Decision
-    from skillopt_sleep.night.running import Night
+    from skillopt_sleep.night.night_state import Night
 
 __all__ = ["GREEDY", "OFF", "STRICT", "greedy_final", "ungated"]
 

@@ -7,9 +7,7 @@ the pins a proposal is staged against.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,6 @@ __all__ = ["EXIT_WAITING", "Live", "NightOutcome", "NightResult", "read_live"]
 # Handoff mode: the night stopped until its prompts are answered (sysexits' EX_TEMPFAIL:
 # "try again later"); the CLI's exit-code table has it as well.
 EXIT_WAITING = 75
-
-Clock = Callable[[], datetime]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

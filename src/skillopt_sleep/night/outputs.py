@@ -9,9 +9,9 @@ from typing import Any
 from skillopt.backends.patience import current_patience
 from skillopt_sleep import rundir
 from skillopt_sleep.night.gather_tasks import Gathered
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.report import NightReport
 from skillopt_sleep.night.report_markdown import render_markdown
-from skillopt_sleep.night.running import Night
 
 __all__ = ["write_outputs"]
 

@@ -43,7 +43,7 @@ from skillopt_sleep.night.quiet import noise_estimates, steady_samples
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.running import Night
+    from skillopt_sleep.night.night_state import Night
 
 __all__ = ["PROBE_FLIP", "PROBE_POWER", "draw_rollouts", "probe_size", "probe_subset"]
 

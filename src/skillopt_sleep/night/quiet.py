@@ -51,8 +51,8 @@ from skillopt.errors import AnswerPendingError
 from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import OFF
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.questions import answer_key, task_hash
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs, Job, calls_per_sample
 from skillopt_sleep.skills.route import MANAGED
 from skillopt_sleep.tasks.archive import TaskArchive

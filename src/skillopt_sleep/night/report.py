@@ -23,9 +23,9 @@ from skillopt_sleep.edit_ids import with_id
 from skillopt_sleep.ledger import build_ledger
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.gather_tasks import Gathered
+from skillopt_sleep.night.line_removals import watched_report
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
-from skillopt_sleep.night.running import Night
-from skillopt_sleep.night.watched import watched_report
 from skillopt_sleep.rundir import RunStatus, iso
 from skillopt_sleep.state import NightEntry, ProjectState
 
@@ -155,7 +155,7 @@ class NightReport(_Frozen):
     managed_tasks: int | None = None
     # the memory step for rules several skills share (skillopt_sleep.night.shared)
     shared_memory: JsonObject | None = None
-    # written only when adopted learned lines are watched (skillopt_sleep.watch)
+    # written only when adopted learned lines are watched (skillopt_sleep.line_watch)
     watched_lines: tuple[JsonObject, ...] | None = None
 
     def to_json(self) -> JsonObject:

@@ -43,10 +43,10 @@ from skillopt_sleep.adopt import subset_dirs
 from skillopt_sleep.adopt_journal import receipts
 from skillopt_sleep.night.crossfit import clear_pass
 from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.questions import answer_key, task_hash
 from skillopt_sleep.night.quiet import noise_estimates, steady_samples
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.rundir import RunDir

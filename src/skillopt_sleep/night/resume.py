@@ -15,7 +15,7 @@ same tasks, instead of starting afresh:
 What a resumed night then reuses lives with the stage that made it: the gathered tasks
 (``tasks.jsonl``, :mod:`.stages`), every judged rollout (``rollouts.jsonl``, preloaded
 into the replayer) and every reflection (checkpointed in ``run.json``,
-:meth:`.running.Night.reflect`). Nothing is asked of a model twice.
+:meth:`.night_state.Night.reflect`). Nothing is asked of a model twice.
 """
 
 from __future__ import annotations

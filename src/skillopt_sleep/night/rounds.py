@@ -15,7 +15,7 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
-Every stage is journalled in ``run.json`` through :class:`.running.Night`.
+Every stage is journalled in ``run.json`` through :class:`.night_state.Night`.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from skillopt_sleep.night.crossfit import (
 )
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.probe import draw_rollouts
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]

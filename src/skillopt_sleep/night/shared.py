@@ -46,9 +46,9 @@ from skillopt_sleep.night.crossfit import Measured, apply_to, learn_target, make
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gate_modes import OFF
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.probe import draw_rollouts
 from skillopt_sleep.night.rounds import paired_check
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunStatus

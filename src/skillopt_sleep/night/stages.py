@@ -1,4 +1,4 @@
-"""The night as its list of stages: :func:`drive`, called by :func:`.run.run_night` once the
+"""The night as its list of stages: :func:`drive`, called by :func:`.entry.run_night` once the
 run directory, the stack and the progress display exist.
 
 A walk through one night's stages (:func:`_drive`):
@@ -14,7 +14,7 @@ A walk through one night's stages (:func:`_drive`):
    (but an interruption, which marks the run aborted and resumable).
 4. **Stage** (:func:`.proposal.conclude`): an accepted night's proposal, then auto-adopt.
 5. **Report** (:func:`.report.build_report`), then **commit** (:func:`_commit`): a complete
-   real night's archive (:mod:`.archive`), the files every night leaves (:mod:`.outputs`),
+   real night's archive (:mod:`.archive_exchange`), the files every night leaves (:mod:`.outputs`),
    the project state.
 6. **Finish** (:func:`_finish`): the journal says how the night ended; retention.
 
@@ -42,7 +42,7 @@ from skillopt.redact import secret_kinds
 from skillopt.skilldoc import learned_bullets
 from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
-from skillopt_sleep.night.archive import carried_edits, commit_archive, revive_for_models
+from skillopt_sleep.night.archive_exchange import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.estimate import (
@@ -53,7 +53,9 @@ from skillopt_sleep.night.estimate import (
 )
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
+from skillopt_sleep.night.line_removals import removal_candidates
 from skillopt_sleep.night.live import read_documents
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
@@ -61,10 +63,8 @@ from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.restore import propose_restore
 from skillopt_sleep.night.rounds import consolidate
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.shared import fold_in, share_memory
-from skillopt_sleep.night.watched import removal_candidates
-from skillopt_sleep.progress import ProgressCompleter
+from skillopt_sleep.night_progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus

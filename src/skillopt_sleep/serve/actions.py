@@ -2,7 +2,7 @@
 ``adopt`` (:func:`~skillopt_sleep.commands._runs.adopt_pending`), ``adopt --edit``
 (:func:`~skillopt_sleep.commands._adopt_edits.adopt_subset`), ``versions restore``
 (:func:`skillopt_sleep.versions.restore`) and ``once`` (the project lock, the recovery of
-half-done adoptions, :func:`~skillopt_sleep.night.run.run_night`).
+half-done adoptions, :func:`~skillopt_sleep.night.entry.run_night`).
 
 Each returns the :data:`~skillopt_sleep.serve.jobs.Action` a job runs; ``message`` in its
 result is the line the job's page ends with.
@@ -71,7 +71,7 @@ def start_night(cfg: SleepConfig, project: Path) -> Action:
     async def act(job: Job) -> dict[str, Any]:
         from skillopt_sleep.commands._runs import recover_adoptions
         from skillopt_sleep.lock import project_lock
-        from skillopt_sleep.night.run import run_night
+        from skillopt_sleep.night.entry import run_night
 
         async with project_lock(cfg.state_path(), project, command="serve night"):
             for recovery in recover_adoptions(cfg, project):  # the night reads the live files

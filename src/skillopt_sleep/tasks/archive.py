@@ -51,7 +51,7 @@ from skillopt_sleep.tasks.records import (
     ArchivedTask,
     ArchivePolicy,
     ArchiveStats,
-    EditStatus,
+    CarriedEditStatus,
 )
 
 __all__ = ["ARCHIVE_NAME", "LEGACY_STATE_NAME", "TaskArchive", "archive_path", "open_archive"]
@@ -321,7 +321,8 @@ class TaskArchive(HarvestSide, EditsSide, AnswersSide, SupersededSide, AliasesSi
             harvested_sessions=count("SELECT count(*) FROM harvested"),
             cached_sessions=count("SELECT count(*) FROM mining_cache"),
             pending_edits=count(
-                f"SELECT count(*) FROM carried_edits WHERE status = '{EditStatus.PENDING.value}'"
+                "SELECT count(*) FROM carried_edits"
+                f" WHERE status = '{CarriedEditStatus.PENDING.value}'"
             ),
             backlog=int(self._meta("backlog") or 0),
             outside_window=int(self._meta("outside_window") or 0),

@@ -11,7 +11,7 @@ from skillopt.errors import DataError
 from skillopt.redact import redact_obj
 from skillopt.types import EditRecord
 from skillopt_sleep.tasks.archive_base import ArchiveBase, iso
-from skillopt_sleep.tasks.records import CarriedEdit, EditStatus
+from skillopt_sleep.tasks.records import CarriedEdit, CarriedEditStatus
 
 __all__ = ["EditsSide", "edit_key"]
 
@@ -50,7 +50,7 @@ class EditsSide(ArchiveBase):
                         "INSERT INTO carried_edits (edit_key, edit, seen_tasks, first_night,"
                         " last_night, nights_carried, status, why, updated_at)"
                         " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)",
-                        (key, body, json.dumps(seen), night, night, EditStatus.PENDING.value,
+                        (key, body, json.dumps(seen), night, night, CarriedEditStatus.PENDING.value,
                          why, iso(now)),
                     )  # fmt: skip
                     continue
@@ -62,7 +62,7 @@ class EditsSide(ArchiveBase):
                     " nights_carried = nights_carried + ?, status = ?, why = ?, updated_at = ?"
                     " WHERE id = ?",
                     (body, json.dumps(sorted({*known, *seen})), max(night, int(row["last_night"])),
-                     more, EditStatus.PENDING.value, why, iso(now), row["id"]),
+                     more, CarriedEditStatus.PENDING.value, why, iso(now), row["id"]),
                 )  # fmt: skip
         if not keys:
             return []
@@ -73,7 +73,9 @@ class EditsSide(ArchiveBase):
         )
         return [by_key[int(r["id"])] for r in rows]
 
-    def carried_edits(self, *, status: EditStatus | None = EditStatus.PENDING) -> list[CarriedEdit]:
+    def carried_edits(
+        self, *, status: CarriedEditStatus | None = CarriedEditStatus.PENDING
+    ) -> list[CarriedEdit]:
         """Carried edits in the order they were first carried (``status=None``: all)."""
         where, params = ("WHERE status = ?", (status.value,)) if status else ("", ())
         rows = self._rows(f"SELECT * FROM carried_edits {where} ORDER BY id", params)
@@ -88,14 +90,14 @@ class EditsSide(ArchiveBase):
                         first_night=int(row["first_night"]),
                         last_night=int(row["last_night"]),
                         nights_carried=int(row["nights_carried"]),
-                        status=EditStatus(row["status"]),
+                        status=CarriedEditStatus(row["status"]),
                         why=str(row["why"]),
                     )
                 )
         return out
 
     def resolve_edit(
-        self, edit_id: int, *, status: EditStatus, night: int, now: datetime, why: str = ""
+        self, edit_id: int, *, status: CarriedEditStatus, night: int, now: datetime, why: str = ""
     ) -> None:
         """Settle a carried edit (accepted, rejected or dropped) with the reason."""
         with self.transaction():

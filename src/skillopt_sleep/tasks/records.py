@@ -17,7 +17,7 @@ __all__ = [
     "ArchiveStats",
     "ArchivedTask",
     "CarriedEdit",
-    "EditStatus",
+    "CarriedEditStatus",
     "HarvestWindow",
     "MinedSession",
     "NoiseEstimate",
@@ -81,7 +81,9 @@ class ArchivedTask:
         return self.last_passed is not True
 
 
-class EditStatus(StrEnum):
+class CarriedEditStatus(StrEnum):
+    """Where an edit carried across nights stands in the task archive."""
+
     PENDING = "pending"  # carried: waiting for a night whose held-out tasks exercise it
     ACCEPTED = "accepted"
     REJECTED = "rejected"
@@ -99,7 +101,7 @@ class CarriedEdit:
     first_night: int
     last_night: int
     nights_carried: int
-    status: EditStatus
+    status: CarriedEditStatus
     why: str = ""
 
 

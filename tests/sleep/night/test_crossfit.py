@@ -26,7 +26,7 @@ from skillopt_sleep.night.crossfit import (
     merge_same,
     next_samples,
 )
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 
 WORLD = World()

@@ -13,8 +13,8 @@ from skillopt.types import GateAction
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.night.outcome import NightResult
-from skillopt_sleep.night.run import run_night
 from support.sleep_setup import write_config
 
 HARMFUL = next(r for r in World().rules if r.harmful)

@@ -18,8 +18,8 @@ from skillopt_sleep.cli import main
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.handoff import as_handoff, handoff_dir
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.night.outcome import EXIT_WAITING
-from skillopt_sleep.night.run import run_night
 from skillopt_sleep.night_end import NightResult, RunStatus
 from support.handoff_agent import RecordingMock, answer_pending, recording_pool
 from support.sleep_setup import write_config

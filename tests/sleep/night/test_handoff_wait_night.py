@@ -20,8 +20,8 @@ from skillopt.backends.open import open_completer
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.handoff import as_handoff, bind_handoff, handoff_dir, live_night
+from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.night.outcome import EXIT_WAITING
-from skillopt_sleep.night.run import NightOutcome, run_night
 from skillopt_sleep.night_end import RunStatus
 from support.handoff_agent import RecordingMock, recording_pool, until
 from support.sleep_setup import write_config

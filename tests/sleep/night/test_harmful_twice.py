@@ -18,7 +18,7 @@ from skillopt.backends.mock import MockBackend, World
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.night.trials import HARMFUL_EARLIER
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.sleep_setup import http_config, write_config

@@ -18,7 +18,7 @@ import pytest
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup
-from skillopt_sleep.night.run import NightOutcome, NightResult, run_night
+from skillopt_sleep.night.entry import NightOutcome, NightResult, run_night
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive

@@ -13,7 +13,7 @@ from skillopt.config import PoolConfig
 from skillopt.errors import ConfigError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, demo_pool, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import StateStore
 

@@ -12,7 +12,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightOutcome, NightResult, run_night
+from skillopt_sleep.night.entry import NightOutcome, NightResult, run_night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive
 

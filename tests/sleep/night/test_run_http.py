@@ -11,7 +11,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt.logging import configure_logging
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply
 from support.sleep_setup import http_config

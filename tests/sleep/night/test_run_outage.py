@@ -15,7 +15,7 @@ import pytest
 from skillopt.config import PoolConfig
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, demo_pool, prepare_demo
-from skillopt_sleep.night.run import NightOutcome, run_night
+from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import StateStore
 from support.fake_model_server import FakeModelServer, Reply, Request

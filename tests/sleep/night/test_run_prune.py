@@ -8,7 +8,7 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.night.entry import NightResult, run_night
 
 
 @pytest.mark.slow

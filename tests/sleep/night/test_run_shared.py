@@ -12,7 +12,7 @@ import pytest
 
 from skillopt.backends.mock import World
 from skillopt_sleep.demo import DemoSetup
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path
 from support.three_skills import SHARED_SESSIONS, SKILLS, three_skills_project

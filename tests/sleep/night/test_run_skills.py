@@ -14,7 +14,7 @@ import pytest
 from skillopt.backends.mock import World
 from skillopt_sleep.cli import main
 from skillopt_sleep.demo import DemoSetup
-from skillopt_sleep.night.run import run_night
+from skillopt_sleep.night.entry import run_night
 from support.sleep_setup import once, write_config
 from support.three_skills import SKILLS, skill_text, three_skills_project
 
@@ -185,7 +185,7 @@ async def test_the_spend_estimate_counts_each_skills_learning(three_skills: Demo
 async def test_the_live_display_shows_each_skills_calls(three_skills: DemoSetup) -> None:
     import io
 
-    from skillopt_sleep.progress import TtyProgress
+    from skillopt_sleep.night_progress import TtyProgress
 
     screen = io.StringIO()
     live = TtyProgress(screen, min_interval=0.0, keep_stage_lines=True)

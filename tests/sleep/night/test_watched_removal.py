@@ -18,9 +18,9 @@ from skillopt.backends.mock import DEFAULT_RULES, World
 from skillopt_sleep.adopt import adopt
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.run import NightResult, run_night
+from skillopt_sleep.line_watch import WatchedLine, watch_lines
+from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.staging import load_manifest
-from skillopt_sleep.watch import WatchedLine, watch_lines
 from support.fake_model_server import FakeModelServer, Request
 from support.sleep_setup import http_config
 from support.transcripts import Turn, write_claude_session

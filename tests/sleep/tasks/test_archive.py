@@ -17,7 +17,7 @@ from skillopt_sleep.harvest import SessionFile, SourceKind
 from skillopt_sleep.state import StateStore, project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, open_archive
 from skillopt_sleep.tasks.recall import share_capacity
-from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus, MinedSession
+from skillopt_sleep.tasks.records import ArchivePolicy, CarriedEditStatus, MinedSession
 
 NOW = datetime(2026, 11, 25, 2, 30, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -155,17 +155,17 @@ def test_share_capacity_gives_leftovers_to_the_other_kind() -> None:
 def test_carried_edits(archive: TaskArchive) -> None:
     edit = EditRecord(content="Always put breaking changes first.", rationale="night 1")
     (first,) = archive.carry_edits([edit], seen_task_ids=["a", "b"], night=1, now=NOW)
-    assert first.nights_carried == 1 and first.status is EditStatus.PENDING
+    assert first.nights_carried == 1 and first.status is CarriedEditStatus.PENDING
     same = EditRecord(content=edit.content, rationale="proposed again")
     (again,) = archive.carry_edits([same], seen_task_ids=["c"], night=2, now=NOW)
     assert again.id == first.id and again.nights_carried == 2
     assert again.seen_task_ids == {"a", "b", "c"} and again.edit.rationale == "proposed again"
     archive.carry_edits([same], seen_task_ids=[], night=2, now=NOW)  # same night: no extra
     assert archive.carried_edits()[0].nights_carried == 2
-    archive.resolve_edit(first.id, status=EditStatus.ACCEPTED, night=3, now=NOW, why="+0.12")
+    archive.resolve_edit(first.id, status=CarriedEditStatus.ACCEPTED, night=3, now=NOW, why="+0.12")
     assert archive.carried_edits() == []
     (done,) = archive.carried_edits(status=None)
-    assert done.status is EditStatus.ACCEPTED and done.why == "+0.12"
+    assert done.status is CarriedEditStatus.ACCEPTED and done.why == "+0.12"
     assert archive.stats().pending_edits == 0
 
 

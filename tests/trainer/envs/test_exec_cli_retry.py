@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.cli_common import CliKind, CliSpec
+from skillopt.backends.cli.common import CliKind, CliSpec
+from skillopt.backends.cli.member import CliBackend
 from skillopt.backends.retry import RetryPolicy
 from skillopt.errors import BackendAuthError, RetryableBackendError
 from skillopt.trainer.demo import DemoWorld

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skillopt.backends.base import Role
-from skillopt.backends.cli_common import CliKind
+from skillopt.backends.cli.common import CliKind
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import TrainerConfig, load_trainer_config

@@ -34,9 +34,9 @@ from typing import Any
 
 from skillopt.atomicio import atomic_write_text
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.harness import HarnessOptions
-from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec, build_workspace
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.harness.rollout import HarnessOptions
+from skillopt.backends.harness.workspace import SkillFile, WorkspaceSpec, build_workspace
 from skillopt.backends.retry import RetryPolicy
 from skillopt.errors import ConfigError
 from skillopt.trainer.dataset import (

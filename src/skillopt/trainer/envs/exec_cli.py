@@ -20,14 +20,14 @@ from pathlib import Path
 
 import anyio
 
-from skillopt.backends.cli import CliBackend
-from skillopt.backends.harness import HarnessOptions, RolloutOutcome, run_rollout
-from skillopt.backends.harness_workspace import SkillFile, WorkspaceSpec
+from skillopt.backends.cli.member import CliBackend
+from skillopt.backends.harness.rollout import HarnessOptions, RolloutOutcome, run_rollout
+from skillopt.backends.harness.workspace import SkillFile, WorkspaceSpec
 from skillopt.backends.retry import RetryPolicy, retry_delay
 from skillopt.errors import RetryableBackendError
 from skillopt.logging import get_logger
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult, Split
-from skillopt.trainer.envs.qa import QAEnvironment, exact_match, extract_answer, token_f1
+from skillopt.trainer.envs.qa import QAEnvironment, extract_answer, qa_result
 
 __all__ = ["ExecQAEnvironment", "run_with_retries"]
 
@@ -80,36 +80,18 @@ class ExecQAEnvironment:
             answer_hint=_ANSWER_HINT,
         )
         outcome = await self._run_with_retries(spec, ctx, options)
-        golds = [str(a) for a in item.data["answers"]]
-        prediction = extract_answer(outcome.answer)
-        hard = exact_match(prediction, golds)
-        soft = token_f1(prediction, golds)
-        if hard:
-            fail_reason = ""
-        elif outcome.parse_error:
-            fail_reason = f"no_answer: {outcome.parse_error}"
-        else:
-            fail_reason = f"EM=0: predicted {prediction!r}, expected {golds!r}"
         summary = outcome.summary
-        trajectory = "\n".join(
-            [
-                f"Question: {item.data['question']}",
+        return qa_result(
+            item,
+            extract_answer(outcome.answer),
+            lines=[
                 f"Agent answer: {outcome.answer.strip()[:600]!r} (attempts {outcome.attempts})",
                 f"Read task.md: {summary.task_read.value}; read SKILL.md: "
                 f"{summary.skill_read.value}; answer format: {summary.answer_format.value}",
                 "Steps:",
                 outcome.trace_text[: self._trace_budget] or "(no step trace)",
-                f"Verification: EM={hard:.0f} F1={soft:.2f} gold={golds!r}",
-            ]
-        )
-        return RolloutResult(
-            task_id=item.id,
-            hard=hard,
-            soft=soft,
-            task_type=item.task_type,
-            reason=fail_reason,
-            response=prediction,
-            trajectory=trajectory,
+            ],
+            no_answer=outcome.parse_error,
             extras={"attempts": outcome.attempts},
         )
 

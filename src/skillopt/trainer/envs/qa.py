@@ -15,14 +15,22 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.trainer.dataset import DataSection, SplitItems, bundled, load_splits
 from skillopt.trainer.envs.base import EnvItem, RolloutContext, RolloutResult
 
-__all__ = ["QAEnvironment", "bundled_data_dir", "exact_match", "extract_answer", "token_f1"]
+__all__ = [
+    "QAEnvironment",
+    "bundled_data_dir",
+    "exact_match",
+    "extract_answer",
+    "qa_result",
+    "token_f1",
+]
 
 #: The target's default intro; a member's ``system_prompt`` request setting replaces it.
 SYSTEM_INTRO = "You answer short factual questions."
@@ -126,23 +134,51 @@ class QAEnvironment(SplitItems):
         )
         completion = await ctx.completer.complete(request)
         prediction = extract_answer(completion.text)
-        hard = exact_match(prediction, golds)
-        soft = token_f1(prediction, golds)
-        fail_reason = "" if hard else f"EM=0: predicted {prediction!r}, expected {golds!r}"
-        trajectory = "\n".join(
-            [
-                f"Question: {item.data['question']}",
+        return qa_result(
+            item,
+            prediction,
+            lines=[
                 f"Model reply: {completion.text.strip()[:600]}",
                 f"Extracted answer: {prediction!r}",
-                f"Verification: EM={hard:.0f} F1={soft:.2f} gold={golds!r}",
-            ]
+            ],
         )
-        return RolloutResult(
-            task_id=item.id,
-            hard=hard,
-            soft=soft,
-            task_type=item.task_type,
-            reason=fail_reason,
-            response=prediction,
-            trajectory=trajectory,
-        )
+
+
+def qa_result(
+    item: EnvItem,
+    prediction: str,
+    *,
+    lines: Sequence[str],
+    no_answer: str = "",
+    extras: Mapping[str, Any] | None = None,
+) -> RolloutResult:
+    """One QA rollout's result, however it was answered (a model call, an agent CLI): exact
+    match and token F1 of ``prediction`` against the item's answers, why it failed
+    (``no_answer``: the reply held no answer, and why), and the trajectory the optimizer
+    reads: the question, ``lines`` (what the attempt showed), the verification."""
+    golds = [str(a) for a in item.data["answers"]]
+    hard = exact_match(prediction, golds)
+    soft = token_f1(prediction, golds)
+    if hard:
+        fail_reason = ""
+    elif no_answer:
+        fail_reason = f"no_answer: {no_answer}"
+    else:
+        fail_reason = f"EM=0: predicted {prediction!r}, expected {golds!r}"
+    trajectory = "\n".join(
+        [
+            f"Question: {item.data['question']}",
+            *lines,
+            f"Verification: EM={hard:.0f} F1={soft:.2f} gold={golds!r}",
+        ]
+    )
+    return RolloutResult(
+        task_id=item.id,
+        hard=hard,
+        soft=soft,
+        task_type=item.task_type,
+        reason=fail_reason,
+        response=prediction,
+        trajectory=trajectory,
+        extras=dict(extras or {}),
+    )

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import anyio
 
 from skillopt.atomicio import atomic_write_text
-from skillopt.backends.cli_process import run_process
+from skillopt.backends.cli.process import run_process
 from skillopt.errors import BackendError, ConfigError, DataError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize

@@ -21,12 +21,12 @@ from skillopt_sleep.night.crossfit import Candidate
 from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.questions import answer_key
 from skillopt_sleep.night.quiet import keep_samples
-from skillopt_sleep.night.running import Night
 from skillopt_sleep.night.supersede import find_supersessions
 from skillopt_sleep.tasks.archive import TaskArchive
-from skillopt_sleep.tasks.records import ArchivePolicy, EditStatus
+from skillopt_sleep.tasks.records import ArchivePolicy, CarriedEditStatus
 
 __all__ = ["MAX_CARRIED_NIGHTS", "carried_edits", "commit_archive", "revive_for_models"]
 
@@ -102,17 +102,17 @@ def commit_archive(
     settled = {c.edit: c for c in decision.untested}
     for edit, edit_id in carried_ids.items():
         if edit in decision.applied:
-            archive.resolve_edit(edit_id, status=EditStatus.ACCEPTED, night=night_no, now=now,
-                                 why="kept by the gate")  # fmt: skip
+            archive.resolve_edit(edit_id, status=CarriedEditStatus.ACCEPTED, night=night_no,
+                                 now=now, why="kept by the gate")  # fmt: skip
         elif edit in decision.rejected:
-            archive.resolve_edit(edit_id, status=EditStatus.REJECTED, night=night_no, now=now,
-                                 why="rejected by the gate")  # fmt: skip
+            archive.resolve_edit(edit_id, status=CarriedEditStatus.REJECTED, night=night_no,
+                                 now=now, why="rejected by the gate")  # fmt: skip
     for cand in decision.untested:
         archive.carry_edits([cand.edit], seen_task_ids=cand.seen, night=night_no, now=now)
     for carried in archive.carried_edits():
         if carried.nights_carried > MAX_CARRIED_NIGHTS and carried.edit not in settled:
             archive.resolve_edit(
-                carried.id, status=EditStatus.DROPPED, night=night_no, now=now,
+                carried.id, status=CarriedEditStatus.DROPPED, night=night_no, now=now,
                 why=f"no night exercised it in {carried.nights_carried} nights",
             )  # fmt: skip
     marks = find_supersessions(

@@ -5,7 +5,7 @@ edits need more samples to be judged), and before the first rollouts nothing mea
 says which kind of model tonight's is. The config does:
 
 1. **Per target member** (:func:`sampling_guess`): an HTTP member sends its target-role
-   ``temperature`` (``request`` settings, :mod:`skillopt.backends.request_settings`; an
+   ``temperature`` (``request`` settings, :mod:`skillopt.backends.http.request_settings`; an
    ``extra_body`` temperature is the one sent, as it is merged in last): 0 samples greedily
    (consistent); above 0, or unset (the provider's default, above 0), it samples (noisy).
    An agent CLI and a hand-off agent sample at their own settings (noisy). The mock model

@@ -1,7 +1,7 @@
 """Agent CLIs (claude, codex, copilot) as pool members.
 
 :class:`CliBackend` runs one CLI per call in a fresh temp working directory, with the
-per-CLI flags and environment from its flavor (``cli_claude``, ``cli_codex``, ``cli_copilot``),
+per-CLI flags and environment from its flavor (``claude.py``, ``codex.py``, ``copilot.py``),
 a hard timeout that kills the process group, bounded output, and typed errors. It never retries:
 the pool does. ``build_cli_member(cfg)`` is what the backend factory calls.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
-from skillopt.backends.cli_claude import ClaudeFlavor
-from skillopt.backends.cli_codex import CodexFlavor
-from skillopt.backends.cli_common import (
+from skillopt.backends.cli.claude import ClaudeFlavor
+from skillopt.backends.cli.codex import CodexFlavor
+from skillopt.backends.cli.common import (
     CallPlan,
     CliFlavor,
     CliKind,
@@ -30,11 +30,12 @@ from skillopt.backends.cli_common import (
     ParsedReply,
     output_cap,
 )
-from skillopt.backends.cli_copilot import CopilotFlavor
-from skillopt.backends.cli_home import call_home
-from skillopt.backends.cli_process import ProcessResult, run_process, tail
+from skillopt.backends.cli.copilot import CopilotFlavor
+from skillopt.backends.cli.home import call_home
+from skillopt.backends.cli.process import ProcessResult, run_process, tail
+from skillopt.backends.cli.tool_shims import LOG_NAME, install_shims, read_calls
 from skillopt.backends.reply_cap import cli_reply_cap
-from skillopt.backends.tool_shims import LOG_NAME, install_shims, read_calls
+from skillopt.config import ClaudeCliMember, CodexCliMember, CopilotCliMember
 from skillopt.errors import BackendError, ConfigError, RetryableBackendError
 from skillopt.logging import get_logger
 
@@ -42,6 +43,7 @@ __all__ = [
     "FLAVORS",
     "TOOLS_LOG_DIR",
     "CliBackend",
+    "CliMemberConfig",
     "CliRun",
     "attempt_with_tools",
     "build_cli_member",
@@ -49,6 +51,9 @@ __all__ = [
     "resolve_executable",
     "spec_from_config",
 ]
+
+# The pool's member config of an agent CLI, by kind.
+CliMemberConfig = ClaudeCliMember | CodexCliMember | CopilotCliMember
 
 _log = get_logger(__name__)
 
@@ -295,7 +300,7 @@ async def attempt_with_tools(
     return await backend.complete(request)
 
 
-def spec_from_config(cfg: Any) -> CliSpec:
+def spec_from_config(cfg: CliMemberConfig) -> CliSpec:
     """Map the pool's member config (kind, executable, model, ...) to a :class:`CliSpec`."""
     kind = CliKind(str(cfg.kind))
     environ_path = os.environ.get("PATH")
@@ -319,7 +324,7 @@ def spec_from_config(cfg: Any) -> CliSpec:
     )
 
 
-def build_cli_member(cfg: Any) -> CliBackend:
+def build_cli_member(cfg: CliMemberConfig) -> CliBackend:
     """Build a CLI member from a member config of kind claude / codex / copilot.
 
     Raises :class:`ConfigError` when the kind is unknown or the executable is not found.

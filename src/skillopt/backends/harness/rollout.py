@@ -1,7 +1,7 @@
 """The exec harness: run a target agent CLI on one task with the skill installed as a file.
 
-One rollout = a fresh workspace (:mod:`harness_workspace`), one or more attempts through a
-:class:`~skillopt.backends.cli.CliBackend` (re-run when the answer is empty, with a firmer
+One rollout = a fresh workspace (:mod:`.workspace`), one or more attempts through a
+:class:`~skillopt.backends.cli.member.CliBackend` (re-run when the answer is empty, with a firmer
 prompt), a structured answer where the CLI supports a JSON schema (codex, claude), and three
 artifacts under the rollout directory, all redacted and written atomically:
 
@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.atomicio import atomic_write_json, atomic_write_text
-from skillopt.backends.cli import TOOLS_LOG_DIR, CliBackend, CliRun
-from skillopt.backends.cli_common import CallPlan, CliKind, ParsedReply
-from skillopt.backends.harness_trace import (
+from skillopt.backends.cli.common import CallPlan, CliKind, ParsedReply
+from skillopt.backends.cli.member import TOOLS_LOG_DIR, CliBackend, CliRun
+from skillopt.backends.cli.tool_shims import install_shims
+from skillopt.backends.harness.trace import (
     Step,
     TraceSummary,
     answer_format,
@@ -36,13 +37,12 @@ from skillopt.backends.harness_trace import (
     render_steps,
     settings_seen,
 )
-from skillopt.backends.harness_workspace import (
+from skillopt.backends.harness.workspace import (
     WorkspaceSpec,
     build_prompt,
     build_workspace,
     skill_paths,
 )
-from skillopt.backends.tool_shims import install_shims
 from skillopt.errors import BackendError
 from skillopt.logging import get_logger
 from skillopt.redact import redact_text, sanitize

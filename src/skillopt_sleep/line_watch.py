@@ -17,7 +17,7 @@ requests each line was meant to fix, before and after its adoption:
    corrections among them, and their dates. A correction after the adoption is flagged:
    the user's real sessions contradict the line (or the agent does not follow it).
    The next night proposes its removal through the gate
-   (:mod:`skillopt_sleep.night.watched`); the flag says so, and how to undo it by hand.
+   (:mod:`skillopt_sleep.night.line_removals`); the flag says so, and how to undo it by hand.
 
 Nothing here calls a model; it reads run directories only.
 """

@@ -9,7 +9,7 @@ A walk through one night:
    afterwards).
 3. **Open the run** (:func:`_open_run`): resume the last run when :mod:`.resume` says it
    can be, else create a new run directory and its journal (``run.json``).
-4. **Build the running night** (:class:`.running.Night`) and **drive it** through its
+4. **Build the running night** (:class:`.night_state.Night`) and **drive it** through its
    stages (:func:`.stages.drive`): gather -> rollouts -> rounds -> final check -> test
    split -> stage the proposal -> commit -> report. Every way it ends is a
    :class:`.outcome.NightOutcome`; configuration problems raise :class:`ConfigError`.
@@ -30,12 +30,12 @@ from skillopt.backends.base import Pool
 from skillopt.errors import ConfigError, RefusedError
 from skillopt.progress import Progress
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.outcome import Clock, NightOutcome, NightResult
+from skillopt_sleep.night.night_state import Night
+from skillopt_sleep.night.outcome import NightOutcome, NightResult
 from skillopt_sleep.night.resume import find_resumable
-from skillopt_sleep.night.running import Night
+from skillopt_sleep.night_progress import LogProgress
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
-from skillopt_sleep.progress import LogProgress
-from skillopt_sleep.rundir import RunDir, utc_now
+from skillopt_sleep.rundir import Clock, RunDir, utc_now
 from skillopt_sleep.state import runs_dir
 
 __all__ = ["NightOutcome", "NightResult", "run_night"]

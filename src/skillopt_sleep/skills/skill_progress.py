@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
-from skillopt_sleep.progress import NightProgress
+from skillopt_sleep.night_progress import NightProgress
 
 __all__ = ["SkillProgress"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from skillopt.backends.proctree import (
+from skillopt.backends.cli.proctree import (
     STOP_GRACE_S,
     group_alive,
     kill_tree,

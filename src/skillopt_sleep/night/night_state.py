@@ -2,7 +2,7 @@
 
 One night, as this object sees it:
 
-1. :func:`.run.run_night` builds it over the run directory, the stack (wrapped here in the
+1. :func:`.entry.run_night` builds it over the run directory, the stack (wrapped here in the
    night's spend cap), the replayer and the reflector.
 2. Each stage calls :meth:`Night.begin`, does its work through :meth:`Night.measure` and
    :meth:`Night.reflect` (a reflection is checkpointed in ``run.json`` and read back on
@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,16 @@ from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import SELF_MARKER
+from skillopt_sleep.line_watch import WatchedLine
 from skillopt_sleep.night.judging import check_judging
 from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
-from skillopt_sleep.rundir import RunDir
+from skillopt_sleep.rundir import Clock, RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
-from skillopt_sleep.watch import WatchedLine
 
-__all__ = ["MAX_ERROR_SHARE", "Clock", "Night"]
-
-Clock = Callable[[], datetime]
+__all__ = ["MAX_ERROR_SHARE", "Night"]
 
 # A stage whose rollouts failed beyond this share is an outage; below it, the night goes on
 # without the failed ones (a call lost after its retries, a task an endpoint always refuses).
@@ -83,7 +80,7 @@ def _names(tasks: dict[str, str], most: int = 5) -> str:
 
 
 class Night:
-    """The state of one night while it runs. Use :func:`.run.run_night`."""
+    """The state of one night while it runs. Use :func:`.entry.run_night`."""
 
     def __init__(
         self,

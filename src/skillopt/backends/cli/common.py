@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from skillopt.backends.cli_process import ProcessResult
+from skillopt.backends.cli.process import ProcessResult
 from skillopt.backends.reply_cap import CLI_UNSIZED_BYTES
 from skillopt.config import read_secret_env
 from skillopt.errors import (
@@ -296,7 +296,7 @@ class CliFlavor(Protocol):
 
     def keep(self, home: Path | None, environ: Mapping[str, str]) -> dict[str, Path]:
         """Login and settings a call's fresh home links to, from ``home`` (the member's
-        isolated home) or, when None, the user's own CLI home (see ``cli_home``)."""
+        isolated home) or, when None, the user's own CLI home (see ``cli/home.py``)."""
         ...
 
     def watcher(self, spec: CliSpec) -> Callable[[str], BackendError | None] | None: ...

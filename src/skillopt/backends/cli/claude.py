@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from skillopt.backends.cli_common import (
+from skillopt.backends.cli.common import (
     CallPlan,
     CliKind,
     CliSpec,
@@ -24,8 +24,8 @@ from skillopt.backends.cli_common import (
     parse_json_lines,
     provider_key,
 )
-from skillopt.backends.cli_home import default_home, user_home
-from skillopt.backends.cli_process import ProcessResult, tail
+from skillopt.backends.cli.home import default_home, user_home
+from skillopt.backends.cli.process import ProcessResult, tail
 from skillopt.errors import BackendError, RetryableBackendError
 
 __all__ = ["QUIET_ENV", "ClaudeFlavor"]

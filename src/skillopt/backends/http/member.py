@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx2
 
 from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
-from skillopt.backends.entra import EntraTokenProvider, make_credential
-from skillopt.backends.http_cap import REQUEST_HEADERS, cap_response, reply_cap
-from skillopt.backends.http_transport import SocketKeepingTransport
-from skillopt.backends.openai_import import import_openai
+from skillopt.backends.http.cap import REQUEST_HEADERS, cap_response, reply_cap
+from skillopt.backends.http.entra import EntraTokenProvider, make_credential
+from skillopt.backends.http.openai_import import import_openai
+from skillopt.backends.http.request_settings import (
+    RequestFields,
+    RequestSettings,
+    request_signature,
+)
+from skillopt.backends.http.transport import SocketKeepingTransport
 from skillopt.backends.reply_cap import http_reply_cap
-from skillopt.backends.request_settings import RequestFields, RequestSettings, request_signature
 from skillopt.backends.retry import classify_exception, short_cause
 from skillopt.config import (
     AzureChatMember,
@@ -55,7 +59,7 @@ _NO_KEY = "no-key-configured"  # OpenAI-compatible servers that want no key stil
 
 def make_http_client(*, max_connections: int, timeout: float = 600.0) -> httpx2.AsyncClient:
     """The one shared HTTP client for all HTTP members of a pool (replies read up to the
-    calling member's cap, :mod:`skillopt.backends.http_cap`)."""
+    calling member's cap, :mod:`skillopt.backends.http.cap`)."""
     size = max(1, max_connections)
     limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size)
     return openai.DefaultAsyncHttpxClient(

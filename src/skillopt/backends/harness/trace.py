@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from skillopt.backends.cli_common import parse_json_lines
+from skillopt.backends.cli.common import parse_json_lines
 
 __all__ = [
     "AnswerFormat",

@@ -1,6 +1,6 @@
 """Adopted lines the user's sessions contradict, proposed for removal through the gate.
 
-:mod:`skillopt_sleep.watch` flags an adopted learned line when the user corrected the agent
+:mod:`skillopt_sleep.line_watch` flags an adopted learned line when the user corrected the agent
 on its requests after its adoption. The next night turns each flagged line into an edit:
 
 1. **Which lines.** The flagged lines of the managed skill and memory, of the documents
@@ -24,11 +24,11 @@ from typing import Any
 
 from skillopt.types import EditOp, EditRecord, EditTarget
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.line_watch import WatchedLine, watch_lines
 from skillopt_sleep.night.course import Course
 from skillopt_sleep.night.crossfit import Candidate
-from skillopt_sleep.night.running import Night
+from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.trials import Trial
-from skillopt_sleep.watch import WatchedLine, watch_lines
 
 __all__ = ["removal_candidates", "removal_edit", "watched_report"]
 

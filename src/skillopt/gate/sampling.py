@@ -91,7 +91,9 @@ def lost(base: Scores, cand: Scores) -> list[str]:
     return [t for t in base if any(c < b for b, c in zip(base[t], cand.get(t, ()), strict=False))]
 
 
-def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]:
+def next_samples(
+    base: Scores, cand: Scores, *, config: GateConfig, thin_tasks: bool = False
+) -> list[str]:
     """The tasks to sample again: where more samples can still change the decision.
 
     None on a pass with no sample lost, when nothing moved, on a candidate already
@@ -100,8 +102,9 @@ def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]
     would only price the rejection). Once the gain is clear beyond doubt (significant at a
     tenth of the gate's alpha), the tasks that gained need no more samples: only the ones
     that lost a paired sample are sampled again, since a regression could only hide there.
-    Otherwise every task whose samples disagree, and, on such a noisy comparison with a
-    gain so far (``p_improve <= 0.5``), the tasks whose few samples agree (:func:`thin`).
+    Otherwise every task whose samples disagree; with ``thin_tasks`` (a last check on every
+    task, which no later decision can make up for), on such a noisy comparison with a gain
+    so far (``p_improve <= 0.5``), the tasks whose few samples agree too (:func:`thin`).
     """
     test = paired_test(base, cand, confidence=config.confidence, min_delta=config.min_delta)
     if test.passed:
@@ -113,7 +116,7 @@ def next_samples(base: Scores, cand: Scores, *, config: GateConfig) -> list[str]
     sampled = min((len(v) for t, v in cand.items() if not task_settled(base[t], v)), default=0)
     if sampled >= 4 and test.p_improve > 0.5:
         return []
-    near = test.p_improve <= 0.5  # a gain so far: a thin task's pairs could settle it
+    near = thin_tasks and test.p_improve <= 0.5  # a gain so far: thin pairs could settle it
     return unsettled(base, cand) + (thin(base, cand) if near else [])
 
 

@@ -20,12 +20,13 @@ Every stage is journalled in ``run.json`` through :class:`.night_state.Night`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 from skillopt.errors import BudgetExceededError
-from skillopt.gate import decide_paired, task_settled
+from skillopt.gate import decide_paired, next_samples, task_settled
 from skillopt.types import (
     EditRecord,
     EditTarget,
@@ -41,7 +42,6 @@ from skillopt_sleep.night.crossfit import (
     Measured,
     StepResult,
     Trial,
-    clear_pass,
     compare,
     learn_target,
     make_folds,
@@ -250,9 +250,8 @@ async def paired_check(
     samples of their own from ``offset`` (:data:`.crossfit.FINAL`; no earlier decision saw
     them, not even the union whose documents are checked): the night's final check
     (``adopt --edit`` checks a subset of a night's edits with it too, from :data:`ADOPT`)."""
-    b, c = await compare(
-        night, tasks, start, best, phase="final", plan=clear_pass(night), offset=offset
-    )
+    plan = functools.partial(next_samples, config=night.gate, thin_tasks=True)
+    b, c = await compare(night, tasks, start, best, phase="final", plan=plan, offset=offset)
     night.check_degenerate("final", c.results, candidate=True)
     return decide_paired(b.scores, c.scores, config=night.gate,
                          task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip

@@ -247,10 +247,14 @@ def test_sampling_goes_only_where_it_can_still_change_the_decision() -> None:
     assert plan(up) == []
     assert plan({"same": ([1.0], [1.0])}) == []
     assert plan({f"down{i}": ([1.0], [0.0]) for i in range(12)}) == []
-    # not significant yet: every task whose samples disagree, and (the model is noisy) the
-    # tasks whose one agreeing pair may be luck; a task agreeing on 4 pairs is settled
-    assert plan({"up": ([0.0], [1.0]), "same": ([1.0], [1.0])}) == ["same", "up"]
-    assert plan({"up": ([0.0], [1.0]), "same": ([1.0] * 4, [1.0] * 4)}) == ["up"]
+    # not significant yet: every task whose samples disagree
+    assert plan({"up": ([0.0], [1.0]), "same": ([1.0], [1.0])}) == ["up"]
+    # the final check (thin_tasks): also the tasks whose one agreeing pair may be luck on a
+    # noisy comparison; a task agreeing on 4 pairs is settled
+    base, cand = {"up": [0.0], "same": [1.0]}, {"up": [1.0], "same": [1.0]}
+    assert sorted(next_samples(base, cand, config=config, thin_tasks=True)) == ["same", "up"]
+    base["same"], cand["same"] = [1.0] * 4, [1.0] * 4
+    assert next_samples(base, cand, config=config, thin_tasks=True) == ["up"]
 
 
 def test_an_edit_several_folds_propose_is_tested_once_where_one_of_them_did_not_look() -> None:

@@ -30,7 +30,9 @@ Targets: 0 harmful adoptions at 0/10/20/30 % flips and under 20/40 % faults; at 
 flips the mean true score >= 90 % of the consistent nights'; under 20 % faults the same
 decision as the fault-free night in >= 95 % of nights; every night of a world with a task
 whose calls always fail says what it left untested; <= 100 calls per task at 20 % flips.
-``--existing`` adds the lift world's consistent and 20 %-flip first nights (same path).
+``--existing`` (default on, off in ``--quick``) adds the lift world's consistent and
+20 %-flip first nights through the same path (rows ``lift:...``; counted in the no-harm
+targets).
 
 Seeds used while building (excluded from the default): 1, 2, 3, 5, 8, 13 and 0-59 in
 the generator test. Default seeds: 9000-9019 (never run while building).
@@ -77,7 +79,7 @@ CONDITIONS: dict[str, tuple[float, float]] = {  # name -> (flips, faults)
 QUICK = ("consistent", "flips20", "faults20")
 DEFAULT_SEEDS = "9000-9019"
 QUICK_SEEDS = "9000-9002"
-UNTESTED_WORDS = ("could not be run", "untested", "left untested", "not tested")
+UNTESTED_WORDS = ("could not be run", "untested", "not tested", "without it", "lost")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -102,11 +104,15 @@ def _read(path: Path) -> str:
 
 def _night_record(lab: Any, world: Any, night: Any, condition: str, seed: int) -> dict[str, Any]:
     run = lab.logs / f"{night.phase}-{night.night:02d}-run"
-    report = _read(run / "report.json")
+    try:
+        report = json.loads(_read(run / "report.json") or "{}")
+    except ValueError:
+        report = {}
+    notes = [str(n) for n in (report.get("notes") or [])] if isinstance(report, dict) else []
     skill, memory = _read(lab.skill), _read(lab.memory)
     score = world.true_score(skill, memory)
     spoilers = sorted(getattr(score, "spoilers", ()) or (["harmful"] if score.harmful else []))
-    folded = report.casefold()
+    folded = " ".join(notes).casefold()
     return {
         "seed": seed,
         "condition": condition,
@@ -124,6 +130,9 @@ def _night_record(lab: Any, world: Any, night: Any, condition: str, seed: int) -
         "n_tasks": night.n_tasks,
         "per_task": night.calls / night.n_tasks if night.n_tasks else None,
         "untested_reported": any(w in folded for w in UNTESTED_WORDS),
+        "untested_notes": [
+            n[:200] for n in notes if any(w in n.casefold() for w in UNTESTED_WORDS)
+        ],
         "world_calls": night.world_calls,
         "flips": night.flips,
         "wall": night.wall,
@@ -283,11 +292,12 @@ def targets(records: list[dict[str, Any]], stats: dict[str, dict[str, Any]]) -> 
         out.append(f"TARGET {name}: {verdict} ({figures})")
 
     for cond in ("consistent", "flips10", "flips20", "flips30", "faults20", "faults40"):
-        s = stats.get(cond)
+        group = [r for r in records if r["condition"] in (cond, f"lift:{cond}")]
+        harm = sum(r["harmful"] for r in group)
         line(
             f"no-harm-{cond}",
-            None if s is None else s["harmful"] == 0,
-            "not run" if s is None else f"{s['harmful']} harmful in {s['nights']} nights",
+            harm == 0 if group else None,
+            f"{harm} harmful in {len(group)} nights" if group else "not run",
         )
     s = stats.get("flips20")
     ok = None if s is None or s["share"] is None else s["share"] >= 0.9
@@ -330,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--conditions", help="comma list (default all; quick " + ",".join(QUICK))
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--existing", action="store_true", help="also the lift world")
+    parser.add_argument(
+        "--existing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also the lift world's first nights (default: on, off with --quick)",
+    )
     parser.add_argument("--out", help="results dir (default a temp dir)")
     parser.add_argument("--jobs", type=int, default=2, help="worlds at once (<= 2)")
     parser.add_argument("--latency", type=float, default=0.02)
@@ -340,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     conditions = (
         args.conditions.split(",") if args.conditions else list(QUICK if args.quick else CONDITIONS)
     )
+    if args.existing is None:
+        args.existing = not args.quick
     out = Path(args.out or tempfile.mkdtemp(prefix="skillopt-trust-"))
     out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="skillopt-trust-work-"))

@@ -119,8 +119,8 @@ class TrustModel(WorldModel):
             return w.render_answer(task, present, mode="ask", tells=tells)
         if first == "counterfactual":
             return w.render_answer(task, present, mode="near", tells=tells)
-        if first == "narrow":
-            return w.render_answer(task, set(present) - {w.groups[task.group]}, tells=tells)
+        if first == "narrow":  # "exempt from the house steps": the bare minimum
+            return w.render_answer(task, present, mode="bare")
         return w.render_answer(task, (), tells=tells)  # lucky: the steps left to others
 
     # -- judge ---------------------------------------------------------------------------

@@ -12,8 +12,8 @@ all; the wording of every task and rule; and which spoilers exist:
   gestured at, none quite right): it lifts failing answers' partial credit and passes
   the lenient mined checks, breaks nothing that passes without the other rules, and
   cancels every gain the good rules bring;
-- **narrow**: the shared convention bundled with a clause that makes one group's tasks
-  skip their own convention;
+- **narrow**: the shared convention bundled with a clause that exempts one group's tasks
+  from the house steps (their answers become bare: it hurts that group only);
 - **every**: proposed by every reflection, whatever it is shown; breaks about 40 % of the
   tasks (one that needs nothing among them), and a biased judge likes its tell on a few
   others;

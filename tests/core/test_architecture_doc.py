@@ -150,8 +150,6 @@ def test_every_journalled_stage_is_in_the_doc() -> None:
     missing = sorted(
         s
         for s in stages
-        if not re.search(
-            "`" + r"\{[^}`]*\}".join(re.escape(p) for p in s.split("{}")) + "`", DOC
-        )
+        if not re.search("`" + r"\{[^}`]*\}".join(re.escape(p) for p in s.split("{}")) + "`", DOC)
     )
     assert not missing, f"stages not named in docs/architecture.md: {missing}"

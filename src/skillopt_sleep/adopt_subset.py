@@ -8,10 +8,10 @@ helped alongside another. So a subset is measured before it is adopted:
    night's proposal of the managed skill / memory must still be pending. The live
    documents are read as the night read them (:func:`.night.live.read_documents`) and must
    still hold the bytes the night pinned. The subset is applied to them in the night's
-   order (:func:`.night.agree.apply_learned`); the tasks are the night's learnable tasks
+   order (:func:`.night.learn.agree.apply_learned`); the tasks are the night's learnable tasks
    that stayed with the managed skill. The plan says what the check may cost.
 2. **Check** (:func:`check_subset`). The night's final check
-   (:func:`.night.rounds.paired_check`): the subset's documents against the live ones on
+   (:func:`.night.learn.rounds.paired_check`): the subset's documents against the live ones on
    every task, paired per task and sample, under the same gate. It runs as a small run of
    its own in ``<night>/subsets/<id>/`` (journal, rollouts), its replayer preloaded with
    the night's rollouts, so the live documents' samples the night already drew are read
@@ -39,14 +39,14 @@ from skillopt.types import EditRecord, GateDecision, ReferenceKind, Split, TaskR
 from skillopt_sleep.adopt import SUBSET_FILE, SUBSETS_DIR, AdoptResult, adopt, adopted_names
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.edit_ids import edit_id
-from skillopt_sleep.night.agree import apply_learned
-from skillopt_sleep.night.crossfit import ADOPT
-from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.learn.agree import apply_learned
+from skillopt_sleep.night.learn.crossfit import ADOPT
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.rounds import paired_check
 from skillopt_sleep.night.live import read_documents
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.proposal import stage_proposal
-from skillopt_sleep.night.rounds import paired_check
 from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.staging import load_manifest, sha256_file

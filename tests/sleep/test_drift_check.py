@@ -16,7 +16,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.night.outcome import read_live
-from skillopt_sleep.night.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet.questions import answer_key, task_hash
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive

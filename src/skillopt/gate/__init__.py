@@ -8,7 +8,7 @@ the same path from 3 on, its candidate being the step's edits against the skill 
    (:func:`gate_score`), the samples, the confidence, the confirmation pairs.
 2. **Where it may be tested.** The night deals its tasks into folds; the edit's reflection
    saw the other folds only, so the edit is validated on its own fold, tasks no
-   reflection behind it read (:mod:`skillopt_sleep.night.crossfit`).
+   reflection behind it read (:mod:`skillopt_sleep.night.learn.crossfit`).
 3. **Paired samples** (:func:`compare_adaptive`, :mod:`.sampling`). The documents without
    and with the edit are rolled out on the same tasks with fresh samples; sample ``k`` of
    one is paired with sample ``k`` of the other. First ``samples_per_task`` pairs per task,

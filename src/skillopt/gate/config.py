@@ -23,7 +23,7 @@ class GateMetric(StrEnum):
 
 GateMode = Literal["strict", "greedy", "off"]
 """strict: the full gate; greedy: the night keeps its hill-climbed documents without the
-final check (:mod:`skillopt_sleep.night.gate_modes`); off: no validation, every edit that
+final check (:mod:`skillopt_sleep.night.learn.gate_modes`); off: no validation, every edit that
 applies is kept (the trainer: the candidate is forced in)."""
 
 

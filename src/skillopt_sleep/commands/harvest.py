@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 def _routes(cfg: SleepConfig, project: Path, got: Gathered) -> tuple[list[str], Routing]:
     """Where the night would send each learnable task among the project's own skills."""
     from skillopt.types import Split
-    from skillopt_sleep.night.fanout import preview_routes
+    from skillopt_sleep.night.skills.fanout import preview_routes
 
     return preview_routes(cfg, project, [t for t in got.tasks if t.split is not Split.TEST])
 

@@ -13,10 +13,12 @@ The stages:
 
 - :mod:`.gather_tasks`: pending sessions mined and archive tasks recalled -> tonight's tasks
 - :mod:`.estimate`: the up-front spend estimate and the per-call token model
-- :mod:`.rounds`: the learning (rollouts, rounds of cross-fitted learning, the final check)
-- :mod:`.crossfit`: one target document in one round
-- :mod:`.judging`: a night whose model judge cannot be trusted fails at that stage
-- :mod:`.fanout`: one night, many skills: each project skill learns on its own tasks
+- :mod:`.learn`: the learning (rollouts, rounds of cross-fitted learning, the final check:
+  :mod:`.learn.rounds`; one target document in one round: :mod:`.learn.crossfit`; a night
+  whose model judge cannot be trusted fails at that stage: :mod:`.learn.judging`)
+- :mod:`.quiet`: quiet nights, the noise probe, when two measurements ask the same question
+- :mod:`.skills`: one night, many skills: each project skill learns on its own tasks
+  (:mod:`.skills.fanout`), rules several skills share (:mod:`.skills.shared`)
 - :mod:`.proposal`: staging an accepted night (skill store, proposal, auto-adopt)
 - :mod:`.archive_exchange`: carried edits in, tonight's harvest and outcomes back to the task
   archive

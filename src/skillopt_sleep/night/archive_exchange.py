@@ -3,9 +3,9 @@
 It takes the edits earlier nights could not test (:func:`carried_edits`) and, when the
 models or their settings changed, brings back the tasks retired as solved under the old
 ones (:func:`revive_for_models`). Once it has completed, it commits tonight's harvest,
-every judged sample by the question it answered (:mod:`.quiet`), each task's outcome
+every judged sample by the question it answered (:mod:`.quiet.recorded`), each task's outcome
 under the live documents, the fate of every carried edit, the older tasks tonight's newer
-evidence contradicts (:mod:`.supersede`), and retires tasks solved or no longer asked for
+evidence contradicts (:mod:`.learn.supersede`), and retires tasks solved or no longer asked for
 (:func:`commit_archive`, idempotent, so a resumed night commits once).
 """
 
@@ -17,14 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from skillopt.types import EditRecord
-from skillopt_sleep.night.crossfit import Candidate
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, commit_gathered
+from skillopt_sleep.night.learn.candidate import Candidate
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.supersede import find_supersessions
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.questions import answer_key
-from skillopt_sleep.night.quiet import keep_samples
-from skillopt_sleep.night.supersede import find_supersessions
+from skillopt_sleep.night.quiet.questions import answer_key
+from skillopt_sleep.night.quiet.recorded import keep_samples
+from skillopt_sleep.night.skills.fanout import Fanout
 from skillopt_sleep.tasks.archive import TaskArchive
 from skillopt_sleep.tasks.records import ArchivePolicy, CarriedEditStatus
 

@@ -10,10 +10,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from skillopt.types import EditRecord
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered
+from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.outcome import NightResult
+from skillopt_sleep.night.skills.fanout import Fanout
 from skillopt_sleep.rundir import RunStatus
 
 __all__ = ["Course", "Estimate", "Staged", "TestScore"]

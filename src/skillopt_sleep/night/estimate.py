@@ -176,7 +176,7 @@ REPLY_TOKENS = 150  # a reply's tokens, before any was measured
 
 def _warn_budget(night: Night, estimate: SpendEstimate) -> str:
     """Say when the budget will cut the night short, and have it spend by plan then
-    (:mod:`.budget_plan`); the warning, or "" when the budget covers the estimate."""
+    (:mod:`.learn.budget_plan`); the warning, or "" when the budget covers the estimate."""
     budget = night.cfg.budget
     warning = budget_warning(calls=estimate.calls, tokens=estimate.tokens,
                              max_calls=budget.max_calls, max_tokens=budget.max_tokens)  # fmt: skip
@@ -283,7 +283,7 @@ def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:
 def _known_noise(night: Night, tasks: list[TaskRecord], docs: Docs) -> list[float] | None:
     """Per task with two or more recorded samples under ``docs`` (the live documents): 1.0
     if they ever disagreed; None unless that covers half of ``tasks`` or more."""
-    from skillopt_sleep.night.quiet import noise_estimates
+    from skillopt_sleep.night.quiet.recorded import noise_estimates
 
     if not tasks:
         return None

@@ -26,9 +26,9 @@ from skillopt.types import EditOp, EditRecord, EditTarget
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.line_watch import WatchedLine, watch_lines
 from skillopt_sleep.night.course import Course
-from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.learn.candidate import Candidate
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.trials import Trial
 
 __all__ = ["removal_candidates", "removal_edit", "watched_report"]
 

@@ -33,8 +33,8 @@ from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.line_watch import WatchedLine
-from skillopt_sleep.night.judging import check_judging
-from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.night.learn.judging import check_judging
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
@@ -142,11 +142,11 @@ class Night:
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
         self.on_first_rollouts: Callable[[float], None] | None = None  # hears noise_seen
-        # what tonight's noise probe found (:mod:`.probe`): True, every probed pair agreed
+        # what tonight's noise probe found (:mod:`.quiet.probe`): True, every probed pair agreed
         # (rollouts draw one sample per task); False, answers disagree; None, not probed
         self.consistent_tonight: bool | None = None
         # the estimate says the budget will cut the night short: spend it by plan
-        # (:mod:`.budget_plan`)
+        # (:mod:`.learn.budget_plan`)
         self.tight_budget = False
         # rules singles found significantly worse tonight (crossfit.harm_key -> the trials):
         # found so twice and proposed again, they are rejected without a test

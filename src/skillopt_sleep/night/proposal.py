@@ -11,10 +11,10 @@ from pathlib import Path
 
 from skillopt.errors import RefusedError, SkillOptError
 from skillopt_sleep.night.course import Course, Staged
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.fanout import Fanout
+from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
+from skillopt_sleep.night.skills.fanout import Fanout
 from skillopt_sleep.staging import (
     RECEIPTS_NAME,
     Proposal,

@@ -153,7 +153,7 @@ class NightReport(_Frozen):
     skills_left_out: tuple[JsonObject, ...] | None = None
     memory_files: tuple[str, ...] | None = None
     managed_tasks: int | None = None
-    # the memory step for rules several skills share (skillopt_sleep.night.shared)
+    # the memory step for rules several skills share (skillopt_sleep.night.skills.shared)
     shared_memory: JsonObject | None = None
     # written only when adopted learned lines are watched (skillopt_sleep.line_watch)
     watched_lines: tuple[JsonObject, ...] | None = None

@@ -6,7 +6,7 @@
    (a document it did not change is the live one). An adoption that created a file has
    nothing to restore.
 2. **Screen** (no call). The archive's judged samples of tonight's learnable tasks under
-   both versions and tonight's models (:mod:`.quiet`): on the tasks with samples under
+   both versions and tonight's models (:mod:`.quiet.recorded`): on the tasks with samples under
    both, the live version must pass fewer of them than the replaced one did, or nothing
    happens (and nothing is spent).
 3. **Gate.** The replaced documents against the live ones on those tasks, paired per task
@@ -41,13 +41,13 @@ from skillopt.gate import compare_adaptive, decide_paired
 from skillopt.types import RolloutResult, TaskRecord
 from skillopt_sleep.adopt import subset_dirs
 from skillopt_sleep.adopt_journal import receipts
-from skillopt_sleep.night.crossfit import clear_pass
-from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.learn.crossfit import clear_pass
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
-from skillopt_sleep.night.questions import answer_key, task_hash
-from skillopt_sleep.night.quiet import noise_estimates, steady_samples
-from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.night.quiet.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet.recorded import noise_estimates, steady_samples
 from skillopt_sleep.replay import Docs, Job
 from skillopt_sleep.rundir import RunDir
 from skillopt_sleep.staging import load_manifest

@@ -9,7 +9,7 @@ A walk through one night's stages (:func:`_drive`):
    already judged; the live documents are read, pinned for staging, older region markers
    migrated.
 3. **Learn** (:func:`_learn`): gather tonight's tasks (:mod:`.gather_tasks`), announce the
-   spend estimate (:mod:`.estimate`), consolidate (:mod:`.rounds`), score the test split.
+   spend estimate (:mod:`.estimate`), consolidate (:mod:`.learn.rounds`), score the test split.
    How a stage failed goes into the :class:`.course.Course`, never out as an exception
    (but an interruption, which marks the run aborted and resumable).
 4. **Stage** (:func:`.proposal.conclude`): an accepted night's proposal, then auto-adopt.
@@ -44,26 +44,26 @@ from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive_exchange import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
-from skillopt_sleep.night.decision import Decision
 from skillopt_sleep.night.estimate import (
     announce_estimate,
     announce_mining,
     learn_tokens,
     revise_estimate,
 )
-from skillopt_sleep.night.fanout import Fanout
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.line_removals import removal_candidates
 from skillopt_sleep.night.live import read_documents
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live, NightOutcome, NightResult
 from skillopt_sleep.night.outputs import write_outputs
 from skillopt_sleep.night.proposal import conclude
-from skillopt_sleep.night.quiet import QuietPlan, plan_quiet, settle_quiet, top_up_staged
+from skillopt_sleep.night.quiet.recorded import QuietPlan, plan_quiet, settle_quiet, top_up_staged
 from skillopt_sleep.night.report import NightReport, build_report, history_entry, night_outcome
 from skillopt_sleep.night.restore import propose_restore
-from skillopt_sleep.night.rounds import consolidate
-from skillopt_sleep.night.shared import fold_in, share_memory
+from skillopt_sleep.night.skills.fanout import Fanout
+from skillopt_sleep.night.skills.shared import fold_in, share_memory
 from skillopt_sleep.night_progress import ProgressCompleter
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.retention import apply_retention
@@ -276,7 +276,7 @@ async def _learn(
 async def _quiet_or_estimate(
     night: Night, course: Course, fan: Fanout, tasks: list[TaskRecord], start: Docs
 ) -> bool:
-    """Whether the night ended quiet (:mod:`.quiet`); its spend estimate is said before
+    """Whether the night ended quiet (:mod:`.quiet.recorded`); its spend estimate is said before
     any call: the quiet night's few samples (the re-check's, the drift check's) while it
     may be quiet, the learning night's once it is not."""
     plan = plan_quiet(night, fan.asked(tasks, start))
@@ -311,7 +311,7 @@ def _set_result(night: Night, course: Course, fan: Fanout) -> None:
 
 
 async def _quiet(night: Night, course: Course, plan: QuietPlan) -> bool:
-    """End a quiet night right after harvest (see :mod:`.quiet`): its decision and test
+    """End a quiet night right after harvest (see :mod:`.quiet.recorded`): its decision and test
     score come from the archive's records, its one line says so."""
     assert course.gathered is not None
     quiet = await settle_quiet(night, plan, new_sessions=course.gathered.n_sessions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from skillopt.skilldoc import EditMode, apply_edits, learned_bullets
 from skillopt.types import EditRecord, EditTarget
-from skillopt_sleep.night.agree import apply_learned
+from skillopt_sleep.night.learn.agree import apply_learned
 from skillopt_sleep.replay import Docs
 
 OLD_DATE = "Write every date as ISO-8601, for example 2025-03-04."

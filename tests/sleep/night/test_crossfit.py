@@ -18,7 +18,8 @@ from skillopt.types import EditRecord, TaskRecord
 from skillopt_sleep.config import NightSettings, SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.mining.tasks_file import write_tasks_file
-from skillopt_sleep.night.crossfit import (
+from skillopt_sleep.night.entry import NightResult, run_night
+from skillopt_sleep.night.learn.crossfit import (
     ATTRIBUTE,
     FINAL,
     ROUND,
@@ -26,7 +27,6 @@ from skillopt_sleep.night.crossfit import (
     merge_same,
     next_samples,
 )
-from skillopt_sleep.night.entry import NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 
 WORLD = World()

@@ -19,7 +19,7 @@ from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import prepare_demo
 from skillopt_sleep.night.entry import run_night
-from skillopt_sleep.night.trials import HARMFUL_EARLIER
+from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER
 
 
 class EagerWorld(World):

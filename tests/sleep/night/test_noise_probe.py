@@ -20,7 +20,7 @@ from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.handoff import as_handoff, handoff_dir
 from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.night.outcome import read_live
-from skillopt_sleep.night.probe import probe_size, probe_subset
+from skillopt_sleep.night.quiet.probe import probe_size, probe_subset
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import project_dir

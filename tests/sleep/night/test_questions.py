@@ -9,7 +9,7 @@ import pytest
 
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet.questions import answer_key, task_hash
 
 _OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "small"}
 

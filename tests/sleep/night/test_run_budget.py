@@ -15,8 +15,8 @@ import pytest
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.night.budget_plan import NOT_TRIED
 from skillopt_sleep.night.entry import NightResult, run_night
+from skillopt_sleep.night.learn.budget_plan import NOT_TRIED
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
 from support.world_http import WORLD, world_reply

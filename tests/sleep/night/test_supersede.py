@@ -21,9 +21,9 @@ from skillopt.types import (
 )
 from skillopt_sleep.cli import main
 from skillopt_sleep.config import load_sleep_config
+from skillopt_sleep.night.learn.supersede import find_supersessions
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.report_markdown import render_markdown
-from skillopt_sleep.night.supersede import find_supersessions
-from skillopt_sleep.night.trials import Trial
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import TaskArchive, archive_path, open_archive
 from skillopt_sleep.tasks.records import Supersession

@@ -36,9 +36,9 @@ from skillopt.errors import (
 from skillopt.logging import get_logger
 from skillopt.types import GateAction, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.night.decision import Decision
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.rounds import consolidate
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
@@ -53,8 +53,8 @@ from skillopt_sleep.staging import (
 )
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.quiet import Asked, Quiet
-    from skillopt_sleep.night.shared import SharedMemory
+    from skillopt_sleep.night.quiet.recorded import Asked, Quiet
+    from skillopt_sleep.night.skills.shared import SharedMemory
 
 __all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
 
@@ -186,7 +186,7 @@ class Fanout:
     def _groups(
         self, tasks: Sequence[TaskRecord], managed: Docs, memory: str, *, after: bool
     ) -> list[Asked]:
-        from skillopt_sleep.night.quiet import Asked
+        from skillopt_sleep.night.quiet.recorded import Asked
 
         claimed = {t.id for s in self.skills for t in s.tasks}
         groups = [Asked(name=MANAGED, docs=managed,

@@ -17,16 +17,16 @@ draw them again.
    question agree. A task is never steady on a disagreement: one differing sample under
    the same question, on any night, makes it noisy until the documents or models change.
 4. **Plan** (:func:`plan_quiet`, no call): tonight's tasks come in groups (:class:`Asked`),
-   each with the documents its night measures it under: the managed skill and memory's
-   tasks and the test split under the live documents, each project skill's tasks under
-   that skill and the live memory (:meth:`.fanout.Fanout.asked`). When every task passed
-   on every recorded sample of its group's question, the night may be quiet. Tasks with fewer
-   samples than the rollouts stage would draw (``max(night.dream_rollouts,
+   each with the documents its night measures it under: the managed skill and memory's tasks
+   and the test split under the live documents, each project skill's tasks under that skill
+   and the live memory (:meth:`skillopt_sleep.night.skills.fanout.Fanout.asked`). When every
+   task passed on every recorded sample of its group's question, the night may be quiet.
+   Tasks with fewer samples than the rollouts stage would draw (``max(night.dream_rollouts,
    gate.samples_per_task)``) are to be re-sampled (``recheck``), with the rollouts' own
-   first samples; the night's estimate is printed before those calls. Then the drift
-   check: up to ``night.drift_check_calls`` model calls for the whole night re-sample the
-   tasks steady the longest, whatever their group (a provider may change a model under
-   the same name).
+   first samples; the night's estimate is printed before those calls. Then the drift check:
+   up to ``night.drift_check_calls`` model calls for the whole night re-sample the tasks
+   steady the longest, whatever their group (a provider may change a model under the same
+   name).
 5. **Settle** (:func:`settle_quiet`): the planned samples drawn (stage ``recheck``), the
    rollouts could only find that every task already passes, and the night would stop
    there with nothing to learn. It stops before them instead, with the same decisions
@@ -49,10 +49,10 @@ from typing import Any
 
 from skillopt.errors import AnswerPendingError
 from skillopt.types import GateAction, RolloutResult, TaskRecord
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.gate_modes import OFF
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.gate_modes import OFF
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet.questions import answer_key, task_hash
 from skillopt_sleep.replay import Docs, Job, calls_per_sample
 from skillopt_sleep.skills.route import MANAGED
 from skillopt_sleep.tasks.archive import TaskArchive

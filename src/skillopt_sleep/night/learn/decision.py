@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from skillopt.types import EditRecord, GateDecision
-from skillopt_sleep.night.crossfit import Candidate
+from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision"]
@@ -14,7 +14,8 @@ __all__ = ["Decision"]
 
 @dataclass(kw_only=True)
 class Decision:
-    """The outcome of :func:`skillopt_sleep.night.rounds.consolidate` (and of a gate-off night)."""
+    """The outcome of :func:`skillopt_sleep.night.learn.rounds.consolidate` (and of a
+    gate-off night)."""
 
     accepted: bool
     action: str
@@ -30,4 +31,6 @@ class Decision:
     start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
     # the budget ran out mid-rounds: what it cut short (the kept edits went to the final check)
     budget_stop: str = ""
-    restore: bool = False  # ``docs`` are a replaced version, staged whole (:mod:`.restore`)
+    restore: bool = (
+        False  # ``docs`` are a replaced version, staged whole (:mod:`skillopt_sleep.night.restore`)
+    )

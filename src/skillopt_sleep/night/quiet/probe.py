@@ -8,7 +8,7 @@ never reads them (its paired tests draw their own samples, adaptively).
 One wave (:func:`draw_rollouts`), K = ``max(night.dream_rollouts, gate.samples_per_task)``:
 
 1. **On record.** A task the archive has seen answer the same every time under these
-   documents and models, on at least K samples (:func:`.quiet.noise_estimates`), draws one
+   documents and models, on at least K samples (:func:`.recorded.noise_estimates`), draws one
    sample. A task recorded disagreeing makes tonight noisy: every other task draws K.
 2. **Probe** (the night's first wave of tasks with no such record, when nothing says
    tonight is noisy): one sample of every task and a second of :func:`probe_size` of the
@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from skillopt.types import TaskRecord
-from skillopt_sleep.night.crossfit import Measured, measure
-from skillopt_sleep.night.quiet import noise_estimates, steady_samples
+from skillopt_sleep.night.learn.crossfit import Measured, measure
+from skillopt_sleep.night.quiet.recorded import noise_estimates, steady_samples
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
-Every stage is journalled in ``run.json`` through :class:`.night_state.Night`.
+Every stage is journalled in ``run.json`` through :class:`skillopt_sleep.night.night_state.Night`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from skillopt.types import (
     GateDecision,
     TaskRecord,
 )
-from skillopt_sleep.night.budget_plan import NOT_TRIED
-from skillopt_sleep.night.crossfit import (
+from skillopt_sleep.night.learn.budget_plan import NOT_TRIED
+from skillopt_sleep.night.learn.crossfit import (
     FINAL,
     ROUND,
     Candidate,
@@ -46,10 +46,10 @@ from skillopt_sleep.night.crossfit import (
     learn_target,
     make_folds,
 )
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.gate_modes import GREEDY, OFF, greedy_final, ungated
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.probe import draw_rollouts
+from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]
@@ -80,7 +80,8 @@ async def _rollouts(
     night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
 ) -> Measured:
     """K samples of every learnable task under ``docs`` (one where the noise probe or the
-    archive says more would repeat it: :mod:`.probe`): reflection material and baseline."""
+    archive says more would repeat it: :mod:`skillopt_sleep.night.quiet.probe`): reflection
+    material and baseline."""
     night.begin(stage)
     measured = await draw_rollouts(night, tasks, docs, first=first)
     night.check_degenerate(stage, measured.results, tasks=tasks)

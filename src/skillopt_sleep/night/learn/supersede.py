@@ -30,7 +30,7 @@ from datetime import datetime
 
 from skillopt.skilldoc import normalise
 from skillopt.types import DeltaStatus, EditOp
-from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.tasks.records import ArchivedTask, Supersession
 
 __all__ = ["find_supersessions", "stale_lines"]

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 from skillopt.gate import decide_greedy
 from skillopt.types import EditRecord, EditTarget, TaskRecord
-from skillopt_sleep.night.crossfit import apply_to, measure
+from skillopt_sleep.night.learn.crossfit import apply_to, measure
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.decision import Decision
+    from skillopt_sleep.night.learn.decision import Decision
     from skillopt_sleep.night.night_state import Night
 
 __all__ = ["GREEDY", "OFF", "STRICT", "greedy_final", "ungated"]
@@ -45,7 +45,7 @@ def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> D
 
 async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
     """``off``: reflect once per document over every task and keep what applies."""
-    from skillopt_sleep.night.decision import Decision
+    from skillopt_sleep.night.learn.decision import Decision
 
     cfg = night.cfg
     night.begin("rollouts")

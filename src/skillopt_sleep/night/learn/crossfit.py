@@ -60,9 +60,10 @@ from skillopt.gate import (
 from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
-from skillopt_sleep.night.agree import apply_learned
-from skillopt_sleep.night.budget_plan import NOT_TRIED, SinglesBudget, by_value
-from skillopt_sleep.night.trials import HARMFUL_EARLIER, Trial
+from skillopt_sleep.night.learn.agree import apply_learned
+from skillopt_sleep.night.learn.budget_plan import NOT_TRIED, SinglesBudget, by_value
+from skillopt_sleep.night.learn.candidate import Candidate
+from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
@@ -89,39 +90,6 @@ __all__ = [
     "merge_same",
     "next_samples",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
-    """One proposed edit with its provenance: what its reflection saw, where it may be tested."""
-
-    edit: EditRecord
-    fold: int  # -1 for an edit carried from an earlier night
-    seen: frozenset[str]
-    held_out: tuple[str, ...]
-    carried_nights: int = 0
-    motivated_from: frozenset[str] = frozenset()  # merged proposals: every task their
-    # reflections saw (``seen`` is then only what all of them saw); empty: ``seen``
-    why: str = ""  # not a reflection's: why the night proposes it (:mod:`.line_removals`)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "edit": self.edit.to_dict(),
-            "fold": self.fold,
-            "seen": sorted(self.seen),
-            "held_out": list(self.held_out),
-            "carried_nights": self.carried_nights,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Candidate:
-        return cls(
-            edit=EditRecord.from_dict(data["edit"]),
-            fold=int(data.get("fold", -1)),
-            seen=frozenset(str(s) for s in data.get("seen", ())),
-            held_out=tuple(str(s) for s in data.get("held_out", ())),
-            carried_nights=int(data.get("carried_nights", 0)),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,20 +9,20 @@ tasks nobody claimed):
 
 1. **Rollouts**: every task of every group under its own group's live skill and the live
    memory (:class:`EachTaskItsSkill`), as many samples as the noise probe says
-   (:func:`.probe.draw_rollouts`: one each when the model answers consistently tonight,
-   else K): the rollouts each group's night draws first, which then read them back
-   instead of paying for them again.
+   (:func:`skillopt_sleep.night.quiet.probe.draw_rollouts`: one each when the model answers
+   consistently tonight, else K): the rollouts each group's night draws first, which then
+   read them back instead of paying for them again.
 2. **When**: fewer than two groups with a failing task: nothing could be shared, and the
    step ends there (it cost nothing the groups' nights would not have spent).
-3. **One memory step** (:func:`.crossfit.learn_target`, target memory, one round): the
-   tasks of all groups dealt into folds; each fold's reflection sees the rollouts of the
-   other folds, whichever skill they belong to; each edit alone on its held-out tasks,
-   then the union on every task. An edit is kept only when the held-out tasks it improved
-   belong to two groups or more: a rule one group's tasks need belongs in that group's
-   skill, whose own night proposes it there.
-4. **Final check** (:func:`.rounds.paired_check`): the memory with the kept edits against
-   the live memory, on every task of every group, paired per task and sample, and again
-   kept only when the tasks it improved belong to two groups or more.
+3. **One memory step** (:func:`skillopt_sleep.night.learn.crossfit.learn_target`, target
+   memory, one round): the tasks of all groups dealt into folds; each fold's reflection sees
+   the rollouts of the other folds, whichever skill they belong to; each edit alone on its
+   held-out tasks, then the union on every task. An edit is kept only when the held-out
+   tasks it improved belong to two groups or more: a rule one group's tasks need belongs in
+   that group's skill, whose own night proposes it there.
+4. **Final check** (:func:`skillopt_sleep.night.learn.rounds.paired_check`): the memory with
+   the kept edits against the live memory, on every task of every group, paired per task and
+   sample, and again kept only when the tasks it improved belong to two groups or more.
 5. **Kept**: every group's night starts from that memory (still read-only for the
    skills), so no skill learns the shared rule again; the memory edits are staged in the
    memory proposal with the managed night's own, and the report names the groups whose
@@ -42,14 +42,14 @@ from typing import Any
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult, TaskRecord
-from skillopt_sleep.night.crossfit import Measured, apply_to, learn_target, make_folds
-from skillopt_sleep.night.decision import Decision
-from skillopt_sleep.night.fanout import Fanout
-from skillopt_sleep.night.gate_modes import OFF
+from skillopt_sleep.night.learn.crossfit import Measured, apply_to, learn_target, make_folds
+from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.gate_modes import OFF
+from skillopt_sleep.night.learn.rounds import paired_check
+from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.probe import draw_rollouts
-from skillopt_sleep.night.rounds import paired_check
-from skillopt_sleep.night.trials import Trial
+from skillopt_sleep.night.quiet.probe import draw_rollouts
+from skillopt_sleep.night.skills.fanout import Fanout
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.skills.route import MANAGED

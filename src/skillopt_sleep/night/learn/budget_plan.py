@@ -1,8 +1,9 @@
 """Spending a tight budget where the value is: the singles a step can afford, best first.
 
 When the up-front estimate says the call budget will cut the night short
-(:attr:`.night_state.Night.tight_budget`), a step's singles (:func:`.crossfit.learn_target`)
-are not all started at once, to run out together with nothing decided. Instead:
+(:attr:`skillopt_sleep.night.night_state.Night.tight_budget`), a step's singles
+(:func:`.crossfit.learn_target`) are not all started at once, to run out together with
+nothing decided. Instead:
 
 1. **Order** (:func:`by_value`): the candidates that can lift the most first: an edit
    several folds proposed (held out on more tasks), then one motivated by more failing
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.crossfit import Candidate
+    from skillopt_sleep.night.learn.candidate import Candidate
     from skillopt_sleep.night.night_state import Night
 
 __all__ = ["FIRST_GUESS", "NOT_TRIED", "SinglesBudget", "by_value", "calls_left"]

@@ -55,6 +55,7 @@ from skillopt.gate import (
     compare_adaptive,
     decide_paired,
     next_samples,
+    paired_test,
     unsettled,
 )
 from skillopt.splits import assign_folds
@@ -608,10 +609,46 @@ async def _settle(
                 rest = [e for e in chosen if e not in drop]
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        if decision.accepted:
+        if decision.accepted and conflicts and not _gains_kept(b, c, conflicts, promised, night):
+            trial.note += (
+                "; not kept as a whole: the tasks the singles improved are not significantly "
+                "better under it, and no edit was found to blame"
+            )
+        elif decision.accepted:
             return list(app.applied), c, kind
         attempts.append(("strongest_single", chosen[:1], first_id + SINGLE_AGAIN))
     return [], base, "no combination passed the paired gate on every task"
+
+
+def _gains_kept(
+    b: Measured, c: Measured, conflicts: Sequence[str], promised: set[str], night: Night
+) -> bool:
+    """Whether several edits together that lost tasks a single improved still keep the
+    singles' gains where it counts: on the tasks the singles improved, significantly better
+    than the baseline (part of the step's own decision, on its own samples). A spoiler
+    that cancels the others' gains breaks nothing, so the step passes on the tasks it did
+    not touch; here it shows. On a model that answers consistently a lost task is certain:
+    nothing is kept as a whole then."""
+    if night.consistent_tonight:
+        return False
+    on = [t for t in sorted(promised) if t in c.scores]
+    test = paired_test(
+        {t: b.scores.get(t, ()) for t in on},
+        {t: c.scores[t] for t in on},
+        confidence=night.gate.confidence,
+        min_delta=night.gate.min_delta,
+    )
+    return bool(on) and test.passed and not conflicts_certain(b, c, conflicts)
+
+
+def conflicts_certain(b: Measured, c: Measured, conflicts: Sequence[str]) -> bool:
+    """A lost task whose every sample under the step fell below every baseline sample on
+    four pairs or more: no noise explains that."""
+    for t in conflicts:
+        base, cand = b.scores.get(t, ()), c.scores.get(t, ())
+        if len(cand) >= 4 and max(cand) < min(base, default=0.0):
+            return True
+    return False
 
 
 def _attribute(decision: GateDecision, conflicts: list[str]) -> bool:
@@ -621,6 +658,20 @@ def _attribute(decision: GateDecision, conflicts: list[str]) -> bool:
     a task a single improved shows it, and on a noisy model that loss is no less a sign
     (attribution then decides on samples of its own whether an edit caused it)."""
     return not decision.accepted or bool(conflicts)
+
+
+def _certainly_better(whole: Measured, without: Measured) -> bool:
+    """Every pair answered; on no task is ``without`` below ``whole``; on one it is above."""
+    better = False
+    for t, after in without.scores.items():
+        before = whole.scores.get(t, ())
+        if not before or len(before) != len(after):
+            return False
+        for u, w in zip(before, after, strict=True):
+            if not (math.isfinite(u) and math.isfinite(w)) or w < u:
+                return False
+            better = better or w > u
+    return better
 
 
 def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
@@ -659,9 +710,18 @@ async def _attribution(
 
     async def better(whole: Docs, docs: Docs, cfg: GateConfig) -> GateDecision:
         u, w = await compare(night, on, whole, docs, phase="attribution", offset=union_from)
-        return decide_paired(
+        d = decide_paired(
             u.scores, w.scores, config=cfg, task_ids=[t.id for t in on], confirm_from=w.confirm_from
         )
+        if not d.accepted and night.consistent_tonight and _certainly_better(u, w):
+            # a model that answers the same every time: one pair is the answer, and a
+            # test over repeats of it would only count the same answer again
+            note = "certain: consistent model; better on a task, worse on none"
+            d = dataclasses.replace(
+                d, accepted=True, action=GateAction.ACCEPT_NEW_BEST,
+                arithmetic={**d.arithmetic, "certain": note},
+            )  # fmt: skip
+        return d
 
     found = await attribute(union, chosen, build=without, compare=better, config=night.gate)
     drop = {chosen[i] for i in found.dropped}

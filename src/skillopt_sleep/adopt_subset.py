@@ -264,7 +264,9 @@ async def check_subset(
     decision, failure = None, ""
     night.begin("final")
     try:
-        decision = await paired_check(night, list(plan.tasks), plan.start, plan.docs, offset=ADOPT)
+        decision = await paired_check(
+            night.learning, list(plan.tasks), plan.start, plan.docs, offset=ADOPT
+        )
     except SkillOptError as exc:
         failure = str(exc)
     night.end("final", accepted=bool(decision and decision.accepted))

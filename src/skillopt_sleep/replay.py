@@ -32,6 +32,7 @@ from skillopt.errors import (
     BudgetExceededError,
     NoHealthyMemberError,
     ReplyFormatError,
+    RetryableBackendError,
 )
 from skillopt.judges import judge_local, rubric_result
 from skillopt.progress import Progress
@@ -430,8 +431,16 @@ class Replayer:
         failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
         """Remember ``result`` and what it cost; ``failure`` is (stage, error) when a call
-        failed."""
-        self.done[job.key] = result
+        failed. A transient failure (a retryable error after the pool's retries, every
+        member open) is not remembered as the sample's result: asked again, the sample is
+        drawn again (an answer whose judging failed is kept, so only the judge is asked)."""
+        if failure is not None and isinstance(
+            failure[1], RetryableBackendError | NoHealthyMemberError
+        ):
+            if result.error.startswith(JUDGE_ERROR) and result.response:
+                self.answers[job.key] = result
+        else:
+            self.done[job.key] = result
         self.costs.append(
             SampleCost(
                 stage=job.phase,

@@ -136,6 +136,12 @@ def journalled_stages() -> set[str]:
                 ):
                     continue
                 arg = call.args[0]
+                if (
+                    func.name == "begin"
+                    and isinstance(arg, ast.Name)
+                    and arg.id in {a.arg for a in func.args.args}
+                ):
+                    continue  # a begin that forwards its own stage name names none
                 found = (
                     _resolve(arg.id, func, tree) if isinstance(arg, ast.Name) else [_pattern(arg)]
                 )

@@ -56,6 +56,7 @@ from skillopt.gate.decide import (
 )
 from skillopt.gate.paired import PairedTest, paired_test, sign_flip_p, task_settled
 from skillopt.gate.sampling import (
+    REDRAWS,
     PairedSamples,
     Plan,
     compare_adaptive,
@@ -65,6 +66,7 @@ from skillopt.gate.sampling import (
 )
 
 __all__ = [
+    "REDRAWS",
     "Attribution",
     "GateConfig",
     "GateMetric",

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.concurrency import gather_indexed
+from skillopt.errors import BackendError
 from skillopt.gate import (
     GateConfig,
     PairedSamples,
@@ -148,14 +150,21 @@ async def compare_skills(
         scores: dict[str, list[float]] = {i: [] for i in ids}
         ks = list(samples)
 
-        async def one(j: int) -> list[RolloutResult]:
-            where = out_dir / skill_hash(skill) / f"s{ks[j]}"
-            return await rollout(
-                core.ctx, chosen, skill, where, Sample(sample_id=ks[j], fresh=True)
-            )
+        async def one(j: int) -> list[RolloutResult] | None:
+            where = _sample_dir(out_dir / skill_hash(skill) / f"s{ks[j]}", ids)
+            try:
+                return await rollout(
+                    core.ctx, chosen, skill, where, Sample(sample_id=ks[j], fresh=True)
+                )
+            except BackendError:  # a mostly broken batch: missing samples, drawn again
+                return None
 
         records: list[RolloutResult] = []
         for results in await gather_indexed(one, len(ks)):  # sample order, whatever finished first
+            if results is None:
+                for i in ids:
+                    scores[i].append(math.nan)
+                continue
             for r in results:
                 scores[r.task_id].append(math.nan if r.error else config.score(r.hard, r.soft))
             records.extend(results)
@@ -167,6 +176,25 @@ async def compare_skills(
         got.base, got.cand, config=config, task_ids=list(items), confirm_from=got.confirm_from
     )
     return Comparison(decision=decision, samples=got)
+
+
+def _sample_dir(where: Path, ids: Sequence[str]) -> Path:
+    """Where one sample of these items lives: its own directory, unless another set of
+    items holds it already (a sample drawn again after its call failed, for the items
+    that missed it): then a fresh one beside it, so the first set's results stay."""
+    saved = where / "results.json"
+    if not saved.exists():
+        return where
+    try:
+        held = [r.get("id") for r in json.loads(saved.read_text()).get("results", [])]
+    except (OSError, ValueError, AttributeError):
+        held = []
+    if held == list(ids):
+        return where
+    n = 1
+    while (where / f"again{n}").exists():
+        n += 1
+    return where / f"again{n}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -183,7 +183,8 @@ def _warn_budget(night: Night, estimate: SpendEstimate) -> str:
     if warning and warning not in night.notes:  # said once, if the estimate is said again
         night.notes.append(warning)
         night.progress.note(warning)
-    night.tight_budget = night.tight_budget or bool(warning)
+    if warning:
+        night.noise.budget_is_tight()
     return warning
 
 
@@ -263,7 +264,7 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
         warning = budget_warning(calls=calls, tokens=0, max_calls=cap, max_tokens=0)
         night.notes.append(warning)
         night.progress.note(warning)
-        night.tight_budget = True
+        night.noise.budget_is_tight()
 
 
 def _measured_alike(records: list[NightRecord], noise: float) -> bool:

@@ -18,65 +18,37 @@ Only the public attributes and methods are for other modules.
 from __future__ import annotations
 
 import functools
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillopt.backends.base import Pool
-from skillopt.backends.handoff import pending_failures
 from skillopt.backends.wrappers import BudgetCompleter
-from skillopt.errors import BudgetExceededError, RunFailedError, WaitingForAnswersError
-from skillopt.gate import GateConfig, task_scores
+from skillopt.errors import BudgetExceededError
+from skillopt.gate import GateConfig
 from skillopt.progress import Progress
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.line_watch import WatchedLine
-from skillopt_sleep.night.learn.judging import check_judging
+from skillopt_sleep.night.learn.measure import (
+    MAX_ERROR_SHARE,
+    Findings,
+    LearnSettings,
+    Measure,
+    Noise,
+)
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
+from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import Clock, RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
 
+if TYPE_CHECKING:
+    from skillopt_sleep.night.learn.crossfit import Measured
+
 __all__ = ["MAX_ERROR_SHARE", "Night"]
-
-# A stage whose rollouts failed beyond this share is an outage; below it, the night goes on
-# without the failed ones (a call lost after its retries, a task an endpoint always refuses).
-MAX_ERROR_SHARE = 0.5
-
-
-def _lost_tasks(results: Sequence[RolloutResult]) -> dict[str, str]:
-    """Task id -> the error of each task none of whose rollouts answered."""
-    by_task: dict[str, list[str]] = {}
-    for r in results:
-        by_task.setdefault(r.task_id, []).append(r.error)
-    return {t: errs[0] for t, errs in by_task.items() if all(errs)}
-
-
-def _failure_share(results: Sequence[RolloutResult], errors: Sequence[RolloutResult]) -> str:
-    """How many rollouts failed and where: answering the task, or judging its answer (the
-    answer came back; only the judge's call failed)."""
-    judging = sum(1 for r in errors if r.error.startswith(JUDGE_ERROR))
-    answering = len(errors) - judging
-    if len(errors) == len(results) and not judging:
-        return f"every model call failed ({len(errors)} calls)"
-    if len(errors) == len(results) and not answering:
-        return f"every judge call failed: {len(errors)} answers came back and none could be judged"
-    share = (
-        "every rollout failed" if len(errors) == len(results)
-        else f"{len(errors)} of {len(results)} rollouts failed"
-    )  # fmt: skip
-    if judging and answering:
-        return f"{share} ({answering} answering, {judging} judging the answer)"
-    return f"{share} (judging the answer)" if judging else share
-
-
-def _names(tasks: dict[str, str], most: int = 5) -> str:
-    names = ", ".join(sorted(tasks)[:most])
-    return names + (f" and {len(tasks) - most} more" if len(tasks) > most else "")
 
 
 class Night:
@@ -116,7 +88,7 @@ class Night:
             if config.night.evidence
             else None
         )
-        self.replayer = Replayer(
+        replayer = Replayer(
             pool=self.spend,
             marker=SELF_MARKER,
             record=self._record_rollouts,
@@ -131,35 +103,88 @@ class Night:
             evidence=evidence,
             progress=progress,
         )
-        self.trials: list[Trial] = []
+        self.findings = Findings()
+        # the same lists as the findings: the report and the stages read them here
+        self.trials: list[Trial] = self.findings.trials
+        self.notes: list[str] = self.findings.notes
+        self.no_edit_reasons: list[str] = self.findings.no_edit_reasons
+        self.harmful_edits = self.findings.harmful_edits
+        self.lost_tasks = self.findings.lost_tasks  # none of whose calls answered (named once)
+        # what tonight showed of the model's noise, and whether the budget is tight (its
+        # methods are its only writers): the probe's verdict, the first rollouts' share of
+        # disagreeing tasks (what the spend model learns from), the estimate's warning
+        self.noise = Noise()
+        self.learning = self._measure(config, replayer, progress)
         self.reflections: dict[str, ReflectOutcome] = {}
-        self.notes: list[str] = []
-        self.no_edit_reasons: list[str] = []
-        self.lost_tasks: set[str] = set()  # tasks none of whose calls answered (named once)
-        # what the spend model learns from: share of tasks whose first rollouts disagreed,
-        # sessions mined tonight, and the mining calls estimated before mining
-        self.noise_seen: float | None = None
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
-        self.on_first_rollouts: Callable[[float], None] | None = None  # hears noise_seen
-        # what tonight's noise probe found (:mod:`.quiet.probe`): True, every probed pair agreed
-        # (rollouts draw one sample per task); False, answers disagree; None, not probed
-        self.consistent_tonight: bool | None = None
-        # the estimate says the budget will cut the night short: spend it by plan
-        # (:mod:`.learn.budget_plan`)
-        self.tight_budget = False
-        # rules singles found significantly worse tonight (crossfit.harm_key -> the trials):
-        # found so twice and proposed again, they are rejected without a test
-        self.harmful_edits: dict[tuple[str, str, str], list[str]] = {}
-        # the project's watched adopted lines, read once a night (.watched)
+        # the project's watched adopted lines, read once a night (.line_removals)
         self.watched: list[WatchedLine] | None = None
         self._rollouts_recorded = 0
         self._calls_at: dict[str, int] = {}
         self._hits_at: dict[str, int] = {}
-        self.stage = ""
         # the project's task archive while the night runs (set by the driver; None in a
         # bare Night): what earlier nights recorded, e.g. each task's noise (see .quiet)
         self.archive: TaskArchive | None = None
+
+    # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
+
+    def _measure(self, config: SleepConfig, replayer: Replayer, progress: Progress) -> Measure:
+        """The learning modules' view of this night, over its own parts."""
+        night = config.night
+        return Measure(
+            gate=self.gate,
+            replayer=replayer,
+            spend=self.spend,
+            reflect=self.reflect,
+            settings=LearnSettings(
+                rounds=night.rounds,
+                folds=night.folds,
+                seed=night.seed,
+                evolve_skill=night.evolve_skill,
+                evolve_memory=night.evolve_memory,
+                dream_rollouts=night.dream_rollouts,
+                max_judge_failures=night.max_judge_failures,
+            ),
+            journal=self,
+            draw=self._draw_rollouts,
+            note=progress.note,
+            handoff=bool(config.pool is not None and config.pool.handoff),
+            findings=self.findings,
+            noise=self.noise,
+        )
+
+    @property
+    def replayer(self) -> Replayer:
+        return self.learning.replayer
+
+    @replayer.setter
+    def replayer(self, replayer: Replayer) -> None:
+        self.learning.replayer = replayer
+
+    @property
+    def stage(self) -> str:
+        return self.learning.stage
+
+    @property
+    def consistent_tonight(self) -> bool | None:
+        """The noise probe's verdict (:mod:`.quiet.probe`): True, every probed pair agreed;
+        False, answers disagree; None, not probed."""
+        return self.noise.consistent_tonight
+
+    @property
+    def noise_seen(self) -> float | None:
+        return self.noise.seen
+
+    @property
+    def tight_budget(self) -> bool:
+        """The estimate says the budget will cut the night short (:mod:`.learn.budget_plan`)."""
+        return self.noise.tight_budget
+
+    async def _draw_rollouts(self, tasks: Sequence[TaskRecord], docs: Docs, first: int) -> Measured:
+        from skillopt_sleep.night.quiet.probe import draw_rollouts  # the probe reads the night
+
+        return await draw_rollouts(self, tasks, docs, first=first)
 
     # -- gate scores -----------------------------------------------------------------
 
@@ -168,10 +193,7 @@ class Night:
         return 0.0 if result.error else self.gate.score(result.hard, result.soft)
 
     def mean_score(self, results: Sequence[RolloutResult]) -> float:
-        """The mean over tasks of each task's mean gate score (tasks with no usable
-        sample left out; 0 when none has one)."""
-        per = [v for v in task_scores(results, config=self.gate).values() if v == v]
-        return sum(per) / len(per) if per else 0.0
+        return self.learning.mean_score(results)
 
     # -- small helpers ---------------------------------------------------------------
 
@@ -181,15 +203,20 @@ class Night:
         self.observer.rollouts_recorded(self._rollouts_recorded)
 
     def begin(self, name: str) -> None:
-        self.stage = name
+        self.learning.begin(name)
+
+    def end(self, name: str, **extra: Any) -> None:
+        self.learning.end(name, **extra)
+
+    def stage_began(self, name: str) -> None:
+        """The journal's side of :meth:`begin` (:class:`.learn.measure.StageJournal`)."""
         self.progress.stage(name)
         self._calls_at[name] = self.spend.calls
         self._hits_at[name] = self.spend.cache_hits
         self.run.begin_stage(name, self.clock())
         self.observer.stage_started(name)
 
-    def end(self, name: str, **extra: Any) -> None:
-        self.check_waiting(name)
+    def stage_ended(self, name: str, **extra: Any) -> None:
         calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
         hits = self.spend.cache_hits - self._hits_at.get(name, self.spend.cache_hits)
         self.run.end_stage(name, self.clock(), model_calls=calls, cache_hits=hits, **extra)
@@ -198,33 +225,19 @@ class Night:
     def jobs(
         self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool
     ) -> list[Job]:
-        return [
-            Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=fresh)
-            for t in tasks
-            for k in range(samples)
-        ]
+        return self.learning.jobs(tasks, docs, samples=samples, phase=phase, fresh=fresh)
 
     def waiting(self) -> int:
-        """Calls that found no answer in handoff mode (0 with a model, without reading the
-        pool's accounting: the gate asks before every sampling wave)."""
-        pool = self.cfg.pool
-        if pool is None or not pool.handoff:
-            return 0
-        return pending_failures(self.spend.accounting())
+        return self.learning.waiting()
 
     def check_waiting(self, stage: str) -> None:
-        """Handoff mode: once a stage has asked every call it could, stop the night if any
-        of them waits for an answer (nothing decided from a missing reply is kept)."""
-        if pending := self.waiting():
-            raise WaitingForAnswersError(stage, pending)
+        self.learning.check_waiting(stage)
 
     def check_budget(self, stage: str) -> None:
-        if self.spend.exhausted:
-            raise self.budget_stop(stage)
+        self.learning.check_budget(stage)
 
     def budget_stop(self, stage: str) -> BudgetExceededError:
-        """The error that ends a stage the budget cut short (saying which cap)."""
-        return BudgetExceededError(self.spend.stopped() or f"budget reached during {stage}")
+        return self.learning.budget_stop(stage)
 
     # -- stages ----------------------------------------------------------------------
 
@@ -236,48 +249,8 @@ class Night:
         candidate: bool = False,
         tasks: Sequence[TaskRecord] = (),
     ) -> None:
-        """Fail the night on an outage; go on without a few errored rollouts.
-
-        A budget that ran out is no call failure: the stage's results are incomplete, so
-        the night stops there as budget-reached. Otherwise, errored rollouts are left out
-        of every score (the gate skips them); the night fails only when more than
-        :data:`MAX_ERROR_SHARE` of the stage's rollouts errored. A task none of whose
-        rollouts answered (an endpoint that always refuses it) is named in the notes.
-        ``candidate``: results under a candidate document, whose empty answers may be the
-        edit's own (bad) effect rather than an outage; ``tasks`` name the lost ones."""
-        self.check_waiting(stage)
-        if not results:
-            return
-        errors = [r for r in results if r.error]
-        if errors and self.spend.exhausted:
-            raise self.budget_stop(stage)
-        if len(errors) > MAX_ERROR_SHARE * len(results):
-            cause = Counter(r.error for r in errors).most_common(1)[0][0]
-            what = _failure_share(results, errors)
-            lost = _lost_tasks(results)
-            named = f"; no answer at all for {_names(lost)}" if lost and len(errors) < len(
-                results) else ""  # fmt: skip
-            raise RunFailedError(stage, f"{what}: {cause}{named}")
-        if not candidate and all(not r.response.strip() for r in results):
-            raise RunFailedError(stage, "every rollout came back empty")
-        intents = {t.id: t.intent for t in tasks}
-        for task, cause in _lost_tasks(results).items():
-            if task in self.lost_tasks:
-                continue
-            self.lost_tasks.add(task)
-            asked = " ".join(intents.get(task, "").split())
-            said = (
-                f'task {task} ("{asked[:60]}{"..." if len(asked) > 60 else ""}")'
-                if asked
-                else f"task {task}"
-            )
-            note = (
-                f"{said} could not be run ({cause}): every one of its calls failed, so "
-                "tonight decides without it"
-            )
-            self.notes.append(note)
-            self.progress.note(note)
-        check_judging(stage, self.replayer.judging, limit=self.cfg.night.max_judge_failures)
+        """:meth:`.learn.measure.Measure.check_degenerate`."""
+        self.learning.check_degenerate(stage, results, candidate=candidate, tasks=tasks)
 
     async def reflect(
         self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
@@ -297,17 +270,7 @@ class Night:
         return outcome
 
     def check_reflections(self, stage: str, outcomes: Sequence[ReflectOutcome]) -> None:
-        """Fail the night when every reflection call of a stage failed (an outage)."""
-        self.check_waiting(stage)
-        asked = [o for o in outcomes if o.calls]
-        failed = [o for o in asked if not o.edits and o.errors and not o.raw]
-        if asked and len(failed) == len(asked):
-            self.check_budget(stage)
-            calls = sum(o.calls for o in failed)
-            errors = [e for o in failed for e in o.errors]
-            # an open circuit is a consequence: name the failure that opened it
-            root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
-            raise RunFailedError(stage, f"every reflection call failed ({calls}): {root}")
+        self.learning.check_reflections(stage, outcomes)
 
     async def measure(
         self, tasks: Sequence[TaskRecord], docs: Docs, phase: str, *, check: bool = True

@@ -222,7 +222,7 @@ async def _learn(
             return
         said = course.estimate
         assert said is not None  # a night that was not quiet said its estimate
-        night.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
+        night.noise.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
         restored = None if fan.learning() else await propose_restore(night, learn, live)
         if restored is not None:  # the adopted version does worse: its restore is staged
             course.decision, course.result = restored, NightResult.ACCEPTED
@@ -235,7 +235,7 @@ async def _learn(
         begin = Docs(skill=start.skill, memory=shared.memory)
         course.decision = await fan.alongside(
             lambda tasks: consolidate(
-                night, tasks=tasks, start=begin, rotation=night_no, carried=carried
+                night.learning, tasks=tasks, start=begin, rotation=night_no, carried=carried
             ),
             begin,
         )

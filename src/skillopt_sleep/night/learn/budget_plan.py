@@ -1,7 +1,7 @@
 """Spending a tight budget where the value is: the singles a step can afford, best first.
 
 When the up-front estimate says the call budget will cut the night short
-(:attr:`skillopt_sleep.night.night_state.Night.tight_budget`), a step's singles
+(:attr:`.measure.Noise.tight_budget`), a step's singles
 (:func:`.crossfit.learn_target`) are not all started at once, to run out together with
 nothing decided. Instead:
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.candidate import Candidate
-    from skillopt_sleep.night.night_state import Night
+    from skillopt_sleep.night.learn.measure import Measure
 
 __all__ = ["FIRST_GUESS", "NOT_TRIED", "SinglesBudget", "by_value", "calls_left"]
 
@@ -33,10 +33,10 @@ NOT_TRIED = "not tried tonight: the budget left covers no more (carried)"
 FIRST_GUESS = 1.5  # calls per held-out task sample before a single was measured tonight
 
 
-def calls_left(night: Night) -> float | None:
+def calls_left(measure: Measure) -> float | None:
     """The calls the budget still allows (the token cap read at tonight's tokens per call);
     None without a cap."""
-    spend = night.spend
+    spend = measure.spend
     left: list[float] = []
     if spend.max_calls:
         left.append(spend.max_calls - spend.calls)
@@ -46,12 +46,12 @@ def calls_left(night: Night) -> float | None:
 
 
 def by_value(
-    candidates: Sequence[Candidate], failing: Callable[[Candidate], int], *, night: Night
+    candidates: Sequence[Candidate], failing: Callable[[Candidate], int], *, measure: Measure
 ) -> list[Candidate]:
     """The candidates, those that can lift the most first; an edit whose text a single
     already measured tonight (for the other document) and did not keep goes last."""
     measured = {
-        e.content for t in night.trials if t.kind == "single" and t.decision is not None
+        e.content for t in measure.findings.trials if t.kind == "single" and t.decision is not None
         and not t.decision.accepted for e in t.edits
     }  # fmt: skip
     return sorted(
@@ -62,8 +62,8 @@ def by_value(
 class SinglesBudget:
     """Whether the next single fits the calls left, with what must follow it."""
 
-    def __init__(self, night: Night, *, n_tasks: int) -> None:
-        self.night = night
+    def __init__(self, measure: Measure, *, n_tasks: int) -> None:
+        self.measure = measure
         self.n_tasks = n_tasks
         self.tried = 0  # held-out tasks of the singles run so far
         self.spent = 0  # their calls
@@ -71,11 +71,11 @@ class SinglesBudget:
 
     @property
     def per_task(self) -> float:
-        samples = self.night.cfg.gate.samples_per_task
+        samples = self.measure.gate.samples_per_task
         return self.spent / self.tried if self.tried else FIRST_GUESS * samples
 
     def affords(self, held_out: int) -> bool:
-        left = calls_left(self.night)
+        left = calls_left(self.measure)
         if left is None:
             return True
         per = self.per_task
@@ -83,7 +83,7 @@ class SinglesBudget:
         # (the union's arm and one without an edit, on samples of their own)
         union = 3 * self.n_tasks * per if self.tried else 0.0
         # the final check draws both of its arms anew
-        final = 0.0 if self.night.spend.holding else 2 * self.n_tasks * per
+        final = 0.0 if self.measure.spend.holding else 2 * self.n_tasks * per
         if held_out * per + union + final > left:
             self.skipped += 1
             return False

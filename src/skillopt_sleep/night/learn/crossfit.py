@@ -49,13 +49,13 @@ from typing import TYPE_CHECKING, Any
 
 from skillopt.concurrency import gather_indexed
 from skillopt.gate import (
+    REDRAWS,
     GateConfig,
     Plan,
     attribute,
     compare_adaptive,
     decide_paired,
     next_samples,
-    paired_test,
     unsettled,
 )
 from skillopt.splits import assign_folds
@@ -69,7 +69,7 @@ from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.night_state import Night
+    from skillopt_sleep.night.learn.measure import Measure
 
 __all__ = [
     "ADOPT",
@@ -176,27 +176,38 @@ def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tup
 
 
 async def _scores(
-    night: Night,
+    measure: Measure,
     tasks: Sequence[Task],
     docs: Docs,
     samples: range | Mapping[str, range],
     phase: str,
+    *,
+    redraw: bool = False,
 ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
-    """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave."""
+    """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave;
+    ``redraw``: a sample whose call failed is asked again, up to :data:`REDRAWS` times (the
+    gate's comparisons do this themselves, :mod:`skillopt.gate.sampling`)."""
     each = samples if isinstance(samples, Mapping) else {t.id: samples for t in tasks}
     jobs = [
         Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks
         for k in each[t.id]
     ]  # fmt: skip
-    results = await night.replayer.run(jobs)
+    results = await measure.replayer.run(jobs)
+    for _ in range(REDRAWS if redraw else 0):
+        failed = [i for i, r in enumerate(results) if r.error]
+        if not failed:
+            break
+        again = await measure.replayer.run([jobs[i] for i in failed])
+        for i, r in zip(failed, again, strict=True):
+            results[i] = r
     out: dict[str, list[float]] = {t.id: [] for t in tasks}
     for r in results:
-        out[r.task_id].append(math.nan if r.error else night.gate.score(r.hard, r.soft))
+        out[r.task_id].append(math.nan if r.error else measure.gate.score(r.hard, r.soft))
     return out, results
 
 
-async def measure(
-    night: Night, tasks: Sequence[Task], docs: Docs, *, samples: int | Mapping[str, int],
+async def sample_all(
+    measure: Measure, tasks: Sequence[Task], docs: Docs, *, samples: int | Mapping[str, int],
     phase: str, first: int = 0,
 ) -> Measured:  # fmt: skip
     """``samples`` fresh samples of every task under ``docs`` (or ``samples[task id]`` of
@@ -205,7 +216,7 @@ async def measure(
         {t: range(first, first + n) for t, n in samples.items()}
         if isinstance(samples, Mapping) else range(first, first + samples)
     )  # fmt: skip
-    scores, results = await _scores(night, tasks, docs, ids, phase)
+    scores, results = await _scores(measure, tasks, docs, ids, phase, redraw=True)
     return Measured(
         docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
     )
@@ -234,7 +245,7 @@ earlier round's answers (the replayer keeps every answer by task, documents and 
 
 
 async def compare(
-    night: Night,
+    measure: Measure,
     tasks: Sequence[Task],
     base: Docs,
     cand: Docs,
@@ -253,26 +264,35 @@ async def compare(
     measurement on samples no earlier decision saw).
     """
     by_id = {t.id: t for t in tasks}
-    if night.waiting():  # handoff: nothing is chosen from a comparison missing answers
+    if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
         return (Measured(docs=base, scores={}, results=()),
                 Measured(docs=cand, scores={}, results=()))  # fmt: skip
 
     async def arm(
         i: int, ids: Sequence[str], samples: range
     ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
-        if samples.start != offset and night.waiting():
+        if samples.start != offset and measure.waiting():
             return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
-        return await _scores(night, [by_id[t] for t in ids], cand if i else base, samples, phase)
+        return await _scores(measure, [by_id[t] for t in ids], cand if i else base, samples, phase)
 
     got = await compare_adaptive(
-        arm, [t.id for t in tasks], config=night.gate, plan=plan, offset=offset
+        arm, [t.id for t in tasks], config=measure.gate, plan=plan, offset=offset
     )
     return (
         Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
-                 results=tuple(got.base_records), confirm_from=got.confirm_from),
+                 results=_drawn(got.base_records), confirm_from=got.confirm_from),
         Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
-                 results=tuple(got.cand_records), confirm_from=got.confirm_from),
+                 results=_drawn(got.cand_records), confirm_from=got.confirm_from),
     )  # fmt: skip
+
+
+def _drawn(records: Sequence[RolloutResult]) -> tuple[RolloutResult, ...]:
+    """One record per sample: a sample drawn again after its call failed counts by its last
+    draw (an outage is judged on what is missing, not on each failure redrawn)."""
+    last: dict[tuple[str, int, str, str], RolloutResult] = {}
+    for r in records:
+        last[(r.task_id, r.sample_id, r.skill_hash, r.memory_hash)] = r
+    return tuple(last.values())
 
 
 # --------------------------------------------------------------------------- one step
@@ -290,7 +310,7 @@ def _failing(tasks: Sequence[Task], measured: Measured) -> list[str]:
 
 
 async def learn_target(
-    night: Night,
+    measure: Measure,
     *,
     round_no: int,
     target: EditTarget,
@@ -312,7 +332,7 @@ async def learn_target(
         )
         for i, fold in enumerate(folds)
     ]
-    candidates = await _reflect_folds(night, round_no, target, best, base, parts)
+    candidates = await _reflect_folds(measure, round_no, target, best, base, parts)
     for c in carried:
         if c.edit.target is target:
             held = tuple(t.id for t in tasks if t.id not in c.seen)
@@ -323,13 +343,13 @@ async def learn_target(
     if not candidates:
         return step
     by_id = {t.id: t for t in tasks}
-    if night.tight_budget:
+    if measure.noise.tight_budget:
 
         def failing(c: Candidate) -> int:
             return len(_failing([by_id[t] for t in c.motivated_from or c.seen if t in by_id], base))
 
-        candidates = by_value(candidates, failing, night=night)
-    singles = await _singles(night, round_no, target, best, base, candidates, by_id, first_id)
+        candidates = by_value(candidates, failing, measure=measure)
+    singles = await _singles(measure, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
         verdict = trial.verdict
@@ -340,7 +360,7 @@ async def learn_target(
         elif verdict == "untested" or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
     if passed:
-        await _union(night, round_no, target, tasks, base, passed, step, first_id)
+        await _union(measure, round_no, target, tasks, base, passed, step, first_id)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -386,7 +406,7 @@ def merge_same(candidates: Sequence[Candidate], order: Sequence[str]) -> list[Ca
 
 
 async def _reflect_folds(
-    night: Night,
+    measure: Measure,
     round_no: int,
     target: EditTarget,
     best: Docs,
@@ -394,12 +414,12 @@ async def _reflect_folds(
     parts: Sequence[_Fold],
 ) -> list[Candidate]:
     name = f"round{round_no}.reflect_{target.value}"
-    night.begin(name)
+    measure.begin(name)
 
     async def one(i: int) -> ReflectOutcome:
         part = parts[i]
         key = f"r{round_no}.{target.value}.f{part.index}"
-        return await night.reflect(key, target, best, base.rollout_sets(part.seen))
+        return await measure.reflect(key, target, best, base.rollout_sets(part.seen))
 
     outcomes = await gather_indexed(one, len(parts))
     candidates: list[Candidate] = []
@@ -409,14 +429,14 @@ async def _reflect_folds(
         candidates.extend(
             Candidate(edit=e, fold=part.index, seen=seen, held_out=held) for e in outcome.edits
         )
-    night.end(name, edits=len(candidates), folds=len(parts))
-    night.check_budget(name)
-    night.check_reflections(name, outcomes)
+    measure.end(name, edits=len(candidates), folds=len(parts))
+    measure.check_budget(name)
+    measure.check_reflections(name, outcomes)
     return candidates
 
 
 async def _singles(
-    night: Night,
+    measure: Measure,
     round_no: int,
     target: EditTarget,
     best: Docs,
@@ -426,14 +446,14 @@ async def _singles(
     first_id: int,
 ) -> list[tuple[Candidate, Trial, Docs]]:
     name = f"round{round_no}.trial_{target.value}"
-    night.begin(name)
+    measure.begin(name)
     results: list[RolloutResult] = []
     motivated = [
         _failing([by_id[t] for t in sorted(c.motivated_from or c.seen) if t in by_id], base)
         for c in candidates
     ]
 
-    budget = SinglesBudget(night, n_tasks=len(by_id)) if night.tight_budget else None
+    budget = SinglesBudget(measure, n_tasks=len(by_id)) if measure.noise.tight_budget else None
 
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
@@ -460,19 +480,19 @@ async def _singles(
             trial.note = "the edit did not change the document"
         elif not held:
             trial.note = "no task tonight is held out from this edit's reflection"
-        elif len(night.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+        elif len(measure.findings.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
             trial.note = HARMFUL_EARLIER
         elif budget is not None and not budget.affords(len(held)):
             trial.note = NOT_TRIED
         else:
-            before = night.spend.calls
-            b, c = await compare(night, held, best, docs, phase="trial",
-                                 plan=clear_pass(night), offset=first_id)  # fmt: skip
+            before = measure.spend.calls
+            b, c = await compare(measure, held, best, docs, phase="trial",
+                                 plan=clear_pass(measure), offset=first_id)  # fmt: skip
             if budget is not None:
-                budget.ran(len(held), night.spend.calls - before)
+                budget.ran(len(held), measure.spend.calls - before)
             results.extend(c.results)
             trial.decision = decide_paired(
-                b.scores, c.scores, config=night.gate,
+                b.scores, c.scores, config=measure.gate,
                 task_ids=[t.id for t in held], seen=cand.seen, confirm_from=c.confirm_from,
             )  # fmt: skip
         return cand, trial, docs
@@ -481,24 +501,24 @@ async def _singles(
         out = await gather_indexed(one, len(candidates))
     else:  # one after another, best first, while the budget covers them
         out = [await one(i) for i in range(len(candidates))]
-    night.trials.extend(t for _, t, _ in out)
+    measure.findings.trials.extend(t for _, t, _ in out)
     for cand, trial, _ in out:  # after the step: its own singles ran side by side
         if found_harmful(trial.decision):
-            night.harmful_edits.setdefault(harm_key(cand.edit), []).append(trial.name)
-    night.check_degenerate(name, results, candidate=True)
+            measure.findings.harmful_edits.setdefault(harm_key(cand.edit), []).append(trial.name)
+    measure.check_degenerate(name, results, candidate=True)
     accepted = sum(t.verdict == "accepted" for _, t, _ in out)
-    night.end(name, singles=len(out), accepted=accepted)
-    night.check_budget(name)
+    measure.end(name, singles=len(out), accepted=accepted)
+    measure.check_budget(name)
     return out
 
 
-def clear_pass(night: Night) -> Plan:
+def clear_pass(measure: Measure) -> Plan:
     """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
-    return functools.partial(next_samples, config=night.gate)
+    return functools.partial(next_samples, config=measure.gate)
 
 
 async def _union(
-    night: Night,
+    measure: Measure,
     round_no: int,
     target: EditTarget,
     tasks: Sequence[Task],
@@ -509,7 +529,7 @@ async def _union(
 ) -> None:
     """Measure the accepted singles together on every task; drop edits that conflict."""
     name = f"round{round_no}.union_{target.value}"
-    night.begin(name)
+    measure.begin(name)
     ranked = sorted(
         passed, key=lambda p: p[1].decision.delta if p[1].decision else 0.0, reverse=True
     )
@@ -517,15 +537,15 @@ async def _union(
     for cand, _, _ in ranked:  # the same edit proposed by several folds is tried once
         unique.setdefault(_same(cand.edit), cand.edit)
     edits = list(unique.values())
-    promised = _promised(ranked)
+    gains = _promised(ranked)
     chosen, measured, note = await _settle(
-        night, round_no, target, tasks, base, edits, promised, first_id
+        measure, round_no, target, tasks, base, edits, gains, first_id
     )
     if chosen:
         step.best, step.measured = measured.docs, measured
         step.accepted = chosen
-    night.end(name, accepted=len(chosen), proposed=len(edits), note=note)
-    night.check_budget(name)
+    measure.end(name, accepted=len(chosen), proposed=len(edits), note=note)
+    measure.check_budget(name)
 
 
 def _same(edit: EditRecord) -> tuple[str, str, str, str]:
@@ -533,12 +553,12 @@ def _same(edit: EditRecord) -> tuple[str, str, str, str]:
     return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
 
 
-def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> set[str]:
-    """The tasks a single accepted edit improved on its fold."""
-    promised: set[str] = set()
-    for _, trial, _ in ranked:
+def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> dict[EditRecord, set[str]]:
+    """Per edit (as the union tries it), the tasks its accepted single improved."""
+    promised: dict[EditRecord, set[str]] = {}
+    for cand, trial, _ in ranked:
         if trial.decision is not None:
-            promised.update(
+            promised.setdefault(_same_edit(cand.edit, ranked), set()).update(
                 d.task_id
                 for d in trial.decision.task_deltas
                 if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline
@@ -546,14 +566,19 @@ def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> set[str]:
     return promised
 
 
+def _same_edit(edit: EditRecord, ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> EditRecord:
+    """The first proposal of ``edit``'s rule among ``ranked`` (the one the union tries)."""
+    return next(c.edit for c, _, _ in ranked if _same(c.edit) == _same(edit))
+
+
 async def _settle(
-    night: Night,
+    measure: Measure,
     round_no: int,
     target: EditTarget,
     tasks: Sequence[Task],
     base: Measured,
     edits: list[EditRecord],
-    promised: set[str],
+    gains: dict[EditRecord, set[str]],
     first_id: int,
 ) -> tuple[list[EditRecord], Measured, str]:
     """The union, else the union without the edits that spoil it, else the strongest
@@ -561,12 +586,13 @@ async def _settle(
     samples (no earlier decision saw them), and must pass the paired gate.
 
     A union of several edits that fails the gate or lost a task a single improved
-    (:func:`_attribute`) is attributed (:func:`_attribution`) on the tasks the singles
-    improved: that is where a spoiler shows (a rule that breaks what the others fixed, or
-    cancels it), on samples of its own (:data:`ATTRIBUTE`: the union's samples chose to
-    attribute, so they cannot also decide what to drop). The union without the spoilers is
-    then measured on samples nobody has looked at (:data:`RETEST`), the strongest single on
-    others again (:data:`SINGLE_AGAIN`)."""
+    (:func:`_attribute`) is attributed (:func:`_attribution`) on the tasks it lost (else
+    on every task the singles improved): that is where a spoiler shows (a rule that
+    breaks what the others fixed, or cancels it), on samples of its own
+    (:data:`ATTRIBUTE`: the union's samples chose to attribute, so they cannot also decide
+    what to drop). A step's lost tasks are those its own edits' singles improved. The union
+    without the spoilers is then measured on samples nobody has looked at (:data:`RETEST`),
+    the strongest single on others again (:data:`SINGLE_AGAIN`)."""
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     tried: list[list[EditRecord]] = []
     while attempts:
@@ -576,15 +602,16 @@ async def _settle(
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
         b, c = await compare(
-            night, tasks, base.docs, docs, phase="union", plan=clear_pass(night), offset=offset
+            measure, tasks, base.docs, docs, phase="union", plan=clear_pass(measure), offset=offset
         )
         decision = decide_paired(
             b.scores,
             c.scores,
-            config=night.gate,
+            config=measure.gate,
             task_ids=[t.id for t in tasks],
             confirm_from=c.confirm_from,
         )
+        promised = set().union(*(gains.get(e, set()) for e in chosen))
         conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
         trial = Trial(
             name=f"round{round_no}.{kind}_{target.value}",
@@ -599,20 +626,20 @@ async def _settle(
             if conflicts
             else "",
         )
-        night.trials.append(trial)
+        measure.findings.trials.append(trial)
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
-            on = sorted(promised) or [t.id for t in tasks]
+            # where the union lost what a single gained, or else every task a single gained
+            on = conflicts or sorted(promised) or [t.id for t in tasks]
             drop = await _attribution(
-                night, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE
+                measure, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE
             )
             if drop:
                 rest = [e for e in chosen if e not in drop]
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        if decision.accepted and conflicts and not _gains_kept(b, c, conflicts, promised, night):
+        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, measure):
             trial.note += (
-                "; not kept as a whole: the tasks the singles improved are not significantly "
-                "better under it, and no edit was found to blame"
+                "; not kept as a whole: the loss is certain, and no one edit was found to blame"
             )
         elif decision.accepted:
             return list(app.applied), c, kind
@@ -620,30 +647,14 @@ async def _settle(
     return [], base, "no combination passed the paired gate on every task"
 
 
-def _gains_kept(
-    b: Measured, c: Measured, conflicts: Sequence[str], promised: set[str], night: Night
-) -> bool:
-    """Whether several edits together that lost tasks a single improved still keep the
-    singles' gains where it counts: on the tasks the singles improved, significantly better
-    than the baseline (part of the step's own decision, on its own samples). A spoiler
-    that cancels the others' gains breaks nothing, so the step passes on the tasks it did
-    not touch; here it shows. On a model that answers consistently a lost task is certain:
-    nothing is kept as a whole then."""
-    if night.consistent_tonight:
-        return False
-    on = [t for t in sorted(promised) if t in c.scores]
-    test = paired_test(
-        {t: b.scores.get(t, ()) for t in on},
-        {t: c.scores[t] for t in on},
-        confidence=night.gate.confidence,
-        min_delta=night.gate.min_delta,
-    )
-    return bool(on) and test.passed and not conflicts_certain(b, c, conflicts)
-
-
-def conflicts_certain(b: Measured, c: Measured, conflicts: Sequence[str]) -> bool:
-    """A lost task whose every sample under the step fell below every baseline sample on
-    four pairs or more: no noise explains that."""
+def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], measure: Measure) -> bool:
+    """Whether several edits together certainly lost a task a single improved, so that they
+    are not kept as a whole when attribution named no one edit to blame (two spoilers
+    cover for each other when left out one by one): on a model that answers consistently
+    every loss is certain; on a noisy one, a lost task whose every sample under the step
+    fell below every baseline sample on four pairs or more."""
+    if measure.noise.consistent_tonight:
+        return True
     for t in conflicts:
         base, cand = b.scores.get(t, ()), c.scores.get(t, ())
         if len(cand) >= 4 and max(cand) < min(base, default=0.0):
@@ -690,7 +701,7 @@ def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
 
 
 async def _attribution(
-    night: Night,
+    measure: Measure,
     tasks: Sequence[Task],
     union: Docs,
     chosen: list[EditRecord],
@@ -709,11 +720,11 @@ async def _attribution(
         return apply_to(start, rest, target)[0]
 
     async def better(whole: Docs, docs: Docs, cfg: GateConfig) -> GateDecision:
-        u, w = await compare(night, on, whole, docs, phase="attribution", offset=union_from)
+        u, w = await compare(measure, on, whole, docs, phase="attribution", offset=union_from)
         d = decide_paired(
             u.scores, w.scores, config=cfg, task_ids=[t.id for t in on], confirm_from=w.confirm_from
         )
-        if not d.accepted and night.consistent_tonight and _certainly_better(u, w):
+        if not d.accepted and measure.noise.consistent_tonight and _certainly_better(u, w):
             # a model that answers the same every time: one pair is the answer, and a
             # test over repeats of it would only count the same answer again
             note = "certain: consistent model; better on a task, worse on none"
@@ -723,7 +734,7 @@ async def _attribution(
             )  # fmt: skip
         return d
 
-    found = await attribute(union, chosen, build=without, compare=better, config=night.gate)
+    found = await attribute(union, chosen, build=without, compare=better, config=measure.gate)
     drop = {chosen[i] for i in found.dropped}
     for group, d in found.tests:
         edits = [chosen[i] for i in group]
@@ -737,7 +748,7 @@ async def _attribution(
             note = "without it the tasks the singles improved are significantly better: dropped"
         else:
             note = "kept: removing it does not make the tasks the singles improved better"
-        night.trials.append(
+        measure.findings.trials.append(
             Trial(name=f"leave_one_out.{target.value}", kind="leave_one_out", round=0,
                   target=target.value, edits=edits, applied=edits, unmatched=[], decision=d,
                   note=note)

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 from skillopt.gate import decide_greedy
 from skillopt.types import EditRecord, EditTarget, TaskRecord
-from skillopt_sleep.night.learn.crossfit import apply_to, measure
+from skillopt_sleep.night.learn.crossfit import apply_to, sample_all
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.decision import Decision
-    from skillopt_sleep.night.night_state import Night
+    from skillopt_sleep.night.learn.measure import Measure
 
 __all__ = ["GREEDY", "OFF", "STRICT", "greedy_final", "ungated"]
 
@@ -43,26 +43,28 @@ def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> D
     return decision
 
 
-async def ungated(night: Night, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
+async def ungated(measure: Measure, tasks: Sequence[TaskRecord], start: Docs) -> Decision:
     """``off``: reflect once per document over every task and keep what applies."""
     from skillopt_sleep.night.learn.decision import Decision
 
-    cfg = night.cfg
-    night.begin("rollouts")
-    samples = max(cfg.night.dream_rollouts, cfg.gate.samples_per_task)
-    base = await measure(night, tasks, start, samples=samples, phase="rollout")
-    night.check_degenerate("rollouts", base.results)
-    night.end("rollouts", rollouts=len(base.results))
-    night.check_budget("rollouts")
+    measure.begin("rollouts")
+    samples = max(measure.settings.dream_rollouts, measure.gate.samples_per_task)
+    base = await sample_all(measure, tasks, start, samples=samples, phase="rollout")
+    measure.check_degenerate("rollouts", base.results)
+    measure.end("rollouts", rollouts=len(base.results))
+    measure.check_budget("rollouts")
     docs, applied = start, []
-    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
-                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    settings = measure.settings
+    targets = [t for t, on in ((EditTarget.SKILL, settings.evolve_skill),
+                               (EditTarget.MEMORY, settings.evolve_memory)) if on]  # fmt: skip
     for target in targets:
         stage = f"reflect_{target.value}"
-        night.begin(stage)
-        outcome = await night.reflect(f"off.{target.value}", target, docs, base.rollout_sets(tasks))
-        night.end(stage, edits=len(outcome.edits))
-        night.check_reflections(stage, [outcome])
+        measure.begin(stage)
+        outcome = await measure.reflect(
+            f"off.{target.value}", target, docs, base.rollout_sets(tasks)
+        )
+        measure.end(stage, edits=len(outcome.edits))
+        measure.check_reflections(stage, [outcome])
         docs, app = apply_to(docs, outcome.edits, target)
         applied.extend(app.applied)
     final = decide_greedy(len(applied))

@@ -5,7 +5,7 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 1. **Rollouts.** K samples of every learnable task under the live documents: reflection
    material and the baseline. When every task already passes, or there is only one task
    (nothing could be held out), the night stops here with nothing to learn.
-2. **Rounds** (up to ``night.rounds``). Each round deals the tasks into folds and takes each
+2. **Rounds** (up to ``rounds``). Each round deals the tasks into folds and takes each
    target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
    on held-out folds, the union); a later round starts from the best documents so far, on
    samples of its own. Rounds stop early when every task passes or a settled round kept
@@ -15,7 +15,7 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 3. **Final check** (:func:`_final`). The best documents against the live ones on every task,
    paired per task and sample; every accepted edit must have been leak-free.
 
-Every stage is journalled in ``run.json`` through :class:`skillopt_sleep.night.night_state.Night`.
+Every stage is journalled in ``run.json`` through the night's :class:`.measure.Measure`.
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ from skillopt_sleep.night.learn.crossfit import (
 )
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.gate_modes import GREEDY, OFF, greedy_final, ungated
-from skillopt_sleep.night.night_state import Night
-from skillopt_sleep.night.quiet.probe import draw_rollouts
+from skillopt_sleep.night.learn.measure import Measure
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]
@@ -77,25 +76,22 @@ def _disagreeing(rolled: Measured) -> float:
 
 
 async def _rollouts(
-    night: Night, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
+    measure: Measure, stage: str, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
 ) -> Measured:
     """K samples of every learnable task under ``docs`` (one where the noise probe or the
     archive says more would repeat it: :mod:`skillopt_sleep.night.quiet.probe`): reflection
     material and baseline."""
-    night.begin(stage)
-    measured = await draw_rollouts(night, tasks, docs, first=first)
-    night.check_degenerate(stage, measured.results, tasks=tasks)
-    if night.noise_seen is None:  # the first rollouts say how noisy the model is tonight
-        night.noise_seen = _disagreeing(measured)
-        if night.on_first_rollouts is not None:
-            night.on_first_rollouts(night.noise_seen)
-    night.end(stage, rollouts=len(measured.results))
-    night.check_budget(stage)
+    measure.begin(stage)
+    measured = await measure.draw_rollouts(tasks, docs, first)
+    measure.check_degenerate(stage, measured.results, tasks=tasks)
+    measure.noise.first_rollouts(_disagreeing(measured))  # how noisy the model is tonight
+    measure.end(stage, rollouts=len(measured.results))
+    measure.check_budget(stage)
     return measured
 
 
 async def consolidate(
-    night: Night,
+    measure: Measure,
     *,
     tasks: Sequence[TaskRecord],
     start: Docs,
@@ -103,16 +99,17 @@ async def consolidate(
     carried: Sequence[Candidate] = (),
 ) -> Decision:
     """Cross-fitted rounds over ``tasks``, then the final paired check against ``start``."""
-    cfg = night.cfg
-    if cfg.gate.mode == OFF:
-        return await ungated(night, tasks, start)
-    before = night.spend.calls, night.spend.tokens
-    base = await _rollouts(night, "rollouts", tasks, start)
+    if measure.gate.mode == OFF:
+        return await ungated(measure, tasks, start)
+    before = measure.spend.calls, measure.spend.tokens
+    base = await _rollouts(measure, "rollouts", tasks, start)
     # held back through the rounds for the final check (both of its arms are drawn anew:
     # at least two baselines' worth)
-    reserve = 2 * (night.spend.calls - before[0]), 2 * (night.spend.tokens - before[1])
+    reserve = 2 * (measure.spend.calls - before[0]), 2 * (measure.spend.tokens - before[1])
     baseline = base.mean()
-    folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
+    folds = make_folds(
+        tasks, n_folds=measure.settings.folds, seed=measure.settings.seed, rotation=rotation
+    )
     fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
     rejected_all = Decision(
         accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
@@ -131,32 +128,32 @@ async def consolidate(
             "(cross-fitting needs at least two tasks), so no edit is proposed"
         )
     if why:
-        night.no_edit_reasons.append(why)
-        night.progress.note(why)
+        measure.findings.no_edit_reasons.append(why)
+        measure.note(why)
         rejected_all.nothing_to_learn = True
         return rejected_all
     learned = _Learned(best=start, measured=base, reserve=reserve)
     with learned.held:
         try:
-            await _learn_rounds(night, tasks, start, folds, rotation, carried, learned)
+            await _learn_rounds(measure, tasks, start, folds, rotation, carried, learned)
         except BudgetExceededError as exc:
             if not learned.applied:
                 raise
             rejected_all.budget_stop = (
-                f"{exc}; the rounds stopped during {night.stage} (it and the rest of the "
+                f"{exc}; the rounds stopped during {measure.stage} (it and the rest of the "
                 f"rounds did not finish); the {len(set(learned.applied))} edit(s) kept so far "
                 "went to the final check, on the budget held back for it"
             )
-            night.notes.append(rejected_all.budget_stop)
-    untried = sum(t.note == NOT_TRIED for t in night.trials)
+            measure.findings.notes.append(rejected_all.budget_stop)
+    untried = sum(t.note == NOT_TRIED for t in measure.findings.trials)
     if untried:
         more = (
             f"{untried} proposed edit(s) were not tried: the budget left covered no test of "
             "them (carried to a later night)"
         )
         stop = rejected_all.budget_stop
-        rejected_all.budget_stop = f"{stop}; {more}" if stop else f"{night.spend.spent()}: {more}"
-        night.notes.append(more)
+        rejected_all.budget_stop = f"{stop}; {more}" if stop else f"{measure.spend.spent()}: {more}"
+        measure.findings.notes.append(more)
     best, applied, proposed, untested = (
         learned.best, learned.applied, learned.proposed, learned.untested
     )  # fmt: skip
@@ -168,7 +165,7 @@ async def consolidate(
         if untested and not rejected:
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
-    return await _final(night, tasks, start, best, applied, rejected_all)
+    return await _final(measure, tasks, start, best, applied, rejected_all)
 
 
 @dataclass
@@ -186,7 +183,7 @@ class _Learned:
     held: ExitStack = field(default_factory=ExitStack)
     holding: bool = False
 
-    def keep(self, night: Night, step: StepResult) -> None:
+    def keep(self, measure: Measure, step: StepResult) -> None:
         self.best, self.measured = step.best, step.measured
         self.applied.extend(step.accepted)
         self.proposed.extend(step.proposed)
@@ -194,23 +191,23 @@ class _Learned:
             self.untested.setdefault(cand.edit, cand)
         if self.applied and not self.holding:
             self.holding = True
-            self.held.enter_context(night.spend.holding_back(*self.reserve))
+            self.held.enter_context(measure.spend.holding_back(*self.reserve))
 
 
 async def _learn_rounds(
-    night: Night, tasks: Sequence[TaskRecord], start: Docs, folds: list[list[TaskRecord]],
+    measure: Measure, tasks: Sequence[TaskRecord], start: Docs, folds: list[list[TaskRecord]],
     rotation: int, carried: Sequence[Candidate], learned: _Learned,
 ) -> None:  # fmt: skip
-    """Up to ``night.rounds`` rounds from ``start``, each target in turn; ``learned``
+    """Up to ``rounds`` rounds from ``start``, each target in turn; ``learned``
     holds what every finished step kept (so a budget stop mid-step loses only that step)."""
-    cfg = night.cfg
-    targets = [t for t, on in ((EditTarget.SKILL, cfg.night.evolve_skill),
-                               (EditTarget.MEMORY, cfg.night.evolve_memory)) if on]  # fmt: skip
+    settings = measure.settings
+    targets = [t for t, on in ((EditTarget.SKILL, settings.evolve_skill),
+                               (EditTarget.MEMORY, settings.evolve_memory)) if on]  # fmt: skip
     rolled = learned.measured  # the current round's rollouts
     round_start = start
-    for round_no in range(1, cfg.night.rounds + 1):
+    for round_no in range(1, measure.settings.rounds + 1):
         best, measured = learned.best, learned.measured
-        untried = any(t.note == NOT_TRIED for t in night.trials)
+        untried = any(t.note == NOT_TRIED for t in measure.findings.trials)
         if round_no > 1 and (
             untried or _all_pass(measured) or (best == round_start and _settled(rolled))
         ):
@@ -218,48 +215,51 @@ async def _learn_rounds(
                 "the budget left covers no more tests" if untried
                 else "every task passes" if _all_pass(measured) else "nothing changed"
             )  # fmt: skip
-            night.notes.append(f"rounds {round_no}-{cfg.night.rounds} skipped: {why}")
+            measure.findings.notes.append(
+                f"rounds {round_no}-{measure.settings.rounds} skipped: {why}"
+            )
             break
         round_start = best
         first_id = (round_no - 1) * ROUND  # each round draws samples of its own
         if round_no > 1:
             learned.measured = rolled = await _rollouts(
-                night, f"round{round_no}.rollouts", tasks, best, first_id
+                measure, f"round{round_no}.rollouts", tasks, best, first_id
             )
-            folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed,
+            folds = make_folds(tasks, n_folds=measure.settings.folds, seed=measure.settings.seed,
                                rotation=rotation * 100 + round_no)  # fmt: skip
         for target in targets:
             if learned.measured is not rolled and (
-                len(next(iter(learned.measured.scores.values()), ())) < cfg.night.dream_rollouts
+                len(next(iter(learned.measured.scores.values()), ()))
+                < measure.settings.dream_rollouts
             ):  # a step kept an edit: its union's samples are no rollouts to reflect on
                 learned.measured = await _rollouts(
-                    night, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
+                    measure, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
                     first_id,
                 )  # fmt: skip
             step = await learn_target(
-                night, round_no=round_no, target=target, tasks=tasks, best=learned.best,
+                measure, round_no=round_no, target=target, tasks=tasks, best=learned.best,
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
                 first_id=first_id,
             )  # fmt: skip
-            learned.keep(night, step)
+            learned.keep(measure, step)
 
 
 async def paired_check(
-    night: Night, tasks: Sequence[TaskRecord], start: Docs, best: Docs, *, offset: int = FINAL
+    measure: Measure, tasks: Sequence[TaskRecord], start: Docs, best: Docs, *, offset: int = FINAL
 ) -> GateDecision:
     """``best`` against ``start`` on every task, paired per task and sample, both arms on
     samples of their own from ``offset`` (:data:`.crossfit.FINAL`; no earlier decision saw
     them, not even the union whose documents are checked): the night's final check
     (``adopt --edit`` checks a subset of a night's edits with it too, from :data:`ADOPT`)."""
-    plan = functools.partial(next_samples, config=night.gate, thin_tasks=True)
-    b, c = await compare(night, tasks, start, best, phase="final", plan=plan, offset=offset)
-    night.check_degenerate("final", c.results, candidate=True)
-    return decide_paired(b.scores, c.scores, config=night.gate,
+    plan = functools.partial(next_samples, config=measure.gate, thin_tasks=True)
+    b, c = await compare(measure, tasks, start, best, phase="final", plan=plan, offset=offset)
+    measure.check_degenerate("final", c.results, candidate=True)
+    return decide_paired(b.scores, c.scores, config=measure.gate,
                          task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
 
 
 async def _final(
-    night: Night,
+    measure: Measure,
     tasks: Sequence[TaskRecord],
     start: Docs,
     best: Docs,
@@ -269,23 +269,23 @@ async def _final(
     """The best documents against the live ones on every task, paired, on samples of its
     own; every accepted edit must have been leak-free.
     ``gate.mode = "greedy"`` skips this check."""
-    if night.cfg.gate.mode == GREEDY:
+    if measure.gate.mode == GREEDY:
         return greedy_final(decision, best, applied)
-    night.begin("final")
-    final = await paired_check(night, tasks, start, best)
+    measure.begin("final")
+    final = await paired_check(measure, tasks, start, best)
     leaks = [
-        e.content[:80] for t in night.trials if t.kind == "single" and t.decision
+        e.content[:80] for t in measure.findings.trials if t.kind == "single" and t.decision
         and t.decision.accepted and t.decision.leaked for e in t.edits
     ]  # fmt: skip
     if leaks and final.accepted:
         final = replace(final, action=GateAction.REJECT_UNVERIFIED, accepted=False, leaked=True)
     final.arithmetic["per_edit_leak_check"] = {"edits": len(applied), "leaked": leaks}
-    night.trials.append(
-        Trial(name="final", kind="final", round=night.cfg.night.rounds, target="both",
+    measure.findings.trials.append(
+        Trial(name="final", kind="final", round=measure.settings.rounds, target="both",
               edits=applied, applied=applied, unmatched=[], decision=final,
               note="the night's best documents against the live ones, paired per task and sample")
     )  # fmt: skip
-    night.end("final", accepted=final.accepted)
+    measure.end("final", accepted=final.accepted)
     decision.final = final
     decision.action = final.action.value
     decision.baseline, decision.candidate = final.baseline, final.candidate

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from skillopt.types import TaskRecord
-from skillopt_sleep.night.learn.crossfit import Measured, measure
+from skillopt_sleep.night.learn.crossfit import Measured, sample_all
 from skillopt_sleep.night.quiet.recorded import noise_estimates, steady_samples
 from skillopt_sleep.replay import Docs
 
@@ -78,7 +78,9 @@ async def _draw(
     night: Night, tasks: Sequence[TaskRecord], docs: Docs, counts: Mapping[str, int], first: int
 ) -> Measured:
     """``counts[task]`` samples of each task (samples drawn earlier tonight are read back)."""
-    return await measure(night, tasks, docs, samples=counts, phase="rollout", first=first)
+    return await sample_all(
+        night.learning, tasks, docs, samples=counts, phase="rollout", first=first
+    )
 
 
 async def draw_rollouts(
@@ -92,7 +94,7 @@ async def draw_rollouts(
     known = noise_estimates(night, tasks, docs)
     steady = {tid for tid, e in known.items() if e.steady and e.samples >= full}
     if any(e.samples and not e.steady for e in known.values()):
-        night.consistent_tonight = False  # the archive saw the model disagree here
+        night.noise.probed(False)  # the archive saw the model disagree here
     counts = {t.id: 1 if t.id in steady else full for t in tasks}
     if night.consistent_tonight:
         return await _draw(night, tasks, docs, dict.fromkeys(counts, 1), first)
@@ -102,7 +104,7 @@ async def draw_rollouts(
     probed = set(probe_subset(unknown, seed=night.cfg.night.seed, salt=f"{docs.key}:{first}"))
     wave = await _draw(night, tasks, docs, {t.id: 1 + (t.id in probed) for t in tasks}, first)
     night.check_waiting(night.stage)  # handoff: no verdict before the probe's answers
-    night.consistent_tonight = not any(_disagree(wave.scores[t]) for t in probed)
+    night.noise.probed(not any(_disagree(wave.scores[t]) for t in probed))
     night.progress.note(
         f"noise probe: {len(probed)} task(s) sampled twice, "
         + (

@@ -323,7 +323,7 @@ class Fanout:
             child.replayer.done.update(self.shared.answers)
         try:
             sn.decision = await consolidate(
-                child, tasks=sn.tasks, start=start, rotation=self.night_no
+                child.learning, tasks=sn.tasks, start=start, rotation=self.night_no
             )
         except BudgetExceededError as exc:
             sn.status, sn.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"

@@ -219,7 +219,7 @@ async def _learn(
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     child.begin("memory")
     step = await learn_target(
-        child, round_no=1, target=EditTarget.MEMORY, tasks=tasks, best=base, base=rolled,
+        child.learning, round_no=1, target=EditTarget.MEMORY, tasks=tasks, best=base, base=rolled,
         folds=folds,
     )  # fmt: skip
     child.end("memory", accepted=len(step.accepted))
@@ -233,7 +233,7 @@ async def _learn(
         return
     best = apply_to(base, keep, EditTarget.MEMORY)[0]
     child.begin("final")
-    final = await paired_check(child, tasks, base, best)
+    final = await paired_check(child.learning, tasks, base, best)
     child.trials.append(
         Trial(name="final", kind="final", round=1, target="memory", edits=keep, applied=keep,
               unmatched=[], decision=final,

@@ -1,0 +1,169 @@
+"""The learning core on a hand-built :class:`Measure`: no run directory, no config file.
+
+A scripted target model answers each task from the documents it is shown: tasks ``a*``
+pass once rule A is in them, ``b*`` once rule B is, and ``l*`` (judged by a check lenient
+enough to take a near-miss) once the spoiler S is. S is counterfactual: under it every
+answer becomes a near-miss, so it breaks no task that passed before, it only cancels what
+A and B fix; alone it wins on the lenient tasks. The reflection proposes A, B and S in
+every fold. The gate must keep A and B and never S, each decision on samples of its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
+from skillopt.backends.cache import ResponseCache
+from skillopt.backends.pool import BackendPool, MemberSpec
+from skillopt.backends.retry import RetryPolicy
+from skillopt.backends.wrappers import BudgetCompleter
+from skillopt.errors import RetryableBackendError
+from skillopt.gate import GateConfig
+from skillopt.types import EditRecord, EditTarget, GateAction, ReferenceKind, TaskRecord
+from skillopt_sleep.night.learn.crossfit import ATTRIBUTE, FINAL, FRESH, RETEST, learn_target
+from skillopt_sleep.night.learn.measure import LearnSettings, Measure
+from skillopt_sleep.night.learn.rounds import consolidate
+from skillopt_sleep.reflect import ReflectMode, ReflectOutcome, RolloutSet
+from skillopt_sleep.replay import Docs, Replayer
+
+A = EditRecord(content="Name the function and the file it lives in.", target=EditTarget.SKILL)
+B = EditRecord(content="Quote the failing line before the fix.", target=EditTarget.SKILL)
+S = EditRecord(content="Answer with the bare value only.", target=EditTarget.SKILL)
+TASKS = [
+    TaskRecord(id=f"{kind}{i}", intent=f"{kind} task {i}", reference="done",
+               reference_kind=ReferenceKind.EXACT)
+    for kind, n in (("a", 4), ("b", 4), ("l", 5)) for i in range(n)
+]  # fmt: skip
+
+Fail = Callable[[str, str, int, int], bool]
+"""``fail(task id, skill, sample id, times asked before)``: whether this call fails."""
+
+
+class ScriptedTarget:
+    """The target model of the world above, over the real pool (a member like any other)."""
+
+    name = "scripted"
+    model = "scripted-world"
+
+    def __init__(self, fail: Fail | None = None) -> None:
+        self.fail = fail
+        self.asked: Counter[tuple[str, str, int]] = Counter()
+
+    async def aclose(self) -> None:
+        return None
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        meta = request.metadata
+        task, skill = str(meta["task"]["id"]), str(meta.get("skill", ""))
+        key = (task, skill, request.sample_id)
+        before = self.asked[key]
+        self.asked[key] += 1
+        if self.fail is not None and self.fail(task, skill, request.sample_id, before):
+            raise RetryableBackendError("scripted fault", kind="server", member=self.name)
+        text = _answer(task, skill)
+        usage = Usage.estimate(request.prompt, text)
+        return Completion(text=text, usage=usage, member=self.name, latency=0.0)
+
+
+def _answer(task: str, skill: str) -> str:
+    if S.content in skill:  # a near-miss for every task; the lenient checks take it
+        return "done" if task.startswith("l") else "almost"
+    needs = {"a": A, "b": B}.get(task[0])
+    return "done" if needs is not None and needs.content in skill else "not sure"
+
+
+async def _reflect(
+    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+) -> ReflectOutcome:
+    edits = tuple(e for e in (A, B, S) if e.content not in docs.skill)
+    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
+
+
+def _measure(target: ScriptedTarget, **settings: Any) -> tuple[Measure, BackendPool]:
+    spec = MemberSpec(backend=target, max_concurrency=8, timeout=30.0)
+    pool = BackendPool(
+        {Role.TARGET: [spec], Role.OPTIMIZER: [spec]},
+        retry=RetryPolicy(max_attempts=1),
+        cache=ResponseCache(),
+    )
+    spend = BudgetCompleter(pool)
+    measure = Measure(
+        gate=GateConfig(),
+        replayer=Replayer(pool=spend, marker="[skillopt]"),
+        spend=spend,
+        reflect=_reflect,
+        settings=LearnSettings(
+            rounds=1, folds=2, evolve_memory=False, dream_rollouts=1, **settings
+        ),
+    )
+    return measure, pool
+
+
+START = Docs(skill="# Skill\n", memory="")
+
+
+@pytest.mark.parametrize("consistent", [True, None])
+async def test_the_counterfactual_spoiler_is_dropped_and_the_good_rules_kept(
+    consistent: bool | None,
+) -> None:
+    """On a model the probe found consistent (the loss is certain) and on one it did not
+    probe (attribution's paired test decides)."""
+    target = ScriptedTarget()
+    measure, pool = _measure(target)
+    if consistent:
+        measure.noise.probed(True)
+    async with pool:
+        decision = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    assert decision.accepted and set(decision.applied) == {A, B}
+    assert S in decision.rejected
+    trials = measure.findings.trials
+    union = next(t for t in trials if t.kind == "union")
+    assert S in union.edits and union.note.startswith("lost")
+    assert any(t.kind == "leave_one_out" and t.edits == [S] and t.decision.accepted
+               for t in trials)  # fmt: skip
+    # each decision of the chain on sample ids of its own
+    ids = {phase: {k for (_, _, k) in target.asked if k >= FRESH} for phase in ("all",)}["all"]
+    assert {k // 1000 * 1000 for k in ids} <= {FRESH, RETEST, ATTRIBUTE, FINAL}
+    finals = [key for key in target.asked if FINAL <= key[2] < FINAL + 1000]
+    assert len({k[1] for k in finals}) == 2  # both arms of the final check were asked anew
+
+
+async def test_a_lost_sample_is_drawn_again_and_moves_no_verdict() -> None:
+    clean = ScriptedTarget()
+    measure, pool = _measure(clean)
+    async with pool:
+        expected = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+
+    def first_call_fails(task: str, skill: str, sample: int, before: int) -> bool:
+        return before == 0 and hash((task, sample)) % 3 == 0
+
+    flaky = ScriptedTarget(first_call_fails)
+    measure, pool = _measure(flaky)
+    async with pool:
+        got = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    assert set(got.applied) == set(expected.applied) == {A, B}
+    assert any(n > 1 for n in flaky.asked.values())  # some samples were drawn again
+
+
+async def test_a_sample_that_never_comes_leaves_its_single_untested() -> None:
+    def a0_under_a(task: str, skill: str, sample: int, before: int) -> bool:
+        return task == "a0" and A.content in skill and S.content not in skill
+
+    measure, pool = _measure(ScriptedTarget(a0_under_a))
+    tasks = [t for t in TASKS if not t.id.startswith("l")]
+    async with pool:
+        base = await measure.draw_rollouts(tasks, START, 0)
+        step = await learn_target(
+            measure, round_no=1, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+            folds=[tasks[::2], tasks[1::2]],
+        )  # fmt: skip
+    single = next(t for t in measure.findings.trials if t.kind == "single" and t.edits == [A])
+    assert single.decision is not None
+    assert single.decision.action is GateAction.UNTESTED
+    assert "a0" in single.decision.arithmetic["missing_samples"]
+    assert A in [c.edit for c in step.untested] and A not in step.accepted
+    assert B in step.accepted

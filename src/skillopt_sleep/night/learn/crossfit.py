@@ -458,33 +458,13 @@ async def _singles(
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
-        trial = Trial(
-            name=f"{name}.f{cand.fold}"
-            if cand.fold >= 0
-            else f"{name}.watched"
-            if cand.why
-            else f"{name}.carried",
-            kind="single",
-            round=round_no,
-            target=target.value,
-            edits=[cand.edit],
-            applied=list(app.applied),
-            unmatched=[*app.unmatched, *app.skipped],
-            fold=cand.fold,
-            motivated_by=motivated[i],
-            seen=sorted(cand.seen),
-            note=cand.why,
-        )
+        trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
-        if not app.applied:
-            trial.note = "the edit did not change the document"
-        elif not held:
-            trial.note = "no task tonight is held out from this edit's reflection"
-        elif len(measure.findings.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
-            trial.note = HARMFUL_EARLIER
-        elif budget is not None and not budget.affords(len(held)):
-            trial.note = NOT_TRIED
-        else:
+        trial.note = _untried(measure, cand, held, budget) if app.applied else (
+            "the edit did not change the document"
+        )  # fmt: skip
+        if not trial.note:
+            trial.note = cand.why
             before = measure.spend.calls
             b, c = await compare(measure, held, best, docs, phase="trial",
                                  plan=clear_pass(measure), offset=first_id)  # fmt: skip
@@ -510,6 +490,39 @@ async def _singles(
     measure.end(name, singles=len(out), accepted=accepted)
     measure.check_budget(name)
     return out
+
+
+def _single_trial(
+    name: str, round_no: int, target: EditTarget, cand: Candidate, app: Any, motivated: list[str]
+) -> Trial:
+    """The trial record of one single, before its test."""
+    kind = f".f{cand.fold}" if cand.fold >= 0 else ".watched" if cand.why else ".carried"
+    return Trial(
+        name=f"{name}{kind}",
+        kind="single",
+        round=round_no,
+        target=target.value,
+        edits=[cand.edit],
+        applied=list(app.applied),
+        unmatched=[*app.unmatched, *app.skipped],
+        fold=cand.fold,
+        motivated_by=motivated,
+        seen=sorted(cand.seen),
+        note=cand.why,
+    )
+
+
+def _untried(
+    measure: Measure, cand: Candidate, held: Sequence[Task], budget: SinglesBudget | None
+) -> str:
+    """Why a single that changes the document is not tested tonight ("" when it is)."""
+    if not held:
+        return "no task tonight is held out from this edit's reflection"
+    if len(measure.findings.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+        return HARMFUL_EARLIER
+    if budget is not None and not budget.affords(len(held)):
+        return NOT_TRIED
+    return ""
 
 
 def clear_pass(measure: Measure) -> Plan:
@@ -604,28 +617,11 @@ async def _settle(
         b, c = await compare(
             measure, tasks, base.docs, docs, phase="union", plan=clear_pass(measure), offset=offset
         )
-        decision = decide_paired(
-            b.scores,
-            c.scores,
-            config=measure.gate,
-            task_ids=[t.id for t in tasks],
-            confirm_from=c.confirm_from,
-        )
         promised = set().union(*(gains.get(e, set()) for e in chosen))
         conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
-        trial = Trial(
-            name=f"round{round_no}.{kind}_{target.value}",
-            kind="union" if kind == "union" else kind,
-            round=round_no,
-            target=target.value,
-            edits=chosen,
-            applied=list(app.applied),
-            unmatched=[*app.unmatched, *app.skipped],
-            decision=decision,
-            note=f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
-            if conflicts
-            else "",
-        )
+        trial = _step_trial(measure, round_no, target, tasks, kind, chosen, app, b, c, conflicts)
+        decision = trial.decision
+        assert decision is not None
         measure.findings.trials.append(trial)
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
             # where the union lost what a single gained, or else every task a single gained
@@ -645,6 +641,30 @@ async def _settle(
             return list(app.applied), c, kind
         attempts.append(("strongest_single", chosen[:1], first_id + SINGLE_AGAIN))
     return [], base, "no combination passed the paired gate on every task"
+
+
+def _step_trial(
+    measure: Measure, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
+    chosen: list[EditRecord], app: Any, b: Measured, c: Measured, conflicts: list[str],
+) -> Trial:  # fmt: skip
+    """The trial of several edits together (or the strongest single), decided on its
+    samples of every task."""
+    decision = decide_paired(
+        b.scores, c.scores, config=measure.gate, task_ids=[t.id for t in tasks],
+        confirm_from=c.confirm_from,
+    )  # fmt: skip
+    lost = f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
+    return Trial(
+        name=f"round{round_no}.{kind}_{target.value}",
+        kind="union" if kind == "union" else kind,
+        round=round_no,
+        target=target.value,
+        edits=chosen,
+        applied=list(app.applied),
+        unmatched=[*app.unmatched, *app.skipped],
+        decision=decision,
+        note=lost if conflicts else "",
+    )
 
 
 def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], measure: Measure) -> bool:

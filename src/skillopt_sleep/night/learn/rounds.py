@@ -106,28 +106,16 @@ async def consolidate(
     # held back through the rounds for the final check (both of its arms are drawn anew:
     # at least two baselines' worth)
     reserve = 2 * (measure.spend.calls - before[0]), 2 * (measure.spend.tokens - before[1])
-    baseline = base.mean()
     folds = make_folds(
         tasks, n_folds=measure.settings.folds, seed=measure.settings.seed, rotation=rotation
     )
-    fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
     rejected_all = Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
-        final=None, docs=start, applied=[], rejected=[], folds=fold_of,
+        accepted=False, action=GateAction.REJECT.value, baseline=base.mean(),
+        candidate=base.mean(), final=None, docs=start, applied=[], rejected=[],
+        folds={t.id: i for i, fold in enumerate(folds) for t in fold},
         start_scores=base.task_means(),
     )  # fmt: skip
-    why = ""
-    if _all_pass(base):
-        why = (
-            f"every one of the {len(tasks)} task(s) already passes under the live documents: "
-            "nothing to learn tonight"
-        )
-    elif len(tasks) < 2:
-        why = (
-            "only one learnable task: nothing can be held out from its own reflection "
-            "(cross-fitting needs at least two tasks), so no edit is proposed"
-        )
-    if why:
+    if why := _nothing_to_learn(tasks, base):
         measure.findings.no_edit_reasons.append(why)
         measure.note(why)
         rejected_all.nothing_to_learn = True
@@ -145,27 +133,48 @@ async def consolidate(
                 "went to the final check, on the budget held back for it"
             )
             measure.findings.notes.append(rejected_all.budget_stop)
-    untried = sum(t.note == NOT_TRIED for t in measure.findings.trials)
-    if untried:
-        more = (
-            f"{untried} proposed edit(s) were not tried: the budget left covered no test of "
-            "them (carried to a later night)"
-        )
-        stop = rejected_all.budget_stop
-        rejected_all.budget_stop = f"{stop}; {more}" if stop else f"{measure.spend.spent()}: {more}"
-        measure.findings.notes.append(more)
-    best, applied, proposed, untested = (
-        learned.best, learned.applied, learned.proposed, learned.untested
-    )  # fmt: skip
-    applied = list(dict.fromkeys(applied))
-    rejected = [e for e in dict.fromkeys(proposed) if e not in applied and e not in untested]
+    _say_untried(measure, rejected_all)
+    applied = list(dict.fromkeys(learned.applied))
+    untested = learned.untested
+    rejected = [
+        e for e in dict.fromkeys(learned.proposed) if e not in applied and e not in untested
+    ]
     rejected_all.rejected = rejected
     rejected_all.untested = [c for e, c in untested.items() if e not in applied]
     if not applied:
         if untested and not rejected:
             rejected_all.action = GateAction.UNTESTED.value
         return rejected_all
-    return await _final(measure, tasks, start, best, applied, rejected_all)
+    return await _final(measure, tasks, start, learned.best, applied, rejected_all)
+
+
+def _nothing_to_learn(tasks: Sequence[TaskRecord], base: Measured) -> str:
+    """Why the night learns nothing from these rollouts ("" when it can learn)."""
+    if _all_pass(base):
+        return (
+            f"every one of the {len(tasks)} task(s) already passes under the live documents: "
+            "nothing to learn tonight"
+        )
+    if len(tasks) < 2:
+        return (
+            "only one learnable task: nothing can be held out from its own reflection "
+            "(cross-fitting needs at least two tasks), so no edit is proposed"
+        )
+    return ""
+
+
+def _say_untried(measure: Measure, decision: Decision) -> None:
+    """The edits a tight budget left untried, in the notes and the decision's budget stop."""
+    untried = sum(t.note == NOT_TRIED for t in measure.findings.trials)
+    if not untried:
+        return
+    more = (
+        f"{untried} proposed edit(s) were not tried: the budget left covered no test of "
+        "them (carried to a later night)"
+    )
+    stop = decision.budget_stop
+    decision.budget_stop = f"{stop}; {more}" if stop else f"{measure.spend.spent()}: {more}"
+    measure.findings.notes.append(more)
 
 
 @dataclass

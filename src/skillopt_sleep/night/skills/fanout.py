@@ -39,6 +39,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.night_state import Night
+from skillopt_sleep.night.skills.shared_memory import SharedMemory
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
@@ -54,7 +55,6 @@ from skillopt_sleep.staging import (
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.quiet.recorded import Asked, Quiet
-    from skillopt_sleep.night.skills.shared import SharedMemory
 
 __all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
@@ -50,11 +49,12 @@ from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.night.skills.fanout import Fanout
+from skillopt_sleep.night.skills.shared_memory import SharedMemory
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.skills.route import MANAGED
 
-__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "SharedMemory", "fold_in", "share_memory"]
+__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "fold_in", "share_memory"]
 
 SHARED_DIR = "shared"
 
@@ -68,35 +68,6 @@ class Group:
     name: str  # a project skill's name; MANAGED for the managed skill
     tasks: tuple[TaskRecord, ...]
     skill: str
-
-
-@dataclass(kw_only=True)
-class SharedMemory:
-    """What the shared step did (the report's ``shared_memory``)."""
-
-    status: str = "not_needed"  # not_needed|accepted|rejected|no_edits|failed|budget_reached
-    reason: str = ""
-    groups: list[str] = field(default_factory=list)  # the groups whose tasks it measured
-    helped: list[str] = field(default_factory=list)  # groups with a task it improved
-    edits: list[EditRecord] = field(default_factory=list)
-    memory: str = ""  # the memory every group's night starts from
-    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
-    baseline: float | None = None
-    candidate: float | None = None
-    calls: int = 0
-    answers: dict[str, RolloutResult] = field(default_factory=dict)  # by job key
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "groups": [g or "managed" for g in self.groups],
-            "helped": [g or "managed" for g in self.helped],
-            "accepted_edits": [e.content for e in self.edits],
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "calls": self.calls,
-        }
 
 
 @dataclass(kw_only=True)

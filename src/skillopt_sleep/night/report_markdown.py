@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillopt.redact import sanitize
+from skillopt_sleep.night_end import NightResult, PartStatus, RunStatus
 
 __all__ = [
     "BAR_WIDTH",
@@ -103,7 +104,7 @@ def _budget_stop(r: Mapping[str, Any], *, decided: bool) -> str:
 
 def _ended_early(r: Mapping[str, Any]) -> str | None:
     """The summary of a night that failed or had nothing to learn from, else None."""
-    if r.get("status") == "failed":
+    if r.get("status") == RunStatus.FAILED:
         return (
             f"**This night failed** during `{cell(r.get('failed_stage', '?'))}`: "
             f"{cell(r.get('reason', ''), 400)}. Nothing was staged and the harvest cursor did "
@@ -149,7 +150,7 @@ def _summary(r: Mapping[str, Any]) -> str:
     n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
-    budget = r.get("result") == "budget_reached"
+    budget = r.get("result") == NightResult.BUDGET_REACHED
     if off and n_acc:
         parts.append(
             f"The optimizer proposed {n_acc} edit(s) that applied; with the gate off every "
@@ -507,11 +508,11 @@ def skills_section(r: Mapping[str, Any]) -> list[str]:
 def shared_lines(shared: Mapping[str, Any]) -> list[str]:
     """What the memory step for the rules the skills share did (``shared_memory``)."""
     status = shared.get("status")
-    if not status or status == "not_needed":
+    if not status or status == PartStatus.NOT_NEEDED:
         return []
     helped = ", ".join(cell(g) for g in shared.get("helped") or []) or "none"
     edits = "; ".join(cell(e, 200) for e in shared.get("accepted_edits") or [])
-    if status == "accepted":
+    if status == PartStatus.ACCEPTED:
         line = (
             f"Rules your skills share, staged in memory (every skill reads it; gated on the "
             f"tasks of {', '.join(cell(g) for g in shared.get('groups') or [])}, helped "

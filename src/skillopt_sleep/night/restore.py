@@ -224,7 +224,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         "auto-adopted), and tonight learned nothing on top of the version it would replace"
     )
     return Decision(
-        accepted=True, action=decision.action.value, baseline=decision.baseline,
+        accepted=True, action=decision.action, baseline=decision.baseline,
         candidate=decision.candidate, final=decision, docs=replaced.docs, applied=[],
         rejected=[], restore=True,
         start_scores={t: sum(v) / len(v) for t, v in paired.base.items() if v},

@@ -112,7 +112,7 @@ async def consolidate(
     )
     fold_of = {t.id: i for i, fold in enumerate(folds) for t in fold}
     rejected_all = Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=baseline, candidate=baseline,
+        accepted=False, action=GateAction.REJECT, baseline=baseline, candidate=baseline,
         final=None, docs=start, applied=[], rejected=[], folds=fold_of,
         start_scores=base.task_means(),
     )  # fmt: skip
@@ -163,7 +163,7 @@ async def consolidate(
     rejected_all.untested = [c for e, c in untested.items() if e not in applied]
     if not applied:
         if untested and not rejected:
-            rejected_all.action = GateAction.UNTESTED.value
+            rejected_all.action = GateAction.UNTESTED
         return rejected_all
     return await _final(measure, tasks, start, best, applied, rejected_all)
 
@@ -287,7 +287,7 @@ async def _final(
     )  # fmt: skip
     measure.end("final", accepted=final.accepted)
     decision.final = final
-    decision.action = final.action.value
+    decision.action = final.action
     decision.baseline, decision.candidate = final.baseline, final.candidate
     if final.accepted:
         decision.accepted, decision.docs, decision.applied = True, best, applied

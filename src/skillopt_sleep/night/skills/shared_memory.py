@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt.types import EditRecord, RolloutResult
+from skillopt_sleep.night_end import PartStatus
 
 __all__ = ["SharedMemory"]
 
@@ -16,7 +17,7 @@ __all__ = ["SharedMemory"]
 class SharedMemory:
     """What the shared step did (the report's ``shared_memory``)."""
 
-    status: str = "not_needed"  # not_needed|accepted|rejected|no_edits|failed|budget_reached
+    status: PartStatus = PartStatus.NOT_NEEDED  # accepted|rejected|no_edits|failed|budget_reached
     reason: str = ""
     groups: list[str] = field(default_factory=list)  # the groups whose tasks it measured
     helped: list[str] = field(default_factory=list)  # groups with a task it improved
@@ -30,7 +31,7 @@ class SharedMemory:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status,
+            "status": self.status.value,
             "reason": self.reason,
             "groups": [g or "managed" for g in self.groups],
             "helped": [g or "managed" for g in self.helped],

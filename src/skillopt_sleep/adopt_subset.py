@@ -296,7 +296,7 @@ def adopt_checked(
         raise RefusedError(check.why() or "the subset did not pass its check")
     d = check.decision
     decision = Decision(
-        accepted=True, action=d.action.value, baseline=d.baseline, candidate=d.candidate,
+        accepted=True, action=d.action, baseline=d.baseline, candidate=d.candidate,
         final=d, docs=plan.docs, applied=list(plan.chosen), rejected=[],
     )  # fmt: skip
     stage_proposal(night, plan.live, decision, plan.night)

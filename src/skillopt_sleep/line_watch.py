@@ -34,6 +34,7 @@ from typing import Any
 from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
 from skillopt.skilldoc import learned_bullets, near_duplicate_key
+from skillopt.types import DeltaStatus
 from skillopt_sleep.adopt import SUBSET_FILE, subset_dirs
 from skillopt_sleep.adopt_journal import receipts
 from skillopt_sleep.config import SleepConfig
@@ -271,7 +272,7 @@ def _requests(report: Mapping[str, Any], ident: str) -> tuple[str, ...]:
         if ident not in {edit_id(e) for e in trial.get("applied") or []}:
             continue
         deltas = (trial.get("decision") or {}).get("task_deltas") or []
-        improved += [str(d["task_id"]) for d in deltas if d.get("status") == "improved"]
+        improved += [str(d["task_id"]) for d in deltas if d.get("status") == DeltaStatus.IMPROVED]
         motivated += [str(t) for t in trial.get("motivated_by") or []]
     return tuple(dict.fromkeys(improved or motivated))
 

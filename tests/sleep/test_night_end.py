@@ -10,7 +10,7 @@ from enum import Enum
 
 import skillopt
 import skillopt_sleep
-from skillopt_sleep.night_end import NightResult, RunStatus
+from skillopt_sleep.night_end import NightResult, PartStatus, RunStatus
 from skillopt_sleep.state import NightEntry
 
 NOW = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
@@ -35,7 +35,8 @@ def _enums() -> list[type[Enum]]:
 
 def test_only_the_two_enums_say_how_a_night_ended() -> None:
     saying = {e for e in _enums() if {str(m.value) for m in e} & _ENDINGS}
-    assert saying == {RunStatus, NightResult}
+    # PartStatus, beside them, says how a part of a night (a project skill, the shared step) ended
+    assert saying == {RunStatus, NightResult, PartStatus}
 
 
 def test_a_history_entry_speaks_in_the_same_two() -> None:

@@ -14,6 +14,7 @@ from skillopt.trainer.paired_gate import FINAL_SAMPLES, compare_skills
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.rollouts import mean_scores, rollout
 from skillopt.trainer.run_context import skill_hash
+from skillopt.types import GateAction
 
 __all__ = ["VERSION", "FinalPhase"]
 
@@ -173,9 +174,9 @@ def _count_actions(history: Sequence[dict[str, Any]]) -> dict[str, int]:
     actions = [str(h.get("action", "")) for h in history]
     return {
         "total_steps": len(history),
-        "total_accepts": sum(a in ("accept", "accept_new_best") for a in actions),
-        "total_force_accepts": sum(a == "force_accept" for a in actions),
-        "total_rejects": sum(a == "reject" for a in actions),
+        "total_accepts": sum(a in (GateAction.ACCEPT, GateAction.ACCEPT_NEW_BEST) for a in actions),
+        "total_force_accepts": sum(a == GateAction.FORCE_ACCEPT for a in actions),
+        "total_rejects": sum(a == GateAction.REJECT for a in actions),
         "total_skips": sum(a.startswith("skip_") for a in actions),
     }
 

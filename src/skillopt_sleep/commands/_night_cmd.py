@@ -77,7 +77,7 @@ def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = Fals
     if outcome.baseline is not None:
         say(
             f"  held-out score {outcome.baseline:.3f} -> {outcome.candidate or 0.0:.3f}"
-            f" ({outcome.gate_action}, accepted={outcome.accepted})"
+            f" ({outcome.gate_action or ''}, accepted={outcome.accepted})"
         )
     spend = outcome.spend
     say(f"  model calls {spend.get('calls', 0)}, tokens {spend.get('tokens', 0)}")

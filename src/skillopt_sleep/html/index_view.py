@@ -18,6 +18,7 @@ from skillopt_sleep.adopt import adopted_names
 from skillopt_sleep.html.night_view import as_float, as_int, score
 from skillopt_sleep.html.pages import INDEX_PAGE, NIGHT_PAGE
 from skillopt_sleep.html.svgchart import CurvePoint
+from skillopt_sleep.night_end import RunStatus
 from skillopt_sleep.rundir import PROPOSAL, REPORT_JSON, RUN_JSON, RunDir
 from skillopt_sleep.staging import MANIFEST_NAME, RECEIPTS_NAME, load_manifest
 
@@ -101,7 +102,11 @@ def _history_points(state: Mapping[str, Any]) -> dict[int, CurvePoint]:
 
 def _report_point(report: Mapping[str, Any]) -> CurvePoint | None:
     """A finished, real (not dry) night's point, the way the history would record it."""
-    if report.get("status") != "complete" or report.get("dry_run") or not report.get("night"):
+    if (
+        report.get("status") != RunStatus.COMPLETE
+        or report.get("dry_run")
+        or not report.get("night")
+    ):
         return None
     return CurvePoint(
         night=as_int(report.get("night")),

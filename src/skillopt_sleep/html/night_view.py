@@ -16,6 +16,7 @@ from skillopt.atomicio import read_json_object
 from skillopt_sleep.edit_ids import edit_id
 from skillopt_sleep.html.docdiff import DocDiff, proposal_diffs
 from skillopt_sleep.html.svgchart import CurvePoint
+from skillopt_sleep.night_end import RunStatus
 
 __all__ = [
     "STATUS_ORDER",
@@ -376,7 +377,7 @@ def skill_lines(r: Mapping[str, Any]) -> list[str]:
 def summary_lines(r: Mapping[str, Any]) -> list[str]:
     tasks = r.get("tasks") or {}
     out = []
-    if r.get("status") == "failed":
+    if r.get("status") == RunStatus.FAILED:
         out.append(
             f"This night failed during {r.get('failed_stage') or 'a stage'}: "
             f"{r.get('reason') or 'no reason recorded'}. Nothing was staged."

@@ -75,6 +75,29 @@ def check_startable(config: SleepConfig, project: Path) -> None:
             ) from None
 
 
+def _open_night(
+    config: SleepConfig, project: Path, *, pool: Pool, clock: Clock, progress: Progress,
+    dry_run: bool, demo: bool, observer: StageObserver, foreground: bool,
+) -> Night:  # fmt: skip
+    """The night over its run directory, opened or resumed (:func:`_open_run`)."""
+    run, resumed, notes = _open_run(config, project, dry_run=dry_run, now=clock())
+    run.update(demo=demo)
+    night = Night(
+        config=config,
+        project=project,
+        pool=pool,
+        run=run,
+        clock=clock,
+        progress=progress,
+        dry_run=dry_run,
+        resumed=resumed,
+        observer=observer,
+        foreground=foreground,
+    )
+    night.notes.extend(notes)
+    return night
+
+
 async def run_night(
     config: SleepConfig,
     *,
@@ -124,26 +147,14 @@ async def run_night(
                 observer=observer,
                 foreground=foreground,
             )
-    clock = clock or now_clock
     progress = progress or LogProgress()
     try:
-        project = resolve_project(project)
-        run, resumed, notes = _open_run(config, project, dry_run=dry_run, now=clock())
-        run.update(demo=demo)
-        night = Night(
-            config=config,
-            project=project,
-            pool=pool,
-            run=run,
-            clock=clock,
-            progress=progress,
-            dry_run=dry_run,
-            resumed=resumed,
-            observer=observer,
-            foreground=foreground,
-        )
-        night.notes.extend(notes)
-        with structlog.contextvars.bound_contextvars(run_id=run.run_id, project=project.name):
+        night = _open_night(
+            config, resolve_project(project), pool=pool, clock=clock or now_clock,
+            progress=progress, dry_run=dry_run, demo=demo, observer=observer, foreground=foreground,
+        )  # fmt: skip
+        bound = {"run_id": night.run.run_id, "project": night.project.name}
+        with structlog.contextvars.bound_contextvars(**bound):
             return await drive(night, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()

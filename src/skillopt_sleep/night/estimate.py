@@ -34,7 +34,7 @@ from skillopt_sleep.stage_rates import (
     tonight_noise,
 )
 from skillopt_sleep.state import project_dir
-from skillopt_sleep.token_model import TokenModel, budget_warning, estimate_tokens
+from skillopt_sleep.token_model import TokenEstimate, TokenModel, budget_warning, estimate_tokens
 
 __all__ = [
     "SpendEstimate",
@@ -90,6 +90,46 @@ def announce_mining(night: Night, calls: int) -> None:
         )
 
 
+def _stage_calls(
+    night: Night, by_stage: dict[str, int], *, recheck: int, rubric: float
+) -> dict[str, int]:
+    """The calls each stage is expected to make (``by_stage``: as predicted), a quiet
+    night's known samples and mining's own count or estimate in; stages with none left out."""
+    if recheck:  # the samples the quiet night draws are known: a rollout and its judge each
+        by_stage = {"rollout": recheck, "judge": round(recheck * rubric)}
+    mined = night.spend.calls_by_stage.get("mine", 0)
+    if night.mining_estimate is not None or mined:
+        by_stage["mine"] = night.mining_estimate if night.mining_estimate is not None else mined
+    return {s: n for s, n in by_stage.items() if n}
+
+
+def _learned_from(nights: int, span: tuple[int, int, int] | None) -> str:
+    """Where the estimate came from, said with it."""
+    learned = (
+        f"learned from {nights} earlier night(s)" if nights
+        else "no earlier night measured yet: a prior"
+    )  # fmt: skip
+    if span is not None:  # how far nights like tonight's were apart, learning calls only
+        low, high, alike = span
+        learned += f"; the {alike} nights like it would have made {low}-{high} learning calls here"
+    return learned
+
+
+def _priced(
+    night: Night, model: TokenModel, predicted: Mapping[str, int], by_stage: Mapping[str, int],
+    tasks: list[TaskRecord], docs: Docs, rubric: float,
+) -> tuple[TokenEstimate, int]:  # fmt: skip
+    """The tokens of ``by_stage``'s calls: the stages earlier nights priced (``predicted``)
+    as they did, the rest per call (the price and where it came from, and the total)."""
+    unpriced = {s: n for s, n in by_stage.items() if s not in predicted}
+    priced = estimate_tokens(model, night.cfg.pool, _as_calls(unpriced), rubric_share=rubric)
+    unpriced_tokens = priced.tokens
+    if priced.sources and set(priced.sources.values()) == {"prior"} and not _any_cli(night.cfg):
+        # nothing measured yet but mining: tonight's own prompts say more than a flat prior
+        unpriced_tokens = round(sum(unpriced.values()) * _text_prior(tasks, docs))
+    return priced, unpriced_tokens + sum(v for s, v in predicted.items() if s in by_stage)
+
+
 def announce_estimate(
     night: Night,
     tasks: list[TaskRecord],
@@ -107,45 +147,26 @@ def announce_estimate(
     ``recheck``: a quiet night's samples still to draw; ``docs``: the live documents, whose
     recorded answers say how noisy tonight's tasks are), priced per stage from those
     nights or per member, and whether the budget will cut the night short."""
-    cfg = night.cfg
     rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
-    model = TokenModel.load(project_dir(cfg.state_path(), night.project))
+    model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
     known = _known_noise(night, [*learn], docs)
-    guess = sampling_guess(cfg.pool)
+    guess = sampling_guess(night.cfg.pool)
     noise = tonight_noise(model.nights, known, guess.kind if guess else None)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
         sessions=0, noise=noise,
     )  # fmt: skip
-    by_stage = dict(predicted.calls)
-    if recheck:  # the samples the quiet night draws are known: a rollout and its judge each
-        by_stage = {"rollout": recheck, "judge": round(recheck * rubric)}
-    mined = night.spend.calls_by_stage.get("mine", 0)
-    if night.mining_estimate is not None or mined:
-        by_stage["mine"] = night.mining_estimate if night.mining_estimate is not None else mined
-    by_stage = {s: n for s, n in by_stage.items() if n}
+    by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
     learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
     by_skill = {name: round(learning * n / n_learn) for name, n in (skills or {}).items()
                 if n_learn}  # fmt: skip
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
-    unpriced = {s: n for s, n in by_stage.items() if s not in predicted.tokens}
-    priced = estimate_tokens(model, cfg.pool, _as_calls(unpriced), rubric_share=rubric)
-    unpriced_tokens = priced.tokens
-    if priced.sources and set(priced.sources.values()) == {"prior"} and not _any_cli(cfg):
-        # nothing measured yet but mining: tonight's own prompts say more than a flat prior
-        unpriced_tokens = round(sum(unpriced.values()) * _text_prior(tasks, docs))
-    tokens = unpriced_tokens + sum(v for s, v in predicted.tokens.items() if s in by_stage)
+    priced, tokens = _priced(night, model, predicted.tokens, by_stage, tasks, docs, rubric)
     estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
                              by_skill=by_skill)  # fmt: skip
-    learned = (
-        f"learned from {predicted.nights} earlier night(s)" if predicted.nights
-        else "no earlier night measured yet: a prior"
-    )  # fmt: skip
     span = predicted.span if not recheck else None
-    if span is not None:  # how far nights like tonight's were apart, learning calls only
-        low, high, alike = span
-        learned += f"; the {alike} nights like it would have made {low}-{high} learning calls here"
+    learned = _learned_from(predicted.nights, span)
     basis, on_noise = _noise_basis(known, guess, model.nights)
     said = f"{estimate.describe()} ({learned}; {on_noise})" + (
         f"; per call: {priced.describe()}" if priced.sources else ""

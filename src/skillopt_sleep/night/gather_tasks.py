@@ -342,16 +342,14 @@ def _compose(
     )
     tasks = (*mined[:n_new], *recallable[:n_recalled])
     why = "" if tasks else explain_empty(result, window, sources=cfg.sources.kinds)
+    recall = {"available": len(recallable), "taken": n_recalled, "new_taken": n_new}
     mine_info: dict[str, Any] = {"miner": batch.miner, **batch.diagnostics}
     if aliased.mapped:  # a heuristic task of a request an LLM task already owns
         mine_info["aliased"] = dict(aliased.mapped)
     notes = harvest_notes(
-        result,
-        limit=session_limit(cfg),
-        n_mined=len(mined),
-        n_taken=n_new,
+        result, limit=session_limit(cfg), n_mined=len(mined), n_taken=n_new,
         n_recalled=n_recalled,
-    )
+    )  # fmt: skip
     return Gathered(
         tasks=tasks,
         n_sessions=len(result.digests),
@@ -360,7 +358,7 @@ def _compose(
             "harvest": result.diagnostics.to_dict(),
             "mine": mine_info,
             "recall": {"available": len(recallable), "taken": n_recalled, "new_taken": n_new},
-        },
+        },  # fmt: skip
         mined=tuple(mined),
         n_recalled=n_recalled,
         sessions=result.visited,

@@ -27,7 +27,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.line_watch import WatchedLine, watch_lines
 from skillopt_sleep.night.course import Course
 from skillopt_sleep.night.learn.candidate import Candidate
-from skillopt_sleep.night.learn.trials import Trial
+from skillopt_sleep.night.learn.trials import Trial, Verdict
 from skillopt_sleep.night.night_state import Night
 
 __all__ = ["removal_candidates", "removal_edit", "watched_report"]
@@ -100,10 +100,10 @@ def _tonight(line: WatchedLine, trials: Sequence[Trial], course: Course) -> dict
             or "no gate trial ran tonight (nothing to learn, or a quiet night): "
             "the next night tests it again",
         }
-    if trial.verdict == "untested":
+    if trial.verdict is Verdict.UNTESTED:
         why = "no task tonight moved without it: the next night tests it again"
         return {"removal": "untested", "why": why}
-    if trial.verdict == "rejected":
+    if trial.verdict is Verdict.REJECTED:
         return {"removal": "kept", "why": "the gate rejected its removal (your tasks did not "
                 "do better without it)"}  # fmt: skip
     return {"removal": "kept", "why": "its removal passed alone but not in the night's "

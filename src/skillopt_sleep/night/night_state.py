@@ -81,28 +81,7 @@ class Night:
         self.dry_run = dry_run
         self.resumed = resumed
         self.gate: GateConfig = config.gate
-        evidence = (
-            functools.partial(
-                run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
-            )
-            if config.night.evidence
-            else None
-        )
-        replayer = Replayer(
-            pool=self.spend,
-            marker=SELF_MARKER,
-            record=self._record_rollouts,
-            evidence=evidence,
-            progress=progress,
-        )
-        self.reflector = Reflector(
-            pool=self.spend,
-            marker=SELF_MARKER,
-            preferences=config.night.preferences,
-            score=self.score,
-            evidence=evidence,
-            progress=progress,
-        )
+        replayer, self.reflector = self._model_parts(config, run, progress)
         self.findings = Findings()
         # the same lists as the findings: the report and the stages read them here
         self.trials: list[Trial] = self.findings.trials
@@ -126,6 +105,35 @@ class Night:
         # the project's task archive while the night runs (set by the driver; None in a
         # bare Night): what earlier nights recorded, e.g. each task's noise (see .quiet)
         self.archive: TaskArchive | None = None
+
+    def _model_parts(
+        self, config: SleepConfig, run: RunDir, progress: Progress
+    ) -> tuple[Replayer, Reflector]:
+        """What asks the model tonight, through the night's spend cap: the replayer
+        (attempts, judged) and the reflector, both keeping evidence when configured."""
+        evidence = (
+            functools.partial(
+                run.append_evidence, max_chars=config.night.evidence_max_chars, sanitized=True
+            )
+            if config.night.evidence
+            else None
+        )
+        replayer = Replayer(
+            pool=self.spend,
+            marker=SELF_MARKER,
+            record=self._record_rollouts,
+            evidence=evidence,
+            progress=progress,
+        )
+        reflector = Reflector(
+            pool=self.spend,
+            marker=SELF_MARKER,
+            preferences=config.night.preferences,
+            score=self.score,
+            evidence=evidence,
+            progress=progress,
+        )
+        return replayer, reflector
 
     # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
 

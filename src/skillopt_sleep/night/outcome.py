@@ -13,6 +13,7 @@ from typing import Any
 
 from skillopt.errors import ConfigError
 from skillopt.skilldoc import content_hash
+from skillopt.types import GateAction
 from skillopt_sleep.night_end import NightResult, RunStatus
 
 __all__ = ["EXIT_WAITING", "Live", "NightOutcome", "NightResult", "read_live"]
@@ -33,7 +34,7 @@ class NightOutcome:
     report_path: Path | None = None
     proposal_dir: Path | None = None
     accepted: bool = False
-    gate_action: str = ""
+    gate_action: GateAction | None = None  # None: the night decided nothing
     baseline: float | None = None
     candidate: float | None = None
     test_score: float | None = None
@@ -61,7 +62,7 @@ class NightOutcome:
             "report": str(self.report_path) if self.report_path else None,
             "proposal": str(self.proposal_dir) if self.proposal_dir else None,
             "accepted": self.accepted,
-            "gate_action": self.gate_action,
+            "gate_action": self.gate_action.value if self.gate_action else "",
             "baseline": self.baseline,
             "candidate": self.candidate,
             "test_score": self.test_score,

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from skillopt.types import Split
+from skillopt.types import GateAction, Split
 from skillopt_sleep import rundir
 from skillopt_sleep.edit_ids import with_id
 from skillopt_sleep.ledger import build_ledger
@@ -110,7 +110,8 @@ class NightReport(_Frozen):
     failed_stage: str
     ended_at: Instant
     accepted: bool
-    gate_action: str
+    # no decision (a night that ended before its learning): "" in report.json
+    gate_action: Annotated[GateAction | None, PlainSerializer(lambda a: a.value if a else "")]
     baseline: float | None
     candidate: float | None
     leaked: bool
@@ -206,7 +207,7 @@ def build_report(
         failed_stage=course.failed_stage,
         ended_at=ended,
         accepted=course.accepted,
-        gate_action=decision.action if decision else "",
+        gate_action=decision.action if decision else None,
         baseline=_finite(decision.baseline) if decision else None,
         candidate=_finite(decision.candidate) if decision else None,
         leaked=bool(decision and decision.final and decision.final.leaked),

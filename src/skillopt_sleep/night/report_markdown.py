@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skillopt.redact import sanitize
+from skillopt_sleep.night_end import NightResult, PartStatus, RunStatus
 
 __all__ = [
     "BAR_WIDTH",
@@ -103,7 +104,7 @@ def _budget_stop(r: Mapping[str, Any], *, decided: bool) -> str:
 
 def _ended_early(r: Mapping[str, Any]) -> str | None:
     """The summary of a night that failed or had nothing to learn from, else None."""
-    if r.get("status") == "failed":
+    if r.get("status") == RunStatus.FAILED:
         return (
             f"**This night failed** during `{cell(r.get('failed_stage', '?'))}`: "
             f"{cell(r.get('reason', ''), 400)}. Nothing was staged and the harvest cursor did "
@@ -126,15 +127,12 @@ def _ended_early(r: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _summary(r: Mapping[str, Any]) -> str:
-    early = _ended_early(r)
-    if early is not None:
-        return early
+def _what_was_read(r: Mapping[str, Any], *, off: bool) -> str:
+    """What the night read and how it held its tasks out."""
     tasks = r.get("tasks", {})
     recalled = tasks.get("recalled", 0)
     origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
-    off = r.get("gate_mode") == "off"  # one reflection per document, nothing held out
-    parts = [
+    return (
         f"skillopt read **{r.get('n_sessions', 0)}** new agent session(s) and worked on "
         f"**{tasks.get('total', 0)}** recurring task(s){origin}. "
         + ("With the gate off no task was held out: the optimizer reflected once per "
@@ -144,30 +142,42 @@ def _summary(r: Mapping[str, Any]) -> str:
            "some folds was checked only on a fold its reflection never saw")
         + (f"; {tasks.get('test')} task(s) were kept for a final test." if tasks.get("test")
            else ".")
-    ]  # fmt: skip
-    parts += [line for line in (_skills_summary(r),) if line]
+    )  # fmt: skip
+
+
+def _edits_said(r: Mapping[str, Any], *, off: bool, budget: bool) -> str:
+    """What the optimizer proposed and the gate kept."""
     n_prop = len({e.get("content") for e in r.get("proposed_edits", [])})
     n_acc = len(r.get("accepted_edits", []))
     n_untested = len(r.get("untested_edits", []))
-    budget = r.get("result") == "budget_reached"
     if off and n_acc:
-        parts.append(
+        return (
             f"The optimizer proposed {n_acc} edit(s) that applied; with the gate off every "
             "one was kept, **none validated**."
         )
-    elif n_prop:
-        parts.append(
+    if n_prop:
+        return (
             f"The optimizer proposed {n_prop} distinct edit(s) to the skill/memory; the "
             f"validation gate kept **{n_acc}**"
             + (f", and {n_untested} could not be tested tonight (no held-out task exercised "
                "them: they are carried to a later night)" if n_untested else "")
             + "."
         )  # fmt: skip
-    elif budget:
-        parts.append("The spend cap was reached before the optimizer proposed any edit.")
-    else:
-        reasons = "; ".join(r.get("no_edit_reasons", [])[:2])
-        parts.append(f"No edit was proposed ({cell(reasons, 300) or 'no reason recorded'}).")
+    if budget:
+        return "The spend cap was reached before the optimizer proposed any edit."
+    reasons = "; ".join(r.get("no_edit_reasons", [])[:2])
+    return f"No edit was proposed ({cell(reasons, 300) or 'no reason recorded'})."
+
+
+def _summary(r: Mapping[str, Any]) -> str:
+    early = _ended_early(r)
+    if early is not None:
+        return early
+    off = r.get("gate_mode") == "off"  # one reflection per document, nothing held out
+    parts = [_what_was_read(r, off=off)]
+    parts += [line for line in (_skills_summary(r),) if line]
+    budget = r.get("result") == NightResult.BUDGET_REACHED
+    parts.append(_edits_said(r, off=off, budget=budget))
     decision = cell(r.get("gate_action") or "")
     if decision or not budget:
         parts.append(
@@ -507,11 +517,11 @@ def skills_section(r: Mapping[str, Any]) -> list[str]:
 def shared_lines(shared: Mapping[str, Any]) -> list[str]:
     """What the memory step for the rules the skills share did (``shared_memory``)."""
     status = shared.get("status")
-    if not status or status == "not_needed":
+    if not status or status == PartStatus.NOT_NEEDED:
         return []
     helped = ", ".join(cell(g) for g in shared.get("helped") or []) or "none"
     edits = "; ".join(cell(e, 200) for e in shared.get("accepted_edits") or [])
-    if status == "accepted":
+    if status == PartStatus.ACCEPTED:
         line = (
             f"Rules your skills share, staged in memory (every skill reads it; gated on the "
             f"tasks of {', '.join(cell(g) for g in shared.get('groups') or [])}, helped "
@@ -542,10 +552,10 @@ def mode_banner(mode: str) -> str:
     return ""
 
 
-def render_markdown(r: Mapping[str, Any]) -> str:
-    """``report.md`` from the ``report.json`` data."""
+def _opening(r: Mapping[str, Any]) -> list[str]:
+    """The title, the summary and the learning curve."""
     title = cell(r.get("project_name") or r.get("project", "project"), 80)
-    lines = [
+    return [
         f"# Night {r.get('night', '?')} for {title}",
         "",
         f"Run `{cell(r.get('run_id', ''))}` · started {cell(r.get('started_at', ''))} · "
@@ -570,6 +580,42 @@ def render_markdown(r: Mapping[str, Any]) -> str:
         "",
         *_curve_table(r.get("chart", [])),
     ]
+
+
+def _test_split(r: Mapping[str, Any]) -> list[str]:
+    """The test split's score, when the night had one."""
+    if r.get("test") is None:
+        return []
+    t = r["test"]
+    return [
+        "## Test split",
+        "",
+        f"{t.get('n', 0)} task(s) never seen by reflection or the gate, scored after the "
+        f"decision: **{fmt(t.get('score'))}** with tonight's final documents"
+        + (f" (before: {fmt(t.get('before'))})" if t.get("before") is not None else "")
+        + ".",
+        "",
+    ]
+
+
+def _what_next(r: Mapping[str, Any]) -> list[str]:
+    """The commands that come after a night, and where its details are."""
+    return [
+        "## What next",
+        "",
+        "- `skillopt-sleep status` lists recent nights and pending proposals (give it the "
+        "same `--config` and `--project` as the night, if the night had them).",
+        "- `skillopt-sleep adopt` copies a staged proposal over the live file, after checking "
+        "that the live file has not changed since the night read it (a backup is kept).",
+        f"- Details: `trials.json`, `rollouts.jsonl` and `diagnostics.json` in "
+        f"`{cell(r.get('run_dir', ''), 300)}`.",
+        "",
+    ]
+
+
+def render_markdown(r: Mapping[str, Any]) -> str:
+    """``report.md`` from the ``report.json`` data."""
+    lines = _opening(r)
     lines += _watched(r.get("watched_lines") or [])
     accepted = r.get("accepted_edits", [])
     some = (
@@ -593,31 +639,11 @@ def render_markdown(r: Mapping[str, Any]) -> str:
     lines += _edit_stories(r)
     lines += _trials(r.get("trials", []))
     lines += _task_changes(r)
-    if r.get("test") is not None:
-        t = r["test"]
-        lines += [
-            "## Test split",
-            "",
-            f"{t.get('n', 0)} task(s) never seen by reflection or the gate, scored after the "
-            f"decision: **{fmt(t.get('score'))}** with tonight's final documents"
-            + (f" (before: {fmt(t.get('before'))})" if t.get("before") is not None else "")
-            + ".",
-            "",
-        ]
+    lines += _test_split(r)
     lines += _archive(r)
     lines += _spend(r)
     notes = r.get("notes", [])
     if notes:
         lines += ["## Notes", "", *[f"- {cell(n, 300)}" for n in notes], ""]
-    lines += [
-        "## What next",
-        "",
-        "- `skillopt-sleep status` lists recent nights and pending proposals (give it the "
-        "same `--config` and `--project` as the night, if the night had them).",
-        "- `skillopt-sleep adopt` copies a staged proposal over the live file, after checking "
-        "that the live file has not changed since the night read it (a backup is kept).",
-        f"- Details: `trials.json`, `rollouts.jsonl` and `diagnostics.json` in "
-        f"`{cell(r.get('run_dir', ''), 300)}`.",
-        "",
-    ]
+    lines += _what_next(r)
     return "\n".join(lines)

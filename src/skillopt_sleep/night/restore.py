@@ -37,8 +37,8 @@ from pathlib import Path
 
 from skillopt.atomicio import read_json_object
 from skillopt.errors import SkillOptError
-from skillopt.gate import compare_adaptive, decide_paired
-from skillopt.types import RolloutResult, TaskRecord
+from skillopt.gate import PairedSamples, compare_adaptive, decide_paired
+from skillopt.types import GateDecision, RolloutResult, TaskRecord
 from skillopt_sleep.adopt import subset_dirs
 from skillopt_sleep.adopt_journal import receipts
 from skillopt_sleep.night.learn.crossfit import clear_pass
@@ -205,6 +205,14 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
     paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.learning))
     decision = decide_paired(paired.base, paired.cand, config=night.gate, task_ids=ids,
                              confirm_from=paired.confirm_from)  # fmt: skip
+    return _conclude(night, replaced, ids, name, decision, paired, drawn, served[0])
+
+
+def _conclude(
+    night: Night, replaced: Replaced, ids: Sequence[str], name: str, decision: GateDecision,
+    paired: PairedSamples[RolloutResult], drawn: Sequence[RolloutResult], served: int,
+) -> Decision | None:  # fmt: skip
+    """The restore's trial and notes; the night's decision when the gate accepted it."""
     night.check_degenerate("restore", drawn, candidate=True)
     why = (
         f"the version adopted {replaced.adopted_at[:10]} (night run {replaced.run.name}) "
@@ -215,7 +223,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         Trial(name=name, kind="restore", round=0, target="both", edits=[], applied=[],
               unmatched=[], decision=decision, note=why)
     )  # fmt: skip
-    night.end("restore", accepted=decision.accepted, drawn=len(drawn), recorded=served[0])
+    night.end("restore", accepted=decision.accepted, drawn=len(drawn), recorded=served)
     night.check_budget("restore")
     if not decision.accepted:
         return None
@@ -224,7 +232,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         "auto-adopted), and tonight learned nothing on top of the version it would replace"
     )
     return Decision(
-        accepted=True, action=decision.action.value, baseline=decision.baseline,
+        accepted=True, action=decision.action, baseline=decision.baseline,
         candidate=decision.candidate, final=decision, docs=replaced.docs, applied=[],
         rejected=[], restore=True,
         start_scores={t: sum(v) / len(v) for t, v in paired.base.items() if v},

@@ -194,6 +194,56 @@ def _record_end(night: Night, status: RunStatus, **how: str) -> None:
         _log.warning("night.end_not_recorded", status=status.value, error=str(exc))
 
 
+async def _learn_gathered(
+    night: Night, archive: TaskArchive, course: Course, live: Live, night_no: int
+) -> None:
+    """Learn from what :func:`_gather` gathered (``course.gathered``): the quiet plan or the
+    estimate, a restore, the shared memory step, the managed night with the project's
+    skills, the test split, the staged documents' samples topped up."""
+    assert course.gathered is not None
+    tasks = list(course.gathered.tasks)
+    learn = [t for t in tasks if t.split is not Split.TEST]
+    test = [t for t in tasks if t.split is Split.TEST]
+    if not learn:
+        course.result = NightResult.NO_TASKS
+        course.reason = course.gathered.why_nothing or (
+            f"the {len(test)} task(s) gathered are all held out for the test split "
+            "(night.test_fraction): none is left to learn from"
+        )
+        return
+    fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
+    start = Docs(skill=live.skill, memory=live.memory)
+    if await _quiet_or_estimate(night, course, fan, tasks, start):
+        return
+    said = course.estimate
+    assert said is not None  # a night that was not quiet said its estimate
+    night.noise.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
+    restored = None if fan.learning() else await propose_restore(night, learn, live)
+    if restored is not None:  # the adopted version does worse: its restore is staged
+        course.decision, course.result = restored, NightResult.ACCEPTED
+        course.test = await _score_test(night, test, restored, start)
+        return
+    carried, course.carried_ids = carried_edits(archive)
+    carried = [*removal_candidates(night), *carried]
+    shared = await share_memory(night, fan, start, rotation=night_no)
+    night.replayer.done.update(shared.answers)  # the managed night's first rollouts
+    begin = Docs(skill=start.skill, memory=shared.memory)
+    course.decision = await fan.alongside(
+        lambda tasks: consolidate(
+            night.learning, tasks=tasks, start=begin, rotation=night_no, carried=carried
+        ),
+        begin,
+    )
+    course.decision = fan.whole_night(fold_in(shared, course.decision, start))
+    course.test = await _score_test(night, test, course.decision, start)
+    night.check_waiting(night.stage)  # a project skill's prompts may wait too
+    await top_up_staged(
+        night, fan.asked_after(tasks, course.decision), [course.decision, *fan.decisions()],
+        rows=fan.rollout_rows(),
+    )  # fmt: skip
+    _set_result(night, course, fan)
+
+
 async def _learn(
     night: Night,
     archive: TaskArchive,
@@ -206,47 +256,7 @@ async def _learn(
     started = datetime.fromisoformat(night.run.journal.started_at.replace("Z", "+00:00"))
     try:
         course.gathered = await _gather(night, archive, started, tasks_file)
-        tasks = list(course.gathered.tasks)
-        learn = [t for t in tasks if t.split is not Split.TEST]
-        test = [t for t in tasks if t.split is Split.TEST]
-        if not learn:
-            course.result = NightResult.NO_TASKS
-            course.reason = course.gathered.why_nothing or (
-                f"the {len(test)} task(s) gathered are all held out for the test split "
-                "(night.test_fraction): none is left to learn from"
-            )
-            return
-        fan = course.fanout = Fanout.plan(night, learn, memory=live.memory, night_no=night_no)
-        start = Docs(skill=live.skill, memory=live.memory)
-        if await _quiet_or_estimate(night, course, fan, tasks, start):
-            return
-        said = course.estimate
-        assert said is not None  # a night that was not quiet said its estimate
-        night.noise.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
-        restored = None if fan.learning() else await propose_restore(night, learn, live)
-        if restored is not None:  # the adopted version does worse: its restore is staged
-            course.decision, course.result = restored, NightResult.ACCEPTED
-            course.test = await _score_test(night, test, restored, start)
-            return
-        carried, course.carried_ids = carried_edits(archive)
-        carried = [*removal_candidates(night), *carried]
-        shared = await share_memory(night, fan, start, rotation=night_no)
-        night.replayer.done.update(shared.answers)  # the managed night's first rollouts
-        begin = Docs(skill=start.skill, memory=shared.memory)
-        course.decision = await fan.alongside(
-            lambda tasks: consolidate(
-                night.learning, tasks=tasks, start=begin, rotation=night_no, carried=carried
-            ),
-            begin,
-        )
-        course.decision = fan.whole_night(fold_in(shared, course.decision, start))
-        course.test = await _score_test(night, test, course.decision, start)
-        night.check_waiting(night.stage)  # a project skill's prompts may wait too
-        await top_up_staged(
-            night, fan.asked_after(tasks, course.decision), [course.decision, *fan.decisions()],
-            rows=fan.rollout_rows(),
-        )  # fmt: skip
-        _set_result(night, course, fan)
+        await _learn_gathered(night, archive, course, live, night_no)
     except WaitingForAnswersError as exc:
         course.wait(exc.stage, f"{exc}; answer them, then run the same command again")
         night.run.update(resumable=True)

@@ -29,6 +29,7 @@ from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.run_context import RunContext
 from skillopt.trainer.step.context import Record, StepInput, ask
 from skillopt.trainer.step.rollout import RolledOut
+from skillopt.types import GateAction
 
 if TYPE_CHECKING:
     from skillopt.trainer.core import TrainerCore
@@ -55,7 +56,7 @@ def format_step_buffer(entries: Sequence[StepBufferEntry]) -> str:
         if e.failure_patterns:
             pats = ", ".join(f"{p['label']} x{p['count']}" for p in e.failure_patterns)
             line += f" Failure patterns: {pats}."
-        if e.action == "reject":
+        if e.action == GateAction.REJECT:
             line += f" Score {e.score_before} -> {e.score_after}; these edits were rejected:"
             line += "".join(f"\n  - {s}" for s in e.rejected_edits)
         lines.append(line)

@@ -64,7 +64,7 @@ from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.agree import apply_learned
 from skillopt_sleep.night.learn.budget_plan import NOT_TRIED, SinglesBudget, by_value
 from skillopt_sleep.night.learn.candidate import Candidate
-from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial
+from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial, Verdict
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job
 
@@ -353,11 +353,11 @@ async def learn_target(
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
         verdict = trial.verdict
-        if verdict == "accepted":
+        if verdict is Verdict.ACCEPTED:
             passed.append((cand, trial, docs))
-        elif verdict == "rejected":  # its test, or two earlier ones (HARMFUL_EARLIER)
+        elif verdict is Verdict.REJECTED:  # its test, or two earlier ones (HARMFUL_EARLIER)
             step.rejected.append(cand.edit)
-        elif verdict == "untested" or (trial.decision is None and trial.applied):
+        elif verdict is Verdict.UNTESTED or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
     if passed:
         await _union(measure, round_no, target, tasks, base, passed, step, first_id)
@@ -486,7 +486,7 @@ async def _singles(
         if found_harmful(trial.decision):
             measure.findings.harmful_edits.setdefault(harm_key(cand.edit), []).append(trial.name)
     measure.check_degenerate(name, results, candidate=True)
-    accepted = sum(t.verdict == "accepted" for _, t, _ in out)
+    accepted = sum(t.verdict is Verdict.ACCEPTED for _, t, _ in out)
     measure.end(name, singles=len(out), accepted=accepted)
     measure.check_budget(name)
     return out

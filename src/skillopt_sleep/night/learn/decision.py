@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skillopt.types import EditRecord, GateDecision
+from skillopt.types import EditRecord, GateAction, GateDecision
 from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.replay import Docs
 
@@ -18,7 +18,7 @@ class Decision:
     gate-off night)."""
 
     accepted: bool
-    action: str
+    action: GateAction
     baseline: float
     candidate: float
     final: GateDecision | None

@@ -36,7 +36,7 @@ STRICT, GREEDY, OFF = "strict", "greedy", "off"
 def greedy_final(decision: Decision, best: Docs, applied: list[EditRecord]) -> Decision:
     """``greedy``: keep the hill-climbed documents without the final paired check."""
     final = decide_greedy(len(applied))
-    decision.final, decision.action = final, final.action.value
+    decision.final, decision.action = final, final.action
     decision.candidate = math.nan
     if final.accepted:
         decision.accepted, decision.docs, decision.applied = True, best, applied
@@ -69,7 +69,7 @@ async def ungated(measure: Measure, tasks: Sequence[TaskRecord], start: Docs) ->
         applied.extend(app.applied)
     final = decide_greedy(len(applied))
     return Decision(
-        accepted=final.accepted, action=final.action.value, baseline=base.mean(),
+        accepted=final.accepted, action=final.action, baseline=base.mean(),
         candidate=math.nan, final=final, docs=docs if final.accepted else start,
         applied=applied, rejected=[], start_scores=base.task_means(),
     )  # fmt: skip

@@ -110,7 +110,7 @@ async def consolidate(
         tasks, n_folds=measure.settings.folds, seed=measure.settings.seed, rotation=rotation
     )
     rejected_all = Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=base.mean(),
+        accepted=False, action=GateAction.REJECT, baseline=base.mean(),
         candidate=base.mean(), final=None, docs=start, applied=[], rejected=[],
         folds={t.id: i for i, fold in enumerate(folds) for t in fold},
         start_scores=base.task_means(),
@@ -143,7 +143,7 @@ async def consolidate(
     rejected_all.untested = [c for e, c in untested.items() if e not in applied]
     if not applied:
         if untested and not rejected:
-            rejected_all.action = GateAction.UNTESTED.value
+            rejected_all.action = GateAction.UNTESTED
         return rejected_all
     return await _final(measure, tasks, start, learned.best, applied, rejected_all)
 
@@ -296,7 +296,7 @@ async def _final(
     )  # fmt: skip
     measure.end("final", accepted=final.accepted)
     decision.final = final
-    decision.action = final.action.value
+    decision.action = final.action
     decision.baseline, decision.candidate = final.baseline, final.candidate
     if final.accepted:
         decision.accepted, decision.docs, decision.applied = True, best, applied

@@ -4,15 +4,26 @@ as the run directory (``trials.json``) and the report record it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from skillopt.types import EditRecord, GateAction, GateDecision
 
-__all__ = ["HARMFUL_EARLIER", "Trial"]
+__all__ = ["HARMFUL_EARLIER", "Trial", "Verdict"]
 
 # the note of a single not run because earlier singles found its rule significantly worse
 # tonight (see :mod:`.crossfit`): a rejection, not an untested edit
 HARMFUL_EARLIER = "rejected without a test: two singles found it significantly worse tonight"
+
+
+class Verdict(StrEnum):
+    """What one trial found (``trials.json``: ``verdict``)."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    UNTESTED = "untested"  # nothing held out exercised it: carried, not rejected
+    UNMATCHED = "unmatched"  # none of its edits applied to the document
+    NOT_RUN = "not_run"
 
 
 @dataclass(kw_only=True)
@@ -33,15 +44,15 @@ class Trial:
     seen: list[str] = field(default_factory=list)  # every task its reflection saw
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         if self.decision is None:
             if self.note == HARMFUL_EARLIER:
-                return "rejected"
-            return "unmatched" if not self.applied else "not_run"
+                return Verdict.REJECTED
+            return Verdict.UNMATCHED if not self.applied else Verdict.NOT_RUN
         action = self.decision.action
         if action is GateAction.UNTESTED:
-            return "untested"
-        return "accepted" if self.decision.accepted else "rejected"
+            return Verdict.UNTESTED
+        return Verdict.ACCEPTED if self.decision.accepted else Verdict.REJECTED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,7 +61,7 @@ class Trial:
             "round": self.round,
             "target": self.target,
             "fold": self.fold,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "edits": [e.to_dict() for e in self.edits],
             "applied": [e.to_dict() for e in self.applied],
             "unmatched": [e.to_dict() for e in self.unmatched],

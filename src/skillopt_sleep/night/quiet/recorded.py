@@ -367,7 +367,7 @@ async def settle_quiet(night: Night, plan: QuietPlan, *, new_sessions: int) -> Q
 def _from_records(group: Asked, live: Mapping[str, NoiseEstimate]) -> Decision:
     """A group's decision on a quiet night: nothing to learn, its scores from the records."""
     return Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=1.0, candidate=1.0,
+        accepted=False, action=GateAction.REJECT, baseline=1.0, candidate=1.0,
         final=None, docs=group.docs, applied=[], rejected=[], nothing_to_learn=True,
         start_scores={t.id: live[t.id].low for t in group.tasks},
     )  # fmt: skip

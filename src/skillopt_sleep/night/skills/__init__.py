@@ -3,4 +3,5 @@
 
 - :mod:`.fanout`: each project skill learns on its own tasks
 - :mod:`.shared`: rules several skills need, one memory step before the skills' nights
+- :mod:`.shared_memory`: what that step did (:class:`SharedMemory`)
 """

@@ -39,6 +39,8 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.night_state import Night
+from skillopt_sleep.night.skills.shared_memory import SharedMemory
+from skillopt_sleep.night_end import PartStatus
 from skillopt_sleep.replay import Docs
 from skillopt_sleep.rundir import RunDir, RunStatus
 from skillopt_sleep.skills.discover import Discovery, ProjectSkill, discover_skills
@@ -54,7 +56,6 @@ from skillopt_sleep.staging import (
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.quiet.recorded import Asked, Quiet
-    from skillopt_sleep.night.skills.shared import SharedMemory
 
 __all__ = ["Fanout", "SkillNight", "adoptable_skills", "empty_decision", "preview_routes"]
 
@@ -66,7 +67,7 @@ _log = get_logger(__name__)
 def empty_decision(start: Docs) -> Decision:
     """The managed night's decision when every task went to one of the project's skills."""
     return Decision(
-        accepted=False, action=GateAction.REJECT.value, baseline=math.nan, candidate=math.nan,
+        accepted=False, action=GateAction.REJECT, baseline=math.nan, candidate=math.nan,
         final=None, docs=start, applied=[], rejected=[], nothing_to_learn=True,
     )  # fmt: skip
 
@@ -77,9 +78,8 @@ class SkillNight:
 
     skill: ProjectSkill
     tasks: list[TaskRecord]
-    # accepted|rejected|no_edits|skipped|failed|budget_reached|waiting; a quiet night's
-    # skills are no_edits, with the reason saying so (:meth:`Fanout.settle_quiet`)
-    status: str = "pending"
+    # a quiet night's skills are no_edits, with the reason saying so (:meth:`Fanout.settle_quiet`)
+    status: PartStatus = PartStatus.PENDING
     reason: str = ""
     decision: Decision | None = None
     run_dir: Path | None = None
@@ -106,9 +106,9 @@ class SkillNight:
             "tasks": len(self.tasks),
             "routed_by_hint": hinted,
             "routed_by_match": len(self.tasks) - hinted,
-            "status": self.status,
+            "status": self.status.value,
             "reason": self.reason,
-            "gate_action": d.action if d else "",
+            "gate_action": d.action.value if d else "",
             "baseline": _finite(d.baseline) if d else None,
             "candidate": _finite(d.candidate) if d else None,
             "accepted_edits": [e.content for e in d.applied] if d and d.accepted else [],
@@ -121,6 +121,13 @@ class SkillNight:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def _learned(d: Decision) -> PartStatus:
+    """How a skill whose learning ran to its end stands."""
+    if d.accepted:
+        return PartStatus.ACCEPTED
+    return PartStatus.NO_EDITS if not d.applied and not d.rejected else PartStatus.REJECTED
 
 
 @dataclass(kw_only=True)
@@ -158,16 +165,18 @@ class Fanout:
             tasks = routing.tasks_of(skill.name)
             sn = SkillNight(skill=skill, tasks=tasks)
             if len(tasks) < cfg.skills.min_tasks:
-                sn.status = "skipped"
+                sn.status = PartStatus.SKIPPED
                 sn.reason = (
                     f"{len(tasks)} task(s) tonight; at least {cfg.skills.min_tasks} are needed "
                     "to hold some out (skills.min_tasks)"
                 )
             fan.skills.append(sn)
         for skill, why in skipped:
-            fan.skills.append(SkillNight(skill=skill, tasks=[], status="skipped", reason=why))
+            fan.skills.append(
+                SkillNight(skill=skill, tasks=[], status=PartStatus.SKIPPED, reason=why)
+            )
         if fan.skills:
-            running = [s.skill.name for s in fan.skills if s.status == "pending"]
+            running = [s.skill.name for s in fan.skills if s.status is PartStatus.PENDING]
             night.progress.note(
                 f"{len(fan.skills)} project skill(s) found; learning on "
                 f"{', '.join(running) or 'none'}; {len(fan.managed_tasks)} task(s) stay with "
@@ -177,11 +186,11 @@ class Fanout:
 
     def learning(self) -> dict[str, int]:
         """Each skill that learns tonight and its task count (for the spend estimate)."""
-        return {s.skill.name: len(s.tasks) for s in self.skills if s.status == "pending"}
+        return {s.skill.name: len(s.tasks) for s in self.skills if s.status is PartStatus.PENDING}
 
     @property
     def any_accepted(self) -> bool:
-        return any(s.status == "accepted" for s in self.skills)
+        return any(s.status is PartStatus.ACCEPTED for s in self.skills)
 
     def _groups(
         self, tasks: Sequence[TaskRecord], managed: Docs, memory: str, *, after: bool
@@ -199,7 +208,7 @@ class Fanout:
                   docs=Docs(skill=s.adopted_skill if skills_adopted else s.skill.text,
                             memory=memory))
             for s in self.skills
-            if s.tasks and s.status != "skipped"
+            if s.tasks and s.status is not PartStatus.SKIPPED
         ]  # fmt: skip
         return groups
 
@@ -219,15 +228,15 @@ class Fanout:
 
     def decisions(self) -> list[Decision | None]:
         """Each learning skill's decision (``None`` where its night made none)."""
-        return [s.decision for s in self.skills if s.tasks and s.status != "skipped"]
+        return [s.decision for s in self.skills if s.tasks and s.status is not PartStatus.SKIPPED]
 
     def settle_quiet(self, quiet: Quiet) -> None:
         """A quiet night: every learning skill had nothing to learn, by the records (no
         night of its own ran, no run directory of its own was made)."""
         for sn in self.skills:
-            if sn.status != "pending":
+            if sn.status is not PartStatus.PENDING:
                 continue
-            sn.decision, sn.status = quiet.decisions[sn.skill.name], "no_edits"
+            sn.decision, sn.status = quiet.decisions[sn.skill.name], PartStatus.NO_EDITS
             sn.reason = (
                 f"quiet night: every one of its {len(sn.tasks)} task(s) already passes under "
                 "it and the live memory (the answers recorded on earlier nights): nothing to "
@@ -240,7 +249,7 @@ class Fanout:
         """The managed night (``main`` on the tasks no project skill claimed) with every
         pending skill at once. ``main``'s exception is raised as it is (the skills are
         cancelled, resumable); the skills' own failures become their rows."""
-        pending = [s for s in self.skills if s.status == "pending"]
+        pending = [s for s in self.skills if s.status is PartStatus.PENDING]
         if not pending:
             return await self._managed(main, start)
         box: dict[str, Any] = {}
@@ -326,37 +335,42 @@ class Fanout:
                 child.learning, tasks=sn.tasks, start=start, rotation=self.night_no
             )
         except BudgetExceededError as exc:
-            sn.status, sn.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"
+            sn.status, sn.reason = (
+                PartStatus.BUDGET_REACHED,
+                f"{exc}; it stopped during {child.stage}",
+            )
         except WaitingForAnswersError as exc:  # handoff: it resumes with the night
-            sn.status, sn.reason = "waiting", str(exc)
+            sn.status, sn.reason = PartStatus.WAITING, str(exc)
         except RunFailedError as exc:
-            sn.status, sn.reason = "failed", f"{exc.stage}: {exc.cause}"
+            sn.status, sn.reason = PartStatus.FAILED, f"{exc.stage}: {exc.cause}"
         except SkillOptError as exc:
-            sn.status, sn.reason = "failed", f"{type(exc).__name__}: {exc}"
+            sn.status, sn.reason = PartStatus.FAILED, f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # a bug in one skill's night must not sink the others
             _log.exception("skills.learn_failed", skill=sn.skill.name)
-            sn.status, sn.reason = "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
+            sn.status, sn.reason = PartStatus.FAILED, f"{type(exc).__name__}: {str(exc)[:300]}"
         else:
             d = sn.decision
-            sn.status = "accepted" if d.accepted else ("no_edits" if not d.applied and not
-                                                       d.rejected else "rejected")  # fmt: skip
+            sn.status = _learned(d)
             if d.nothing_to_learn and child.no_edit_reasons:
                 sn.reason = child.no_edit_reasons[-1]
             sn.reason = d.budget_stop or sn.reason
-        if self.night.spend.exhausted and sn.status == "failed":
-            sn.status = "budget_reached"
+        if self.night.spend.exhausted and sn.status is PartStatus.FAILED:
+            sn.status = PartStatus.BUDGET_REACHED
         sn.answers = child.replayer.done
         child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
-        finished = {"failed": RunStatus.FAILED, "waiting": RunStatus.WAITING}.get(
-            sn.status, RunStatus.COMPLETE
-        )
-        child.run.finish(finished, child.clock(), outcome=sn.status, reason=sn.reason)
+        finished = {PartStatus.FAILED: RunStatus.FAILED, PartStatus.WAITING: RunStatus.WAITING}
+        child.run.finish(
+            finished.get(sn.status, RunStatus.COMPLETE), child.clock(),
+            outcome=sn.status.value, reason=sn.reason,
+        )  # fmt: skip
         child.progress.close()
         self.night.progress.note(
-            f"your skill {sn.skill.name}: {sn.status.replace('_', ' ')} on {len(sn.tasks)} "
+            f"your skill {sn.skill.name}: {sn.status.value.replace('_', ' ')} on {len(sn.tasks)} "
             f"task(s), {child.spend.calls} model call(s)" + (f" ({sn.reason})" if sn.reason else "")
         )
-        _log.info("skills.learned", skill=sn.skill.name, status=sn.status, tasks=len(sn.tasks))
+        _log.info(
+            "skills.learned", skill=sn.skill.name, status=sn.status.value, tasks=len(sn.tasks)
+        )
 
     def whole_night(self, managed: Decision) -> Decision:
         """``managed`` with its baseline and candidate taken over every learnable task of
@@ -407,7 +421,7 @@ class Fanout:
         """Each accepted skill's staged document, versioned in the store."""
         out: list[Proposal] = []
         for sn in self.skills:
-            if sn.status != "accepted" or sn.decision is None:
+            if sn.status is not PartStatus.ACCEPTED or sn.decision is None:
                 continue
             text = staged_text(sn.skill.text, sn.decision.docs.skill)
             if text == sn.skill.text:

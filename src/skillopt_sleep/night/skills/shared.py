@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
@@ -50,11 +49,13 @@ from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.night.skills.fanout import Fanout
+from skillopt_sleep.night.skills.shared_memory import SharedMemory
+from skillopt_sleep.night_end import PartStatus
 from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.skills.route import MANAGED
 
-__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "SharedMemory", "fold_in", "share_memory"]
+__all__ = ["SHARED_DIR", "EachTaskItsSkill", "Group", "fold_in", "share_memory"]
 
 SHARED_DIR = "shared"
 
@@ -68,35 +69,6 @@ class Group:
     name: str  # a project skill's name; MANAGED for the managed skill
     tasks: tuple[TaskRecord, ...]
     skill: str
-
-
-@dataclass(kw_only=True)
-class SharedMemory:
-    """What the shared step did (the report's ``shared_memory``)."""
-
-    status: str = "not_needed"  # not_needed|accepted|rejected|no_edits|failed|budget_reached
-    reason: str = ""
-    groups: list[str] = field(default_factory=list)  # the groups whose tasks it measured
-    helped: list[str] = field(default_factory=list)  # groups with a task it improved
-    edits: list[EditRecord] = field(default_factory=list)
-    memory: str = ""  # the memory every group's night starts from
-    start_scores: dict[str, float] = field(default_factory=dict)  # per task, live documents
-    baseline: float | None = None
-    candidate: float | None = None
-    calls: int = 0
-    answers: dict[str, RolloutResult] = field(default_factory=dict)  # by job key
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "groups": [g or "managed" for g in self.groups],
-            "helped": [g or "managed" for g in self.helped],
-            "accepted_edits": [e.content for e in self.edits],
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "calls": self.calls,
-        }
 
 
 @dataclass(kw_only=True)
@@ -122,7 +94,7 @@ def groups_of(fan: Fanout, start: Docs) -> list[Group]:
     out += [
         Group(name=sn.skill.name, tasks=tuple(sn.tasks), skill=sn.skill.text)
         for sn in fan.skills
-        if sn.status == "pending"
+        if sn.status is PartStatus.PENDING
     ]
     return [g for g in out if g.tasks]
 
@@ -170,26 +142,29 @@ async def share_memory(night: Night, fan: Fanout, start: Docs, *, rotation: int)
     try:
         await _learn(child, fan, groups, start, shared, rotation=rotation)
     except BudgetExceededError as exc:
-        shared.status, shared.reason = "budget_reached", f"{exc}; it stopped during {child.stage}"
+        shared.status, shared.reason = (
+            PartStatus.BUDGET_REACHED,
+            f"{exc}; it stopped during {child.stage}",
+        )
     except SkillOptError as exc:
-        shared.status, shared.reason = "failed", f"{type(exc).__name__}: {exc}"
+        shared.status, shared.reason = PartStatus.FAILED, f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a bug here must not sink the skills' learning
         _log.exception("shared.failed")
-        shared.status, shared.reason = "failed", f"{type(exc).__name__}: {str(exc)[:300]}"
-    if shared.status != "accepted":
+        shared.status, shared.reason = PartStatus.FAILED, f"{type(exc).__name__}: {str(exc)[:300]}"
+    if shared.status is not PartStatus.ACCEPTED:
         shared.memory = start.memory
     shared.answers = child.replayer.done
     shared.calls = night.spend.calls - before
     child.run.write_json("trials.json", {"trials": [t.to_dict() for t in child.trials]})
-    ended = RunStatus.FAILED if shared.status == "failed" else RunStatus.COMPLETE
-    child.run.finish(ended, child.clock(), outcome=shared.status, reason=shared.reason)
+    ended = RunStatus.FAILED if shared.status is PartStatus.FAILED else RunStatus.COMPLETE
+    child.run.finish(ended, child.clock(), outcome=shared.status.value, reason=shared.reason)
     child.progress.close()
     night.progress.note(
-        f"rules your skills share: {shared.status.replace('_', ' ')} on the tasks of "
+        f"rules your skills share: {shared.status.value.replace('_', ' ')} on the tasks of "
         f"{len(groups)} group(s), {shared.calls} model call(s)"
         + (f" ({shared.reason})" if shared.reason else "")
     )
-    _log.info("shared.done", status=shared.status, helped=shared.helped, calls=shared.calls)
+    _log.info("shared.done", status=shared.status.value, helped=shared.helped, calls=shared.calls)
     return shared
 
 
@@ -225,7 +200,7 @@ async def _learn(
     child.end("memory", accepted=len(step.accepted))
     keep = [e for e in step.accepted if len(_single_helped(child, e, groups)) >= 2]
     if not keep:
-        shared.status = "rejected" if step.proposed else "no_edits"
+        shared.status = PartStatus.REJECTED if step.proposed else PartStatus.NO_EDITS
         shared.reason = (
             "no memory edit helped the held-out tasks of two skills or more"
             if step.accepted else "no memory edit passed the gate on its held-out tasks"
@@ -244,14 +219,14 @@ async def _learn(
     shared.baseline, shared.candidate = _finite(final.baseline), _finite(final.candidate)
     shared.helped = _groups_with(_improved(final), groups)
     if not final.accepted or len(shared.helped) < 2:
-        shared.status = "rejected"
+        shared.status = PartStatus.REJECTED
         shared.reason = (
             f"the final check on every task: {final.action.value}" if not final.accepted
             else "on every task it helped only "
             f"{', '.join(h or 'the managed skill' for h in shared.helped) or 'none'}"
         )  # fmt: skip
         return
-    shared.status, shared.edits, shared.memory = "accepted", keep, best.memory
+    shared.status, shared.edits, shared.memory = PartStatus.ACCEPTED, keep, best.memory
 
 
 def _single_helped(child: Night, edit: EditRecord, groups: Sequence[Group]) -> list[str]:
@@ -266,7 +241,7 @@ def _single_helped(child: Night, edit: EditRecord, groups: Sequence[Group]) -> l
 def fold_in(shared: SharedMemory, managed: Decision, start: Docs) -> Decision:
     """The managed night's decision carrying the shared memory edits (staged with it): it
     started from the shared memory, so its documents hold them already."""
-    if shared.status != "accepted":
+    if shared.status is not PartStatus.ACCEPTED:
         return managed
     kept = managed.applied if managed.accepted else []
     managed.docs = Docs(skill=managed.docs.skill if managed.accepted else start.skill,

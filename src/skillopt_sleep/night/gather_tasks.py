@@ -354,11 +354,7 @@ def _compose(
         tasks=tasks,
         n_sessions=len(result.digests),
         source="transcripts",
-        diagnostics={
-            "harvest": result.diagnostics.to_dict(),
-            "mine": mine_info,
-            "recall": {"available": len(recallable), "taken": n_recalled, "new_taken": n_new},
-        },  # fmt: skip
+        diagnostics={"harvest": result.diagnostics.to_dict(), "mine": mine_info, "recall": recall},
         mined=tuple(mined),
         n_recalled=n_recalled,
         sessions=result.visited,

@@ -14,65 +14,17 @@ from skillopt.executor.settings import ExecutorKind
 from skillopt.trainer.config import BackendKind, TrainerConfig
 from skillopt.trainer.demo import DemoWorld
 from skillopt.trainer.envs.base import Environment
-from skillopt.trainer.envs.qa import QAEnvironment
-from skillopt.trainer.envs.registry import BUILTIN, load_factory
+from skillopt.trainer.local_env import ENVIRONMENTS, build_environment, open_local_environment
 
 if TYPE_CHECKING:
-    from skillopt.backends.cli.member import CliBackend
     from skillopt.config import PoolConfig
 
 __all__ = ["ENVIRONMENTS", "build_environment", "open_environment", "open_pool"]
 
-ENVIRONMENTS = BUILTIN
-
-
-def build_environment(cfg: TrainerConfig) -> Environment:
-    """``qa``, or an environment of your own (an entry point or ``package.module:factory``,
-    see :mod:`skillopt.trainer.envs.registry`); ``qa_exec`` needs :func:`open_environment`."""
-    if cfg.env.name == "qa":
-        return QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
-    if cfg.env.name == "mcq":
-        from skillopt.trainer.envs.mcq import MCQEnvironment
-
-        return MCQEnvironment.from_options(
-            cfg.env.data_dir,
-            limit=cfg.env.limit,
-            options=cfg.env.options,
-            default_seed=cfg.train.seed,
-            data=cfg.env.data,
-        )
-    if cfg.env.name == "chat":
-        from skillopt.trainer.envs.chat import ChatEnvironment
-
-        return ChatEnvironment(
-            cfg.env.data_dir, limit=cfg.env.limit, options=cfg.env.options, data=cfg.env.data
-        )
-    if cfg.env.name == "exec_check" and not cfg.env.exec_member:
-        from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
-
-        return ExecCheckEnvironment(
-            cfg.env.data_dir,
-            limit=cfg.env.limit,
-            options=cfg.env.options,
-            keep_workspace=cfg.env.keep_workspace,
-            data=cfg.env.data,
-        )
-    if cfg.env.name in ENVIRONMENTS:
-        raise ConfigError(f"{cfg.env.name!r} needs open_environment()", key="env.name")
-    env = load_factory(cfg.env.name)(cfg)
-    if not isinstance(env, Environment):
-        raise ConfigError(
-            f"the factory returned {type(env).__name__}, which lacks what an Environment has "
-            "(name, items, task_types, rollout)",
-            key="env.name",
-        )
-    return env
-
 
 @asynccontextmanager
 async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
-    """Any environment. One that runs an agent CLI is closed (its homes removed) on exit,
-    and so is one of your own that has an ``async aclose()``. With ``[executor] kind =
+    """Any environment (:func:`.local_env.open_local_environment`). With ``[executor] kind =
     "ray"`` its rollouts run as Ray tasks (:mod:`skillopt.trainer.remote_env`)."""
     if cfg.executor.kind is ExecutorKind.RAY:
         from skillopt.trainer.remote_env import open_ray_environment
@@ -80,64 +32,8 @@ async def open_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
         async with open_ray_environment(cfg) as remote:
             yield remote
         return
-    if cfg.env.name == "exec_check" and cfg.env.exec_member:
-        async with _open_exec_check(cfg) as env:
-            yield env
-        return
-    if cfg.env.name != "qa_exec":
-        env = build_environment(cfg)
-        try:
-            yield env
-        finally:
-            close = getattr(env, "aclose", None)
-            if close is not None:
-                await close()
-        return
-    from skillopt.trainer.envs.exec_cli import ExecQAEnvironment
-
-    backend = await _cli_member(cfg)
-    qa = QAEnvironment(cfg.env.data_dir, limit=cfg.env.limit, data=cfg.env.data)
-    try:
-        yield ExecQAEnvironment(qa, backend, keep_workspace=cfg.env.keep_workspace)
-    finally:
-        await backend.aclose()
-
-
-async def _cli_member(cfg: TrainerConfig) -> CliBackend:
-    """The agent CLI ``env.exec_member`` names in ``backend.pool_config``."""
-    from skillopt.backends.cli.member import CliBackend
-    from skillopt.backends.factory import build_member
-    from skillopt.config import load_pool_config
-
-    if not cfg.env.exec_member or not cfg.backend.pool_config:
-        raise ConfigError(
-            f"{cfg.env.name} needs env.exec_member, a CLI member of backend.pool_config",
-            key="env.exec_member",
-        )
-    member = load_pool_config(cfg.backend.pool_config).member(cfg.env.exec_member)
-    backend = build_member(member)
-    if not isinstance(backend, CliBackend):
-        await backend.aclose()
-        raise ConfigError(f"member {member.name!r} is not an agent CLI", key="env.exec_member")
-    return backend
-
-
-@asynccontextmanager
-async def _open_exec_check(cfg: TrainerConfig) -> AsyncIterator[Environment]:
-    from skillopt.trainer.envs.exec_check import ExecCheckEnvironment
-
-    backend = await _cli_member(cfg)
-    try:
-        yield ExecCheckEnvironment(
-            cfg.env.data_dir,
-            limit=cfg.env.limit,
-            options=cfg.env.options,
-            backend=backend,
-            keep_workspace=cfg.env.keep_workspace,
-            data=cfg.env.data,
-        )
-    finally:
-        await backend.aclose()
+    async with open_local_environment(cfg) as env:
+        yield env
 
 
 @asynccontextmanager

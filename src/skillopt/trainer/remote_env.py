@@ -40,9 +40,9 @@ async def rollout_on_worker(
     completer: Completer, cfg: TrainerConfig, item: EnvItem, skill: str, ctx: RolloutContext
 ) -> RolloutResult:
     """One rollout on a Ray worker, in the environment ``cfg`` opens there."""
-    from skillopt.trainer.build import open_environment
+    from skillopt.trainer.local_env import open_local_environment
 
-    async with open_environment(cfg) as env:
+    async with open_local_environment(cfg) as env:
         return await env.rollout(item, skill, dataclasses.replace(ctx, completer=completer))
 
 
@@ -92,10 +92,10 @@ def _member_limit(cfg: TrainerConfig) -> int:
 @asynccontextmanager
 async def open_ray_environment(cfg: TrainerConfig) -> AsyncIterator[Environment]:
     """The configured environment with its rollouts on Ray (opened locally for its items)."""
-    from skillopt.trainer.build import open_environment
+    from skillopt.trainer.local_env import open_local_environment
 
     local = cfg.model_copy(update={"executor": ExecutorSettings(kind=ExecutorKind.LOCAL)})
     async with AsyncExitStack() as stack:
-        env = await stack.enter_async_context(open_environment(local))
+        env = await stack.enter_async_context(open_local_environment(local))
         executor = await stack.enter_async_context(open_ray_executor(cfg.executor))
         yield RayRolloutEnvironment(env, cfg, executor, in_flight=_member_limit(cfg))

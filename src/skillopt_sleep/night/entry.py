@@ -32,6 +32,7 @@ from skillopt.progress import Progress
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import NightOutcome, NightResult
+from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.night.resume import find_resumable
 from skillopt_sleep.night_progress import LogProgress
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
@@ -93,6 +94,7 @@ def _open_night(
         resumed=resumed,
         observer=observer,
         foreground=foreground,
+        probe=draw_rollouts,
     )
     night.notes.extend(notes)
     return night

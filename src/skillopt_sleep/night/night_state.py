@@ -18,9 +18,9 @@ Only the public attributes and methods are for other modules.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from skillopt.backends.base import Pool
 from skillopt.backends.wrappers import BudgetCompleter
@@ -33,11 +33,13 @@ from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.line_watch import WatchedLine
 from skillopt_sleep.night.learn.measure import (
     MAX_ERROR_SHARE,
+    Draw,
     Findings,
     LearnSettings,
     Measure,
     Noise,
 )
+from skillopt_sleep.night.learn.samples import Measured
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
@@ -45,8 +47,8 @@ from skillopt_sleep.replay import Docs, Job, Replayer
 from skillopt_sleep.rundir import Clock, RunDir
 from skillopt_sleep.tasks.archive import TaskArchive
 
-if TYPE_CHECKING:
-    from skillopt_sleep.night.learn.crossfit import Measured
+Probe = Callable[["Night", Sequence[TaskRecord], Docs, int], Awaitable[Measured]]
+"""``probe(night, tasks, docs, first)``: one wave of rollouts as the noise probe draws it."""
 
 __all__ = ["MAX_ERROR_SHARE", "Night"]
 
@@ -67,6 +69,7 @@ class Night:
         resumed: bool,
         observer: StageObserver = NO_OBSERVER,
         foreground: bool = False,
+        probe: Probe | None = None,
     ) -> None:
         self.cfg = config
         self.observer = observer
@@ -93,7 +96,10 @@ class Night:
         # methods are its only writers): the probe's verdict, the first rollouts' share of
         # disagreeing tasks (what the spend model learns from), the estimate's warning
         self.noise = Noise()
-        self.learning = self._measure(config, replayer, progress)
+        # a wave of rollouts: the noise probe the driver hands in (:mod:`.quiet.probe`), or
+        # K fresh samples of every task
+        draw = functools.partial(probe, self) if probe is not None else None
+        self.learning = self._measure(config, replayer, progress, draw)
         self.reflections: dict[str, ReflectOutcome] = {}
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
@@ -137,7 +143,9 @@ class Night:
 
     # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
 
-    def _measure(self, config: SleepConfig, replayer: Replayer, progress: Progress) -> Measure:
+    def _measure(
+        self, config: SleepConfig, replayer: Replayer, progress: Progress, draw: Draw | None
+    ) -> Measure:
         """The learning modules' view of this night, over its own parts."""
         night = config.night
         return Measure(
@@ -155,7 +163,7 @@ class Night:
                 max_judge_failures=night.max_judge_failures,
             ),
             journal=self,
-            draw=self._draw_rollouts,
+            draw=draw,
             note=progress.note,
             handoff=bool(config.pool is not None and config.pool.handoff),
             findings=self.findings,
@@ -188,11 +196,6 @@ class Night:
     def tight_budget(self) -> bool:
         """The estimate says the budget will cut the night short (:mod:`.learn.budget_plan`)."""
         return self.noise.tight_budget
-
-    async def _draw_rollouts(self, tasks: Sequence[TaskRecord], docs: Docs, first: int) -> Measured:
-        from skillopt_sleep.night.quiet.probe import draw_rollouts  # the probe reads the night
-
-        return await draw_rollouts(self, tasks, docs, first=first)
 
     # -- gate scores -----------------------------------------------------------------
 

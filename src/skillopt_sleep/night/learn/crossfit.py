@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 
 from skillopt.concurrency import gather_indexed
 from skillopt.gate import (
-    REDRAWS,
     GateConfig,
     Plan,
     attribute,
@@ -64,9 +63,10 @@ from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.agree import apply_learned
 from skillopt_sleep.night.learn.budget_plan import NOT_TRIED, SinglesBudget, by_value
 from skillopt_sleep.night.learn.candidate import Candidate
+from skillopt_sleep.night.learn.samples import Measured, draw_scores, finite_mean
 from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial, Verdict
-from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import Docs, Job
+from skillopt_sleep.reflect import ReflectOutcome
+from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.measure import Measure
@@ -80,7 +80,6 @@ __all__ = [
     "ROUND",
     "SINGLE_AGAIN",
     "Candidate",
-    "Measured",
     "StepResult",
     "Trial",
     "apply_to",
@@ -91,33 +90,6 @@ __all__ = [
     "merge_same",
     "next_samples",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Measured:
-    """Per-sample gate scores of one document pair on some tasks: ``{task: [s0, s1, ...]}``."""
-
-    docs: Docs
-    scores: Mapping[str, tuple[float, ...]]
-    results: tuple[RolloutResult, ...] = ()
-    confirm_from: Mapping[str, int] = field(default_factory=dict)  # see skillopt.gate.paired
-
-    def rollout_sets(self, tasks: Sequence[Task]) -> list[RolloutSet]:
-        """What a reflection reads: each task with its measured rollouts."""
-        by_task: dict[str, list[RolloutResult]] = {}
-        for r in self.results:
-            by_task.setdefault(r.task_id, []).append(r)
-        return [RolloutSet(task=t, results=tuple(by_task.get(t.id, ()))) for t in tasks]
-
-    def task_means(self) -> dict[str, float]:
-        """Per task, the mean over its samples (NaN when every sample failed)."""
-        return {t: _mean(v) for t, v in self.scores.items()}
-
-    def mean(self, task_ids: Sequence[str] | None = None) -> float:
-        ids = list(task_ids) if task_ids is not None else list(self.scores)
-        per = [_mean(self.scores.get(t, ())) for t in ids]
-        per = [v for v in per if math.isfinite(v)]
-        return math.fsum(per) / len(per) if per else 0.0
 
 
 @dataclass(kw_only=True)
@@ -150,11 +122,6 @@ def found_harmful(decision: GateDecision | None) -> bool:
     return bool(arithmetic.get("harmful")) and float(arithmetic.get("mean_delta", 0.0)) < 0
 
 
-def _mean(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return math.fsum(finite) / len(finite) if finite else math.nan
-
-
 def make_folds(
     tasks: Sequence[Task], *, n_folds: int, seed: int, rotation: int
 ) -> list[list[Task]]:
@@ -170,56 +137,6 @@ def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tup
     """``edits`` to ``target``'s learned block, the other document kept in agreement
     (:func:`.agree.apply_learned`)."""
     return apply_learned(docs, edits, target)
-
-
-# --------------------------------------------------------------------------- measuring
-
-
-async def _scores(
-    measure: Measure,
-    tasks: Sequence[Task],
-    docs: Docs,
-    samples: range | Mapping[str, range],
-    phase: str,
-    *,
-    redraw: bool = False,
-) -> tuple[dict[str, list[float]], list[RolloutResult]]:
-    """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave;
-    ``redraw``: a sample whose call failed is asked again, up to :data:`REDRAWS` times (the
-    gate's comparisons do this themselves, :mod:`skillopt.gate.sampling`)."""
-    each = samples if isinstance(samples, Mapping) else {t.id: samples for t in tasks}
-    jobs = [
-        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks
-        for k in each[t.id]
-    ]  # fmt: skip
-    results = await measure.replayer.run(jobs)
-    for _ in range(REDRAWS if redraw else 0):
-        failed = [i for i, r in enumerate(results) if r.error]
-        if not failed:
-            break
-        again = await measure.replayer.run([jobs[i] for i in failed])
-        for i, r in zip(failed, again, strict=True):
-            results[i] = r
-    out: dict[str, list[float]] = {t.id: [] for t in tasks}
-    for r in results:
-        out[r.task_id].append(math.nan if r.error else measure.gate.score(r.hard, r.soft))
-    return out, results
-
-
-async def sample_all(
-    measure: Measure, tasks: Sequence[Task], docs: Docs, *, samples: int | Mapping[str, int],
-    phase: str, first: int = 0,
-) -> Measured:  # fmt: skip
-    """``samples`` fresh samples of every task under ``docs`` (or ``samples[task id]`` of
-    each; one concurrent wave), sample ids from ``first``."""
-    ids = (
-        {t: range(first, first + n) for t, n in samples.items()}
-        if isinstance(samples, Mapping) else range(first, first + samples)
-    )  # fmt: skip
-    scores, results = await _scores(measure, tasks, docs, ids, phase, redraw=True)
-    return Measured(
-        docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
-    )
 
 
 FRESH = 1000
@@ -273,7 +190,8 @@ async def compare(
     ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
         if samples.start != offset and measure.waiting():
             return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
-        return await _scores(measure, [by_id[t] for t in ids], cand if i else base, samples, phase)
+        docs = cand if i else base
+        return await draw_scores(measure, [by_id[t] for t in ids], docs, samples, phase)
 
     got = await compare_adaptive(
         arm, [t.id for t in tasks], config=measure.gate, plan=plan, offset=offset
@@ -306,7 +224,7 @@ class _Fold:
 
 
 def _failing(tasks: Sequence[Task], measured: Measured) -> list[str]:
-    return [t.id for t in tasks if _mean(measured.scores.get(t.id, ())) < 1.0]
+    return [t.id for t in tasks if finite_mean(measured.scores.get(t.id, ())) < 1.0]
 
 
 async def learn_target(

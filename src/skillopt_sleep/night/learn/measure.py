@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from skillopt.backends.handoff import pending_failures
 from skillopt.backends.wrappers import BudgetCompleter
@@ -37,15 +37,14 @@ from skillopt.errors import BudgetExceededError, RunFailedError, WaitingForAnswe
 from skillopt.gate import GateConfig, task_scores
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.night.learn.judging import check_judging
+from skillopt_sleep.night.learn.samples import Measured, sample_all
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
 
-if TYPE_CHECKING:
-    from skillopt_sleep.night.learn.crossfit import Measured
-
 __all__ = [
     "MAX_ERROR_SHARE",
+    "Draw",
     "Findings",
     "LearnSettings",
     "Measure",
@@ -59,7 +58,7 @@ without the failed ones (a call lost after its retries, a task an endpoint alway
 
 Reflect = Callable[[str, EditTarget, Docs, Sequence[RolloutSet]], Awaitable[ReflectOutcome]]
 """``reflect(key, target, docs, sets)``: one reflection, keyed for checkpointing."""
-Draw = Callable[[Sequence[TaskRecord], Docs, int], Awaitable["Measured"]]
+Draw = Callable[[Sequence[TaskRecord], Docs, int], Awaitable[Measured]]
 """``draw(tasks, docs, first)``: one wave of rollouts, sample ids from ``first``."""
 
 
@@ -206,8 +205,6 @@ class Measure:
         without one, K = ``max(dream_rollouts, samples_per_task)`` fresh samples)."""
         if self._draw is not None:
             return await self._draw(tasks, docs, first)
-        from skillopt_sleep.night.learn.crossfit import sample_all
-
         k = max(self.settings.dream_rollouts, self.gate.samples_per_task)
         return await sample_all(self, tasks, docs, samples=k, phase="rollout", first=first)
 

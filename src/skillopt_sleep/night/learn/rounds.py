@@ -39,7 +39,6 @@ from skillopt_sleep.night.learn.crossfit import (
     FINAL,
     ROUND,
     Candidate,
-    Measured,
     StepResult,
     Trial,
     compare,
@@ -49,6 +48,7 @@ from skillopt_sleep.night.learn.crossfit import (
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.learn.measure import Measure
+from skillopt_sleep.night.learn.samples import Measured
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from skillopt.types import TaskRecord
-from skillopt_sleep.night.learn.crossfit import Measured, sample_all
+from skillopt_sleep.night.learn.samples import Measured, sample_all
 from skillopt_sleep.night.quiet.recorded import noise_estimates, steady_samples
 from skillopt_sleep.replay import Docs
 
@@ -84,7 +84,7 @@ async def _draw(
 
 
 async def draw_rollouts(
-    night: Night, tasks: Sequence[TaskRecord], docs: Docs, *, first: int = 0
+    night: Night, tasks: Sequence[TaskRecord], docs: Docs, first: int = 0
 ) -> Measured:
     """One rollouts wave of ``tasks`` under ``docs``, sample ids from ``first``: K samples
     of each task, or one where they could only repeat it (the module's walk)."""

@@ -39,6 +39,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.night_state import Night
+from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.night.skills.shared_memory import SharedMemory
 from skillopt_sleep.night_end import PartStatus
 from skillopt_sleep.replay import Docs
@@ -315,7 +316,7 @@ class Fanout:
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
             progress=SkillProgress(parent.progress, label), dry_run=parent.dry_run,
-            resumed=resumed,
+            resumed=resumed, probe=draw_rollouts,
         )  # fmt: skip
         child.replayer.costs = parent.replayer.costs  # one ledger for the night
         # what the night drew already (the quiet plan's re-check) is read back, not paid twice

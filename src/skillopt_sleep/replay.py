@@ -156,16 +156,31 @@ JUDGE_ERROR = "judge: "
 
 @dataclass(slots=True)
 class JudgeTally:
-    """Model-judge calls and failures since the last :meth:`take` (one stage's worth)."""
+    """The answers that needed the model judge since the last :meth:`take` (one stage's
+    worth), and whether their judging failed. An answer judged again (its sample drawn
+    again after the judging failed) counts once, by its last verdict."""
 
-    calls: int = 0
-    failed: int = 0
+    answers: dict[str, bool] = field(default_factory=dict)  # answer key -> judging failed
     causes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def calls(self) -> int:
+        return len(self.answers)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.answers.values())
+
+    def judged(self, key: str, cause: str = "") -> None:
+        """One judging of the answer ``key``: failed with ``cause``, or usable."""
+        self.answers[key] = bool(cause)
+        if cause:
+            self.causes[cause] += 1
 
     def take(self) -> JudgeTally:
         """The counts so far; the tally starts over."""
-        taken = JudgeTally(calls=self.calls, failed=self.failed, causes=self.causes)
-        self.calls, self.failed, self.causes = 0, 0, Counter()
+        taken = JudgeTally(answers=self.answers, causes=self.causes)
+        self.answers, self.causes = {}, Counter()
         return taken
 
 
@@ -334,7 +349,9 @@ class Replayer:
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
         tokens = done.usage.total_tokens
         try:
-            verdict = await self._judge(task, response, done.tools_called, evidence, spent)
+            verdict = await self._judge(
+                task, response, done.tools_called, evidence, spent, key=job.key
+            )
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             result = RolloutResult(
                 **base,
@@ -382,6 +399,8 @@ class Replayer:
         tools: tuple[str, ...],
         evidence: list[dict[str, Any]],
         spent: _Spent,
+        *,
+        key: str,
     ) -> JudgeResult:
         local = judge_local(task, response, tools)
         if local is not None:
@@ -404,19 +423,18 @@ class Replayer:
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
             check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )
-        self.judging.calls += 1
         try:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
             spent.judge = 1
             self._tick(False)
-            self.judging.failed += 1
-            self.judging.causes[_cause(exc)] += 1
+            self.judging.judged(key, _cause(exc))
             raise
         except BudgetExceededError:
             self._tick(False)
             raise
         self._tick(True, cached=done.cached)
+        self.judging.judged(key)
         spent.count(done, judge=True)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
         return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
@@ -431,15 +449,16 @@ class Replayer:
         failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
         """Remember ``result`` and what it cost; ``failure`` is (stage, error) when a call
-        failed. A transient failure (a retryable error after the pool's retries, every
-        member open) is not remembered as the sample's result: asked again, the sample is
-        drawn again (an answer whose judging failed is kept, so only the judge is asked)."""
-        if failure is not None and isinstance(
-            failure[1], RetryableBackendError | NoHealthyMemberError
-        ):
-            if result.error.startswith(JUDGE_ERROR) and result.response:
-                self.answers[job.key] = result
-        else:
+        failed. A transient failure of the attempt (a retryable error after the pool's
+        retries, every member open) is not remembered as the sample's result: asked again,
+        the sample is drawn again. A failed judging is remembered: the judge could not read
+        this answer, and asking it again would most likely fail again."""
+        transient = (
+            failure is not None
+            and isinstance(failure[1], RetryableBackendError | NoHealthyMemberError)
+            and not result.error.startswith(JUDGE_ERROR)
+        )
+        if not transient:
             self.done[job.key] = result
         self.costs.append(
             SampleCost(

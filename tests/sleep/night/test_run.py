@@ -14,6 +14,7 @@ from skillopt.errors import ConfigError
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, demo_pool, prepare_demo
 from skillopt_sleep.night.entry import NightResult, run_night
+from skillopt_sleep.night.learn.rounds import FINAL_RESERVE
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import StateStore
 
@@ -178,16 +179,16 @@ async def test_a_budget_running_out_mid_round_keeps_what_earlier_rounds_gated(
     demo: DemoSetup,
 ) -> None:
     # One edit per reflection and two folds: round 1 learns, later rounds are still tried.
-    cfg = _with(demo.config, night__edit_budget=1, night__rounds=3, night__folds=2,
+    cfg = _with(demo.config, night__edit_budget=1, night__rounds=6, night__folds=2,
                 night__evolve_memory=False)  # fmt: skip
     free = await run_night(cfg, project=demo.project, dry_run=True)
     stages = json.loads((free.run_dir / "run.json").read_text())["stages"]
     calls = {s["name"]: int(s.get("model_calls") or 0) for s in stages}
     assert any(n.startswith("round2.") for n in calls) and free.accepted
-    # Room for round 1 and the final check (a baseline's worth), not for every round.
+    # Room for round 1 and the reserve held back for the final check, not for every round.
     upto = [s["name"] for s in stages][: max(i for i, s in enumerate(stages)
                                              if s["name"].startswith("round1.")) + 1]  # fmt: skip
-    cap = sum(calls[n] for n in upto) + calls["rollouts"] + 10
+    cap = sum(calls[n] for n in upto) + FINAL_RESERVE * calls["rollouts"] + 10
     assert free.spend["calls"] > cap
     capped = await run_night(_with(cfg, budget__max_calls=cap), project=demo.project)
     # Without the reserve, the night stopped in a later round and lost what round 1 gated.

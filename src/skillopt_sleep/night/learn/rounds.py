@@ -54,6 +54,10 @@ from skillopt_sleep.replay import Docs
 __all__ = ["Decision", "consolidate", "paired_check"]
 
 
+FINAL_RESERVE = 3
+"""The final check's budget, held back once a step kept an edit, in rollouts' worth."""
+
+
 def _all_pass(measured: Measured) -> bool:
     return all(v >= 1.0 for values in measured.scores.values() for v in values)
 
@@ -103,9 +107,12 @@ async def consolidate(
         return await ungated(measure, tasks, start)
     before = measure.spend.calls, measure.spend.tokens
     base = await _rollouts(measure, "rollouts", tasks, start)
-    # held back through the rounds for the final check (both of its arms are drawn anew:
-    # at least two baselines' worth)
-    reserve = 2 * (measure.spend.calls - before[0]), 2 * (measure.spend.tokens - before[1])
+    # held back through the rounds for the final check: both of its arms are drawn anew (two
+    # baselines' worth), and a noisy task draws more pairs (half as much again)
+    reserve = (
+        FINAL_RESERVE * (measure.spend.calls - before[0]),
+        FINAL_RESERVE * (measure.spend.tokens - before[1]),
+    )
     folds = make_folds(
         tasks, n_folds=measure.settings.folds, seed=measure.settings.seed, rotation=rotation
     )

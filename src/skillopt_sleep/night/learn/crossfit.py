@@ -179,6 +179,11 @@ async def compare(
     (by default the ones whose samples disagree), until it names none. A clean model pays
     one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
     measurement on samples no earlier decision saw).
+
+    On a night the noise probe found consistent, one pair per task is all there is: more
+    samples of a task would repeat its answers (and the judge's verdicts on them), and a
+    test counting the repeats as new pairs would find certainty in one task. The first
+    wave decides, with no confirmation pairs.
     """
     by_id = {t.id: t for t in tasks}
     if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
@@ -193,8 +198,11 @@ async def compare(
         docs = cand if i else base
         return await draw_scores(measure, [by_id[t] for t in ids], docs, samples, phase)
 
+    config = measure.gate
+    if measure.noise.consistent_tonight:  # another sample of a task repeats the first
+        plan, config = _first_wave_only, config.model_copy(update={"confirm_samples": 0})
     got = await compare_adaptive(
-        arm, [t.id for t in tasks], config=measure.gate, plan=plan, offset=offset
+        arm, [t.id for t in tasks], config=config, plan=plan, offset=offset
     )
     return (
         Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
@@ -202,6 +210,12 @@ async def compare(
         Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
                  results=_drawn(got.cand_records), confirm_from=got.confirm_from),
     )  # fmt: skip
+
+
+def _first_wave_only(
+    base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]
+) -> list[str]:
+    return []
 
 
 def _drawn(records: Sequence[RolloutResult]) -> tuple[RolloutResult, ...]:
@@ -484,16 +498,21 @@ def _same(edit: EditRecord) -> tuple[str, str, str, str]:
     return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
 
 
-def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> dict[EditRecord, set[str]]:
-    """Per edit (as the union tries it), the tasks its accepted single improved."""
-    promised: dict[EditRecord, set[str]] = {}
+Gains = dict[EditRecord, dict[str, float]]
+"""Per edit (as the union tries it), the tasks its accepted single improved, by how much."""
+
+
+def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> Gains:
+    """Per edit (as the union tries it), the tasks its accepted single improved and the
+    single's gain on each (the larger, where several folds' singles improved it)."""
+    promised: Gains = {}
     for cand, trial, _ in ranked:
-        if trial.decision is not None:
-            promised.setdefault(_same_edit(cand.edit, ranked), set()).update(
-                d.task_id
-                for d in trial.decision.task_deltas
-                if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline
-            )
+        if trial.decision is None:
+            continue
+        mine = promised.setdefault(_same_edit(cand.edit, ranked), {})
+        for d in trial.decision.task_deltas:
+            if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline:
+                mine[d.task_id] = max(mine.get(d.task_id, 0.0), d.candidate - d.baseline)
     return promised
 
 
@@ -509,7 +528,7 @@ async def _settle(
     tasks: Sequence[Task],
     base: Measured,
     edits: list[EditRecord],
-    gains: dict[EditRecord, set[str]],
+    gains: Gains,
     first_id: int,
 ) -> tuple[list[EditRecord], Measured, str]:
     """The union, else the union without the edits that spoil it, else the strongest
@@ -535,7 +554,10 @@ async def _settle(
         b, c = await compare(
             measure, tasks, base.docs, docs, phase="union", plan=clear_pass(measure), offset=offset
         )
-        promised = set().union(*(gains.get(e, set()) for e in chosen))
+        promised: dict[str, float] = {}
+        for e in chosen:
+            for t, gain in gains.get(e, {}).items():
+                promised[t] = max(promised.get(t, 0.0), gain)
         conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
         trial = _step_trial(measure, round_no, target, tasks, kind, chosen, app, b, c, conflicts)
         decision = trial.decision
@@ -623,9 +645,12 @@ def _certainly_better(whole: Measured, without: Measured) -> bool:
     return better
 
 
-def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
-    """Tasks a single accepted edit improved on which no sample of the union is better than
-    the baseline: the union undid them (the paired test decides which edit did it)."""
+def _conflicts(b: Measured, c: Measured, promised: Mapping[str, float]) -> list[str]:
+    """Tasks a single accepted edit improved on which the union kept less than half of the
+    single's gain over the baseline (on its paired samples): the union undid them, wholly
+    or mostly (a task lifted from 0.25 to 1.0 alone that the union leaves at 0.38 is lost
+    too, though still above the baseline); the paired test of attribution decides which
+    edit did it."""
     out = []
     for tid in sorted(promised):
         pairs = [
@@ -633,7 +658,7 @@ def _conflicts(b: Measured, c: Measured, promised: set[str]) -> list[str]:
             for bv, cv in zip(b.scores.get(tid, ()), c.scores.get(tid, ()), strict=False)
             if math.isfinite(bv) and math.isfinite(cv)
         ]
-        if pairs and all(not cv > bv for bv, cv in pairs):
+        if pairs and math.fsum(cv - bv for bv, cv in pairs) / len(pairs) < promised[tid] / 2:
             out.append(tid)
     return out
 

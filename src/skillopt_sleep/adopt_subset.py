@@ -35,7 +35,7 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.backends.base import Pool
 from skillopt.errors import RefusedError, SkillOptError
 from skillopt.progress import Progress
-from skillopt.types import EditRecord, GateDecision, ReferenceKind, Split, TaskRecord
+from skillopt.types import EditRecord, GateDecision, Split, TaskRecord
 from skillopt_sleep.adopt import SUBSET_FILE, SUBSETS_DIR, AdoptResult, adopt, adopted_names
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.edit_ids import edit_id
@@ -47,7 +47,7 @@ from skillopt_sleep.night.live import read_documents
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.night.proposal import stage_proposal
-from skillopt_sleep.replay import Docs, Job
+from skillopt_sleep.replay import Docs, Job, calls_per_sample
 from skillopt_sleep.rundir import RunDir, RunStatus, utc_now
 from skillopt_sleep.staging import load_manifest, sha256_file
 
@@ -216,7 +216,7 @@ def plan_subset(
     first = range(ADOPT, ADOPT + gate.samples_per_task)  # the check's first wave
 
     def calls(task: TaskRecord) -> int:  # a sample, and a judge call for a rubric task
-        return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
+        return calls_per_sample(task)
 
     new = [
         calls(t) for t in tasks for d in (start, docs) for k in first

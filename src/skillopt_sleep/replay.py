@@ -34,13 +34,13 @@ from skillopt.errors import (
     ReplyFormatError,
     RetryableBackendError,
 )
-from skillopt.judges import judge_local, rubric_result
+from skillopt.judges import judge_local, rubric_result, score_rule_checks
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
 from skillopt.replies import parse_reply
 from skillopt.skilldoc import content_hash
-from skillopt.types import JudgeResult, ReferenceKind, RolloutResult, TaskRecord
+from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
 from skillopt_sleep.ledger import SampleCost
 
@@ -75,8 +75,8 @@ def _short_hash(text: str) -> str:
 
 def calls_per_sample(task: TaskRecord) -> int:
     """Model calls one sample of ``task`` takes at most: the attempt, and the judge's for a
-    rubric (other references are judged locally)."""
-    return 2 if task.reference_kind is ReferenceKind.RUBRIC else 1
+    rubric or mined checks (other references are judged locally)."""
+    return 2 if task.reference_kind is ReferenceKind.RUBRIC or mined_checks(task) else 1
 
 
 def forget_night_memos() -> None:
@@ -182,6 +182,14 @@ class JudgeTally:
         taken = JudgeTally(answers=self.answers, causes=self.causes)
         self.answers, self.causes = {}, Counter()
         return taken
+
+
+def mined_checks(task: TaskRecord) -> bool:
+    """Whether ``task``'s rule checks came from a miner (not written or shipped by a user):
+    they state what an answer must hold, not all that makes it right. A miner's check on
+    a path prefix or an answer's length is met by a near-miss too, so an answer that meets
+    them is judged by the model judge as well; one that fails them scores without a call."""
+    return bool(task.checks) and task.origin not in (Origin.MANUAL, Origin.SEED)
 
 
 def task_hint(task: TaskRecord) -> dict[str, Any]:
@@ -405,8 +413,12 @@ class Replayer:
         sample_id: int,
     ) -> JudgeResult:
         local = judge_local(task, response, tools)
-        if local is not None:
+        if local is not None and not (mined_checks(task) and local.hard >= 1.0):
             return local
+        if task.checks and local is None:  # a rubric task's mined checks come first
+            local = score_rule_checks(task.checks, response, tools)
+            if local.hard < 1.0:
+                return local  # a stated necessary condition failed: no judge call
         if not response.strip():
             return JudgeResult(hard=0.0, soft=0.0, reason="empty answer")
         prompt = render_prompt(

@@ -114,7 +114,7 @@ def tasks_from_reply(
                 intent=clip(intent, 800),
                 reference=rubric,
                 reference_kind=ReferenceKind.RUBRIC if rubric else ReferenceKind.RULE,
-                checks=() if rubric else tuple(checks),
+                checks=tuple(checks),  # beside a rubric: necessary conditions, checked first
                 tags=("mined:llm", f"source:{digest.source.value}"),
                 skill_hint=digest.skill_hint,
                 project=scope,

@@ -125,7 +125,9 @@ async def test_answers_become_judgeable_tasks(server: FakeModelServer, world: Wo
     assert mine["miner"] == "llm"
     by_intent = {t.intent: t for t in got.mined}
     notes = by_intent["Write the weekly release notes from the changelog"]
-    assert notes.reference_kind is ReferenceKind.RUBRIC and notes.checks == ()  # rubric wins
+    # the rubric judges; the checks stay beside it as necessary conditions, checked first
+    assert notes.reference_kind is ReferenceKind.RUBRIC
+    assert notes.checks == (RuleCheck(op="max_chars", arg=900),)
     assert notes.outcome is TaskOutcome.SUCCESS
     assert re.fullmatch(r"llm_[0-9a-f]{12}", notes.id)
     assert "mined:llm" in notes.tags and notes.source_sessions == ("good",)

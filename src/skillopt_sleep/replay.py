@@ -358,8 +358,9 @@ class Replayer:
         tokens = done.usage.total_tokens
         try:
             verdict = await self._judge(
-                task, response, done.tools_called, evidence, spent, key=job.key
-            )
+                task, response, done.tools_called, evidence, spent, key=job.key,
+                sample_id=job.sample_id,
+            )  # fmt: skip
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             result = RolloutResult(
                 **base,
@@ -409,6 +410,7 @@ class Replayer:
         spent: _Spent,
         *,
         key: str,
+        sample_id: int,
     ) -> JudgeResult:
         local = judge_local(task, response, tools)
         if local is not None and not (mined_checks(task) and local.hard >= 1.0):
@@ -429,6 +431,10 @@ class Replayer:
         request = CompletionRequest(
             role=Role.OPTIMIZER,
             prompt=prompt,
+            # each sample its own verdict: the same answer judged again in another sample
+            # is another draw of the judge, not its first verdict read back (one mistaken
+            # verdict would otherwise count once per sample that repeats the answer)
+            sample_id=sample_id,
             stage="judge",
             max_output_tokens=300,
             json_mode=True,

@@ -35,7 +35,7 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.backends.base import Pool
 from skillopt.errors import RefusedError, SkillOptError
 from skillopt.progress import Progress
-from skillopt.types import EditRecord, GateDecision, Split, TaskRecord
+from skillopt.types import EditRecord, GateDecision, ReferenceKind, Split, TaskRecord
 from skillopt_sleep.adopt import SUBSET_FILE, SUBSETS_DIR, AdoptResult, adopt, adopted_names
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.edit_ids import edit_id
@@ -215,12 +215,15 @@ def plan_subset(
     drawn = _drawn(run_dir)
     first = range(ADOPT, ADOPT + gate.samples_per_task)  # the check's first wave
 
-    def calls(task: TaskRecord) -> int:  # a sample, and a judge call for a rubric task
-        return calls_per_sample(task)
-
-    new = [
-        calls(t) for t in tasks for d in (start, docs) for k in first
+    undrawn = [
+        (t, d) for t in tasks for d in (start, docs) for k in first
         if Job(task=t, docs=d, sample_id=k, phase="final", fresh=True).key not in drawn
+    ]  # fmt: skip
+    # at least: each sample's attempt, and one judge call of a rubric task's (an answer
+    # both arms give alike is judged once: the same prompt and sample read back)
+    new = [1 for _ in undrawn] + [
+        1 for t in {t.id: t for t, _ in undrawn}.values()
+        if t.reference_kind is ReferenceKind.RUBRIC
     ]  # fmt: skip
     return SubsetPlan(
         run_dir=run_dir,
@@ -234,7 +237,7 @@ def plan_subset(
         docs=docs,
         settles=tuple(e.name for e in entries),
         calls_at_least=sum(new),
-        calls_at_most=2 * sum(calls(t) for t in tasks) * gate.max_samples_per_task,
+        calls_at_most=2 * sum(calls_per_sample(t) for t in tasks) * gate.max_samples_per_task,
     )
 
 

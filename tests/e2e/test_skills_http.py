@@ -59,7 +59,9 @@ def test_three_skills_learn_over_http_and_adopt_by_name(tmp_path: Path) -> None:
         config = write_config(setup, pool=_http_pool(server))
         code, night = _sleep(config, setup.project, "once")
         requests = list(server.requests)
-    assert code == 0 and night["accepted"], night
+    # the skills' proposals are what this night stages (the managed skill's two held-out
+    # tasks, one consistent pair each, cannot make a significant gain on their own)
+    assert code == 0 and night["result"] == "accepted", night
     assert {r.member for r in requests} == {"m1", "m2"}
     for name in SKILLS:  # every skill's own document went over the wire
         assert any(f"\n# {name}\n" in r.user_text for r in requests), name
@@ -91,7 +93,9 @@ def test_a_rule_all_three_skills_need_is_staged_in_memory_over_http(tmp_path: Pa
     with FakeModelServer(reply_fn=world_reply) as server:
         config = write_config(setup, pool=_http_pool(server))
         code, night = _sleep(config, setup.project, "once")
-    assert code == 0 and night["accepted"], night
+    # the skills' proposals are what this night stages (the managed skill's two held-out
+    # tasks, one consistent pair each, cannot make a significant gain on their own)
+    assert code == 0 and night["result"] == "accepted", night
     report = json.loads((Path(night["run_dir"]) / "report.json").read_text())
     assert report["shared_memory"]["status"] == "accepted", report["shared_memory"]
     for row in report["skills"]:

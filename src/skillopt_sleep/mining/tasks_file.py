@@ -14,6 +14,7 @@ file for a real backend is the caller's decision; :attr:`TasksFile.reviewed` say
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,7 @@ from skillopt.atomicio import atomic_write_json
 from skillopt.errors import DataError
 from skillopt.judges import validate_checks
 from skillopt.redact import redact_obj
-from skillopt.types import ReferenceKind, TaskRecord
+from skillopt.types import Origin, ReferenceKind, TaskRecord
 from skillopt_sleep.harvest.timeparse import as_utc, parse_instant
 
 __all__ = [
@@ -178,6 +179,9 @@ def load_tasks_file(path: str | os.PathLike[str]) -> TasksFile:
     seen: set[str] = set()
     for index, raw in enumerate(raw_tasks):
         task, task_warnings = _load_task(where, index, raw)
+        if reviewed and task.checks and task.origin is Origin.MINED:
+            # the user read and kept these checks: theirs now, the whole judge
+            task = dataclasses.replace(task, origin=Origin.MANUAL)
         if task.id in seen:
             raise DataError(f"{where}: {_task_name(index, raw)}: duplicate id {task.id!r}")
         seen.add(task.id)

@@ -20,7 +20,7 @@ from skillopt.prompts import load_prompt
 from skillopt.types import TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.harvest import SELF_MARKER
-from skillopt_sleep.replay import ATTEMPT_TOKENS, RUBRIC_PASS, clean
+from skillopt_sleep.replay import ATTEMPT_TOKENS, RUBRIC_PASS, clean, mined_checks
 
 __all__ = ["answer_key", "task_hash"]
 
@@ -56,6 +56,8 @@ def task_hash(task: TaskRecord) -> str:
             "checks": [c.to_dict() for c in task.checks],
             "tags": [clean(t) for t in task.tags],
             "system": clean(task.system_contract),
+            # a miner's checks let the model judge have the last word (replay.mined_checks)
+            **({"checks_then_judge": True} if mined_checks(task) else {}),
         }
     )
 

@@ -95,7 +95,9 @@ class Night:
         # what tonight showed of the model's noise, and whether the budget is tight (its
         # methods are its only writers): the probe's verdict, the first rollouts' share of
         # disagreeing tasks (what the spend model learns from), the estimate's warning
-        self.noise = Noise()
+        # a noisy night judges each sample on its own (a verdict read back for a recurring
+        # answer would count one judge draw as many)
+        self.noise = Noise(on_probed=lambda consistent: self._judge_each_sample(not consistent))
         # a wave of rollouts: the noise probe the driver hands in (:mod:`.quiet.probe`), or
         # K fresh samples of every task
         draw = functools.partial(probe, self) if probe is not None else None
@@ -140,6 +142,9 @@ class Night:
             progress=progress,
         )
         return replayer, reflector
+
+    def _judge_each_sample(self, on: bool) -> None:
+        self.replayer.judge_each_sample = on
 
     # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
 

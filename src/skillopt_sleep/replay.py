@@ -211,9 +211,6 @@ class Replayer:
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     progress: Progress | None = None
     attempt_tokens: int = ATTEMPT_TOKENS
-    # each sample judged on its own (a noisy night: the probe found answers that disagree);
-    # otherwise a verdict on an answer is read back for the same answer in another sample
-    judge_each_sample: bool = False
     # Rows buffered before an append: 1 = each result is journalled as it lands, so a
     # resumed night pays only for calls that never answered (the run directory's journal
     # batches its fsyncs by time, not by count).
@@ -434,10 +431,10 @@ class Replayer:
         request = CompletionRequest(
             role=Role.OPTIMIZER,
             prompt=prompt,
-            # on a noisy night each sample its own verdict: the same answer judged again in
-            # another sample is another draw of the judge, not its first verdict read back
-            # (one mistaken verdict would otherwise count once per sample repeating it)
-            sample_id=sample_id if self.judge_each_sample else 0,
+            # each sample its own verdict: the same answer judged again in another sample
+            # is another draw of the judge, not its first verdict read back (one mistaken
+            # verdict would otherwise count once per sample that repeats the answer)
+            sample_id=sample_id,
             stage="judge",
             max_output_tokens=300,
             json_mode=True,

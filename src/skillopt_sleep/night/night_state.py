@@ -95,9 +95,7 @@ class Night:
         # what tonight showed of the model's noise, and whether the budget is tight (its
         # methods are its only writers): the probe's verdict, the first rollouts' share of
         # disagreeing tasks (what the spend model learns from), the estimate's warning
-        # a noisy night judges each sample on its own (a verdict read back for a recurring
-        # answer would count one judge draw as many)
-        self.noise = Noise(on_probed=lambda consistent: self._judge_each_sample(not consistent))
+        self.noise = Noise()
         # a wave of rollouts: the noise probe the driver hands in (:mod:`.quiet.probe`), or
         # K fresh samples of every task
         draw = functools.partial(probe, self) if probe is not None else None
@@ -142,9 +140,6 @@ class Night:
             progress=progress,
         )
         return replayer, reflector
-
-    def _judge_each_sample(self, on: bool) -> None:
-        self.replayer.judge_each_sample = on
 
     # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
 

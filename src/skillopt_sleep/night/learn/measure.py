@@ -120,12 +120,8 @@ class Noise:
     tight_budget: bool = False  # the estimate says the budget will cut the night short
     on_first_rollouts: Callable[[float], None] | None = None  # hears ``seen`` once
 
-    on_probed: Callable[[bool], None] | None = None  # hears the probe's verdict
-
     def probed(self, consistent: bool) -> None:
         self.consistent_tonight = consistent
-        if self.on_probed is not None:
-            self.on_probed(consistent)
 
     def first_rollouts(self, disagreeing: float) -> None:
         """The share of tasks whose first rollouts disagreed (kept once, and told)."""

@@ -42,7 +42,9 @@ from skillopt.gate.attribution import (
     attribute,
     bonferroni,
     leave_one_out,
+    lost_gains,
     planned_tests,
+    promised_gains,
 )
 from skillopt.gate.config import GateConfig, GateMetric, GateMode, gate_score
 from skillopt.gate.decide import (
@@ -84,10 +86,12 @@ __all__ = [
     "decide_trainer",
     "gate_score",
     "leave_one_out",
+    "lost_gains",
     "next_samples",
     "paired_outcome",
     "paired_test",
     "planned_tests",
+    "promised_gains",
     "sign_flip_p",
     "task_scores",
     "task_settled",

@@ -16,11 +16,16 @@ each test is corrected over the most tests the search can make (:func:`planned_t
 The caller says how a bundle without an edit is built and how two documents are compared
 (``compare(whole, without, config)``: its own sampling, the decision
 :func:`skillopt.gate.decide.decide_paired` at ``config``'s corrected confidence).
+
+When to attribute a bundle that passed: where it lost what its edits gained alone
+(:func:`lost_gains` over :func:`promised_gains`): a spoiler that only cancels the others'
+gains breaks nothing that passed before, and shows nowhere else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -36,7 +41,9 @@ __all__ = [
     "attribute",
     "bonferroni",
     "leave_one_out",
+    "lost_gains",
     "planned_tests",
+    "promised_gains",
 ]
 
 D = TypeVar("D")
@@ -50,6 +57,38 @@ Compare = Callable[[D, D, GateConfig], Awaitable[GateDecision]]
 
 SPLIT_FROM = 7
 """From this many edits on, :func:`attribute` bisects: fewer tests than leaving each out."""
+
+
+def promised_gains(decisions: Iterable[GateDecision | None]) -> dict[str, float]:
+    """Per task, the largest gain over the baseline that one of ``decisions`` (each edit's
+    test alone) measured on it; tasks no decision improved are left out."""
+    gains: dict[str, float] = {}
+    for decision in decisions:
+        for d in decision.task_deltas if decision is not None else ():
+            if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline:
+                gains[d.task_id] = max(gains.get(d.task_id, 0.0), d.candidate - d.baseline)
+    return gains
+
+
+def lost_gains(
+    base: Mapping[str, Sequence[float]],
+    cand: Mapping[str, Sequence[float]],
+    promised: Mapping[str, float],
+) -> list[str]:
+    """The tasks of ``promised`` on which the bundle (``cand``, paired with ``base``) kept
+    less than half of the gain its edits made alone: it undid them, wholly or mostly (a
+    task lifted from 0.25 to 1.0 alone that the bundle leaves at 0.38 is lost too, though
+    still above the baseline). Pairs with a missing sample are left out."""
+    out = []
+    for task in sorted(promised):
+        pairs = [
+            (b, c)
+            for b, c in zip(base.get(task, ()), cand.get(task, ()), strict=False)
+            if math.isfinite(b) and math.isfinite(c)
+        ]
+        if pairs and math.fsum(c - b for b, c in pairs) / len(pairs) < promised[task] / 2:
+            out.append(task)
+    return out
 
 
 def bonferroni(confidence: float, tests: int) -> float:

@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import BackendError
 from skillopt.gate import (
@@ -60,7 +60,9 @@ from skillopt.gate import (
     attribute,
     compare_adaptive,
     decide_paired,
+    lost_gains,
     next_samples,
+    promised_gains,
 )
 from skillopt.trainer.core import TrainerCore
 from skillopt.trainer.envs.base import RolloutResult
@@ -185,10 +187,8 @@ def _sample_dir(where: Path, ids: Sequence[str]) -> Path:
     saved = where / "results.json"
     if not saved.exists():
         return where
-    try:
-        held = [r.get("id") for r in json.loads(saved.read_text()).get("results", [])]
-    except (OSError, ValueError, AttributeError):
-        held = []
+    rows = read_json_object(saved).get("results")
+    held = [r.get("id") for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
     if held == list(ids):
         return where
     n = 1
@@ -328,11 +328,12 @@ async def _singles_and_union(
             continue
         last = await compare_skills(core, current, text, out_dir, offset=offset + at)
         if at == SINGLES_TOGETHER and len(kept) > 1:
-            lost = _lost_gains(last, [singles[i] for i in kept])
+            gains = promised_gains(got[1].decision for i in kept if (got := singles[i]))
+            lost = lost_gains(last.samples.base, last.samples.cand, gains)
             if lost or not last.decision.accepted:
                 kept, text, last = await _together_spoilers(
                     core, current, text, [edits[i] for i in kept], kept, rebuild, out_dir,
-                    offset, lost or sorted(_improved(singles[i] for i in kept)), last,
+                    offset, lost or sorted(gains), last,
                 )  # fmt: skip
         if last.decision.accepted:
             return StepVerdict(
@@ -345,35 +346,6 @@ async def _singles_and_union(
             )
     assert last is not None
     return StepVerdict(text=candidate, comparison=last, attribution=attribution)
-
-
-def _improved(singles: Iterable[tuple[str, Comparison] | None]) -> set[str]:
-    """The val items some single improved."""
-    return {
-        d.task_id
-        for got in singles
-        if got is not None
-        for d in got[1].decision.task_deltas
-        if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline
-    }
-
-
-def _lost_gains(
-    together: Comparison, singles: Sequence[tuple[str, Comparison] | None]
-) -> list[str]:
-    """Items a single improved on which no sample of the edits together beats the current
-    skill: they undid it (attribution decides which edit)."""
-    base, cand = together.samples.base, together.samples.cand
-    out = []
-    for item in sorted(_improved(singles)):
-        pairs = [
-            (b, c)
-            for b, c in zip(base.get(item, ()), cand.get(item, ()), strict=False)
-            if math.isfinite(b) and math.isfinite(c)
-        ]
-        if pairs and all(not c > b for b, c in pairs):
-            out.append(item)
-    return out
 
 
 async def _together_spoilers(

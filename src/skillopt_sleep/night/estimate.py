@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from skillopt.config import CLI_KINDS
 from skillopt.logging import get_logger
 from skillopt.prompts import render_prompt
-from skillopt.types import ReferenceKind, Split, TaskRecord
+from skillopt.types import Split, TaskRecord
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.course import Course, Estimate
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import NightResult
-from skillopt_sleep.replay import Docs
+from skillopt_sleep.replay import Docs, calls_per_sample
 from skillopt_sleep.sampling_guess import SamplingGuess, sampling_guess
 from skillopt_sleep.stage_rates import (
     LEARNING,
@@ -147,7 +147,7 @@ def announce_estimate(
     ``recheck``: a quiet night's samples still to draw; ``docs``: the live documents, whose
     recorded answers say how noisy tonight's tasks are), priced per stage from those
     nights or per member, and whether the budget will cut the night short."""
-    rubric = sum(t.reference_kind is ReferenceKind.RUBRIC for t in tasks) / len(tasks)
+    rubric = sum(calls_per_sample(t) - 1 for t in tasks) / len(tasks)  # judged by the model
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
     known = _known_noise(night, [*learn], docs)

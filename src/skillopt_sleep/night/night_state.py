@@ -200,8 +200,7 @@ class Night:
     # -- gate scores -----------------------------------------------------------------
 
     def score(self, result: RolloutResult) -> float:
-        """One rollout's gate score (a failed call scores 0)."""
-        return 0.0 if result.error else self.gate.score(result.hard, result.soft)
+        return self.learning.score(result)
 
     def mean_score(self, results: Sequence[RolloutResult]) -> float:
         return self.learning.mean_score(results)
@@ -236,7 +235,11 @@ class Night:
     def jobs(
         self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool
     ) -> list[Job]:
-        return self.learning.jobs(tasks, docs, samples=samples, phase=phase, fresh=fresh)
+        return [
+            Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=fresh)
+            for t in tasks
+            for k in range(samples)
+        ]
 
     def waiting(self) -> int:
         return self.learning.waiting()

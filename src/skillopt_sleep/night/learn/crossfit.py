@@ -54,7 +54,9 @@ from skillopt.gate import (
     attribute,
     compare_adaptive,
     decide_paired,
+    lost_gains,
     next_samples,
+    promised_gains,
     unsettled,
 )
 from skillopt.splits import assign_folds
@@ -505,15 +507,10 @@ Gains = dict[EditRecord, dict[str, float]]
 def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> Gains:
     """Per edit (as the union tries it), the tasks its accepted single improved and the
     single's gain on each (the larger, where several folds' singles improved it)."""
-    promised: Gains = {}
+    decisions: dict[EditRecord, list[GateDecision | None]] = {}
     for cand, trial, _ in ranked:
-        if trial.decision is None:
-            continue
-        mine = promised.setdefault(_same_edit(cand.edit, ranked), {})
-        for d in trial.decision.task_deltas:
-            if d.candidate is not None and d.baseline is not None and d.candidate > d.baseline:
-                mine[d.task_id] = max(mine.get(d.task_id, 0.0), d.candidate - d.baseline)
-    return promised
+        decisions.setdefault(_same_edit(cand.edit, ranked), []).append(trial.decision)
+    return {edit: promised_gains(found) for edit, found in decisions.items()}
 
 
 def _same_edit(edit: EditRecord, ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> EditRecord:
@@ -558,7 +555,7 @@ async def _settle(
         for e in chosen:
             for t, gain in gains.get(e, {}).items():
                 promised[t] = max(promised.get(t, 0.0), gain)
-        conflicts = _conflicts(b, c, promised) if len(chosen) > 1 else []
+        conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
         trial = _step_trial(measure, round_no, target, tasks, kind, chosen, app, b, c, conflicts)
         decision = trial.decision
         assert decision is not None
@@ -643,24 +640,6 @@ def _certainly_better(whole: Measured, without: Measured) -> bool:
                 return False
             better = better or w > u
     return better
-
-
-def _conflicts(b: Measured, c: Measured, promised: Mapping[str, float]) -> list[str]:
-    """Tasks a single accepted edit improved on which the union kept less than half of the
-    single's gain over the baseline (on its paired samples): the union undid them, wholly
-    or mostly (a task lifted from 0.25 to 1.0 alone that the union leaves at 0.38 is lost
-    too, though still above the baseline); the paired test of attribution decides which
-    edit did it."""
-    out = []
-    for tid in sorted(promised):
-        pairs = [
-            (bv, cv)
-            for bv, cv in zip(b.scores.get(tid, ()), c.scores.get(tid, ()), strict=False)
-            if math.isfinite(bv) and math.isfinite(cv)
-        ]
-        if pairs and math.fsum(cv - bv for bv, cv in pairs) / len(pairs) < promised[tid] / 2:
-            out.append(tid)
-    return out
 
 
 async def _attribution(

@@ -40,7 +40,7 @@ from skillopt_sleep.night.learn.judging import check_judging
 from skillopt_sleep.night.learn.samples import Measured, sample_all
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
+from skillopt_sleep.replay import JUDGE_ERROR, Docs, Replayer
 
 __all__ = [
     "MAX_ERROR_SHARE",
@@ -294,15 +294,6 @@ class Measure:
             # an open circuit is a consequence: name the failure that opened it
             root = next((e for e in errors if not e.startswith("NoHealthyMemberError")), errors[-1])
             raise RunFailedError(stage, f"every reflection call failed ({calls}): {root}")
-
-    def jobs(
-        self, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int, phase: str, fresh: bool
-    ) -> list[Job]:
-        return [
-            Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=fresh)
-            for t in tasks
-            for k in range(samples)
-        ]
 
 
 def _lost_tasks(results: Sequence[RolloutResult]) -> dict[str, str]:

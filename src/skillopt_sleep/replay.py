@@ -10,6 +10,13 @@ Finished rollouts are appended to ``rollouts.jsonl`` as they complete and are ke
 calling the model again. A job whose key is already in flight (a concurrent batch asked for
 the same sample a moment earlier: the baseline arm every candidate of a fold shares) waits
 for that rollout instead of paying for it twice.
+
+A task whose own calls keep failing while the other tasks' calls answer (a request the
+endpoint cannot serve, whatever the documents) is *set aside* after
+:data:`SET_ASIDE_AFTER` failures in a row: its later samples fail at once, without a call,
+so one broken task neither burns the budget nor keeps the member's breaker open for the
+rest. The gate leaves a task with no sample out by name (``unreachable``); the report and
+``status`` name the tasks set aside.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ from skillopt_sleep.ledger import SampleCost
 __all__ = [
     "ATTEMPT_TOKENS",
     "RUBRIC_PASS",
+    "SET_ASIDE",
+    "SET_ASIDE_AFTER",
     "Docs",
     "Job",
     "Replayer",
@@ -59,6 +68,11 @@ __all__ = [
 
 RUBRIC_PASS = 0.8
 ATTEMPT_TOKENS = 1024  # an attempt's reply limit
+SET_ASIDE_AFTER = 3
+"""Failed calls in a row (each after the pool's own retries) after which a task is set
+aside, when other tasks' calls answered meanwhile."""
+SET_ASIDE = "set aside: "
+"""Prefix of a rollout's ``error`` when its task was set aside (no call made)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -224,6 +238,10 @@ class Replayer:
     _rows: list[dict[str, Any]] = field(default_factory=list)
     _evidence: list[dict[str, Any]] = field(default_factory=list)
     _flying: dict[str, anyio.Event] = field(default_factory=dict)  # key -> set once done
+    set_aside: dict[str, str] = field(default_factory=dict)  # task id -> why
+    # task -> (its calls failed in a row, calls answered when the first of them failed)
+    _streaks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _answered: int = 0  # calls that answered, all tasks together
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -262,7 +280,11 @@ class Replayer:
                 todo.append((i, self._flying[job.key], True))
         if self.progress is not None:
             self.progress.calls_planned(
-                sum(calls_per_sample(jobs[i].task) for i, _, lead in todo if lead)
+                sum(
+                    calls_per_sample(jobs[i].task)
+                    for i, _, lead in todo
+                    if lead and jobs[i].task.id not in self.set_aside
+                )
             )
 
         async def one(k: int) -> RolloutResult:
@@ -311,8 +333,29 @@ class Replayer:
         else:
             self.progress.call_done(ok=ok)
 
+    def _answered_call(self, task_id: str) -> None:
+        self._answered += 1
+        self._streaks.pop(task_id, None)
+
+    def _failed_call(self, task_id: str, exc: BaseException) -> None:
+        """Count a failed call against its task; set the task aside after
+        :data:`SET_ASIDE_AFTER` in a row while other calls answered. A refused budget or an
+        open circuit says nothing about the task."""
+        if isinstance(exc, BudgetExceededError | NoHealthyMemberError) or task_id in self.set_aside:
+            return
+        fails, answered_then = self._streaks.get(task_id, (0, self._answered))
+        fails += 1
+        self._streaks[task_id] = (fails, answered_then)
+        if fails >= SET_ASIDE_AFTER and self._answered > answered_then:
+            self.set_aside[task_id] = (
+                f"its last {fails} calls failed while other tasks' calls answered "
+                f"(last: {_cause(exc)})"
+            )
+
     async def _one(self, job: Job) -> RolloutResult:
         task, docs = job.task, job.docs
+        if task.id in self.set_aside:
+            return self._aside(job)
         prompt = render_prompt(
             "attempt",
             marker=self.marker,
@@ -348,10 +391,13 @@ class Replayer:
             done = await self._attempt(job, request)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
+            self._failed_call(task.id, exc)
             spent.attempt = int(not isinstance(exc, BudgetExceededError))
             failed = RolloutResult(**base, error=_cause(exc))
             return self._finish(job, failed, evidence, spent, failure=(job.phase, exc))
         self._tick(True, cached=done.cached)
+        if not done.cached:
+            self._answered_call(task.id)
         spent.count(done)
         response = sanitize(done.text)
         evidence.append({"kind": "attempt", "prompt": prompt, "reply": response})
@@ -384,6 +430,24 @@ class Replayer:
             tokens=tokens,
         )
         return self._finish(job, result, evidence, spent)
+
+    def _aside(self, job: Job) -> RolloutResult:
+        """The result of a sample of a task set aside: failed, no call made, not kept (a
+        resumed night gives the task its chance again)."""
+        result = RolloutResult(
+            task_id=job.task.id,
+            sample_id=job.sample_id,
+            skill_hash=job.docs.skill_hash,
+            memory_hash=job.docs.memory_hash,
+            error=f"{SET_ASIDE}{self.set_aside[job.task.id]}",
+        )
+        self.costs.append(
+            SampleCost(stage=job.phase, task_id=job.task.id,
+                       docs=f"{result.skill_hash}:{result.memory_hash}", sample_id=job.sample_id,
+                       score=(0.0, 0.0), attempt_calls=0, judge_calls=0, tokens=0,
+                       cached_tokens=0, failed=True)
+        )  # fmt: skip
+        return result
 
     async def _attempt(self, job: Job, request: CompletionRequest) -> Completion:
         """The attempt's reply: a model call, or the answer an earlier run of this night
@@ -446,12 +510,15 @@ class Replayer:
         except (BackendError, NoHealthyMemberError) as exc:
             spent.judge = 1
             self._tick(False)
+            self._failed_call(task.id, exc)
             self.judging.judged(key, _cause(exc))
             raise
         except BudgetExceededError:
             self._tick(False)
             raise
         self._tick(True, cached=done.cached)
+        if not done.cached:
+            self._answered_call(task.id)
         self.judging.judged(key)
         spent.count(done, judge=True)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})

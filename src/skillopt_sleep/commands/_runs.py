@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import SelectionRequiredError, SkillOptError
+from skillopt_sleep import rundir
 from skillopt_sleep.adopt import (
     AdoptResult,
     Recovery,
@@ -55,7 +56,20 @@ def run_summary(path: Path) -> dict[str, Any]:
         "ended_at": journal.ended_at,
         "dry_run": journal.dry_run,
         "run_dir": str(path),
+        "set_aside": _set_aside(path),
     }
+
+
+def _set_aside(path: Path) -> list[str]:
+    """The tasks a night set aside (their calls kept failing), from its report."""
+    try:
+        report = json.loads((path / rundir.REPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    rows = report.get("set_aside") if isinstance(report, dict) else None
+    if not isinstance(rows, list):
+        return []
+    return [str(r.get("task")) for r in rows if isinstance(r, dict)]
 
 
 def settle_dead_runs(summaries: list[dict[str, Any]], *, lock_held: bool) -> None:

@@ -207,6 +207,9 @@ def run(args: argparse.Namespace) -> int:
         dry = " (dry run)" if n.get("dry_run") else ""
         ended = f"{n['status']} / {n['outcome']}" if n.get("outcome") else n["status"]
         say(f"  {n['run_id']}: {ended}{dry}{extra}")
+        if n.get("set_aside"):
+            aside = ", ".join(n["set_aside"][:5])
+            say(f"    set aside (calls kept failing, left untested): {aside}")
     if pages["report_index"]:
         say(f"  report: {pages['report_index']}")
     if pages["latest_report"]:

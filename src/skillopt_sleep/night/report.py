@@ -158,6 +158,8 @@ class NightReport(_Frozen):
     shared_memory: JsonObject | None = None
     # written only when adopted learned lines are watched (skillopt_sleep.line_watch)
     watched_lines: tuple[JsonObject, ...] | None = None
+    # tasks whose calls kept failing while others answered: left untested tonight
+    set_aside: tuple[JsonObject, ...] | None = None
 
     def to_json(self) -> JsonObject:
         """The JSON object of ``report.json``; keys this night did not reach are absent."""
@@ -168,7 +170,7 @@ class NightReport(_Frozen):
 _ABSENT_WHEN_NONE = frozenset(
     {"tasks", "harvest", "task_intents", "n_sessions", "estimate", "estimate_detail",
      "archive_changes", "archive", "skills", "skill_routing", "skills_left_out",
-     "memory_files", "managed_tasks", "shared_memory", "watched_lines"}
+     "memory_files", "managed_tasks", "shared_memory", "watched_lines", "set_aside"}
 )  # fmt: skip
 
 
@@ -222,6 +224,10 @@ def build_report(
         estimate_detail=estimate.detail if estimate else None,
         chart=_chart(state, _tonight_point(course, night_no)),
         watched_lines=watched_report(night, course),
+        set_aside=tuple(
+            {"task": task, "why": why} for task, why in sorted(night.replayer.set_aside.items())
+        )
+        or None,
         **_edits_report(night, course),
         **_tasks_report(night, course.gathered),
         **(course.fanout.report() if course.fanout else {}),

@@ -613,10 +613,30 @@ def _what_next(r: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _set_aside(tasks: Sequence[Mapping[str, Any]], intents: Mapping[str, str]) -> list[str]:
+    """The tasks the night could not reach: every decision left them untested."""
+    if not tasks:
+        return []
+    lines = [
+        "## Tasks set aside (left untested)",
+        "",
+        "Their calls kept failing while the other tasks' calls answered, so the night stopped "
+        "asking and decided on the rest. Nothing was learned from or about them tonight; the "
+        "next night tries them again.",
+        "",
+    ]
+    for t in tasks:
+        said = intents.get(str(t["task"]), "")
+        intent = f" ({cell(said, 80)})" if said else ""
+        lines.append(f"- `{t['task']}`{intent}: {cell(str(t.get('why', '')), 200)}")
+    return [*lines, ""]
+
+
 def render_markdown(r: Mapping[str, Any]) -> str:
     """``report.md`` from the ``report.json`` data."""
     lines = _opening(r)
     lines += _watched(r.get("watched_lines") or [])
+    lines += _set_aside(r.get("set_aside") or [], r.get("task_intents") or {})
     accepted = r.get("accepted_edits", [])
     some = (
         "Adopt only some of them with `skillopt-sleep adopt --edit ID` (repeatable): the "

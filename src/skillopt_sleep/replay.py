@@ -12,8 +12,9 @@ the same sample a moment earlier: the baseline arm every candidate of a fold sha
 for that rollout instead of paying for it twice.
 
 A task whose own calls keep failing while the other tasks' calls answer (a request the
-endpoint cannot serve, whatever the documents) is *set aside* after
-:data:`SET_ASIDE_AFTER` failures in a row: its later samples fail at once, without a call,
+endpoint cannot serve, whatever the documents) is *set aside* when none of its calls has
+answered tonight and its last :data:`SET_ASIDE_AFTER` failed (each after the pool's own
+retries; a task that answered once is only unlucky): its later samples fail at once, without a call,
 so one broken task neither burns the budget nor keeps the member's breaker open for the
 rest. The gate leaves a task with no sample out by name (``unreachable``); the report and
 ``status`` name the tasks set aside.
@@ -68,9 +69,9 @@ __all__ = [
 
 RUBRIC_PASS = 0.8
 ATTEMPT_TOKENS = 1024  # an attempt's reply limit
-SET_ASIDE_AFTER = 3
-"""Failed calls in a row (each after the pool's own retries) after which a task is set
-aside, when other tasks' calls answered meanwhile."""
+SET_ASIDE_AFTER = 4
+"""Failed calls in a row (each after the pool's own retries) after which a task none of
+whose calls answered tonight is set aside, when other tasks' calls answered meanwhile."""
 SET_ASIDE = "set aside: "
 """Prefix of a rollout's ``error`` when its task was set aside (no call made)."""
 
@@ -242,6 +243,7 @@ class Replayer:
     # task -> (its calls failed in a row, calls answered when the first of them failed)
     _streaks: dict[str, tuple[int, int]] = field(default_factory=dict)
     _answered: int = 0  # calls that answered, all tasks together
+    _answered_tasks: set[str] = field(default_factory=set)  # tasks with a call that answered
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -335,13 +337,16 @@ class Replayer:
 
     def _answered_call(self, task_id: str) -> None:
         self._answered += 1
+        self._answered_tasks.add(task_id)
         self._streaks.pop(task_id, None)
 
     def _failed_call(self, task_id: str, exc: BaseException) -> None:
         """Count a failed call against its task; set the task aside after
-        :data:`SET_ASIDE_AFTER` in a row while other calls answered. A refused budget or an
-        open circuit says nothing about the task."""
+        :data:`SET_ASIDE_AFTER` in a row while other calls answered, unless one of its calls
+        answered tonight. A refused budget or an open circuit says nothing about the task."""
         if isinstance(exc, BudgetExceededError | NoHealthyMemberError) or task_id in self.set_aside:
+            return
+        if task_id in self._answered_tasks:
             return
         fails, answered_then = self._streaks.get(task_id, (0, self._answered))
         fails += 1

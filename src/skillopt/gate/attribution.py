@@ -14,18 +14,25 @@ spoiler among ``n`` edits then costs at most ``2 * ceil(log2(n))`` tests instead
 each test is corrected over the most tests the search can make (:func:`planned_tests`).
 
 The caller says how a bundle without an edit is built and how two documents are compared
-(``compare(whole, without, config)``: its own sampling, the decision
-:func:`skillopt.gate.decide.decide_paired` at ``config``'s corrected confidence).
+(``compare(whole, without, config, left_out)``: its own sampling, the decision
+:func:`skillopt.gate.decide.decide_paired` at ``config``'s corrected confidence; None when
+there is nothing to compare on for that removal).
 
 When to attribute a bundle that passed: where it lost what its edits gained alone
 (:func:`lost_gains` over :func:`promised_gains`): a spoiler that only cancels the others'
-gains breaks nothing that passed before, and shows nowhere else.
+gains breaks nothing that passed before, and shows nowhere else. Each removal is then
+judged on the lost tasks *the edits still in the bundle* promised
+(:func:`cancelled_tasks`): the question is whether the removed edits cancelled the
+others' gains. On a task only the removed edit improved alone, taking it out loses its
+own gain by construction, and that loss must not speak for it: a spoiler whose own gain
+was a lenient score (a near-miss given credit) would otherwise be kept by the very task
+it bought.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -40,6 +47,7 @@ __all__ = [
     "Compare",
     "attribute",
     "bonferroni",
+    "cancelled_tasks",
     "leave_one_out",
     "lost_gains",
     "planned_tests",
@@ -52,8 +60,9 @@ E = TypeVar("E")
 Build = Callable[[Sequence[E]], Awaitable[D | None]]
 """The documents from a subset of the edits (None: they cannot be built, or are the whole)."""
 
-Compare = Callable[[D, D, GateConfig], Awaitable[GateDecision]]
-"""``compare(whole, without, config)``: is ``without`` significantly better than ``whole``?"""
+Compare = Callable[[D, D, GateConfig, tuple[int, ...]], Awaitable[GateDecision | None]]
+"""``compare(whole, without, config, left_out)``: is ``without`` (``whole`` without the edits
+at indices ``left_out``) significantly better than ``whole``? None: nothing to compare on."""
 
 SPLIT_FROM = 7
 """From this many edits on, :func:`attribute` bisects: fewer tests than leaving each out."""
@@ -89,6 +98,18 @@ def lost_gains(
         if pairs and math.fsum(c - b for b, c in pairs) / len(pairs) < promised[task] / 2:
             out.append(task)
     return out
+
+
+def cancelled_tasks(
+    left_out: Collection[int],
+    lost: Sequence[str],
+    promised_by: Sequence[Mapping[str, float]],
+) -> list[str]:
+    """The tasks of ``lost`` that an edit still in the bundle promised (``promised_by[i]``:
+    the tasks edit ``i``'s single improved): where leaving the edits ``left_out`` out can
+    show that they cancelled the others' gains."""
+    kept = [gains for i, gains in enumerate(promised_by) if i not in left_out]
+    return [t for t in lost if any(t in gains for gains in kept)]
 
 
 def bonferroni(confidence: float, tests: int) -> float:
@@ -133,7 +154,7 @@ async def leave_one_out(
         without = await build([e for j, e in enumerate(edits) if j != i])
         if without is None:
             return None
-        return await compare(whole, without, corrected)
+        return await compare(whole, without, corrected, (i,))
 
     decisions = await gather_indexed(one, len(edits))
     tests = tuple(((i,), d) for i, d in enumerate(decisions) if d is not None)
@@ -168,7 +189,9 @@ async def attribute(
         without = await build([e for j, e in enumerate(edits) if j not in group])
         if without is None:
             return False
-        decision = await compare(whole, without, corrected)
+        decision = await compare(whole, without, corrected, group)
+        if decision is None:
+            return False
         tests.append((group, decision))
         return decision.accepted
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from skillopt.gate import (
     GateConfig,
     PairedSamples,
     attribute,
+    cancelled_tasks,
     compare_adaptive,
     decide_paired,
     lost_gains,
@@ -264,7 +265,9 @@ async def _spoilers(
         text = await rebuild(rest)
         return None if text is None or text == candidate else text
 
-    async def better(whole_text: str, text: str, config: GateConfig) -> GateDecision:
+    async def better(
+        whole_text: str, text: str, config: GateConfig, left_out: tuple[int, ...]
+    ) -> GateDecision:
         got = await compare_skills(
             core, whole_text, text, out_dir, offset=offset + ATTRIBUTION, config=config
         )
@@ -328,12 +331,14 @@ async def _singles_and_union(
             continue
         last = await compare_skills(core, current, text, out_dir, offset=offset + at)
         if at == SINGLES_TOGETHER and len(kept) > 1:
+            each = [promised_gains([got[1].decision]) if (got := singles[i]) else {}
+                    for i in kept]  # fmt: skip
             gains = promised_gains(got[1].decision for i in kept if (got := singles[i]))
             lost = lost_gains(last.samples.base, last.samples.cand, gains)
             if lost or not last.decision.accepted:
                 kept, text, last = await _together_spoilers(
                     core, current, text, [edits[i] for i in kept], kept, rebuild, out_dir,
-                    offset, lost or sorted(gains), last,
+                    offset, lost or sorted(gains), last, promised_by=each if lost else None,
                 )  # fmt: skip
         if last.decision.accepted:
             return StepVerdict(
@@ -359,19 +364,27 @@ async def _together_spoilers(
     offset: int,
     on: Sequence[str],
     together: Comparison,
+    *,
+    promised_by: Sequence[Mapping[str, float]] | None = None,
 ) -> tuple[list[int], str, Comparison]:
     """The edits together that lost an item a single improved (or failed), attributed on
     the items the singles improved, on samples of its own; the rest measured again. What
     the caller keeps: ``kept`` without the spoilers and its comparison, or the edits
-    together as they were when nothing is dropped."""
+    together as they were when nothing is dropped. ``promised_by`` (per edit, the items
+    its single improved; given when ``on`` are lost items): each removal is judged on the
+    lost items the edits left in promised (:func:`skillopt.gate.cancelled_tasks`)."""
     config = core.cfg.gate
-    items = set(on)
 
     async def without(rest: Sequence[EditItem]) -> str | None:
         built = await rebuild(rest)
         return None if built is None or built == text else built
 
-    async def better(whole_text: str, other: str, cfg: GateConfig) -> GateDecision:
+    async def better(
+        whole_text: str, other: str, cfg: GateConfig, left_out: tuple[int, ...]
+    ) -> GateDecision | None:
+        items = set(on if promised_by is None else cancelled_tasks(left_out, on, promised_by))
+        if not items:  # the removed edits cancelled nothing another edit promised
+            return None
         got = await compare_skills(
             core, whole_text, other, out_dir, offset=offset + TOGETHER_ATTRIBUTION,
             config=cfg, items=items,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from skillopt.gate import GateConfig, attribute, bonferroni, planned_tests
+from skillopt.gate import GateConfig, attribute, bonferroni, cancelled_tasks, planned_tests
 from skillopt.gate.attribution import SPLIT_FROM
 from skillopt.types import GateAction, GateDecision
 
@@ -27,8 +27,13 @@ class Spoilers:
         return frozenset(rest)
 
     async def compare(
-        self, whole: frozenset[int], without: frozenset[int], config: GateConfig
+        self,
+        whole: frozenset[int],
+        without: frozenset[int],
+        config: GateConfig,
+        left_out: tuple[int, ...],
     ) -> GateDecision:
+        assert set(left_out) == set(whole - without)
         self.confidences.append(config.confidence)
         removed = whole - without
         better = bool(removed & self.bad) or self.rng.random() < self.false_rate
@@ -76,3 +81,43 @@ async def test_noise_alone_drops_a_good_edit_no_more_often_than_alpha() -> None:
             world = Spoilers(set(), false_rate=alpha / planned_tests(n), seed=seed)
             dropped += bool(await _search(n, world))
         assert dropped / runs <= alpha + slack
+
+
+def test_a_removal_is_judged_on_what_the_edits_left_in_promised() -> None:
+    """The lost tasks a removal is judged on: those an edit still in the bundle improved
+    alone. Edit 0 improved a and b alone, edit 1 improved c, edit 2 nothing."""
+    promised = [{"a": 0.5, "b": 0.25}, {"c": 1.0}, {}]
+    lost = ["a", "c"]
+    assert cancelled_tasks((0,), lost, promised) == ["c"]  # not a: that was 0's own gain
+    assert cancelled_tasks((1,), lost, promised) == ["a"]
+    assert cancelled_tasks((2,), lost, promised) == ["a", "c"]
+    assert cancelled_tasks((0, 1), lost, promised) == []
+
+
+async def test_nothing_to_compare_on_keeps_the_edit_untested() -> None:
+    """A removal with nothing to compare on (compare says None) drops nothing and is
+    recorded as no test, one by one and by halves alike."""
+    for n in (3, 8):
+        found, asked = await _search_with_nothing_to_compare(n)
+        assert found == () and asked
+
+
+async def _search_with_nothing_to_compare(n: int) -> tuple[tuple[int, ...], int]:
+    asked = 0
+
+    async def build(rest: Sequence[int]) -> frozenset[int]:
+        return frozenset(rest)
+
+    async def compare(
+        whole: frozenset[int], without: frozenset[int], config: GateConfig,
+        left_out: tuple[int, ...],
+    ) -> GateDecision | None:  # fmt: skip
+        nonlocal asked
+        asked += 1
+        return None
+
+    found = await attribute(
+        frozenset(range(n)), list(range(n)), build=build, compare=compare, config=GateConfig()
+    )
+    assert found.tests == ()
+    return found.dropped, asked

@@ -185,7 +185,9 @@ async def test_leave_one_out_drops_the_spoiler_at_the_corrected_confidence() -> 
         text = "".join(rest)
         return None if text == "ab" else text
 
-    async def compare(whole: str, without: str, config: GateConfig) -> GateDecision:
+    async def compare(
+        whole: str, without: str, config: GateConfig, left_out: tuple[int, ...]
+    ) -> GateDecision:
         seen.append((whole, without, config.confidence))
         return _decision("s" not in without)
 

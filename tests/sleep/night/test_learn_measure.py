@@ -170,3 +170,41 @@ async def test_a_sample_that_never_comes_leaves_its_single_untested() -> None:
     assert "a0" in single.decision.arithmetic["missing_samples"]
     assert A in [c.edit for c in step.untested] and A not in step.accepted
     assert B in step.accepted
+
+
+class MisjudgedOnce(ScriptedTarget):
+    """The world above, where the union's first look at ``l0`` comes back a near-miss (a
+    judge's mistake on one sample): the union then lost a task only the spoiler's own
+    single improved, and taking the spoiler out loses that gain again by construction."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        skill = str(request.metadata.get("skill", ""))
+        task = str(request.metadata["task"]["id"])
+        union = A.content in skill and S.content in skill
+        if task == "l0" and union and FRESH <= request.sample_id < RETEST:
+            text = "almost"
+            return Completion(text=text, usage=Usage.estimate(request.prompt, text),
+                              member=self.name, latency=0.0)  # fmt: skip
+        return await super().complete(request)
+
+
+@pytest.mark.parametrize("consistent", [True, None])
+async def test_a_spoiler_is_not_kept_by_a_gain_of_its_own(consistent: bool | None) -> None:
+    """Each removal is judged on the lost tasks the edits left in promised: the spoiler's
+    removal on A's and B's tasks (which it cancelled), not on ``l0`` (its own lenient
+    gain, which its removal loses by construction and which would block dropping it)."""
+    target = MisjudgedOnce()
+    measure, pool = _measure(target)
+    if consistent:
+        measure.noise.probed(True)
+    async with pool:
+        decision = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    union = next(t for t in measure.findings.trials if t.kind == "union")
+    # the union lost A's and B's eight tasks, and l0, which only the spoiler's single improved
+    assert union.note.startswith("lost 9 task(s)"), union.note
+    assert decision.accepted and set(decision.applied) == {A, B}
+    assert S in decision.rejected
+    dropped = next(t for t in measure.findings.trials
+                   if t.kind == "leave_one_out" and t.edits == [S])  # fmt: skip
+    assert dropped.decision is not None and dropped.decision.accepted
+    assert "l0" not in dropped.decision.arithmetic["validated_on"]

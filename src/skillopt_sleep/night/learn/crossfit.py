@@ -52,6 +52,7 @@ from skillopt.gate import (
     GateConfig,
     Plan,
     attribute,
+    cancelled_tasks,
     compare_adaptive,
     decide_paired,
     lost_gains,
@@ -563,9 +564,11 @@ async def _settle(
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
             # where the union lost what a single gained, or else every task a single gained
             on = conflicts or sorted(promised) or [t.id for t in tasks]
+            promised_by = [gains.get(e, {}) for e in chosen] if conflicts else None
             drop = await _attribution(
-                measure, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE
-            )
+                measure, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE,
+                promised_by=promised_by,
+            )  # fmt: skip
             if drop:
                 rest = [e for e in chosen if e not in drop]
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
@@ -651,21 +654,36 @@ async def _attribution(
     target: EditTarget,
     task_ids: Sequence[str],
     union_from: int,
+    *,
+    promised_by: Sequence[Mapping[str, float]] | None = None,
 ) -> set[EditRecord]:
     """The edits whose removal makes ``task_ids`` significantly better
     (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many), on
     samples from ``union_from`` (:data:`ATTRIBUTE`): the union's arm is drawn once there
-    and shared by every removal tested."""
-    on = [t for t in tasks if t.id in set(task_ids)]
+    and shared by every removal tested. ``promised_by`` (per edit, the tasks its single
+    improved; given when ``task_ids`` are the union's lost tasks): each removal is judged
+    on the lost tasks the edits still in the union promised
+    (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains."""
+
+    def on(left_out: tuple[int, ...]) -> list[Task]:
+        ids = set(task_ids if promised_by is None else
+                  cancelled_tasks(left_out, task_ids, promised_by))  # fmt: skip
+        return [t for t in tasks if t.id in ids]
 
     async def without(rest: Sequence[EditRecord]) -> Docs:
         return apply_to(start, rest, target)[0]
 
-    async def better(whole: Docs, docs: Docs, cfg: GateConfig) -> GateDecision:
-        u, w = await compare(measure, on, whole, docs, phase="attribution", offset=union_from)
+    async def better(
+        whole: Docs, docs: Docs, cfg: GateConfig, left_out: tuple[int, ...]
+    ) -> GateDecision | None:
+        on_tasks = on(left_out)
+        if not on_tasks:  # it cancelled nothing another edit promised
+            return None
+        u, w = await compare(measure, on_tasks, whole, docs, phase="attribution", offset=union_from)
         d = decide_paired(
-            u.scores, w.scores, config=cfg, task_ids=[t.id for t in on], confirm_from=w.confirm_from
-        )
+            u.scores, w.scores, config=cfg, task_ids=[t.id for t in on_tasks],
+            confirm_from=w.confirm_from,
+        )  # fmt: skip
         if not d.accepted and measure.noise.consistent_tonight and _certainly_better(u, w):
             # a model that answers the same every time: one pair is the answer, and a
             # test over repeats of it would only count the same answer again

@@ -29,6 +29,7 @@ from skillopt.types import EditRecord, EditTarget, GateAction, ReferenceKind, Ta
 from skillopt_sleep.night.learn.crossfit import ATTRIBUTE, FINAL, FRESH, RETEST, learn_target
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.rounds import consolidate
+from skillopt_sleep.night.learn.trials import Verdict
 from skillopt_sleep.reflect import ReflectMode, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Replayer
 
@@ -208,3 +209,52 @@ async def test_a_spoiler_is_not_kept_by_a_gain_of_its_own(consistent: bool | Non
                    if t.kind == "leave_one_out" and t.edits == [S])  # fmt: skip
     assert dropped.decision is not None and dropped.decision.accepted
     assert "l0" not in dropped.decision.arithmetic["validated_on"]
+
+
+async def _reflect_by_fold(
+    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+) -> ReflectOutcome:
+    """Every fold proposes the spoiler; only fold 0 proposes A, only fold 1 proposes B."""
+    fold = int(key.rsplit(".f", 1)[1])
+    edits = tuple(e for e in (S, A if fold == 0 else B) if e.content not in docs.skill)
+    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
+
+
+@pytest.mark.parametrize("consistent", [True, None])
+async def test_a_rule_that_masks_the_promising_singles_is_not_kept(
+    consistent: bool | None,
+) -> None:
+    """The spoiler, proposed in every fold, is tested on every task and wins on the six
+    lenient ones; A and B, each proposed by one fold, improve two held-out tasks each: too
+    few to pass alone. Kept, the spoiler would be the night's only edit and would hide A
+    and B from every later test. The masking test leaves it out of a bundle holding A and
+    B, on A's and B's tasks, and drops it; A and B are not kept by that test."""
+    by_id = {t.id: t for t in TASKS}
+    tasks = [by_id[i] for i in ("a0", "a1", "a2", "b0", "b1", "b2")] + [
+        TaskRecord(id=f"l{i}", intent=f"l task {i}", reference="done",
+                   reference_kind=ReferenceKind.EXACT) for i in range(6)
+    ]  # fmt: skip
+    at = {t.id: t for t in tasks}
+    folds = [
+        [at[i] for i in ("a0", "a1", "b2", "l0", "l1", "l2")],
+        [at[i] for i in ("a2", "b0", "b1", "l3", "l4", "l5")],
+    ]
+    measure, pool = _measure(ScriptedTarget())
+    measure.reflect = _reflect_by_fold
+    if consistent:
+        measure.noise.probed(True)
+    async with pool:
+        base = await measure.draw_rollouts(tasks, START, 0)
+        step = await learn_target(
+            measure, round_no=1, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+            folds=folds,
+        )  # fmt: skip
+    singles = {t.edits[0].content: t for t in measure.findings.trials if t.kind == "single"}
+    assert singles[S.content].verdict is Verdict.ACCEPTED
+    assert S not in step.accepted and S in step.rejected
+    if consistent:  # one pair per task: two tasks are too few for A or B alone
+        assert singles[A.content].verdict is not Verdict.ACCEPTED
+        masked = [t for t in measure.findings.trials if t.name.startswith("mask.")]
+        assert [t.edits for t in masked] == [[S]] and masked[0].decision.accepted
+        assert set(masked[0].decision.arithmetic["validated_on"]) == {"a0", "a1", "b0", "b1"}
+        assert step.accepted == []

@@ -79,6 +79,7 @@ __all__ = [
     "ATTRIBUTE",
     "FINAL",
     "FRESH",
+    "MASK",
     "RETEST",
     "ROUND",
     "SINGLE_AGAIN",
@@ -158,6 +159,11 @@ the step (a round's union) whose documents it checks."""
 ADOPT = 6000
 """First sample id of ``adopt --edit``'s check of a subset of a night's edits, apart from
 every sample the night decided on."""
+MASK = 7000
+"""First sample id of the masking test (:func:`_unmask`): the accepted singles left out one
+by one from a bundle that holds the promising singles too."""
+MAX_RIDERS = 6
+"""The most promising singles (the largest measured gains first) a masking test carries."""
 ROUND = 10_000
 """Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
 documents an earlier round already measured draws new samples instead of reading back the
@@ -286,6 +292,11 @@ async def learn_target(
         candidates = by_value(candidates, failing, measure=measure)
     singles = await _singles(measure, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
+    promising = sorted(
+        ((c, t, d) for c, t, d in singles if _promising(t.decision)),
+        key=lambda p: float(p[1].decision.arithmetic.get("mean_delta", 0.0)) if p[1].decision
+        else 0.0, reverse=True,
+    )  # fmt: skip
     for cand, trial, docs in singles:
         verdict = trial.verdict
         if verdict is Verdict.ACCEPTED:
@@ -295,7 +306,8 @@ async def learn_target(
         elif verdict is Verdict.UNTESTED or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
     if passed:
-        await _union(measure, round_no, target, tasks, base, passed, step, first_id)
+        riders = promising[:MAX_RIDERS] if measure.gate.mode == "strict" else []
+        await _union(measure, round_no, target, tasks, base, passed, step, first_id, riders)
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -474,8 +486,10 @@ async def _union(
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
     first_id: int,
+    riders: Sequence[tuple[Candidate, Trial, Docs]] = (),
 ) -> None:
-    """Measure the accepted singles together on every task; drop edits that conflict."""
+    """Measure the accepted singles together on every task; drop edits that conflict,
+    and first those that mask what the promising singles (``riders``) showed."""
     name = f"round{round_no}.union_{target.value}"
     measure.begin(name)
     ranked = sorted(
@@ -485,7 +499,8 @@ async def _union(
     for cand, _, _ in ranked:  # the same edit proposed by several folds is tried once
         unique.setdefault(_same(cand.edit), cand.edit)
     edits = list(unique.values())
-    gains = _promised(ranked)
+    gains = _promised([*ranked, *riders])
+    edits = await _unmask(measure, target, tasks, base, edits, riders, gains, first_id)
     chosen, measured, note = await _settle(
         measure, round_no, target, tasks, base, edits, gains, first_id
     )
@@ -583,6 +598,57 @@ async def _settle(
     return [], base, "no combination passed the paired gate on every task"
 
 
+def _promising(decision: GateDecision | None) -> bool:
+    """A single that was not accepted but measured a gain with no task found worse: too
+    little evidence to keep it, enough to ask whether an accepted edit masks it."""
+    if decision is None or decision.accepted or decision.action is GateAction.UNTESTED:
+        return False
+    arithmetic = decision.arithmetic
+    return (
+        float(arithmetic.get("mean_delta", 0.0)) > 0
+        and bool(arithmetic.get("improved_ids"))
+        and not arithmetic.get("regressed_ids")
+        and not arithmetic.get("leaks")
+    )
+
+
+async def _unmask(
+    measure: Measure,
+    target: EditTarget,
+    tasks: Sequence[Task],
+    base: Measured,
+    edits: list[EditRecord],
+    riders: Sequence[tuple[Candidate, Trial, Docs]],
+    gains: Gains,
+    first_id: int,
+) -> list[EditRecord]:
+    """``edits`` (the accepted singles) without those that mask the promising singles.
+
+    A rule can win its own test and still cancel what other rules do (every answer made
+    a near-miss that a lenient judge still credits): adopted, it hides the others' gains,
+    and no later test of theirs can move a task again. Its single cannot show this, nor
+    can the union when it is the only edit accepted. So each accepted edit is left out of
+    a bundle that also holds the promising singles (gains too small to keep them alone),
+    on the tasks those singles improved, on samples of its own (:data:`MASK`); an edit
+    whose removal makes those tasks significantly better (Bonferroni-corrected, as in
+    any attribution) is dropped before the union. The promising singles are never kept by
+    this: they only show what an accepted edit would hide."""
+    rider_edits = [c.edit for c, _, _ in riders if c.edit not in edits]
+    if not rider_edits or not edits:
+        return edits
+    bundle = [*edits, *rider_edits]
+    promised_by = [gains.get(e, {}) for e in bundle]
+    shown = sorted({t for g in promised_by[len(edits) :] for t in g})
+    if not shown:
+        return edits
+    whole = apply_to(base.docs, bundle, target)[0]
+    drop = await _attribution(
+        measure, tasks, whole, edits, base.docs, target, shown, first_id + MASK,
+        promised_by=promised_by, riders=rider_edits, label="mask",
+    )  # fmt: skip
+    return [e for e in edits if e not in drop]
+
+
 def _step_trial(
     measure: Measure, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
     chosen: list[EditRecord], app: Any, b: Measured, c: Measured, conflicts: list[str],
@@ -656,6 +722,8 @@ async def _attribution(
     union_from: int,
     *,
     promised_by: Sequence[Mapping[str, float]] | None = None,
+    riders: Sequence[EditRecord] = (),
+    label: str = "leave_one_out",
 ) -> set[EditRecord]:
     """The edits whose removal makes ``task_ids`` significantly better
     (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many), on
@@ -663,7 +731,8 @@ async def _attribution(
     and shared by every removal tested. ``promised_by`` (per edit, the tasks its single
     improved; given when ``task_ids`` are the union's lost tasks): each removal is judged
     on the lost tasks the edits still in the union promised
-    (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains."""
+    (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
+    ``riders``: edits in ``union`` that are never left out (:func:`_unmask`)."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -671,7 +740,7 @@ async def _attribution(
         return [t for t in tasks if t.id in ids]
 
     async def without(rest: Sequence[EditRecord]) -> Docs:
-        return apply_to(start, rest, target)[0]
+        return apply_to(start, [*rest, *riders], target)[0]
 
     async def better(
         whole: Docs, docs: Docs, cfg: GateConfig, left_out: tuple[int, ...]
@@ -708,8 +777,10 @@ async def _attribution(
             note = "without it the tasks the singles improved are significantly better: dropped"
         else:
             note = "kept: removing it does not make the tasks the singles improved better"
+        if riders:
+            note = f"with the {len(riders)} promising single(s) in place: {note}"
         measure.findings.trials.append(
-            Trial(name=f"leave_one_out.{target.value}", kind="leave_one_out", round=0,
+            Trial(name=f"{label}.{target.value}", kind="leave_one_out", round=0,
                   target=target.value, edits=edits, applied=edits, unmatched=[], decision=d,
                   note=note)
         )  # fmt: skip

@@ -202,7 +202,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         out = {t: [known[t].get(s, got.get((t, s), math.nan)) for s in chosen[t]] for t in which}
         return out, results
 
-    paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.learning))
+    paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.gate))
     decision = decide_paired(paired.base, paired.cand, config=night.gate, task_ids=ids,
                              confirm_from=paired.confirm_from)  # fmt: skip
     return _conclude(night, replaced, ids, name, decision, paired, drawn, served[0])

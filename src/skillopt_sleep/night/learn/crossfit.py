@@ -2,8 +2,8 @@
 
 A walk through one step (:func:`learn_target`):
 
-1. **Folds.** The night's learnable tasks are dealt into folds (:func:`skillopt.splits.
-   assign_folds`, reshuffled every night). Every task is held-out evidence for exactly one
+1. **Folds.** The night's learnable tasks are dealt into folds (:mod:`.folds`,
+   reshuffled every night). Every task is held-out evidence for exactly one
    fold's edits.
 2. **Reflect per fold** (concurrently): the reflection for fold ``f`` sees only the rollouts
    of the *other* folds. Each edit it proposes becomes a :class:`Candidate` that remembers
@@ -59,7 +59,6 @@ from skillopt.gate import (
     promised_gains,
     unsettled,
 )
-from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.agree import apply_learned
@@ -88,7 +87,6 @@ __all__ = [
     "clear_pass",
     "compare",
     "learn_target",
-    "make_folds",
     "merge_same",
     "next_samples",
 ]
@@ -122,17 +120,6 @@ def found_harmful(decision: GateDecision | None) -> bool:
         return False
     arithmetic = decision.arithmetic
     return bool(arithmetic.get("harmful")) and float(arithmetic.get("mean_delta", 0.0)) < 0
-
-
-def make_folds(
-    tasks: Sequence[Task], *, n_folds: int, seed: int, rotation: int
-) -> list[list[Task]]:
-    """Tasks grouped into cross-fitting folds (at most one fold per task)."""
-    assigned = assign_folds([t.id for t in tasks], n_folds=n_folds, seed=seed, rotation=rotation)
-    folds: list[list[Task]] = [[] for _ in range(max(assigned.values(), default=-1) + 1)]
-    for task in tasks:
-        folds[assigned[task.id]].append(task)
-    return folds
 
 
 def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
@@ -282,7 +269,7 @@ async def learn_target(
         def failing(c: Candidate) -> int:
             return len(_failing([by_id[t] for t in c.motivated_from or c.seen if t in by_id], base))
 
-        candidates = by_value(candidates, failing, measure=measure)
+        candidates = by_value(candidates, failing, tried=measure.findings.trials)
     singles = await _singles(measure, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
@@ -387,21 +374,25 @@ async def _singles(
         for c in candidates
     ]
 
-    budget = SinglesBudget(measure, n_tasks=len(by_id)) if measure.noise.tight_budget else None
+    budget = (
+        SinglesBudget(measure.budget, samples=measure.gate.samples_per_task, n_tasks=len(by_id))
+        if measure.noise.tight_budget else None
+    )  # fmt: skip
 
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
-        trial.note = _untried(measure, cand, held, budget) if app.applied else (
+        harmful = measure.findings.harmful_edits
+        trial.note = _untried(harmful, cand, held, budget) if app.applied else (
             "the edit did not change the document"
         )  # fmt: skip
         if not trial.note:
             trial.note = cand.why
             before = measure.spend.calls
             b, c = await compare(measure, held, best, docs, phase="trial",
-                                 plan=clear_pass(measure), offset=first_id)  # fmt: skip
+                                 plan=clear_pass(measure.gate), offset=first_id)  # fmt: skip
             if budget is not None:
                 budget.ran(len(held), measure.spend.calls - before)
             results.extend(c.results)
@@ -447,21 +438,25 @@ def _single_trial(
 
 
 def _untried(
-    measure: Measure, cand: Candidate, held: Sequence[Task], budget: SinglesBudget | None
+    harmful: Mapping[tuple[str, str, str], Sequence[str]],
+    cand: Candidate,
+    held: Sequence[Task],
+    budget: SinglesBudget | None,
 ) -> str:
-    """Why a single that changes the document is not tested tonight ("" when it is)."""
+    """Why a single that changes the document is not tested tonight ("" when it is);
+    ``harmful``: the rules found significantly worse tonight, with their trials."""
     if not held:
         return "no task tonight is held out from this edit's reflection"
-    if len(measure.findings.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+    if len(harmful.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
         return HARMFUL_EARLIER
     if budget is not None and not budget.affords(len(held)):
         return NOT_TRIED
     return ""
 
 
-def clear_pass(measure: Measure) -> Plan:
+def clear_pass(gate: GateConfig) -> Plan:
     """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
-    return functools.partial(next_samples, config=measure.gate)
+    return functools.partial(next_samples, config=gate)
 
 
 async def _union(
@@ -549,14 +544,22 @@ async def _settle(
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
         b, c = await compare(
-            measure, tasks, base.docs, docs, phase="union", plan=clear_pass(measure), offset=offset
+            measure,
+            tasks,
+            base.docs,
+            docs,
+            phase="union",
+            plan=clear_pass(measure.gate),
+            offset=offset,
         )
         promised: dict[str, float] = {}
         for e in chosen:
             for t, gain in gains.get(e, {}).items():
                 promised[t] = max(promised.get(t, 0.0), gain)
         conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
-        trial = _step_trial(measure, round_no, target, tasks, kind, chosen, app, b, c, conflicts)
+        trial = _step_trial(
+            measure.gate, round_no, target, tasks, kind, chosen, app, b, c, conflicts
+        )
         decision = trial.decision
         assert decision is not None
         measure.findings.trials.append(trial)
@@ -570,7 +573,8 @@ async def _settle(
                 rest = [e for e in chosen if e not in drop]
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, measure):
+        consistent = bool(measure.noise.consistent_tonight)
+        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, consistent):
             trial.note += (
                 "; not kept as a whole: the loss is certain, and no one edit was found to blame"
             )
@@ -581,13 +585,13 @@ async def _settle(
 
 
 def _step_trial(
-    measure: Measure, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
+    gate: GateConfig, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
     chosen: list[EditRecord], app: Any, b: Measured, c: Measured, conflicts: list[str],
 ) -> Trial:  # fmt: skip
     """The trial of several edits together (or the strongest single), decided on its
     samples of every task."""
     decision = decide_paired(
-        b.scores, c.scores, config=measure.gate, task_ids=[t.id for t in tasks],
+        b.scores, c.scores, config=gate, task_ids=[t.id for t in tasks],
         confirm_from=c.confirm_from,
     )  # fmt: skip
     lost = f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
@@ -604,13 +608,14 @@ def _step_trial(
     )
 
 
-def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], measure: Measure) -> bool:
+def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], consistent: bool) -> bool:
     """Whether several edits together certainly lost a task a single improved, so that they
     are not kept as a whole when attribution named no one edit to blame (two spoilers
     cover for each other when left out one by one): on a model that answers consistently
     every loss is certain; on a noisy one, a lost task whose every sample under the step
-    fell below every baseline sample on four pairs or more."""
-    if measure.noise.consistent_tonight:
+    fell below every baseline sample on four pairs or more (``consistent``: the noise
+    probe found tonight's model consistent)."""
+    if consistent:
         return True
     for t in conflicts:
         base, cand = b.scores.get(t, ()), c.scores.get(t, ())

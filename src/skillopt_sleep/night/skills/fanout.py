@@ -289,15 +289,16 @@ class Fanout:
 
     def child_night(self, root: Path, label: str, *, skill_path: Path, evolve_skill: bool) -> Night:
         """A night inside tonight's (run directory ``root``, resumed when it has one),
-        learning one document: the skill (``evolve_skill``) or else the memory; every
-        call through the parent's spend cap and cost ledger."""
+        learning one document: the skill (``evolve_skill``) or else the memory. Its
+        learning spends from the parent's budget (the calls left, the budget check, the
+        reserve held back for a final check); every call goes through the parent's spend
+        cap and cost ledger, and is counted as the child's own too."""
         parent = self.night
         cfg = parent.cfg.model_copy(
             update={
                 "night": parent.cfg.night.model_copy(
                     update={"evolve_skill": evolve_skill, "evolve_memory": not evolve_skill}
                 ),
-                "budget": parent.cfg.budget.model_copy(update={"max_calls": 0, "max_tokens": 0}),
                 "skill_path": skill_path,
             }
         )
@@ -316,7 +317,7 @@ class Fanout:
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
             progress=SkillProgress(parent.progress, label), dry_run=parent.dry_run,
-            resumed=resumed, probe=draw_rollouts,
+            resumed=resumed, probe=draw_rollouts, budget=parent.learning.budget,
         )  # fmt: skip
         child.replayer.costs = parent.replayer.costs  # one ledger for the night
         # what the night drew already (the quiet plan's re-check) is read back, not paid twice

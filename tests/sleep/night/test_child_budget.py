@@ -60,13 +60,20 @@ def _parent(tmp_path: Path, pool: Answers, max_calls: int) -> Night:
                  progress=Progress(), dry_run=False, resumed=False)  # fmt: skip
 
 
-def _children(tmp_path: Path, parent: Night) -> list[Night]:
+def _family(tmp_path: Path, max_calls: int) -> tuple[Answers, Night, list[Night]]:
+    """A parent night capped at ``max_calls`` over ``pool``, and two child nights of it."""
+    pool = Answers()
+    parent = _parent(tmp_path, pool, max_calls=max_calls)
     fan = Fanout(night=parent, memory="", night_no=1, managed_tasks=[])
     skill = tmp_path / "SKILL.md"
-    return [
-        fan.child_night(tmp_path / "skills" / name, name, skill_path=skill, evolve_skill=True)
-        for name in ("one", "two")
-    ]
+    return (
+        pool,
+        parent,
+        [
+            fan.child_night(tmp_path / "skills" / name, name, skill_path=skill, evolve_skill=True)
+            for name in ("one", "two")
+        ],
+    )
 
 
 REQUEST = CompletionRequest(role=Role.TARGET, prompt="p", stage="rollout")
@@ -75,9 +82,7 @@ REQUEST = CompletionRequest(role=Role.TARGET, prompt="p", stage="rollout")
 async def test_children_spend_from_the_parents_cap_and_its_check_stops_them(
     tmp_path: Path,
 ) -> None:
-    pool = Answers()
-    parent = _parent(tmp_path, pool, max_calls=5)
-    one, two = _children(tmp_path, parent)
+    pool, parent, (one, two) = _family(tmp_path, max_calls=5)
     for _ in range(3):
         await one.spend.complete(REQUEST)
     await two.spend.complete(REQUEST)
@@ -95,9 +100,7 @@ async def test_children_spend_from_the_parents_cap_and_its_check_stops_them(
 async def test_a_childs_reserve_is_held_back_from_its_siblings_until_it_lets_go(
     tmp_path: Path,
 ) -> None:
-    pool = Answers()
-    parent = _parent(tmp_path, pool, max_calls=6)
-    one, two = _children(tmp_path, parent)
+    _, parent, (one, two) = _family(tmp_path, max_calls=6)
     await one.spend.complete(REQUEST)
     with ExitStack() as first, ExitStack() as second:
         first.enter_context(one.learning.budget.holding_back(3, 0))  # one's final check

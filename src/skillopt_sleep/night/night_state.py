@@ -79,12 +79,8 @@ class Night:
         self.project = project
         # the night's calls, through its spend cap; a child night (``budget``: its parent's,
         # :mod:`.skills`) counts its own calls here and spends from its parent's budget
-        self.spend = (
-            BudgetCompleter(pool) if budget is not None
-            else BudgetCompleter(
-                pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
-            )
-        )  # fmt: skip
+        caps = (config.budget.max_calls, config.budget.max_tokens) if budget is None else (0, 0)
+        self.spend = BudgetCompleter(pool, max_calls=caps[0], max_tokens=caps[1])
         self.run = run
         self.clock = clock
         self.progress = progress

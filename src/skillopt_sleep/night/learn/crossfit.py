@@ -543,23 +543,13 @@ async def _settle(
             continue
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
-        b, c = await compare(
-            measure,
-            tasks,
-            base.docs,
-            docs,
-            phase="union",
-            plan=clear_pass(measure.gate),
-            offset=offset,
-        )
-        promised: dict[str, float] = {}
-        for e in chosen:
-            for t, gain in gains.get(e, {}).items():
-                promised[t] = max(promised.get(t, 0.0), gain)
+        plan = clear_pass(measure.gate)
+        b, c = await compare(measure, tasks, base.docs, docs, phase="union", plan=plan,
+                             offset=offset)  # fmt: skip
+        promised = _promised_by(chosen, gains)
         conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
-        trial = _step_trial(
-            measure.gate, round_no, target, tasks, kind, chosen, app, b, c, conflicts
-        )
+        trial = _step_trial(measure.gate, round_no, target, tasks, kind, chosen, app, b, c,
+                            conflicts)  # fmt: skip
         decision = trial.decision
         assert decision is not None
         measure.findings.trials.append(trial)
@@ -582,6 +572,15 @@ async def _settle(
             return list(app.applied), c, kind
         attempts.append(("strongest_single", chosen[:1], first_id + SINGLE_AGAIN))
     return [], base, "no combination passed the paired gate on every task"
+
+
+def _promised_by(chosen: Sequence[EditRecord], gains: Gains) -> dict[str, float]:
+    """The tasks ``chosen``'s singles improved, each with the largest gain one promised."""
+    promised: dict[str, float] = {}
+    for e in chosen:
+        for t, gain in gains.get(e, {}).items():
+            promised[t] = max(promised.get(t, 0.0), gain)
+    return promised
 
 
 def _step_trial(

@@ -9,7 +9,8 @@ directory of its own (``<run>/skills/<name>/...``: its rollouts, checkpoints and
 a killed night resumes it too). Before them, :mod:`.shared` looks for memory rules the
 tasks of two or more groups need; every group's night starts from that memory. Every
 skill and the managed night run at once (:meth:`Fanout.alongside`), on the night's one
-spend-capped pool. A skill with too few
+spend-capped pool: each skill's learning spends from the night's budget (its calls left,
+its budget check, the reserve held back for a final check). A skill with too few
 tasks is reported as skipped; a skill whose learning fails is reported as failed, never
 sinking the other skills. Accepted skills are staged as per-skill proposals (``fanout``),
 versioned in the skill store, and adopted only by name (``adopt --skill``) or ``--all``.

@@ -9,8 +9,6 @@ Public API::
     assign_splits(tasks, *, seed=42, val_fraction=None, test_fraction=None,
                   holdout_fraction=None) -> list[TaskRecord]
     partition(tasks) -> SplitView                  # train/val/test + leak flags for the gate
-    assign_folds(task_ids, *, n_folds, seed=42, rotation=0) -> dict[str, int]
-                                                   # cross-fitting folds, balanced
 
 A task's split depends only on ``(seed, id)``: ``sha256(f"{seed}{id}") % 100`` below
 ``round(val*100)`` is val, below that plus ``round(test*100)`` is test, else train. So a task
@@ -19,11 +17,7 @@ train. Two top-ups keep a small set usable (with at least two hashable tasks): n
 the train task with the lowest hash becomes val; no train -> the val task with the lowest
 hash becomes train. Test tasks are never moved.
 
-Cross-fitting (the night): :func:`assign_folds` deals the learnable tasks into ``n_folds``
-folds of near-equal size, ordered by ``sha256(seed, rotation, id)``. An edit proposed from
-the rollouts of the other folds is validated on its own fold, so every task is held-out
-evidence once per night. ``rotation`` (the night number) reshuffles the folds from night to
-night, so two tasks that need the same rule do not stay in one fold for ever.
+Cross-fitting folds (the night) are dealt by :mod:`skillopt_sleep.night.learn.folds`.
 """
 
 from __future__ import annotations
@@ -39,7 +33,6 @@ from skillopt.types import Origin, Split, TaskRecord
 __all__ = [
     "DEFAULT_VAL_FRACTION",
     "SplitView",
-    "assign_folds",
     "assign_splits",
     "partition",
     "resolve_fractions",
@@ -157,19 +150,3 @@ def partition(tasks: Sequence[TaskRecord]) -> SplitView:
     if overlap and not reasons:
         reasons.append(f"{len(overlap)} task id(s) in both train and val")
     return SplitView(train=train, val=val, test=test, leak_reasons=tuple(reasons))
-
-
-def assign_folds(
-    task_ids: Sequence[str], *, n_folds: int, seed: int | str = 42, rotation: int = 0
-) -> dict[str, int]:
-    """``{task_id: fold}`` with folds ``0..k-1``, ``k = min(n_folds, distinct ids)``.
-
-    Tasks are ordered by hash and dealt round-robin, so fold sizes differ by at most one
-    and the assignment depends only on ``(seed, rotation, id)`` and the set of ids.
-    """
-    if isinstance(n_folds, bool) or n_folds < 1:
-        raise ConfigError(f"must be >= 1, got {n_folds!r}", key="night.folds")
-    ids = list(dict.fromkeys(task_ids))
-    k = min(n_folds, len(ids))
-    ordered = sorted(ids, key=lambda tid: _hash_key(f"{seed}:{rotation}:", tid))
-    return {tid: i % k for i, tid in enumerate(ordered)}

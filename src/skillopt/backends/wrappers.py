@@ -212,6 +212,8 @@ class BudgetCompleter(PoolWrapper):
         self.in_flight_tokens = 0  # prompt tokens of the calls under way (not yet counted)
         self.caps = max_calls, max_tokens  # as configured (``holding_back`` lowers the live ones)
         self.holding = False
+        self._reserves: list[tuple[int, int]] = []  # (calls, tokens) held back, one per holder
+        self._full_caps = max_calls, max_tokens  # the caps ``holding_back`` lowered
         # (member, stage) -> [calls, tokens, estimated tokens]: what a token model learns from
         self.usage_by_member: dict[tuple[str, str], list[int]] = {}
 
@@ -223,19 +225,32 @@ class BudgetCompleter(PoolWrapper):
     def holding_back(self, calls: int, tokens: int) -> Iterator[None]:
         """Lower the caps by ``calls`` / ``tokens`` for a while: a reserve for what must
         follow (a check that makes what was done count). Leaving normally restores the
-        full caps and the reserve can be spent; an exception leaving it stays reached."""
-        caps = self.max_calls, self.max_tokens
-        if self.max_calls:
-            self.max_calls = max(1, self.max_calls - calls)
-        if self.max_tokens:
-            self.max_tokens = max(1, self.max_tokens - tokens)
-        self.holding = True
+        full caps and the reserve can be spent; an exception leaving it stays reached.
+        Several learners on one budget (a night's skills) may hold back at once, in any
+        order: the caps are lowered by every reserve still held."""
+        if not self._reserves:
+            self._full_caps = self.max_calls, self.max_tokens
+        reserve = (calls, tokens)
+        self._reserves.append(reserve)
+        self._hold()
         try:
             yield
         finally:
-            self.max_calls, self.max_tokens = caps
-            self.holding = False
+            self._reserves.remove(reserve)
+            self._hold()
         self.reached = ""
+
+    def _hold(self) -> None:
+        """The live caps: the full ones less every reserve held (never below 1)."""
+        full_calls, full_tokens = self._full_caps
+        self.holding = bool(self._reserves)
+        if not self.holding:
+            self.max_calls, self.max_tokens = full_calls, full_tokens
+            return
+        calls = sum(c for c, _ in self._reserves)
+        tokens = sum(t for _, t in self._reserves)
+        self.max_calls = max(1, full_calls - calls) if full_calls else 0
+        self.max_tokens = max(1, full_tokens - tokens) if full_tokens else 0
 
     def _check(self, ahead: int) -> None:
         """Refuse the call when a cap is reached, or when its ``ahead`` prompt tokens would

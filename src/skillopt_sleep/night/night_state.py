@@ -33,6 +33,7 @@ from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.line_watch import WatchedLine
 from skillopt_sleep.night.learn.measure import (
     MAX_ERROR_SHARE,
+    Budget,
     Draw,
     Findings,
     LearnSettings,
@@ -70,14 +71,16 @@ class Night:
         observer: StageObserver = NO_OBSERVER,
         foreground: bool = False,
         probe: Probe | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.cfg = config
         self.observer = observer
         self.foreground = foreground  # started from a terminal: see run_night
         self.project = project
-        self.spend = BudgetCompleter(
-            pool, max_calls=config.budget.max_calls, max_tokens=config.budget.max_tokens
-        )
+        # the night's calls, through its spend cap; a child night (``budget``: its parent's,
+        # :mod:`.skills`) counts its own calls here and spends from its parent's budget
+        caps = (config.budget.max_calls, config.budget.max_tokens) if budget is None else (0, 0)
+        self.spend = BudgetCompleter(pool, max_calls=caps[0], max_tokens=caps[1])
         self.run = run
         self.clock = clock
         self.progress = progress
@@ -99,7 +102,7 @@ class Night:
         # a wave of rollouts: the noise probe the driver hands in (:mod:`.quiet.probe`), or
         # K fresh samples of every task
         draw = functools.partial(probe, self) if probe is not None else None
-        self.learning = self._measure(config, replayer, progress, draw)
+        self.learning = self._measure(config, replayer, progress, draw, budget)
         self.reflections: dict[str, ReflectOutcome] = {}
         self.sessions_mined = 0
         self.mining_estimate: int | None = None
@@ -144,7 +147,12 @@ class Night:
     # -- what the learning modules share (:class:`.learn.measure.Measure`) -------------
 
     def _measure(
-        self, config: SleepConfig, replayer: Replayer, progress: Progress, draw: Draw | None
+        self,
+        config: SleepConfig,
+        replayer: Replayer,
+        progress: Progress,
+        draw: Draw | None,
+        budget: Budget | None,
     ) -> Measure:
         """The learning modules' view of this night, over its own parts."""
         night = config.night
@@ -152,6 +160,7 @@ class Night:
             gate=self.gate,
             replayer=replayer,
             spend=self.spend,
+            budget=budget,
             reflect=self.reflect,
             settings=LearnSettings(
                 rounds=night.rounds,

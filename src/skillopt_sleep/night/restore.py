@@ -41,8 +41,8 @@ from skillopt.gate import PairedSamples, compare_adaptive, decide_paired
 from skillopt.types import GateDecision, RolloutResult, TaskRecord
 from skillopt_sleep.adopt import subset_dirs
 from skillopt_sleep.adopt_journal import receipts
-from skillopt_sleep.night.learn.crossfit import clear_pass
 from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.pairs import clear_pass
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import Live
@@ -202,7 +202,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
         out = {t: [known[t].get(s, got.get((t, s), math.nan)) for s in chosen[t]] for t in which}
         return out, results
 
-    paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.learning))
+    paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.gate))
     decision = decide_paired(paired.base, paired.cand, config=night.gate, task_ids=ids,
                              confirm_from=paired.confirm_from)  # fmt: skip
     return _conclude(night, replaced, ids, name, decision, paired, drawn, served[0])

@@ -13,7 +13,6 @@ import pytest
 
 from skillopt.backends.mock import World
 from skillopt.gate import GateConfig
-from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, TaskRecord
 from skillopt_sleep.config import NightSettings, SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
@@ -27,6 +26,7 @@ from skillopt_sleep.night.learn.crossfit import (
     merge_same,
     next_samples,
 )
+from skillopt_sleep.night.learn.folds import assign_folds
 from skillopt_sleep.rundir import RunStatus
 
 WORLD = World()
@@ -101,7 +101,7 @@ async def test_every_learnable_task_is_held_out_evidence_tonight(demo: DemoSetup
 
 
 async def test_folds_are_reshuffled_from_night_to_night(demo: DemoSetup) -> None:
-    from skillopt.splits import assign_folds
+    from skillopt_sleep.night.learn.folds import assign_folds
 
     ids = [f"task-{i}" for i in range(24)]
     first = assign_folds(ids, n_folds=3, seed=42, rotation=1)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.candidate import Candidate
-    from skillopt_sleep.night.learn.measure import Measure
+    from skillopt_sleep.night.learn.measure import Budget
+    from skillopt_sleep.night.learn.trials import Trial
 
 __all__ = ["FIRST_GUESS", "NOT_TRIED", "SinglesBudget", "by_value", "calls_left"]
 
@@ -33,10 +34,9 @@ NOT_TRIED = "not tried tonight: the budget left covers no more (carried)"
 FIRST_GUESS = 1.5  # calls per held-out task sample before a single was measured tonight
 
 
-def calls_left(measure: Measure) -> float | None:
+def calls_left(spend: Budget) -> float | None:
     """The calls the budget still allows (the token cap read at tonight's tokens per call);
     None without a cap."""
-    spend = measure.spend
     left: list[float] = []
     if spend.max_calls:
         left.append(spend.max_calls - spend.calls)
@@ -46,12 +46,13 @@ def calls_left(measure: Measure) -> float | None:
 
 
 def by_value(
-    candidates: Sequence[Candidate], failing: Callable[[Candidate], int], *, measure: Measure
+    candidates: Sequence[Candidate], failing: Callable[[Candidate], int], *, tried: Sequence[Trial]
 ) -> list[Candidate]:
     """The candidates, those that can lift the most first; an edit whose text a single
-    already measured tonight (for the other document) and did not keep goes last."""
+    already measured tonight (for the other document) and did not keep goes last
+    (``tried``: tonight's trials so far)."""
     measured = {
-        e.content for t in measure.findings.trials if t.kind == "single" and t.decision is not None
+        e.content for t in tried if t.kind == "single" and t.decision is not None
         and not t.decision.accepted for e in t.edits
     }  # fmt: skip
     return sorted(
@@ -60,10 +61,12 @@ def by_value(
 
 
 class SinglesBudget:
-    """Whether the next single fits the calls left, with what must follow it."""
+    """Whether the next single fits the calls left in ``budget``, with what must follow it
+    (``samples``: the gate's samples per task, a single's first guess)."""
 
-    def __init__(self, measure: Measure, *, n_tasks: int) -> None:
-        self.measure = measure
+    def __init__(self, budget: Budget, *, samples: int, n_tasks: int) -> None:
+        self.budget = budget
+        self.samples = samples
         self.n_tasks = n_tasks
         self.tried = 0  # held-out tasks of the singles run so far
         self.spent = 0  # their calls
@@ -71,11 +74,10 @@ class SinglesBudget:
 
     @property
     def per_task(self) -> float:
-        samples = self.measure.gate.samples_per_task
-        return self.spent / self.tried if self.tried else FIRST_GUESS * samples
+        return self.spent / self.tried if self.tried else FIRST_GUESS * self.samples
 
     def affords(self, held_out: int) -> bool:
-        left = calls_left(self.measure)
+        left = calls_left(self.budget)
         if left is None:
             return True
         per = self.per_task
@@ -83,7 +85,7 @@ class SinglesBudget:
         # (the union's arm and one without an edit, on samples of their own)
         union = 3 * self.n_tasks * per if self.tried else 0.0
         # the final check draws both of its arms anew
-        final = 0.0 if self.measure.spend.holding else 2 * self.n_tasks * per
+        final = 0.0 if self.budget.holding else 2 * self.n_tasks * per
         if held_out * per + union + final > left:
             self.skipped += 1
             return False

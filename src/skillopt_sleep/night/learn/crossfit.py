@@ -2,8 +2,8 @@
 
 A walk through one step (:func:`learn_target`):
 
-1. **Folds.** The night's learnable tasks are dealt into folds (:func:`skillopt.splits.
-   assign_folds`, reshuffled every night). Every task is held-out evidence for exactly one
+1. **Folds.** The night's learnable tasks are dealt into folds (:mod:`.folds`,
+   reshuffled every night). Every task is held-out evidence for exactly one
    fold's edits.
 2. **Reflect per fold** (concurrently): the reflection for fold ``f`` sees only the rollouts
    of the *other* folds. Each edit it proposes becomes a :class:`Candidate` that remembers
@@ -41,8 +41,6 @@ was chosen by.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,23 +48,18 @@ from typing import TYPE_CHECKING, Any
 from skillopt.concurrency import gather_indexed
 from skillopt.gate import (
     GateConfig,
-    Plan,
-    attribute,
-    cancelled_tasks,
-    compare_adaptive,
     decide_paired,
     lost_gains,
     next_samples,
     promised_gains,
-    unsettled,
 )
-from skillopt.splits import assign_folds
 from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision, RolloutResult
 from skillopt.types import TaskRecord as Task
-from skillopt_sleep.night.learn.agree import apply_learned
 from skillopt_sleep.night.learn.budget_plan import NOT_TRIED, SinglesBudget, by_value
 from skillopt_sleep.night.learn.candidate import Candidate
-from skillopt_sleep.night.learn.samples import Measured, draw_scores, finite_mean
+from skillopt_sleep.night.learn.pairs import apply_to, clear_pass, compare
+from skillopt_sleep.night.learn.samples import Measured, finite_mean
+from skillopt_sleep.night.learn.spoilers import MASK, Gains, attribution, riders, unmask
 from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial, Verdict
 from skillopt_sleep.reflect import ReflectOutcome
 from skillopt_sleep.replay import Docs
@@ -90,7 +83,6 @@ __all__ = [
     "clear_pass",
     "compare",
     "learn_target",
-    "make_folds",
     "merge_same",
     "next_samples",
 ]
@@ -126,23 +118,6 @@ def found_harmful(decision: GateDecision | None) -> bool:
     return bool(arithmetic.get("harmful")) and float(arithmetic.get("mean_delta", 0.0)) < 0
 
 
-def make_folds(
-    tasks: Sequence[Task], *, n_folds: int, seed: int, rotation: int
-) -> list[list[Task]]:
-    """Tasks grouped into cross-fitting folds (at most one fold per task)."""
-    assigned = assign_folds([t.id for t in tasks], n_folds=n_folds, seed=seed, rotation=rotation)
-    folds: list[list[Task]] = [[] for _ in range(max(assigned.values(), default=-1) + 1)]
-    for task in tasks:
-        folds[assigned[task.id]].append(task)
-    return folds
-
-
-def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
-    """``edits`` to ``target``'s learned block, the other document kept in agreement
-    (:func:`.agree.apply_learned`)."""
-    return apply_learned(docs, edits, target)
-
-
 FRESH = 1000
 """First sample id of the union's measurement: samples nobody has looked at yet."""
 RETEST = 2000
@@ -159,81 +134,10 @@ the step (a round's union) whose documents it checks."""
 ADOPT = 6000
 """First sample id of ``adopt --edit``'s check of a subset of a night's edits, apart from
 every sample the night decided on."""
-MASK = 7000
-"""First sample id of the masking test (:func:`_unmask`): the accepted singles left out one
-by one from a bundle that holds the promising singles too."""
-MAX_RIDERS = 6
-"""The most promising singles (the largest measured gains first) a masking test carries."""
 ROUND = 10_000
 """Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
 documents an earlier round already measured draws new samples instead of reading back the
 earlier round's answers (the replayer keeps every answer by task, documents and sample)."""
-
-
-async def compare(
-    measure: Measure,
-    tasks: Sequence[Task],
-    base: Docs,
-    cand: Docs,
-    *,
-    phase: str,
-    plan: Plan = unsettled,
-    offset: int = 0,
-) -> tuple[Measured, Measured]:
-    """Both arms on ``tasks``, paired by sample id, sampled adaptively.
-
-    First ``samples_per_task`` samples of each arm (samples the baseline already has come
-    from the replayer's memory, not a new call). Then, wave by wave (4, 8, ... up to
-    ``max_samples_per_task``), more samples of both arms only on the tasks ``plan`` names
-    (by default the ones whose samples disagree), until it names none. A clean model pays
-    one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
-    measurement on samples no earlier decision saw).
-
-    On a night the noise probe found consistent, one pair per task is all there is: more
-    samples of a task would repeat its answers (and the judge's verdicts on them), and a
-    test counting the repeats as new pairs would find certainty in one task. The first
-    wave decides, with no confirmation pairs.
-    """
-    by_id = {t.id: t for t in tasks}
-    if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
-        return (Measured(docs=base, scores={}, results=()),
-                Measured(docs=cand, scores={}, results=()))  # fmt: skip
-
-    async def arm(
-        i: int, ids: Sequence[str], samples: range
-    ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
-        if samples.start != offset and measure.waiting():
-            return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
-        docs = cand if i else base
-        return await draw_scores(measure, [by_id[t] for t in ids], docs, samples, phase)
-
-    config = measure.gate
-    if measure.noise.consistent_tonight:  # another sample of a task repeats the first
-        plan, config = _first_wave_only, config.model_copy(update={"confirm_samples": 0})
-    got = await compare_adaptive(
-        arm, [t.id for t in tasks], config=config, plan=plan, offset=offset
-    )
-    return (
-        Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
-                 results=_drawn(got.base_records), confirm_from=got.confirm_from),
-        Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
-                 results=_drawn(got.cand_records), confirm_from=got.confirm_from),
-    )  # fmt: skip
-
-
-def _first_wave_only(
-    base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]
-) -> list[str]:
-    return []
-
-
-def _drawn(records: Sequence[RolloutResult]) -> tuple[RolloutResult, ...]:
-    """One record per sample: a sample drawn again after its call failed counts by its last
-    draw (an outage is judged on what is missing, not on each failure redrawn)."""
-    last: dict[tuple[str, int, str, str], RolloutResult] = {}
-    for r in records:
-        last[(r.task_id, r.sample_id, r.skill_hash, r.memory_hash)] = r
-    return tuple(last.values())
 
 
 # --------------------------------------------------------------------------- one step
@@ -262,8 +166,7 @@ async def learn_target(
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
 ) -> StepResult:
-    """Reflect per fold, gate every edit alone on its held-out fold, then the union.
-    ``first_id``: where this round's sample ids start (:data:`ROUND`)."""
+    """Reflect per fold, gate each edit alone on its fold, then the union (ids from first_id)."""
     step = StepResult(best=best, measured=base)
     parts = [
         _Fold(
@@ -289,14 +192,9 @@ async def learn_target(
         def failing(c: Candidate) -> int:
             return len(_failing([by_id[t] for t in c.motivated_from or c.seen if t in by_id], base))
 
-        candidates = by_value(candidates, failing, measure=measure)
+        candidates = by_value(candidates, failing, tried=measure.findings.trials)
     singles = await _singles(measure, round_no, target, best, base, candidates, by_id, first_id)
     passed: list[tuple[Candidate, Trial, Docs]] = []
-    promising = sorted(
-        ((c, t, d) for c, t, d in singles if _promising(t.decision)),
-        key=lambda p: float(p[1].decision.arithmetic.get("mean_delta", 0.0)) if p[1].decision
-        else 0.0, reverse=True,
-    )  # fmt: skip
     for cand, trial, docs in singles:
         verdict = trial.verdict
         if verdict is Verdict.ACCEPTED:
@@ -306,8 +204,8 @@ async def learn_target(
         elif verdict is Verdict.UNTESTED or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
     if passed:
-        riders = promising[:MAX_RIDERS] if measure.gate.mode == "strict" else []
-        await _union(measure, round_no, target, tasks, base, passed, step, first_id, riders)
+        await _union(measure, round_no, target, tasks, base, passed, step, first_id,
+                     riders(singles) if measure.gate.mode == "strict" else [])  # fmt: skip
     kept = {_same(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -400,21 +298,25 @@ async def _singles(
         for c in candidates
     ]
 
-    budget = SinglesBudget(measure, n_tasks=len(by_id)) if measure.noise.tight_budget else None
+    budget = (
+        SinglesBudget(measure.budget, samples=measure.gate.samples_per_task, n_tasks=len(by_id))
+        if measure.noise.tight_budget else None
+    )  # fmt: skip
 
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
         docs, app = apply_to(best, [cand.edit], target)
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
-        trial.note = _untried(measure, cand, held, budget) if app.applied else (
+        harmful = measure.findings.harmful_edits
+        trial.note = _untried(harmful, cand, held, budget) if app.applied else (
             "the edit did not change the document"
         )  # fmt: skip
         if not trial.note:
             trial.note = cand.why
             before = measure.spend.calls
             b, c = await compare(measure, held, best, docs, phase="trial",
-                                 plan=clear_pass(measure), offset=first_id)  # fmt: skip
+                                 plan=clear_pass(measure.gate), offset=first_id)  # fmt: skip
             if budget is not None:
                 budget.ran(len(held), measure.spend.calls - before)
             results.extend(c.results)
@@ -460,21 +362,20 @@ def _single_trial(
 
 
 def _untried(
-    measure: Measure, cand: Candidate, held: Sequence[Task], budget: SinglesBudget | None
+    harmful: Mapping[tuple[str, str, str], Sequence[str]],
+    cand: Candidate,
+    held: Sequence[Task],
+    budget: SinglesBudget | None,
 ) -> str:
-    """Why a single that changes the document is not tested tonight ("" when it is)."""
+    """Why a single that changes the document is not tested tonight ("" when it is);
+    ``harmful``: the rules found significantly worse tonight, with their trials."""
     if not held:
         return "no task tonight is held out from this edit's reflection"
-    if len(measure.findings.harmful_edits.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+    if len(harmful.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
         return HARMFUL_EARLIER
     if budget is not None and not budget.affords(len(held)):
         return NOT_TRIED
     return ""
-
-
-def clear_pass(measure: Measure) -> Plan:
-    """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
-    return functools.partial(next_samples, config=measure.gate)
 
 
 async def _union(
@@ -500,7 +401,7 @@ async def _union(
         unique.setdefault(_same(cand.edit), cand.edit)
     edits = list(unique.values())
     gains = _promised([*ranked, *riders])
-    edits = await _unmask(measure, target, tasks, base, edits, riders, gains, first_id)
+    edits = await unmask(measure, target, tasks, base, edits, riders, gains, first_id)
     chosen, measured, note = await _settle(
         measure, round_no, target, tasks, base, edits, gains, first_id
     )
@@ -514,10 +415,6 @@ async def _union(
 def _same(edit: EditRecord) -> tuple[str, str, str, str]:
     """What makes two proposals the same edit (folds word their rationales differently)."""
     return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
-
-
-Gains = dict[EditRecord, dict[str, float]]
-"""Per edit (as the union tries it), the tasks its accepted single improved, by how much."""
 
 
 def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> Gains:
@@ -549,7 +446,7 @@ async def _settle(
     samples (no earlier decision saw them), and must pass the paired gate.
 
     A union of several edits that fails the gate or lost a task a single improved
-    (:func:`_attribute`) is attributed (:func:`_attribution`) on the tasks it lost (else
+    (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on the tasks it lost (else
     on every task the singles improved): that is where a spoiler shows (a rule that
     breaks what the others fixed, or cancels it), on samples of its own
     (:data:`ATTRIBUTE`: the union's samples chose to attribute, so they cannot also decide
@@ -564,31 +461,29 @@ async def _settle(
             continue
         tried.append(chosen)
         docs, app = apply_to(base.docs, chosen, target)
-        b, c = await compare(
-            measure, tasks, base.docs, docs, phase="union", plan=clear_pass(measure), offset=offset
-        )
-        promised: dict[str, float] = {}
-        for e in chosen:
-            for t, gain in gains.get(e, {}).items():
-                promised[t] = max(promised.get(t, 0.0), gain)
+        plan = clear_pass(measure.gate)
+        b, c = await compare(measure, tasks, base.docs, docs, phase="union", plan=plan,
+                             offset=offset)  # fmt: skip
+        promised = _promised_by(chosen, gains)
         conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
-        trial = _step_trial(measure, round_no, target, tasks, kind, chosen, app, b, c, conflicts)
+        trial = _step_trial(measure.gate, round_no, target, tasks, kind, chosen, app, b, c,
+                            conflicts)  # fmt: skip
         decision = trial.decision
         assert decision is not None
         measure.findings.trials.append(trial)
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
             # where the union lost what a single gained, or else every task a single gained
             on = conflicts or sorted(promised) or [t.id for t in tasks]
-            promised_by = [gains.get(e, {}) for e in chosen] if conflicts else None
-            drop = await _attribution(
+            drop = await attribution(
                 measure, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE,
-                promised_by=promised_by,
+                promised_by=[gains.get(e, {}) for e in chosen] if conflicts else None,
             )  # fmt: skip
             if drop:
                 rest = [e for e in chosen if e not in drop]
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, measure):
+        consistent = bool(measure.noise.consistent_tonight)
+        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, consistent):
             trial.note += (
                 "; not kept as a whole: the loss is certain, and no one edit was found to blame"
             )
@@ -598,65 +493,23 @@ async def _settle(
     return [], base, "no combination passed the paired gate on every task"
 
 
-def _promising(decision: GateDecision | None) -> bool:
-    """A single that was not accepted but measured a gain with no task found worse: too
-    little evidence to keep it, enough to ask whether an accepted edit masks it."""
-    if decision is None or decision.accepted or decision.action is GateAction.UNTESTED:
-        return False
-    arithmetic = decision.arithmetic
-    return (
-        float(arithmetic.get("mean_delta", 0.0)) > 0
-        and bool(arithmetic.get("improved_ids"))
-        and not arithmetic.get("regressed_ids")
-        and not arithmetic.get("leaks")
-    )
-
-
-async def _unmask(
-    measure: Measure,
-    target: EditTarget,
-    tasks: Sequence[Task],
-    base: Measured,
-    edits: list[EditRecord],
-    riders: Sequence[tuple[Candidate, Trial, Docs]],
-    gains: Gains,
-    first_id: int,
-) -> list[EditRecord]:
-    """``edits`` (the accepted singles) without those that mask the promising singles.
-
-    A rule can win its own test and still cancel what other rules do (every answer made
-    a near-miss that a lenient judge still credits): adopted, it hides the others' gains,
-    and no later test of theirs can move a task again. Its single cannot show this, nor
-    can the union when it is the only edit accepted. So each accepted edit is left out of
-    a bundle that also holds the promising singles (gains too small to keep them alone),
-    on the tasks those singles improved, on samples of its own (:data:`MASK`); an edit
-    whose removal makes those tasks significantly better (Bonferroni-corrected, as in
-    any attribution) is dropped before the union. The promising singles are never kept by
-    this: they only show what an accepted edit would hide."""
-    rider_edits = [c.edit for c, _, _ in riders if c.edit not in edits]
-    if not rider_edits or not edits:
-        return edits
-    bundle = [*edits, *rider_edits]
-    promised_by = [gains.get(e, {}) for e in bundle]
-    shown = sorted({t for g in promised_by[len(edits) :] for t in g})
-    if not shown:
-        return edits
-    whole = apply_to(base.docs, bundle, target)[0]
-    drop = await _attribution(
-        measure, tasks, whole, edits, base.docs, target, shown, first_id + MASK,
-        promised_by=promised_by, riders=rider_edits, label="mask",
-    )  # fmt: skip
-    return [e for e in edits if e not in drop]
+def _promised_by(chosen: Sequence[EditRecord], gains: Gains) -> dict[str, float]:
+    """The tasks ``chosen``'s singles improved, each with the largest gain one promised."""
+    promised: dict[str, float] = {}
+    for e in chosen:
+        for t, gain in gains.get(e, {}).items():
+            promised[t] = max(promised.get(t, 0.0), gain)
+    return promised
 
 
 def _step_trial(
-    measure: Measure, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
+    gate: GateConfig, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
     chosen: list[EditRecord], app: Any, b: Measured, c: Measured, conflicts: list[str],
 ) -> Trial:  # fmt: skip
     """The trial of several edits together (or the strongest single), decided on its
     samples of every task."""
     decision = decide_paired(
-        b.scores, c.scores, config=measure.gate, task_ids=[t.id for t in tasks],
+        b.scores, c.scores, config=gate, task_ids=[t.id for t in tasks],
         confirm_from=c.confirm_from,
     )  # fmt: skip
     lost = f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
@@ -673,13 +526,14 @@ def _step_trial(
     )
 
 
-def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], measure: Measure) -> bool:
+def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], consistent: bool) -> bool:
     """Whether several edits together certainly lost a task a single improved, so that they
     are not kept as a whole when attribution named no one edit to blame (two spoilers
     cover for each other when left out one by one): on a model that answers consistently
     every loss is certain; on a noisy one, a lost task whose every sample under the step
-    fell below every baseline sample on four pairs or more."""
-    if measure.noise.consistent_tonight:
+    fell below every baseline sample on four pairs or more (``consistent``: the noise
+    probe found tonight's model consistent)."""
+    if consistent:
         return True
     for t in conflicts:
         base, cand = b.scores.get(t, ()), c.scores.get(t, ())
@@ -695,93 +549,3 @@ def _attribute(decision: GateDecision, conflicts: list[str]) -> bool:
     a task a single improved shows it, and on a noisy model that loss is no less a sign
     (attribution then decides on samples of its own whether an edit caused it)."""
     return not decision.accepted or bool(conflicts)
-
-
-def _certainly_better(whole: Measured, without: Measured) -> bool:
-    """Every pair answered; on no task is ``without`` below ``whole``; on one it is above."""
-    better = False
-    for t, after in without.scores.items():
-        before = whole.scores.get(t, ())
-        if not before or len(before) != len(after):
-            return False
-        for u, w in zip(before, after, strict=True):
-            if not (math.isfinite(u) and math.isfinite(w)) or w < u:
-                return False
-            better = better or w > u
-    return better
-
-
-async def _attribution(
-    measure: Measure,
-    tasks: Sequence[Task],
-    union: Docs,
-    chosen: list[EditRecord],
-    start: Docs,
-    target: EditTarget,
-    task_ids: Sequence[str],
-    union_from: int,
-    *,
-    promised_by: Sequence[Mapping[str, float]] | None = None,
-    riders: Sequence[EditRecord] = (),
-    label: str = "leave_one_out",
-) -> set[EditRecord]:
-    """The edits whose removal makes ``task_ids`` significantly better
-    (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many), on
-    samples from ``union_from`` (:data:`ATTRIBUTE`): the union's arm is drawn once there
-    and shared by every removal tested. ``promised_by`` (per edit, the tasks its single
-    improved; given when ``task_ids`` are the union's lost tasks): each removal is judged
-    on the lost tasks the edits still in the union promised
-    (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
-    ``riders``: edits in ``union`` that are never left out (:func:`_unmask`)."""
-
-    def on(left_out: tuple[int, ...]) -> list[Task]:
-        ids = set(task_ids if promised_by is None else
-                  cancelled_tasks(left_out, task_ids, promised_by))  # fmt: skip
-        return [t for t in tasks if t.id in ids]
-
-    async def without(rest: Sequence[EditRecord]) -> Docs:
-        return apply_to(start, [*rest, *riders], target)[0]
-
-    async def better(
-        whole: Docs, docs: Docs, cfg: GateConfig, left_out: tuple[int, ...]
-    ) -> GateDecision | None:
-        on_tasks = on(left_out)
-        if not on_tasks:  # it cancelled nothing another edit promised
-            return None
-        u, w = await compare(measure, on_tasks, whole, docs, phase="attribution", offset=union_from)
-        d = decide_paired(
-            u.scores, w.scores, config=cfg, task_ids=[t.id for t in on_tasks],
-            confirm_from=w.confirm_from,
-        )  # fmt: skip
-        if not d.accepted and measure.noise.consistent_tonight and _certainly_better(u, w):
-            # a model that answers the same every time: one pair is the answer, and a
-            # test over repeats of it would only count the same answer again
-            note = "certain: consistent model; better on a task, worse on none"
-            d = dataclasses.replace(
-                d, accepted=True, action=GateAction.ACCEPT_NEW_BEST,
-                arithmetic={**d.arithmetic, "certain": note},
-            )  # fmt: skip
-        return d
-
-    found = await attribute(union, chosen, build=without, compare=better, config=measure.gate)
-    drop = {chosen[i] for i in found.dropped}
-    for group, d in found.tests:
-        edits = [chosen[i] for i in group]
-        if len(edits) > 1:
-            note = (
-                f"without these {len(edits)} the tasks the singles improved are significantly "
-                "better: searched further" if d.accepted
-                else f"kept: removing these {len(edits)} does not make those tasks better"
-            )  # fmt: skip
-        elif d.accepted:
-            note = "without it the tasks the singles improved are significantly better: dropped"
-        else:
-            note = "kept: removing it does not make the tasks the singles improved better"
-        if riders:
-            note = f"with the {len(riders)} promising single(s) in place: {note}"
-        measure.findings.trials.append(
-            Trial(name=f"{label}.{target.value}", kind="leave_one_out", round=0,
-                  target=target.value, edits=edits, applied=edits, unmatched=[], decision=d,
-                  note=note)
-        )  # fmt: skip
-    return drop

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from skillopt.gate import decide_greedy
 from skillopt.types import EditRecord, EditTarget, TaskRecord
-from skillopt_sleep.night.learn.crossfit import apply_to
+from skillopt_sleep.night.learn.pairs import apply_to
 from skillopt_sleep.night.learn.samples import sample_all
 from skillopt_sleep.replay import Docs
 

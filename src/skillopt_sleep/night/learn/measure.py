@@ -27,13 +27,17 @@ a test builds one over a pool and a reflect function, with no run directory and 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from skillopt.backends.handoff import pending_failures
-from skillopt.backends.wrappers import BudgetCompleter
-from skillopt.errors import BudgetExceededError, RunFailedError, WaitingForAnswersError
+from skillopt.errors import (
+    AnswerPendingError,
+    BudgetExceededError,
+    RunFailedError,
+    WaitingForAnswersError,
+)
 from skillopt.gate import GateConfig, task_scores
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.night.learn.judging import check_judging
@@ -44,12 +48,15 @@ from skillopt_sleep.replay import JUDGE_ERROR, Docs, Replayer
 
 __all__ = [
     "MAX_ERROR_SHARE",
+    "Budget",
     "Draw",
     "Findings",
     "LearnSettings",
     "Measure",
     "Noise",
     "StageJournal",
+    "Tally",
+    "pending_failures",
 ]
 
 MAX_ERROR_SHARE = 0.5
@@ -60,6 +67,41 @@ Reflect = Callable[[str, EditTarget, Docs, Sequence[RolloutSet]], Awaitable[Refl
 """``reflect(key, target, docs, sets)``: one reflection, keyed for checkpointing."""
 Draw = Callable[[Sequence[TaskRecord], Docs, int], Awaitable[Measured]]
 """``draw(tasks, docs, first)``: one wave of rollouts, sample ids from ``first``."""
+
+
+class Tally(Protocol):
+    """What learning counts its own spending by: the calls and tokens it made so far."""
+
+    calls: int
+    tokens: int
+
+    def spent(self) -> str: ...
+
+
+class Budget(Tally, Protocol):
+    """The budget learning spends from (a night's spend cap,
+    :class:`skillopt.backends.wrappers.BudgetCompleter`): its caps (0 = none) and what was
+    spent against them, whether one was reached, and a reserve held back for what must
+    follow."""
+
+    max_calls: int
+    max_tokens: int
+    holding: bool
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    def stopped(self) -> str: ...
+
+    def holding_back(self, calls: int, tokens: int) -> AbstractContextManager[None]: ...
+
+    def accounting(self) -> dict[str, Any]: ...
+
+
+def pending_failures(accounting: Mapping[str, Any]) -> int:
+    """Calls of a pool's accounting that ended waiting for an answer (0 without handoff)."""
+    failures = accounting.get("total", {}).get("failures", {})
+    return int(failures.get(AnswerPendingError.error_class_name, 0))
 
 
 class StageJournal(Protocol):
@@ -143,8 +185,9 @@ class Measure:
         *,
         gate: GateConfig,
         replayer: Replayer,
-        spend: BudgetCompleter,
+        spend: Budget,
         reflect: Reflect,
+        budget: Budget | None = None,
         settings: LearnSettings | None = None,
         journal: StageJournal | None = None,
         draw: Draw | None = None,
@@ -155,7 +198,10 @@ class Measure:
     ) -> None:
         self.gate = gate
         self.replayer = replayer
-        self.spend = spend
+        # what this learning spent (its own calls), and the budget it spends from: the
+        # night's own, or a parent night's for a child night (:mod:`..skills`)
+        self.spend: Tally = spend
+        self.budget: Budget = budget or spend
         self.settings = settings or LearnSettings()
         self.journal: StageJournal = journal or _Names()
         self.findings = findings or Findings()
@@ -213,7 +259,7 @@ class Measure:
     def waiting(self) -> int:
         """Calls that found no answer in handoff mode (0 with a model, without reading the
         pool's accounting: the gate asks before every sampling wave)."""
-        return pending_failures(self.spend.accounting()) if self.handoff else 0
+        return pending_failures(self.budget.accounting()) if self.handoff else 0
 
     def check_waiting(self, stage: str) -> None:
         """Handoff mode: once a stage has asked every call it could, stop the night if any
@@ -222,12 +268,12 @@ class Measure:
             raise WaitingForAnswersError(stage, pending)
 
     def check_budget(self, stage: str) -> None:
-        if self.spend.exhausted:
+        if self.budget.exhausted:
             raise self.budget_stop(stage)
 
     def budget_stop(self, stage: str) -> BudgetExceededError:
         """The error that ends a stage the budget cut short (saying which cap)."""
-        return BudgetExceededError(self.spend.stopped() or f"budget reached during {stage}")
+        return BudgetExceededError(self.budget.stopped() or f"budget reached during {stage}")
 
     def check_degenerate(
         self,
@@ -250,7 +296,7 @@ class Measure:
         if not results:
             return
         errors = [r for r in results if r.error]
-        if errors and self.spend.exhausted:
+        if errors and self.budget.exhausted:
             raise self.budget_stop(stage)
         if len(errors) > MAX_ERROR_SHARE * len(results):
             cause = Counter(r.error for r in errors).most_common(1)[0][0]

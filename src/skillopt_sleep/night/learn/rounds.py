@@ -43,11 +43,11 @@ from skillopt_sleep.night.learn.crossfit import (
     Trial,
     compare,
     learn_target,
-    make_folds,
 )
 from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.folds import make_folds
 from skillopt_sleep.night.learn.gate_modes import GREEDY, OFF, greedy_final, ungated
-from skillopt_sleep.night.learn.measure import Measure
+from skillopt_sleep.night.learn.measure import Budget, Findings, Measure, Tally
 from skillopt_sleep.night.learn.samples import Measured
 from skillopt_sleep.replay import Docs
 
@@ -140,7 +140,7 @@ async def consolidate(
                 "went to the final check, on the budget held back for it"
             )
             measure.findings.notes.append(rejected_all.budget_stop)
-    _say_untried(measure, rejected_all)
+    _say_untried(measure.findings, measure.spend, rejected_all)
     applied = list(dict.fromkeys(learned.applied))
     untested = learned.untested
     rejected = [
@@ -170,9 +170,9 @@ def _nothing_to_learn(tasks: Sequence[TaskRecord], base: Measured) -> str:
     return ""
 
 
-def _say_untried(measure: Measure, decision: Decision) -> None:
+def _say_untried(findings: Findings, spend: Tally, decision: Decision) -> None:
     """The edits a tight budget left untried, in the notes and the decision's budget stop."""
-    untried = sum(t.note == NOT_TRIED for t in measure.findings.trials)
+    untried = sum(t.note == NOT_TRIED for t in findings.trials)
     if not untried:
         return
     more = (
@@ -180,15 +180,15 @@ def _say_untried(measure: Measure, decision: Decision) -> None:
         "them (carried to a later night)"
     )
     stop = decision.budget_stop
-    decision.budget_stop = f"{stop}; {more}" if stop else f"{measure.spend.spent()}: {more}"
-    measure.findings.notes.append(more)
+    decision.budget_stop = f"{stop}; {more}" if stop else f"{spend.spent()}: {more}"
+    findings.notes.append(more)
 
 
 @dataclass
 class _Learned:
     """What the rounds kept so far: every field changes only when a target's step ends.
     Once a step kept an edit, ``reserve`` (calls, tokens) is held back from the budget for
-    the final check, until ``held`` closes."""
+    the final check from the budget it spends from, until ``held`` closes."""
 
     best: Docs
     measured: Measured
@@ -199,7 +199,7 @@ class _Learned:
     held: ExitStack = field(default_factory=ExitStack)
     holding: bool = False
 
-    def keep(self, measure: Measure, step: StepResult) -> None:
+    def keep(self, budget: Budget, step: StepResult) -> None:
         self.best, self.measured = step.best, step.measured
         self.applied.extend(step.accepted)
         self.proposed.extend(step.proposed)
@@ -207,7 +207,7 @@ class _Learned:
             self.untested.setdefault(cand.edit, cand)
         if self.applied and not self.holding:
             self.holding = True
-            self.held.enter_context(measure.spend.holding_back(*self.reserve))
+            self.held.enter_context(budget.holding_back(*self.reserve))
 
 
 async def _learn_rounds(
@@ -257,7 +257,7 @@ async def _learn_rounds(
                 base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
                 first_id=first_id,
             )  # fmt: skip
-            learned.keep(measure, step)
+            learned.keep(measure.budget, step)
 
 
 async def paired_check(

@@ -9,7 +9,8 @@ directory of its own (``<run>/skills/<name>/...``: its rollouts, checkpoints and
 a killed night resumes it too). Before them, :mod:`.shared` looks for memory rules the
 tasks of two or more groups need; every group's night starts from that memory. Every
 skill and the managed night run at once (:meth:`Fanout.alongside`), on the night's one
-spend-capped pool. A skill with too few
+spend-capped pool: each skill's learning spends from the night's budget (its calls left,
+its budget check, the reserve held back for a final check). A skill with too few
 tasks is reported as skipped; a skill whose learning fails is reported as failed, never
 sinking the other skills. Accepted skills are staged as per-skill proposals (``fanout``),
 versioned in the skill store, and adopted only by name (``adopt --skill``) or ``--all``.
@@ -289,15 +290,16 @@ class Fanout:
 
     def child_night(self, root: Path, label: str, *, skill_path: Path, evolve_skill: bool) -> Night:
         """A night inside tonight's (run directory ``root``, resumed when it has one),
-        learning one document: the skill (``evolve_skill``) or else the memory; every
-        call through the parent's spend cap and cost ledger."""
+        learning one document: the skill (``evolve_skill``) or else the memory. Its
+        learning spends from the parent's budget (the calls left, the budget check, the
+        reserve held back for a final check); every call goes through the parent's spend
+        cap and cost ledger, and is counted as the child's own too."""
         parent = self.night
         cfg = parent.cfg.model_copy(
             update={
                 "night": parent.cfg.night.model_copy(
                     update={"evolve_skill": evolve_skill, "evolve_memory": not evolve_skill}
                 ),
-                "budget": parent.cfg.budget.model_copy(update={"max_calls": 0, "max_tokens": 0}),
                 "skill_path": skill_path,
             }
         )
@@ -316,7 +318,7 @@ class Fanout:
         child = Night(
             config=cfg, project=parent.project, pool=parent.spend, run=run, clock=parent.clock,
             progress=SkillProgress(parent.progress, label), dry_run=parent.dry_run,
-            resumed=resumed, probe=draw_rollouts,
+            resumed=resumed, probe=draw_rollouts, budget=parent.learning.budget,
         )  # fmt: skip
         child.replayer.costs = parent.replayer.costs  # one ledger for the night
         # what the night drew already (the quiet plan's re-check) is read back, not paid twice

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field, replace
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult, TaskRecord
-from skillopt_sleep.night.learn.crossfit import apply_to, learn_target, make_folds
+from skillopt_sleep.night.learn.crossfit import apply_to, learn_target
 from skillopt_sleep.night.learn.decision import Decision
+from skillopt_sleep.night.learn.folds import make_folds
 from skillopt_sleep.night.learn.gate_modes import OFF
 from skillopt_sleep.night.learn.rounds import paired_check
 from skillopt_sleep.night.learn.samples import Measured

@@ -1,0 +1,101 @@
+"""Two documents measured side by side: both arms on the same tasks, paired by sample id.
+
+Every decision of the learning chain (a single, a union, an attribution, the final check)
+measures through :func:`compare`; :func:`apply_to` builds the documents an edit set makes,
+and :func:`clear_pass` is the gate's sampling plan under the night's settings.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from skillopt.gate import GateConfig, Plan, compare_adaptive, next_samples, unsettled
+from skillopt.types import EditRecord, EditTarget, RolloutResult
+from skillopt.types import TaskRecord as Task
+from skillopt_sleep.night.learn.agree import apply_learned
+from skillopt_sleep.night.learn.samples import Measured, draw_scores
+from skillopt_sleep.replay import Docs
+
+if TYPE_CHECKING:
+    from skillopt_sleep.night.learn.measure import Measure
+
+__all__ = ["apply_to", "clear_pass", "compare"]
+
+
+async def compare(
+    measure: Measure,
+    tasks: Sequence[Task],
+    base: Docs,
+    cand: Docs,
+    *,
+    phase: str,
+    plan: Plan = unsettled,
+    offset: int = 0,
+) -> tuple[Measured, Measured]:
+    """Both arms on ``tasks``, paired by sample id, sampled adaptively.
+
+    First ``samples_per_task`` samples of each arm (samples the baseline already has come
+    from the replayer's memory, not a new call). Then, wave by wave (4, 8, ... up to
+    ``max_samples_per_task``), more samples of both arms only on the tasks ``plan`` names
+    (by default the ones whose samples disagree), until it names none. A clean model pays
+    one pair per unchanged task. ``offset`` moves the sample ids (:data:`FRESH`: a confirmatory
+    measurement on samples no earlier decision saw).
+
+    On a night the noise probe found consistent, one pair per task is all there is: more
+    samples of a task would repeat its answers (and the judge's verdicts on them), and a
+    test counting the repeats as new pairs would find certainty in one task. The first
+    wave decides, with no confirmation pairs.
+    """
+    by_id = {t.id: t for t in tasks}
+    if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
+        return (Measured(docs=base, scores={}, results=()),
+                Measured(docs=cand, scores={}, results=()))  # fmt: skip
+
+    async def arm(
+        i: int, ids: Sequence[str], samples: range
+    ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
+        if samples.start != offset and measure.waiting():
+            return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
+        docs = cand if i else base
+        return await draw_scores(measure, [by_id[t] for t in ids], docs, samples, phase)
+
+    config = measure.gate
+    if measure.noise.consistent_tonight:  # another sample of a task repeats the first
+        plan, config = _first_wave_only, config.model_copy(update={"confirm_samples": 0})
+    got = await compare_adaptive(
+        arm, [t.id for t in tasks], config=config, plan=plan, offset=offset
+    )
+    return (
+        Measured(docs=base, scores={k: tuple(v) for k, v in got.base.items()},
+                 results=_drawn(got.base_records), confirm_from=got.confirm_from),
+        Measured(docs=cand, scores={k: tuple(v) for k, v in got.cand.items()},
+                 results=_drawn(got.cand_records), confirm_from=got.confirm_from),
+    )  # fmt: skip
+
+
+def _first_wave_only(
+    base: Mapping[str, Sequence[float]], cand: Mapping[str, Sequence[float]]
+) -> list[str]:
+    return []
+
+
+def _drawn(records: Sequence[RolloutResult]) -> tuple[RolloutResult, ...]:
+    """One record per sample: a sample drawn again after its call failed counts by its last
+    draw (an outage is judged on what is missing, not on each failure redrawn)."""
+    last: dict[tuple[str, int, str, str], RolloutResult] = {}
+    for r in records:
+        last[(r.task_id, r.sample_id, r.skill_hash, r.memory_hash)] = r
+    return tuple(last.values())
+
+
+def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
+    """``edits`` to ``target``'s learned block, the other document kept in agreement
+    (:func:`.agree.apply_learned`)."""
+    return apply_learned(docs, edits, target)
+
+
+def clear_pass(gate: GateConfig) -> Plan:
+    """The gate's sampling plan (:func:`next_samples`) under the night's gate settings."""
+    return functools.partial(next_samples, config=gate)

@@ -19,20 +19,7 @@ import pytest
 
 from skillopt_sleep.harvest import SourceKind, SourceSpec, harvest
 from skillopt_sleep.harvest.digest import Sentiment, SessionDigest
-from support.agent_sessions import (
-    OPENCODE_SCHEMA,
-    StoredSession,
-    jsonl,
-    pi_assistant,
-    pi_header,
-    pi_message,
-    pi_path,
-    pi_user,
-    set_mtime,
-    store_opencode_sessions,
-    wal_database,
-    writer_holding,
-)
+from support import agent_sessions as agent
 from support.held_out_corrections import CONTROLS, OPENCODE_CORRECTIONS, PI_CORRECTIONS
 from support.transcripts import Turn
 
@@ -45,22 +32,24 @@ def _pi_sessions(home: Path, project: Path, conversations: Sequence[Conversation
         start = T0 + timedelta(minutes=10 * n)
         at = [start + timedelta(minutes=m) for m in range(4)]
         sid = f"pi-{n:02d}"
-        path = jsonl(
-            pi_path(home, project, start, sid),
+        path = agent.jsonl(
+            agent.pi_path(home, project, start, sid),
             [
-                pi_header(sid, project, start, 3),
-                pi_message("u1", None, at[0], pi_user(request)),
-                pi_message("a1", "u1", at[1], pi_assistant("Done: here it is.", [("edit", {})])),
-                pi_message("u2", "a1", at[2], pi_user(follow_up)),
-                pi_message("a2", "u2", at[3], pi_assistant("Updated.")),
+                agent.pi_header(sid, project, start, 3),
+                agent.pi_message("u1", None, at[0], agent.pi_user(request)),
+                agent.pi_message(
+                    "a1", "u1", at[1], agent.pi_assistant("Done: here it is.", [("edit", {})])
+                ),
+                agent.pi_message("u2", "a1", at[2], agent.pi_user(follow_up)),
+                agent.pi_message("a2", "u2", at[3], agent.pi_assistant("Updated.")),
             ],
         )
-        set_mtime(path, at[3])
+        agent.set_mtime(path, at[3])
 
 
 def _opencode_sessions(db: Path, project: Path, conversations: Sequence[Conversation]) -> None:
     sessions = [
-        StoredSession(
+        agent.StoredSession(
             cwd=str(project),
             session_id=f"ses_{n:02d}",
             start=T0 + timedelta(minutes=10 * n),
@@ -71,8 +60,8 @@ def _opencode_sessions(db: Path, project: Path, conversations: Sequence[Conversa
         )
         for n, (request, follow_up) in enumerate(conversations)
     ]
-    with writer_holding(wal_database(db, OPENCODE_SCHEMA)) as conn:
-        store_opencode_sessions(conn, sessions)
+    with agent.writer_holding(agent.wal_database(db, agent.OPENCODE_SCHEMA)) as conn:
+        agent.store_opencode_sessions(conn, sessions)
 
 
 def _read(kind: SourceKind, home: Path, project: Path) -> list[SessionDigest]:

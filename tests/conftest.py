@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import settings
 
 from skillopt import logging as skillopt_logging
+
+# Property tests draw their examples from a seed fixed per test (the house rule: every RNG in a
+# test is seeded) and have no per-example deadline: a wall-clock limit on a shared, loaded
+# machine fails tests that are right.
+settings.register_profile("seeded", derandomize=True, deadline=None)
+settings.load_profile("seeded")
 
 # The logging configuration before any test or fixture ran.
 _PRISTINE: dict[str, Any] = structlog.get_config()

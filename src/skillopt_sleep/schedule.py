@@ -87,6 +87,7 @@ class Invocation:
     config: Path | None
     state_dir: Path
     pass_state_dir: bool = False  # given on the command line: the scheduled command needs it
+    user: str | None = None  # Task Scheduler's account; None: the signed-in user
 
     def argv(self, command: str, *extra: str) -> list[str]:
         args = [str(self.python), "-m", "skillopt_sleep", command, *extra]
@@ -428,6 +429,7 @@ def _task_scheduler_plan(
         minute=local.minute,
         script=script,
         project=invocation.project,
+        user=_no_control(invocation.user or windows.signed_in_user(os.environ), "a user name"),
     )
     return Plan(
         kind=Kind.TASK_SCHEDULER,
@@ -507,18 +509,32 @@ def strip_crontab(existing: str, marker: str) -> str:
 EXAMPLE_PYTHON = Path("/home/you/.venvs/skillopt/bin/python")
 EXAMPLE_PROJECT = Path("/home/you/code/my-project")
 EXAMPLE_STATE = Path("/home/you/.local/state/skillopt-sleep")
+EXAMPLE_USER = r"YOUR-PC\you"
+
+
+def _example_root(kind: Kind) -> Path:
+    """Where ``kind``'s example would be installed: a real folder, since the Windows task
+    names its helper by path (it named one in the filesystem root)."""
+    if kind is Kind.TASK_SCHEDULER:  # %LOCALAPPDATA%\skillopt\schedule, in the example's paths
+        return Path("/home/you/AppData/Local/skillopt/schedule")
+    return Path("/home/you/.config/skillopt/scheduler")
 
 
 def example_units() -> list[UnitFile]:
     """The examples under ``scheduler/``, rendered from the same templates (each in the
     encoding its scheduler reads)."""
     inv = Invocation(
-        python=EXAMPLE_PYTHON, project=EXAMPLE_PROJECT, config=None, state_dir=EXAMPLE_STATE
+        python=EXAMPLE_PYTHON,
+        project=EXAMPLE_PROJECT,
+        config=None,
+        state_dir=EXAMPLE_STATE,
+        user=EXAMPLE_USER,
     )
     settings = DaemonSettings(jitter_seconds=900)
-    root = Path("/")
     return [
-        u for kind in Kind for u in plan(kind, settings=settings, invocation=inv, root=root).files
+        unit
+        for kind in Kind
+        for unit in plan(kind, settings=settings, invocation=inv, root=_example_root(kind)).files
     ]
 
 

@@ -2,15 +2,25 @@
 
 1. The task (``\\skillopt-sleep-<key>``) is registered with ``schtasks /Create /XML``: a
    daily calendar trigger at the machine-clock time (converted from ``daemon.timezone`` as
-   for cron and launchd), the signed-in user's own token (it runs while they are signed
-   in, like a launchd agent), a missed night started when the machine is back
+   for cron and launchd), a missed night started when the machine is back
    (``StartWhenAvailable``), never two at once (``IgnoreNew``), on battery too.
-2. Its one action starts ``powershell.exe -File`` on the helper script beside it, because
-   Task Scheduler starts a program without the user's login environment: the helper first
-   dot-sources ``skillopt-sleep-env.ps1`` from its folder when the user put one there (API
-   keys, a PATH holding the agent CLIs), then runs the night and appends its output to the
-   project's ``scheduled.log``.
-3. The XML is UTF-16 with a byte order mark (what Task Scheduler exports and schtasks reads
+2. It runs as the user who installed it "whether they are signed in or not", without
+   storing a password (``S4U``): in a session of its own, so no window opens on the desktop
+   for anyone to close (closing PowerShell's window killed the night), and a night runs
+   while the user is signed out. Such a logon has no Windows Credential Manager and no
+   network shares: the night's keys come from the environment script (3).
+3. Its one action starts ``powershell.exe -WindowStyle Hidden -File`` on the helper script
+   beside it (hidden too, should the user switch the task to "only when signed in"),
+   because Task Scheduler starts a program without the user's login environment: the
+   helper first dot-sources ``skillopt-sleep-env.ps1`` from its folder when the user put
+   one there (API keys, a PATH holding the agent CLIs), then runs the night and appends its
+   output to the project's ``scheduled.log``.
+4. The log is appended line by line as UTF-8 without a byte order mark, by .NET, not by
+   PowerShell's ``>>``: Windows PowerShell 5.1 writes ``>>`` in UTF-16 and renders each
+   line a program writes on stderr as an error record (``python.exe : ...`` and a
+   ``CategoryInfo`` trailer). Each line is taken as its text; Python writes UTF-8
+   (``PYTHONUTF8``) and PowerShell reads it as such.
+5. The XML is UTF-16 with a byte order mark (what Task Scheduler exports and schtasks reads
    without complaint); the script is UTF-8 with a byte order mark (Windows PowerShell 5.1
    reads a file without one in the ANSI code page). Both use CRLF line ends.
 
@@ -22,7 +32,8 @@ passing of arguments to a program, so an argument holding one is refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import getpass
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from xml.sax.saxutils import escape as xml_escape
 
@@ -36,6 +47,7 @@ __all__ = [
     "helper_script",
     "powershell_quote",
     "remove_hint",
+    "signed_in_user",
     "task_name",
     "task_xml",
 ]
@@ -46,6 +58,17 @@ SCRIPT_ENCODING = "utf-8-sig"
 ENV_SCRIPT = "skillopt-sleep-env.ps1"
 _SINGLE_QUOTES = ("'", "\u2018", "\u2019", "\u201a", "\u201b")  # all close a '...' string
 _CRLF = "\r\n"
+_EACH_LINE = '{ Write-Log "$_" }'  # an error record (a stderr line) as its text
+
+
+def signed_in_user(environ: Mapping[str, str]) -> str:
+    """The account the task runs as: ``DOMAIN\\user`` on Windows (from the environment
+    Windows sets at sign-in), the login name elsewhere (rendering only)."""
+    name = environ.get("USERNAME", "")
+    domain = environ.get("USERDOMAIN", "")
+    if name:
+        return f"{domain}\\{name}" if domain else name
+    return getpass.getuser()
 
 
 def task_name(key: str) -> str:
@@ -82,7 +105,21 @@ def helper_script(
             "if (Test-Path -LiteralPath $envScript) { . $envScript }",
             f"$log = {powershell_quote(str(log))}",
             "New-Item -ItemType Directory -Force -Path (Split-Path -Parent $log) | Out-Null",
-            f"& {powershell_quote(argv[0])} {words} *>> $log",
+            "# Appended as UTF-8 by .NET: Windows PowerShell 5.1's >> writes UTF-16 and turns",
+            "# each line on stderr into an error record; here each line is kept as its text.",
+            "$ErrorActionPreference = 'Continue'",
+            "$utf8 = New-Object System.Text.UTF8Encoding $false",
+            "function Write-Log([string]$line) {",
+            "    [System.IO.File]::AppendAllText($log, $line + [Environment]::NewLine, $utf8)",
+            "}",
+            "$env:PYTHONUTF8 = '1'",
+            "try { [Console]::OutputEncoding = $utf8 } catch { }",
+            "try {",
+            f"    & {powershell_quote(argv[0])} {words} 2>&1 | ForEach-Object {_EACH_LINE}",
+            "} catch {",
+            '    Write-Log "skillopt-sleep could not start: $_"',
+            "    exit 1",
+            "}",
             "exit $LASTEXITCODE",
         ]
     )
@@ -97,9 +134,12 @@ def task_xml(
     minute: int,
     script: PurePath,
     project: PurePath,
+    user: str,
 ) -> str:
     """The task definition ``schtasks /Create /XML`` registers (schema version 1.2)."""
-    arguments = f'-NoProfile -NonInteractive -ExecutionPolicy Bypass -File "{script}"'
+    arguments = (
+        f'-NoProfile -NonInteractive -WindowStyle Hidden -ExecutionPolicy Bypass -File "{script}"'
+    )
     lines = [
         '<?xml version="1.0" encoding="UTF-16"?>',
         *comments,
@@ -119,7 +159,8 @@ def task_xml(
         "  </Triggers>",
         "  <Principals>",
         '    <Principal id="Author">',
-        "      <LogonType>InteractiveToken</LogonType>",
+        f"      <UserId>{xml_escape(user)}</UserId>",
+        "      <LogonType>S4U</LogonType>",
         "      <RunLevel>LeastPrivilege</RunLevel>",
         "    </Principal>",
         "  </Principals>",

@@ -42,6 +42,17 @@ def _client(served: Served, *, token: bool = True) -> httpx2.Client:
     return client
 
 
+def _form(client: httpx2.Client, confirm: str) -> dict[str, Any]:
+    """The form a confirmation page holds (its own token and hidden fields), as a browser
+    would send it."""
+    page = client.get(confirm)
+    assert page.status_code == 200, page.text[:300]
+    fields: dict[str, Any] = {}
+    for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', page.text):
+        fields.setdefault(name, []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
+
+
 def _files(root: Path) -> dict[str, bytes]:
     return {**snapshot(root / "state"), **snapshot(root / "other")}
 
@@ -90,11 +101,12 @@ def test_refused_without_token_from_another_origin_or_host(served: Served, root:
     before = _files(root)
     key = list_projects(root / "state")[0].key
     run = list_projects(root / "state")[0].runs()[-1].name
-    form = {"token": served.token, "confirm": "yes", "run": run}
+    user = _client(served)
+    form = _form(user, f"/p/{key}/confirm/adopt?run={run}")
+    assert form["token"] != served.token and form["confirm"] == "yes" and form["run"] == run
     stranger = _client(served, token=False)
     assert stranger.get("/").status_code == 403  # no token, no page
     assert stranger.post(f"/p/{key}/adopt", data=form, headers=served.origin).status_code == 403
-    user = _client(served)
     evil = {"Origin": "http://evil.example"}
     assert user.post(f"/p/{key}/adopt", data=form, headers=evil).status_code == 403
     assert user.post(f"/p/{key}/adopt", data=form).status_code == 403  # no Origin at all
@@ -108,6 +120,27 @@ def test_refused_without_token_from_another_origin_or_host(served: Served, root:
     assert user.post(f"/p/{key}/adopt", data=unconfirmed,
                      headers=served.origin).status_code == 400  # fmt: skip
     assert user.get(f"/p/{key}/adopt").status_code == 405  # no write from a GET
+    assert _files(root) == before
+
+
+def test_a_form_token_is_its_own_and_confirms_its_form_only(served: Served, root: Path) -> None:
+    """The launch token (the cookie's value) was also the form token (issue 32, item 17)."""
+    before = _files(root)
+    project = list_projects(root / "state")[0]
+    key, run = project.key, project.runs()[-1].name
+    user = _client(served)
+    launch = {"token": served.token, "confirm": "yes", "run": run}
+    refused = user.post(f"/p/{key}/adopt", data=launch, headers=served.origin)
+    assert refused.status_code == 403 and "token" in refused.text
+    night = _form(user, f"/p/{key}/confirm/night")
+    adopt = _form(user, f"/p/{key}/confirm/adopt?run={run}")
+    assert night["token"] != adopt["token"] != _form(user, f"/p/{key}/confirm/night")["token"]
+    elsewhere = {**night, "run": run}  # the night's token on the adoption
+    assert user.post(f"/p/{key}/adopt", data=elsewhere, headers=served.origin).status_code == 403
+    other = list_projects(root / "state")[1].key  # the same action, another project
+    assert user.post(f"/p/{other}/adopt", data=adopt, headers=served.origin).status_code == 403
+    changed = {**adopt, "run": "another-run"}  # the adoption's token, other fields
+    assert user.post(f"/p/{key}/adopt", data=changed, headers=served.origin).status_code == 403
     assert _files(root) == before
 
 
@@ -141,13 +174,16 @@ def test_adopt_with_token_and_confirmation_adopts(tmp_path: Path) -> None:
     kept = json.loads((run / "report.json").read_text())["accepted_edits"]
     with serve(state, config) as served:
         client = _client(served)
-        form = {"token": served.token, "confirm": "yes", "run": run.name}
+        confirm = f"/p/{project.key}/confirm/adopt?run={run.name}"
+        form, second_tab = _form(client, confirm), _form(client, confirm)
         done = client.post(f"/p/{project.key}/adopt", data=form, headers=served.origin)
         assert done.status_code == 303 and done.headers["location"].startswith("/jobs/")
         job = _wait(client, done.headers["location"])
         assert job["state"] == "done", job
         assert {a["name"] for a in job["result"]["adopted"]} >= {"CLAUDE"}
-        again = client.post(f"/p/{project.key}/adopt", data=form, headers=served.origin)
+        replayed = client.post(f"/p/{project.key}/adopt", data=form, headers=served.origin)
+        assert replayed.status_code == 403 and "sent already" in replayed.text
+        again = client.post(f"/p/{project.key}/adopt", data=second_tab, headers=served.origin)
         twice = _wait(client, again.headers["location"])
         assert twice["state"] == "failed", twice
         assert "nothing" in twice["result"]["message"], twice
@@ -184,13 +220,17 @@ def test_a_night_and_a_restore_run_from_the_dashboard(tmp_path: Path) -> None:
     assert project.path is not None
     with serve(state, config) as served:
         client = _client(served)
-        form = {"token": served.token, "confirm": "yes"}
+        confirm = f"/p/{project.key}/confirm/night"
         with project_lock(state, project.path, command="a test holding the lock"):
-            held = client.post(f"/p/{project.key}/night", data=form, headers=served.origin)
+            held = client.post(
+                f"/p/{project.key}/night", data=_form(client, confirm), headers=served.origin
+            )
             job = _wait(client, held.headers["location"])
         assert job["state"] == "failed" and "a test holding the lock" in job["result"]["message"]
         assert len(project.runs()) == 1  # nothing ran
-        night = client.post(f"/p/{project.key}/night", data=form, headers=served.origin)
+        night = client.post(
+            f"/p/{project.key}/night", data=_form(client, confirm), headers=served.origin
+        )
         job = _wait(client, night.headers["location"])
         assert job["state"] == "done", job
         assert any(line.startswith("rollouts:") for line in job["lines"])  # its progress
@@ -199,10 +239,13 @@ def test_a_night_and_a_restore_run_from_the_dashboard(tmp_path: Path) -> None:
         page = client.get(f"/p/{project.key}/").text
         skill, version = re.findall(r'name="skill" value="([^"]+)"><input type="hidden" '
                                     r'name="version" value="(\d+)"', page)[0]  # fmt: skip
-        restore = {**form, "skill": skill, "version": version}
-        made_up = {**form, "skill": "../../etc", "version": version}
+        restore = _form(client, f"/p/{project.key}/confirm/restore?skill={skill}&version={version}")
+        assert (restore["skill"], restore["version"]) == (skill, version)
+        made_up = {**restore, "skill": "../../etc"}  # its token confirms the real skill only
         refused = client.post(f"/p/{project.key}/restore", data=made_up, headers=served.origin)
-        assert refused.status_code == 404
+        assert refused.status_code == 403
+        made_up_page = f"/p/{project.key}/confirm/restore?skill=../../etc&version={version}"
+        assert client.get(made_up_page).status_code == 404
         done = client.post(f"/p/{project.key}/restore", data=restore, headers=served.origin)
         job = _wait(client, done.headers["location"])
         assert job["state"] == "done" and f"restored {skill} v{version}" in job["lines"][-1]

@@ -23,11 +23,12 @@ from skillopt_sleep.commands.schedule import default_kind, shown
 from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.lock import project_key
 from skillopt_sleep.schedule import MARKER_TEXT, Invocation, Kind, Plan, plan
-from skillopt_sleep.schedule_windows import TASK_NAMESPACE, powershell_quote
+from skillopt_sleep.schedule_windows import TASK_NAMESPACE, powershell_quote, signed_in_user
 from skillopt_sleep.scheduled import find_schedulers
 from support.sleep_setup import MOCK_POOL
 
 NS = {"t": TASK_NAMESPACE}
+REPO = Path(__file__).resolve().parents[2]
 PROJECT = PureWindowsPath(r"C:\Users\Zoë O'Brien\code\my proj & <co> 100%")
 PYTHON = PureWindowsPath(r"C:\Program Files\Python312\python.exe")
 STATE = PureWindowsPath(r"C:\Users\Zoë O'Brien\AppData\Local\skillopt-sleep")
@@ -119,16 +120,56 @@ def test_the_task_is_utf16_crlf_and_follows_the_task_schema() -> None:
     assert settings <= SETTINGS
     limit = root.findtext("t:Settings/t:ExecutionTimeLimit", namespaces=NS) or ""
     assert re.fullmatch(r"PT\d+H", limit)
-    assert root.findtext("t:Principals/t:Principal/t:LogonType", namespaces=NS) == (
-        "InteractiveToken"
-    )
     exec_ = root.find("t:Actions/t:Exec", NS)
     assert exec_ is not None and exec_.findtext("t:Command", namespaces=NS) == "powershell.exe"
     script = ROOT / "skillopt-sleep-"
     arguments = exec_.findtext("t:Arguments", namespaces=NS) or ""
-    assert arguments.startswith("-NoProfile -NonInteractive -ExecutionPolicy Bypass -File ")
+    assert arguments.startswith("-NoProfile -NonInteractive -WindowStyle Hidden ")
+    assert " -ExecutionPolicy Bypass -File " in arguments
     assert arguments.endswith('.ps1"') and f'"{script}' in arguments
     assert exec_.findtext("t:WorkingDirectory", namespaces=NS) == str(PROJECT)
+
+
+def test_the_task_runs_hidden_whether_the_user_is_signed_in_or_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It ran with the interactive token, in a PowerShell window that killed the night when
+    closed, and only while the user was signed in (issue 32, item 18)."""
+    monkeypatch.setenv("USERDOMAIN", "DESK-7")
+    monkeypatch.setenv("USERNAME", "zoë")
+    _, raw = _files(_windows_plan())
+    principal = ET.fromstring(raw).find("t:Principals/t:Principal", NS)
+    assert principal is not None
+    assert principal.findtext("t:LogonType", namespaces=NS) == "S4U"  # no password stored
+    assert principal.findtext("t:UserId", namespaces=NS) == "DESK-7\\zoë"
+    assert principal.findtext("t:RunLevel", namespaces=NS) == "LeastPrivilege"
+    assert "-WindowStyle Hidden" in (
+        ET.fromstring(raw).findtext(".//t:Arguments", namespaces=NS) or ""
+    )
+    assert signed_in_user({"USERNAME": "ann"}) == "ann"
+
+
+def test_the_helper_appends_utf8_text_lines_not_powershell_records() -> None:
+    """Windows PowerShell 5.1's ``*>>`` wrote scheduled.log in UTF-16 and each stderr line as
+    an error record (issue 32, item 18)."""
+    text = _files(_windows_plan())[0].decode("utf-8-sig")
+    code = [x for x in text.split("\r\n") if not x.startswith("#")]
+    assert not any(">>" in x or re.search(r"(^|\s)[*2]?>\s", x) for x in code), code
+    assert "$utf8 = New-Object System.Text.UTF8Encoding $false" in code  # no byte order mark
+    assert (
+        "    [System.IO.File]::AppendAllText($log, $line + [Environment]::NewLine, $utf8)" in code
+    )
+    (run,) = [x.strip() for x in code if x.strip().startswith("& ")]
+    assert run.endswith(' 2>&1 | ForEach-Object { Write-Log "$_" }')  # each record as its text
+    assert "$env:PYTHONUTF8 = '1'" in code and "$ErrorActionPreference = 'Continue'" in code
+    assert code[-2:] == ["exit $LASTEXITCODE", ""]
+
+
+def test_the_example_task_runs_a_helper_in_its_folder_not_the_filesystem_root() -> None:
+    (example,) = (REPO / "scheduler").glob("*.xml")
+    arguments = ET.fromstring(example.read_bytes()).findtext(".//t:Arguments", namespaces=NS)
+    helper = PurePath((arguments or "").split(" -File ")[1].strip('"'))
+    assert len(helper.parts) > 2 and (REPO / "scheduler" / helper.name).is_file()
 
 
 def test_the_helper_runs_the_night_exactly_and_loads_the_users_environment() -> None:
@@ -140,9 +181,9 @@ def test_the_helper_runs_the_night_exactly_and_loads_the_users_environment() -> 
     assert MARKER_TEXT in lines[0]
     assert any("skillopt-sleep-env.ps1" in x and "Join-Path $PSScriptRoot" in x for x in lines)
     assert "if (Test-Path -LiteralPath $envScript) { . $envScript }" in lines
-    (run,) = [x for x in lines if x.startswith("& ")]
-    assert run.endswith(" *>> $log")
-    argv = _read_powershell_words(run.removeprefix("& ").removesuffix(" *>> $log"))
+    (run,) = [x.strip() for x in lines if x.strip().startswith("& ")]
+    tail = ' 2>&1 | ForEach-Object { Write-Log "$_" }'
+    argv = _read_powershell_words(run.removeprefix("& ").removesuffix(tail))
     assert argv == [
         str(PYTHON), "-m", "skillopt_sleep", "once", "--jitter", "600",
         "--config", str(PROJECT / "sleep.toml"), "--project", str(PROJECT),

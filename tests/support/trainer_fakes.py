@@ -73,15 +73,17 @@ def pool_of(backend: Backend, *, concurrency: int = 16) -> BackendPool:
 
 @dataclass
 class Jitter:
-    """Delegates to ``inner`` after a random pause, so completion order changes run to run."""
+    """Delegates to ``inner`` after a pause drawn from a seeded RNG, so completion order
+    differs from call order (and from a plain run) yet is the same every run."""
 
     inner: Backend
     max_delay: float = 0.003
     name: str = "jitter"
     model: str = "jitter-model"
+    pauses: random.Random = field(default_factory=lambda: random.Random(5))
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        await anyio.sleep(random.random() * self.max_delay)
+        await anyio.sleep(self.pauses.random() * self.max_delay)
         return await self.inner.complete(request)
 
     async def aclose(self) -> None:

@@ -72,12 +72,13 @@ def _edits(tag: str, n: int = 1) -> list[EditItem]:
 
 async def test_hierarchical_merge_call_count_and_fallback() -> None:
     calls: list[tuple[int, int]] = []
+    pauses = random.Random(11)
 
     async def merge(
         group: Sequence[Sequence[EditItem]], level: int, side: SourceType | None
     ) -> list[EditItem] | None:
         calls.append((level, len(group)))
-        await anyio.sleep(random.random() / 200)  # completion order varies run to run
+        await anyio.sleep(pauses.random() / 200)  # completion order varies call to call
         return None  # every call "fails": the fallback concatenates in order
 
     patches = [_edits(f"p{i}") for i in range(5)]
@@ -89,10 +90,12 @@ async def test_hierarchical_merge_call_count_and_fallback() -> None:
 
 
 async def test_merge_result_is_independent_of_completion_order() -> None:
+    pauses = random.Random(12)
+
     async def merge(
         group: Sequence[Sequence[EditItem]], level: int, side: SourceType | None
     ) -> list[EditItem] | None:
-        await anyio.sleep(random.random() / 100)
+        await anyio.sleep(pauses.random() / 100)
         joined = "+".join(e.content for p in group for e in p)
         return [EditItem(op="append", content=joined)]
 

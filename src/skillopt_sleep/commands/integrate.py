@@ -6,7 +6,7 @@ makes it: through the agent's own ``mcp add`` command for Claude Code, Codex and
 CLI (they own their config formats), or by merging into the project's ``.cursor/mcp.json``
 for Cursor (atomic write; an unreadable file is refused, never replaced). ``--plugin`` is
 :mod:`._plugin_install`: the Claude Code plugin (slash commands, the MCP server, the
-SessionEnd hook), Codex's custom prompts and instructions, Copilot's instructions.
+SessionEnd hook), Codex's skills and instructions, Copilot's instructions.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--plugin",
         action="store_true",
         help="the plugin instead of the MCP registration: Claude Code's (slash commands, the "
-        "MCP server, a SessionEnd hook), Codex's custom prompts and AGENTS.md block, "
+        "MCP server, a SessionEnd hook), Codex's skills (the same commands) and AGENTS.md "
+        "block, "
         "Copilot's instructions block",
     )
     parser.add_argument(

@@ -46,7 +46,10 @@ def _payload() -> dict[str, Any]:
     raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1) if sys.stdin is not None else b""
     if len(raw) > MAX_PAYLOAD:
         raise ValueError(f"the hook's input is over {MAX_PAYLOAD} bytes")
-    data = json.loads(raw.decode("utf-8", "replace") or "{}")
+    try:
+        data = json.loads(raw.decode("utf-8", "replace") or "{}")
+    except RecursionError:  # nested deeper than the parser goes; not a hook's payload
+        raise ValueError("the hook's input is nested too deeply to be read") from None
     if not isinstance(data, dict):
         raise ValueError("the hook's input is not a JSON object")
     return data

@@ -18,6 +18,17 @@ not what was asked; not how we do it ("that's not our commit style", "this isn't
 name branches"); too much of something ("too wordy", "way too long"); something is
 missing; what the agent did or failed to do ("you forgot", "you didn't", "you should have
 used"); "I said" / "I asked for"; stop doing it; not quite; frustration; undo it.
+
+A correction is also read by what it asks for, whatever its first word
+(:func:`_asks_otherwise`): the user asks for a different output or behaviour than the one
+given. Contrast ("use X instead", "rather than", "X, not Y", "not X but Y", "I meant"); a
+prohibition ("please stop with", "don't", "never"); narrowing ("just the ...", "only the
+..."); a want ("I need ...", "I'd prefer ...", but not "I want to ...": a plan); a
+revision of the answer ("make it ...", "rename it back", "wrap it in ...", "use ..."); a
+comparative ("shorter", "less verbose"); what it should be ("that should be a warning",
+"needs to be sorted"). All but contrast and prohibition read the start of a clause and
+yield to a new request's markers ("now", "next", "also", "as well", "too"): "now make the
+error message friendlier" is a new task.
 """
 
 from __future__ import annotations
@@ -131,6 +142,47 @@ _NEGATIVE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("frustrated", re.compile(r"^\W*(?:ugh+|argh+|wtf|come\s+on|seriously)\b", re.I)),
     ("why_did_you", re.compile(r"\bwhy\s+did\s+you\b", re.I)),
 )
+# Clauses, and the small words a user puts before the request itself.
+_CLAUSES = re.compile(r"[.!?;:,\n\u2014]")
+_OPENER = re.compile(
+    r"\W*(?:(?:ok(?:ay)?|hmm+|um+|ah|oh|well|sorry|actually|please|pls)\b\W*)*"
+    r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?",
+    re.I,
+)
+_CONTRAST = re.compile(
+    r"\binstead\b|\brather\s+than\b|\bi(?:'d|\s+would)\s+rather\b|\bi\s+meant\b|"
+    r",\s*not\s+(?!(?:sure|yet|bad|now|really)\b)\S|\bnot\s+\w+(?:\s+\w+){0,3}\s+but\b",
+    re.I,
+)
+_REVISE_VERBS = (
+    r"make|change|turn|convert|rename|rewrite|redo|rework|move|put|wrap|split|swap|keep|"
+    r"leave|drop|remove|trim|shorten|simplify|reword|rephrase|reformat|restore|return|fix"
+)
+# What a clause asks for, read at its start (after the opener); one group per cue.
+_ASKS = re.compile(
+    r"(?P<dont>(?:don'?t|do\s+not|never|no\s+more|stop\s+(?:with|it|that|doing)|"
+    r"quit\s+\w+ing)\b(?!\s+(?:forget|worry|mind)\b))"
+    r"|(?P<only>(?:just|only)\b(?!\s+(?:now|curious|wondering)\b))"
+    r"|(?P<wants>i(?:\s+(?:need|want|wanted|prefer)|(?:'d|\s+would)\s+(?:prefer|like|want))\b(?!\s+to\b))"
+    rf"|(?P<revise>(?:(?:{_REVISE_VERBS})\s+(?:it|that|this|them|those|these|the|back)\b|"
+    r"use\s+\S)(?!\s+(?:on|going|up)\b))"
+    r"|(?P<comparative>(?:much\s+|a\s+bit\s+|way\s+|far\s+)?(?:shorter|simpler|smaller|"
+    r"cleaner|tighter|briefer|less\s+\w+|fewer\s+\w+|more\s+(?:concise|compact|"
+    r"direct|readable|specific|formal|casual))\b)"
+    r"|(?P<should_be>(?:(?:it|that|this|these|those|they)\s+)?(?:should|must|needs?\s+to|"
+    r"has\s+to|have\s+to)\s+(?:be|return|go|stay|use|say|read)\b)",
+    re.I,
+)
+# A new request, not a revision of the answer: it says it is the next thing.
+_NEW_REQUEST = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|great|thanks|thank\s+you|cool|nice|good|perfect|alright)\b\W*)*"
+    r"(?:now|next|then|also|and|let'?s|additionally)\b|"
+    r"\b(?:also|as\s+well|another|additionally)\b|\btoo\s*(?:[.!?]|$)",
+    re.I,
+)
+# Asks a new request may share; contrast and prohibition are never new requests.
+_YIELD_TO_NEW = frozenset({"only", "wants", "revise", "comparative", "should_be"})
+
 # Cues a question or a request can also contain ("what is wrong with it?").
 _MAY_BE_ASKED = frozenset({"wrong", "missing", "not_done", "should_have"})
 
@@ -207,6 +259,22 @@ def _complains(cue: str, pattern: re.Pattern[str], head: str) -> bool:
     return any(not _asked(head, m.start()) for m in pattern.finditer(head))
 
 
+def _asks_otherwise(head: str, folded: str) -> str:
+    """The cue of a request for a different output than the one given (see the module
+    docstring), or ``""``. ``folded``: the head case-folded (a cheap first look)."""
+    if any(w in folded for w in ("instead", "rather", "not", "meant")) and _CONTRAST.search(head):
+        return "instead"
+    for clause in _CLAUSES.split(head):
+        opener = _OPENER.match(clause)
+        ask = _ASKS.match(clause, opener.end() if opener else 0)
+        if not ask or not ask.lastgroup:
+            continue
+        if ask.lastgroup not in _YIELD_TO_NEW or not _NEW_REQUEST.search(head):
+            return ask.lastgroup
+        return ""  # a new request's ask
+    return ""
+
+
 def detect_feedback(message: str, turn: int) -> tuple[FeedbackSignal, ...]:
     """Signals in one user message; empty for the opening message (``turn == 0``)."""
     if turn <= 0:
@@ -221,6 +289,9 @@ def detect_feedback(message: str, turn: int) -> tuple[FeedbackSignal, ...]:
         if cue not in seen and _may_match(cue, pattern, folded) and _complains(cue, pattern, head):
             seen.add(cue)
             found.append(FeedbackSignal(sentiment=Sentiment.NEGATIVE, cue=cue, turn=turn))
+    ask = "" if found else _asks_otherwise(head, folded)
+    if ask:
+        found.append(FeedbackSignal(sentiment=Sentiment.NEGATIVE, cue=ask, turn=turn))
     for cue, pattern in _POSITIVE:
         if cue in seen or not _may_match(cue, pattern, folded):
             continue

@@ -118,9 +118,9 @@ async def run_night(
     ``pool`` defaults to the stack opened from ``config.pool`` (closed afterwards); ``demo`` only
     labels the report. Failures of the night become a ``failed`` outcome (exit 1), never
     an exception; configuration problems raise :class:`ConfigError`. ``observer`` is told
-    when each stage starts and ends (a seam for tests and tools). ``foreground``: a night
-    someone started from a terminal (``once``), which fails at once, with the reason, when
-    every endpoint refuses the connection instead of waiting out the outage patience.
+    when each stage starts and ends (a seam for tests and tools). ``foreground``: someone
+    watches (``once``, the dashboard): fail at once, saying why, when every endpoint
+    refuses the connection, instead of waiting out the outage patience.
     """
     from skillopt_sleep.night.stages import drive
 

@@ -76,7 +76,11 @@ def start_night(cfg: SleepConfig, project: Path) -> Action:
         async with project_lock(cfg.state_path(), project, command="serve night"):
             for recovery in recover_adoptions(cfg, project):  # the night reads the live files
                 job.lines.append(f"note: {recovery.describe()}")
-            outcome = await run_night(cfg, project=project, progress=JobProgress(job))
+            # Someone clicked and watches the job's page: like `once`, fail at once with the
+            # reason when every endpoint refuses, rather than wait out the outage patience.
+            outcome = await run_night(
+                cfg, project=project, progress=JobProgress(job), foreground=True
+            )
         data = outcome.to_dict()
         message = f"night {outcome.run_id}: {outcome.result.value}"
         if outcome.reason:

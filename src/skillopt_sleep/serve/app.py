@@ -2,8 +2,8 @@
 the actions' POSTs and their status.
 
 Every GET only reads. Every POST has passed :class:`~skillopt_sleep.serve.guard.Guard`
-(Host, token, Origin) and must carry the token in its form and ``confirm=yes``, which only
-the confirmation page's form sends.
+(Host, token, Origin) and must carry its confirmation page's own form token (bound to the
+action and its fields, good once) and ``confirm=yes``, which only that form sends.
 """
 
 from __future__ import annotations
@@ -181,9 +181,10 @@ class Dashboard:
                      "file backed up, a receipt kept), as `versions restore` does."]  # fmt: skip
         else:
             raise LookupError(f"no action {action!r}")
+        post_to = f"/p/{project.key}/{action}"
         return _html(render_page(
             "serve_confirm.html.j2", page_title=title, lines=lines, verb=verb, fields=fields,
-            token=self.guard.token, post_to=f"/p/{project.key}/{action}",
+            token=self.guard.forms.issue(post_to, fields), post_to=post_to,
             back=f"/p/{project.key}/", **_PAGE,
         ))  # fmt: skip
 
@@ -227,10 +228,12 @@ class Dashboard:
 
     async def act(self, request: Request) -> Response:
         form = await request.form()
-        if not self.guard.form_token_ok(form.get("token")):
-            return PlainTextResponse("missing or wrong token in the form", status_code=403)
         if form.get("confirm") != "yes":
             return PlainTextResponse("not confirmed: use the confirmation page", status_code=400)
+        fields = [(k, str(v)) for k, v in form.multi_items() if k not in {"token", "confirm"}]
+        refused = self.guard.forms.redeem(form.get("token"), request.url.path, fields)
+        if refused:
+            return PlainTextResponse(refused, status_code=403)
         project = self._project(request)
         if project.path is None:
             raise LookupError("this project's state names no folder")

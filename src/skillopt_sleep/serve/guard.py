@@ -7,8 +7,11 @@
 3. Every request must carry the per-launch token: in the URL printed at start (which sets
    a cookie and redirects to the same page without it) or in that cookie.
 4. Every request that is not ``GET``/``HEAD`` must come from this server's own origin
-   (``Origin`` header, which browsers send on every POST) and carry the token again in its
-   form (:func:`form_token_ok`): a cookie alone never authorises a write (CSRF).
+   (``Origin`` header, which browsers send on every POST) and carry a form token
+   (:class:`FormTokens`): a cookie alone never authorises a write (CSRF).
+5. A form token is not the launch token: each confirmation page gets its own, bound to the
+   action and the fields it confirms and good for one POST. A token seen in one form (or
+   the cookie's value) cannot confirm another action, other fields, or the same one twice.
 
 Refusals are plain ``403`` responses and happen before any handler runs.
 """
@@ -18,18 +21,21 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import secrets
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-__all__ = ["LOOPBACK_NAMES", "Guard", "loopback_host", "new_token"]
+__all__ = ["LOOPBACK_NAMES", "FormTokens", "Guard", "loopback_host", "new_token"]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+# Form tokens a server remembers as used; the oldest are forgotten past this (a user
+# confirms a handful of actions per launch).
+MAX_SPENT_FORMS = 4096
 
 
 def new_token() -> str:
@@ -49,10 +55,47 @@ def loopback_host(host: str) -> str:
     return str(address)
 
 
+def _form_message(nonce: str, post_to: str, fields: Iterable[tuple[str, str]]) -> bytes:
+    pairs = sorted((str(k), str(v)) for k, v in fields)
+    return "\0".join([nonce, post_to, *(f"{k}={v}" for k, v in pairs)]).encode()
+
+
+class FormTokens:
+    """One token per confirmation form: ``nonce.mac``, the MAC (under a key that never
+    leaves the server) binding the nonce to where the form posts and what it posts."""
+
+    def __init__(self, key: str | None = None) -> None:
+        self._key = (key or new_token()).encode()
+        self._spent: dict[str, None] = {}
+
+    def _mac(self, nonce: str, post_to: str, fields: Iterable[tuple[str, str]]) -> str:
+        digest = hmac.new(self._key, _form_message(nonce, post_to, fields), "sha256")
+        return digest.hexdigest()
+
+    def issue(self, post_to: str, fields: Iterable[tuple[str, str]]) -> str:
+        nonce = secrets.token_urlsafe(16)
+        return f"{nonce}.{self._mac(nonce, post_to, fields)}"
+
+    def redeem(self, offered: object, post_to: str, fields: Iterable[tuple[str, str]]) -> str:
+        """Why ``offered`` does not confirm this POST, or ``""`` (and it is spent)."""
+        if not isinstance(offered, str) or offered.count(".") != 1:
+            return "missing or wrong token in the form"
+        nonce, mac = offered.split(".")
+        if not hmac.compare_digest(mac.encode(), self._mac(nonce, post_to, fields).encode()):
+            return "missing or wrong token in the form"
+        if nonce in self._spent:
+            return "this form was sent already: open its page again"
+        self._spent[nonce] = None
+        if len(self._spent) > MAX_SPENT_FORMS:
+            del self._spent[next(iter(self._spent))]
+        return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Guard:
     token: str
     port: int
+    forms: FormTokens = field(default_factory=FormTokens)
 
     @property
     def cookie(self) -> str:
@@ -71,9 +114,6 @@ class Guard:
 
     def matches(self, offered: str | None) -> bool:
         return bool(offered) and hmac.compare_digest(str(offered).encode(), self.token.encode())
-
-    def form_token_ok(self, offered: object) -> bool:
-        return isinstance(offered, str) and self.matches(offered)
 
     def refusal(self, request: Request) -> str:
         """Why ``request`` is refused, or ``""``."""

@@ -1,7 +1,8 @@
 """Run the dashboard: bind the loopback, print the URL with its token, serve until stopped.
 
-1. Bind ``127.0.0.1`` (port 0 = any free one) before anything else, so the printed URL
-   names the real port and a port in use fails at once.
+1. Bind ``127.0.0.1`` (port 0 = any free one) and listen before anything else, so the
+   printed URL names the real port, a port in use fails at once, and a browser opening the
+   URL the moment it is printed is queued rather than refused.
 2. Draw the per-launch token; the :class:`~skillopt_sleep.serve.guard.Guard` knows it and
    the port (the only Host and Origin it accepts).
 3. Open a task group: the actions (nights, adoptions) run in it, and uvicorn serves the
@@ -27,11 +28,12 @@ __all__ = ["bind", "serve"]
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on the loopback (``ValueError`` for any other host)."""
+    """A listening socket on the loopback (``ValueError`` for any other host)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((loopback_host(host), port))
+        sock.listen(socket.SOMAXCONN)  # before the URL is printed: uvicorn listens later
     except BaseException:
         sock.close()
         raise

@@ -174,3 +174,10 @@ def test_the_commands_name_only_tools_and_flags_that_exist(tmp_path: Path) -> No
     waits = ap.render_invocations("skillopt-sleep once --handoff --wait", ["skillopt-sleep"], [])
     parsed = build_parser(waits.split()[1:]).parse_args(waits.split()[1:])
     assert parsed.handoff is True and parsed.wait > 0
+
+
+def test_the_help_names_what_codex_gets(capsys: pytest.CaptureFixture[str]) -> None:
+    """Codex reads skills, not custom prompts (issue 32, item 19)."""
+    assert main(["integrate", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Codex's skills" in help_text and "custom prompt" not in help_text

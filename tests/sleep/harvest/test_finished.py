@@ -68,6 +68,17 @@ def test_a_payload_naming_no_session_is_refused_and_records_nothing(
     assert not finished_path(tmp_path).exists()
 
 
+def test_a_deeply_nested_payload_is_refused_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It raised RecursionError out of the hook (issue 32, item 15)."""
+    deep = '{"session_id": "abc", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(deep.encode())))
+    assert main(["session-end", "--state-dir", str(tmp_path)]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
+    assert not finished_path(tmp_path).exists()
+
+
 def test_the_record_skips_torn_lines_and_stays_bounded(tmp_path: Path) -> None:
     def one(i: int) -> FinishedSession:
         return FinishedSession(agent="claude", session_id=f"s{i}", transcript=f"/t/s{i}.jsonl",

@@ -171,6 +171,42 @@ NEUTRAL = [
 ]
 
 
+# Read by what they ask for, not by their first word (issue 32, item 14); each with its cue.
+ASKS_OTHERWISE = [
+    ("go with a dataclass instead", "instead"),
+    ("a dict, not a tuple", "instead"),
+    ("please stop with the emojis", "dont"),
+    ("don't call the network in unit tests", "dont"),
+    ("just the function, no tests", "only"),
+    ("I'd like the error codes as an enum", "wants"),
+    ("I want plain text here", "wants"),
+    ("could you make it a generator", "revise"),
+    ("ok, put that behind a lock", "revise"),
+    ("use f-strings", "revise"),
+    ("more concise please", "comparative"),
+    ("it should return an empty list", "should_be"),
+]
+# The same shapes in new requests and questions.
+ASKS_NEW = [
+    "now make it a CLI command",
+    "also use the new client in the importer",
+    "just curious, which version is this?",
+    "I want to add caching next, where would it go?",
+    "let's keep going with the migration",
+]
+
+
+@pytest.mark.parametrize(("message", "cue"), ASKS_OTHERWISE)
+def test_a_request_for_another_output_is_a_correction(message: str, cue: str) -> None:
+    negative = [s for s in detect_feedback(message, 1) if s.sentiment is Sentiment.NEGATIVE]
+    assert [s.label() for s in negative] == [f"neg:{cue}"]
+
+
+@pytest.mark.parametrize("message", ASKS_NEW)
+def test_a_new_request_with_the_same_words_is_not(message: str) -> None:
+    assert not [s for s in detect_feedback(message, 1) if s.sentiment is Sentiment.NEGATIVE]
+
+
 @pytest.mark.parametrize("message", SEEN_IN_PI + HELD_OUT)
 def test_plain_corrections_are_negative(message: str) -> None:
     assert any(s.sentiment is Sentiment.NEGATIVE for s in detect_feedback(message, 1)), message

@@ -141,13 +141,12 @@ def announce_estimate(
     skills: Mapping[str, int] | None = None,
     recheck: int = 0,
 ) -> Estimate:
-    """The spend estimate, said before any model call of the learning stages (and mining's
-    share said before mining, :func:`announce_mining`): calls per stage learned from what
-    earlier nights of the project measured per task (:mod:`skillopt_sleep.stage_rates`;
-    ``learn``: the managed night's tasks, ``skills``: each fanned-out skill's task count;
-    ``recheck``: a quiet night's samples still to draw; ``docs``: the live documents, whose
-    recorded answers say how noisy tonight's tasks are), priced per stage from those
-    nights or per member, and whether the budget will cut the night short."""
+    """The spend estimate, said before any model call of the learning stages (mining's said
+    before mining, :func:`announce_mining`): calls per stage learned from earlier nights of
+    the project (:mod:`skillopt_sleep.stage_rates`; ``learn``: the managed night's tasks,
+    ``skills``: each fanned-out skill's task count; ``recheck``: a quiet night's samples
+    still to draw; ``docs``: the live documents, whose recorded answers say how noisy
+    tonight's tasks are), priced per stage or member; whether the budget cuts it short."""
     rubric = sum(calls_per_sample(t) - 1 for t in tasks) / len(tasks)  # judged by the model
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
@@ -159,9 +158,7 @@ def announce_estimate(
         sessions=0, noise=noise,
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
-    learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
-    by_skill = {name: round(learning * n / n_learn) for name, n in (skills or {}).items()
-                if n_learn}  # fmt: skip
+    by_skill = _by_skill(by_stage, skills or {}, n_learn)
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
     priced, tokens = _priced(night, model, predicted.tokens, by_stage, tasks, docs, rubric)
     estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
@@ -169,13 +166,11 @@ def announce_estimate(
     span = predicted.span if not recheck else None
     learned = _learned_from(predicted.nights, span)
     basis, on_noise = _noise_basis(known, guess, model.nights)
-    calm = None if recheck or basis == "archive" else _if_consistent(night, model, by_stage, noise,
-                                                                   n_learn, len(test))  # fmt: skip
-    if calm is not None:
-        on_noise += f"; about {calm} if the probe finds it answers consistently"
-    said = f"{estimate.describe()} ({learned}; {on_noise})" + (
-        f"; per call: {priced.describe()}" if priced.sources else ""
-    )
+    sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
+    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test))
+    on_noise += f"; about {calm} if the probe finds it answers consistently" if calm else ""
+    per_call = f"; per call: {priced.describe()}" if priced.sources else ""
+    said = f"{estimate.describe()} ({learned}; {on_noise}){per_call}"
     night.progress.note(f"estimated spend: {said}")
     warning = _warn_budget(night, estimate)
     _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
@@ -201,10 +196,15 @@ def announce_estimate(
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
 
 
+def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int) -> dict[str, int]:
+    """The fan-out's share of the learning calls, per skill (by its task count)."""
+    learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
+    return {name: round(learning * n / tasks) for name, n in skills.items() if tasks}
+
+
 def _if_consistent(
-    night: Night, model: TokenModel, by_stage: Mapping[str, int], noise: float | None,
-    tasks: int, test: int,
-) -> int | None:  # fmt: skip
+    model: TokenModel, by_stage: Mapping[str, int], noise: float | None, tasks: int, test: int
+) -> int | None:
     """When tonight is priced as a noisy model's on no measurement (the config's guess or
     the last night's), what it costs should the noise probe find it consistent: the first
     rollouts decide which, and a noisy night costs several times more."""

@@ -243,13 +243,13 @@ def ledger_lines(m: Measured) -> list[str]:
         return [f"  (no ledger in report.json) calls by stage: {stages(m)}"]
     out = [
         f"  {'stage':<12} {'calls':>6} {'cache hits':>10} {'tokens':>9} {'cached':>8} "
-        f"{'no decision':>11}"
+        f"{'no decision':>11} {'repeats':>7}"
     ]
     for name, row in rows.items():
         out.append(
             f"  {name:<12} {row.get('calls', 0):>6} {row.get('cache_hits', 0):>10} "
             f"{row.get('tokens', 0):>9} {row.get('cached_tokens', 0):>8} "
-            f"{row.get('no_decision', '-'):>11}"
+            f"{row.get('no_decision', '-'):>11} {row.get('repeats', '-'):>7}"
         )
     return out
 
@@ -307,7 +307,8 @@ def report(
         f"({pct(cached.cached_tokens, cached.prompt_tokens)} of prompt; night's ledger says "
         f"{first.cached_tokens}); prefix share {pct(cached.prefix_tokens, cached.prompt_tokens)}",
         f"  stages: {stages(first)}  (today: {TODAY['consistent_stages']})",
-        f"  calls that changed no decision: {no_decision([first])}; ledger:",
+        f"  calls that changed no decision: {no_decision([first])}; that could not change "
+        f"one (repeats on a consistent model): {first.ledger.get('repeats', '-')}; ledger:",
         *ledger_lines(first),
     ]
     noisy = nights["noisy"]

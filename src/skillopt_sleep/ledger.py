@@ -23,6 +23,15 @@ hits and results reused from an interrupted run excluded, a failed sample never 
 are the night's *no-decision* calls: what a test that stops at the first sample settling it
 would not have spent. Mining and reflection are never counted: they make the candidates the
 decisions are about.
+
+**Calls that could not change a decision** (``repeats``, issue 30): on a night the noise
+probe judged consistent, a model asked the same task under the same documents answers
+alike, so every sample of a (task, documents) pair after the night's first one, in any
+stage, repeats an answer the night already had: whatever it scored, it could not change a
+decision (the gate counts it as an independent pair all the same). Their model calls (the
+attempt and its judge call) are counted per stage, the judge calls under ``judge``. The
+``steady`` top-up is exempt (it is drawn for the nights after, which read it), and on a
+night not judged consistent nothing is counted: a repeat there may answer otherwise.
 """
 
 from __future__ import annotations
@@ -35,12 +44,14 @@ from typing import Any
 
 from skillopt.gate import task_settled
 
-__all__ = ["SampleCost", "build_ledger", "no_decision_calls"]
+__all__ = ["SampleCost", "build_ledger", "no_decision_calls", "repeat_calls"]
 
 JUDGE_STAGE = "judge"
 # Stages that measure documents without pairing them against others: a task settles per
 # documents there. Every other stage is taken as paired (the conservative reading).
 UNPAIRED_STAGES = frozenset({"rollout"})
+# Samples drawn for later nights, which read them back: never a repeat of tonight's.
+FOR_LATER = frozenset({"steady"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +116,25 @@ def no_decision_calls(samples: Iterable[SampleCost]) -> dict[str, Counter[str]]:
     return result
 
 
+def repeat_calls(samples: Iterable[SampleCost], *, consistent: bool) -> Counter[str]:
+    """Per accounting stage, the model calls of samples that repeat a (task, documents)
+    pair the night already had an answer for, on a night judged ``consistent`` (see the
+    module docstring); empty otherwise."""
+    out: Counter[str] = Counter()
+    if not consistent:
+        return out
+    answered: set[tuple[str, str]] = set()
+    for s in samples:
+        if s.failed or s.stage in FOR_LATER:
+            continue
+        pair = (s.task_id, s.docs)
+        if pair in answered:
+            out[s.stage] += s.attempt_calls
+            out[JUDGE_STAGE] += s.judge_calls
+        answered.add(pair)
+    return +out
+
+
 _DECISION_KEYS = (
     "samples",
     "calls",
@@ -115,14 +145,20 @@ _DECISION_KEYS = (
 )
 
 
-def build_ledger(spend: Mapping[str, Any], samples: Iterable[SampleCost]) -> dict[str, Any]:
+def build_ledger(
+    spend: Mapping[str, Any], samples: Iterable[SampleCost], *, consistent: bool = False
+) -> dict[str, Any]:
     """``report.json``'s ``ledger``: totals, each stage's line and each decision stage's
-    calls with those that changed no decision."""
-    decided = no_decision_calls(samples)
+    calls with those that changed no decision, and (``consistent``: the noise probe judged
+    tonight's model so) those that could not change one."""
+    drawn = list(samples)
+    decided = no_decision_calls(drawn)
     by_stage = decided.pop("by_stage")
+    repeats = repeat_calls(drawn, consistent=consistent)
     stages: dict[str, Any] = {}
     for name, row in (spend.get("stages") or {}).items():
-        stages[name] = {**row, "no_decision": by_stage.get(name, 0)}
+        stages[name] = {**row, "no_decision": by_stage.get(name, 0),
+                        "repeats": repeats.get(name, 0)}  # fmt: skip
     prompt = sum(int(r.get("prompt_tokens") or 0) for r in stages.values())
     cached = sum(int(r.get("cached_tokens") or 0) for r in stages.values())
     return {
@@ -133,6 +169,7 @@ def build_ledger(spend: Mapping[str, Any], samples: Iterable[SampleCost]) -> dic
         "cached_tokens": cached,
         "cached_share": round(cached / prompt, 4) if prompt else None,
         "no_decision": sum(by_stage.values()),
+        "repeats": sum(repeats.values()),
         "stages": stages,
         "decisions": {
             name: {k: int(row.get(k, 0)) for k in _DECISION_KEYS}

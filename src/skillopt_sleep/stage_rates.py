@@ -11,6 +11,11 @@ from the design: it is learned.
    (``learning``, or ``quiet`` when it ended without learning) and the share of tasks
    whose first rollouts disagreed (``noise``). The last :data:`KEEP` nights are kept in
    ``token-model.json`` (:class:`~skillopt_sleep.token_model.TokenModel` ``nights``).
+   A stage's calls are counted per what drives them (:meth:`NightRecord.unit`): mining per
+   session, the test split per test task, reflection per night (a call per fold, round and
+   document, however many tasks), judging per call of the stages whose answers it judges
+   (:data:`JUDGED`: answers the response cache has judged already cost nothing), the rest
+   per learnable task.
 2. **Predict** (:func:`predict_calls`): each stage's calls per unit, a weighted mean over
    the recorded nights of the same kind, the recent and those of a noise like tonight's
    weighing most. Tonight's noise (:func:`tonight_noise`): what the archive recorded for
@@ -32,11 +37,13 @@ from typing import Any
 from skillopt_sleep.sampling_guess import CONSISTENT, NOISY
 
 __all__ = [
+    "JUDGED",
     "KEEP",
     "LEARNING",
     "PRIOR_MINE_PER_SESSION",
     "PRIOR_NOISY_PER_TASK",
     "PRIOR_PER_TASK",
+    "PRIOR_REFLECT",
     "PRIOR_TEST_PER_TASK",
     "QUIET",
     "NightRecord",
@@ -52,22 +59,34 @@ KEEP = 12  # nights remembered
 RECENCY = 0.6  # each older night weighs this much less
 SPAN_NIGHTS = 3  # recorded nights like tonight's it takes to say a span
 NOISE_SCALE = 0.05  # nights whose noise differs by this much weigh 1/e as much
-# A consistent model's first night on the lift world (24 tasks; calls per learnable task):
-# only until the project's own nights are measured.
-PRIOR_PER_TASK = {"rollout": 4.0, "judge": 3.4, "reflect": 0.25, "trial": 7.6, "union": 3.0}
-PRIOR_TEST_PER_TASK = 2.0  # an attempt and its judge
+# A consistent model's first night on the lift world (24 tasks, ``bench/cost.py`` at main
+# d7f5c9a): calls per learnable task, reflection calls per night, judge calls per call of
+# the stages it judges. Only until the project's own nights are measured.
+PRIOR_PER_TASK = {"rollout": 4.7, "trial": 11.7, "union": 5.0, "final": 2.0}
+PRIOR_REFLECT = 8.0
+PRIOR_JUDGED = 0.5
+PRIOR_TEST_PER_TASK = 1.0  # an attempt (its judge call is the judge stage's)
 # ... and a first night of a model flipping 20 % of its answers there (a third of the
 # tasks' first rollouts disagree): the prior once tonight's noise is measured.
-PRIOR_NOISY_PER_TASK = {"rollout": 8.0, "judge": 3.5, "reflect": 0.9, "trial": 46.0,
-                        "union": 16.6, "attribution": 5.0, "final": 1.3}  # fmt: skip
-PRIOR_WEIGHT = 0.05  # a prior's weight once a night of the project was measured
+PRIOR_NOISY_PER_TASK = {"rollout": 8.5, "trial": 41.1, "union": 15.1, "attribution": 4.9,
+                        "final": 2.6}  # fmt: skip
+PRIOR_NOISY_REFLECT = 25.0
+PRIOR_NOISY_JUDGED = 0.61
+# The stages whose answers the judge judges: its calls are counted per call of theirs.
+JUDGED = ("rollout", "trial", "union", "final", "attribution", "steady", "recheck", "test")
+PER_NIGHT = frozenset({"reflect"})
+PRIOR_WEIGHT = 0.05  # a prior's weight, as a share of a measured night of the project
 PRIOR_MINE_PER_SESSION = 0.1  # batched mining, sessions of one request mined together
 LEARNING, QUIET = "learning", "quiet"
 
 
-def _prior(noise: float, per_task: Mapping[str, float]) -> NightRecord:
+def _prior(
+    noise: float, per_task: Mapping[str, float], reflect: float, judged: float
+) -> NightRecord:
     calls = {s: round(r * 100) for s, r in per_task.items()}
     calls["test"] = round(PRIOR_TEST_PER_TASK * 100)
+    calls["reflect"] = round(reflect)
+    calls["judge"] = round(judged * sum(calls.get(s, 0) for s in JUDGED))
     return NightRecord(kind=LEARNING, tasks=100, test=100, noise=noise, calls=calls)
 
 
@@ -112,9 +131,14 @@ class NightRecord:
 
     def unit(self, stage: str) -> int:
         """What a stage's calls are counted per: sessions for mining, test tasks for the
-        test split, learnable tasks for the rest."""
+        test split, the night for reflection (when it had tasks), the judged stages' calls
+        for judging, learnable tasks for the rest."""
         if stage == "mine":
             return self.sessions
+        if stage in PER_NIGHT:
+            return 1 if self.tasks else 0
+        if stage == "judge":
+            return sum(self.calls.get(s, 0) for s in JUDGED)
         return self.test if stage == "test" else self.tasks
 
     @property
@@ -127,8 +151,8 @@ class NightRecord:
 
 PRIOR_NOISE = {CONSISTENT: 0.0, NOISY: 0.32}  # the priors' noise, by kind of model
 PRIORS = (
-    _prior(PRIOR_NOISE[CONSISTENT], PRIOR_PER_TASK),
-    _prior(PRIOR_NOISE[NOISY], PRIOR_NOISY_PER_TASK),
+    _prior(PRIOR_NOISE[CONSISTENT], PRIOR_PER_TASK, PRIOR_REFLECT, PRIOR_JUDGED),
+    _prior(PRIOR_NOISE[NOISY], PRIOR_NOISY_PER_TASK, PRIOR_NOISY_REFLECT, PRIOR_NOISY_JUDGED),
 )
 
 
@@ -248,8 +272,11 @@ def predict_calls(
     calls: dict[str, float] = {}
     pool, weights = list(same), _weights(same, noise)
     if kind == LEARNING:  # the priors, as nights that weigh little once any was measured
+        # a prior is recorded over 100 tasks; once nights were measured it weighs as
+        # PRIOR_WEIGHT of one of theirs, whatever their size (else it outweighs small ones)
+        size = sum(r.tasks for r in same) / len(same) / 100 if same else 1.0
         for prior in PRIORS:
-            w = PRIOR_WEIGHT if same else 1.0
+            w = PRIOR_WEIGHT * size if same else 1.0
             if noise is None:
                 w *= prior.noise == 0.0  # nothing known: the consistent prior only
             else:
@@ -257,9 +284,13 @@ def predict_calls(
             pool.append(prior)
             weights.append(w)
     if pool and sum(weights) > 0:
-        for stage, rate in _rates(pool, weights).items():
-            if stage != "mine":
-                calls[stage] = rate * (test if stage == "test" else tasks)
+        rates = _rates(pool, weights)
+        for stage, rate in rates.items():
+            if stage not in ("mine", "judge"):
+                per = 1 if stage in PER_NIGHT else test if stage == "test" else tasks
+                calls[stage] = rate * (per if tasks or stage == "test" else 0)
+        judged = sum(calls.get(s, 0.0) for s in JUDGED)
+        calls["judge"] = rates.get("judge", 0.0) * judged
     mine_rate = _rates(mined, _weights(mined, None)).get("mine") if mined else None
     calls["mine"] = (PRIOR_MINE_PER_SESSION if mine_rate is None else mine_rate) * sessions
     per_call = _per_call(records, _weights(records, noise)) if records else {}
@@ -282,8 +313,16 @@ def _span(
     alike = [r for r in records if r.noise_kind == kind]
     if len(alike) < SPAN_NIGHTS:
         return None
-    per_task = [
-        sum(n for stage, n in r.calls.items() if stage not in ("mine", "test")) / r.tasks
-        for r in alike
-    ]
-    return round(min(per_task) * tasks), round(max(per_task) * tasks), len(alike)
+    scaled = [_learning_calls(r, tasks) for r in alike]
+    return round(min(scaled)), round(max(scaled)), len(alike)
+
+
+def _learning_calls(record: NightRecord, tasks: int) -> float:
+    """The learning calls (mining and the test split aside) ``record``'s night would have
+    made on ``tasks`` learnable tasks: its per-night stages as they were, the rest scaled."""
+    scale = tasks / record.tasks
+    return sum(
+        n if stage in PER_NIGHT else n * scale
+        for stage, n in record.calls.items()
+        if stage not in ("mine", "test")
+    )

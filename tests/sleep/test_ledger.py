@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
-from skillopt_sleep.ledger import SampleCost, build_ledger, no_decision_calls
+from skillopt_sleep.ledger import SampleCost, build_ledger, no_decision_calls, repeat_calls
 from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
@@ -174,3 +175,48 @@ def test_a_failed_sample_never_settles_a_task_nor_counts() -> None:
         "no_decision_tokens": 200,
     }
     assert ledger["stages"]["union"]["no_decision"] == 1 and ledger["no_decision"] == 2
+
+
+def test_on_a_consistent_night_a_repeated_task_and_documents_could_not_change_a_decision() -> None:
+    """Issue 30, lever 6: the ledger per stage counted only repeats within a stage that all
+    scored alike; a union or final re-asking the baseline's (task, documents) the rollouts
+    had answered was not seen as waste, whatever it scored."""
+    samples = [
+        _sample("rollout", "t1", "live", 0, 0.0),
+        _sample("trial", "t1", "live", 1000, 0.0),  # the baseline arm again: a repeat
+        _sample("trial", "t1", "cand", 1000, 1.0),  # the candidate arm: new documents
+        _sample("union", "t1", "live", 2000, 0.0, judge=0),  # the judge's verdict was cached
+        _sample("union", "t1", "cand", 2000, 1.0),  # the candidate again: a repeat
+        _sample("steady", "t1", "cand", 3000, 1.0),  # drawn for later nights: exempt
+        _sample("final", "t2", "live", 0, 1.0),
+    ]
+    spend = {"calls": 12, "stages": {s: {"calls": 2} for s in ("rollout", "trial", "union")}}
+    assert repeat_calls(samples, consistent=True) == Counter(trial=1, union=2, judge=2)
+    ledger = build_ledger(spend, samples, consistent=True)
+    assert ledger["repeats"] == 5
+    assert {name: row["repeats"] for name, row in ledger["stages"].items()} == {
+        "rollout": 0, "trial": 1, "union": 2,
+    }  # fmt: skip
+    # a noisy night, or one the probe never judged: a repeat may answer otherwise
+    assert repeat_calls(samples, consistent=False) == Counter()
+    assert build_ledger(spend, samples)["repeats"] == 0
+
+
+@pytest.mark.slow
+async def test_a_consistent_nights_report_shows_the_calls_that_could_not_change_a_decision(
+    setup: DemoSetup,
+) -> None:
+    with FakeModelServer(reply_fn=world_reply) as server:
+        data = http_config(setup, server, llm_mine=False).model_dump(mode="json")
+        for member in data["pool"]["members"]:
+            member["request"] = {"target": {"temperature": 0}}
+        config = SleepConfig.model_validate(data)
+        outcome = await run_night(config, project=setup.project)
+    assert outcome.status is RunStatus.COMPLETE
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    ledger = report["ledger"]
+    assert ledger["repeats"] > 0  # the baseline arm is drawn again in every trial
+    assert ledger["repeats"] == sum(row["repeats"] for row in ledger["stages"].values())
+    assert ledger["repeats"] <= ledger["calls"]
+    markdown = (outcome.run_dir / "report.md").read_text()
+    assert f"calls that could not change a decision: {ledger['repeats']} (" in markdown

@@ -13,7 +13,9 @@ from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.stage_rates import (
     LEARNING,
     PRIOR_PER_TASK,
+    PRIOR_WEIGHT,
     QUIET,
+    RECENCY,
     NightRecord,
     night_record,
     predict_calls,
@@ -60,8 +62,13 @@ def test_a_measured_noise_picks_the_noisy_prior_until_a_noisy_night_was_measured
 def test_calls_scale_per_task_and_follow_the_nights_noise() -> None:
     records = [CONSISTENT, NOISY]
     calm = predict_calls(records, kind=LEARNING, tasks=12, test=2, sessions=0, noise=0.0)
-    assert calm.calls["trial"] == pytest.approx(90, rel=0.05)  # 180 / 24 per task, 12 tasks
-    assert calm.calls["test"] == 4 and "mine" not in calm.calls
+    # 180 / 24 per task (a night ago: RECENCY), 12 tasks, the consistent prior weighing
+    # PRIOR_WEIGHT beside it (the noisy night and prior weigh next to nothing at noise 0)
+    prior = PRIOR_PER_TASK["trial"] * 100
+    w = PRIOR_WEIGHT * 24 / 100  # as a share of a measured night (24 tasks)
+    per_task = (RECENCY * 180 + w * prior) / (RECENCY * 24 + w * 100)
+    assert calm.calls["trial"] == pytest.approx(12 * per_task, rel=0.05)
+    assert calm.calls["test"] in (3, 4) and "mine" not in calm.calls  # 2 a task, the prior 1
     assert calm.tokens["trial"] == pytest.approx(calm.calls["trial"] * 100, rel=0.2)
     noisy = predict_calls(records, kind=LEARNING, tasks=12, test=2, sessions=0, noise=0.3)
     assert noisy.calls["trial"] == pytest.approx(700, rel=0.05)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from skillopt.config import CLI_KINDS
 from skillopt.logging import get_logger
@@ -140,13 +141,12 @@ def announce_estimate(
     skills: Mapping[str, int] | None = None,
     recheck: int = 0,
 ) -> Estimate:
-    """The spend estimate, said before any model call of the learning stages (and mining's
-    share said before mining, :func:`announce_mining`): calls per stage learned from what
-    earlier nights of the project measured per task (:mod:`skillopt_sleep.stage_rates`;
-    ``learn``: the managed night's tasks, ``skills``: each fanned-out skill's task count;
-    ``recheck``: a quiet night's samples still to draw; ``docs``: the live documents, whose
-    recorded answers say how noisy tonight's tasks are), priced per stage from those
-    nights or per member, and whether the budget will cut the night short."""
+    """The spend estimate, said before any model call of the learning stages (mining's said
+    before mining, :func:`announce_mining`): calls per stage learned from earlier nights of
+    the project (:mod:`skillopt_sleep.stage_rates`; ``learn``: the managed night's tasks,
+    ``skills``: each fanned-out skill's task count; ``recheck``: a quiet night's samples
+    still to draw; ``docs``: the live documents, whose recorded answers say how noisy
+    tonight's tasks are), priced per stage or member; whether the budget cuts it short."""
     rubric = sum(calls_per_sample(t) - 1 for t in tasks) / len(tasks)  # judged by the model
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
@@ -158,9 +158,7 @@ def announce_estimate(
         sessions=0, noise=noise,
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
-    learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
-    by_skill = {name: round(learning * n / n_learn) for name, n in (skills or {}).items()
-                if n_learn}  # fmt: skip
+    by_skill = _by_skill(by_stage, skills or {}, n_learn)
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
     priced, tokens = _priced(night, model, predicted.tokens, by_stage, tasks, docs, rubric)
     estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
@@ -168,9 +166,11 @@ def announce_estimate(
     span = predicted.span if not recheck else None
     learned = _learned_from(predicted.nights, span)
     basis, on_noise = _noise_basis(known, guess, model.nights)
-    said = f"{estimate.describe()} ({learned}; {on_noise})" + (
-        f"; per call: {priced.describe()}" if priced.sources else ""
-    )
+    sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
+    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test))
+    on_noise += f"; about {calm} if the probe finds it answers consistently" if calm else ""
+    per_call = f"; per call: {priced.describe()}" if priced.sources else ""
+    said = f"{estimate.describe()} ({learned}; {on_noise}){per_call}"
     night.progress.note(f"estimated spend: {said}")
     warning = _warn_budget(night, estimate)
     _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
@@ -186,6 +186,7 @@ def announce_estimate(
         "learning_span": [span[0], span[1]] if span is not None else None,
         "noise": noise,
         "noise_basis": basis,
+        "if_consistent": calm,
         "tasks": {"learnable": n_learn, "test": len(test)},
         "budget_warning": warning,
     }
@@ -193,6 +194,25 @@ def announce_estimate(
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int) -> dict[str, int]:
+    """The fan-out's share of the learning calls, per skill (by its task count)."""
+    learning = sum(n for s, n in by_stage.items() if s not in ("mine", "test"))
+    return {name: round(learning * n / tasks) for name, n in skills.items() if tasks}
+
+
+def _if_consistent(
+    model: TokenModel, by_stage: Mapping[str, int], noise: float | None, tasks: int, test: int
+) -> int | None:
+    """When tonight is priced as a noisy model's on no measurement (the config's guess or
+    the last night's), what it costs should the noise probe find it consistent: the first
+    rollouts decide which, and a noisy night costs several times more."""
+    if noise is None or noise < NOISE_SCALE:
+        return None
+    calm = predict_calls(model.nights, kind=LEARNING, tasks=tasks, test=test, sessions=0,
+                         noise=0.0)  # fmt: skip
+    return by_stage.get("mine", 0) + sum(n for s, n in calm.calls.items() if s != "mine")
 
 
 def _warn_budget(night: Night, estimate: SpendEstimate) -> str:
@@ -222,7 +242,10 @@ def _noise_basis(
         alike = measured_alike(records, guess.kind)
         if alike is not None:
             return "config", f"noise: {guess.why}, {alike:.0%} as such a model's last night"
-        return "config", f"noise: {guess.why} ({guess.kind} until measured)"
+        return "config", (
+            f"noise: assuming a {guess.kind} model, {guess.why} ({guess.kind} until measured);"
+            " no noise probe yet"
+        )
     last = measured_alike(records, None)
     if last is not None:
         return "last night", f"noise: the last learning night's ({last:.0%})"
@@ -280,12 +303,27 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     )
     night.notes.append(line)
     night.progress.note(line)
-    cap = night.cfg.budget.max_calls
-    if cap and calls > cap:
-        warning = budget_warning(calls=calls, tokens=0, max_calls=cap, max_tokens=0)
+    _replace_warning(night, detail, calls)
+
+
+def _replace_warning(night: Night, detail: dict[str, Any], calls: int) -> None:
+    """The budget's word on the revised estimate replaces the one said with the first:
+    a warning the revision no longer bears out is taken back, a new one said in its place."""
+    said = str(detail.get("budget_warning") or "")
+    if said in night.notes:
+        night.notes.remove(said)
+    budget = night.cfg.budget
+    first = int(detail.get("calls") or 0)
+    tokens = round(int(detail.get("tokens") or 0) * calls / first) if first else 0
+    warning = budget_warning(calls=calls, tokens=tokens, max_calls=budget.max_calls,
+                             max_tokens=budget.max_tokens)  # fmt: skip
+    if warning:
         night.notes.append(warning)
         night.progress.note(warning)
         night.noise.budget_is_tight()
+    elif said:
+        night.progress.note("the revised estimate fits the budget: the warning no longer holds")
+    detail["budget_warning"] = warning
 
 
 def _measured_alike(records: list[NightRecord], noise: float) -> bool:

@@ -217,7 +217,9 @@ def build_report(
         test=course.test,
         notes=tuple(night.notes),
         spend=night.spend.summary(),
-        ledger=build_ledger(night.spend.summary(), night.replayer.costs),
+        ledger=build_ledger(
+            night.spend.summary(), night.replayer.costs, consistent=night.consistent_tonight is True
+        ),
         reused_rollouts=night.replayer.reused,
         auto_adopted=tuple(course.adopted),
         estimate=estimate.said if estimate else None,

@@ -423,17 +423,20 @@ def _ledger(ledger: Mapping[str, Any]) -> list[str]:
         f"cache: {ledger.get('cached_tokens', 0)}{cached}",
         f"- calls that changed no decision: {ledger.get('no_decision', 0)} (repeat samples of "
         "a task whose samples in that stage all scored alike)",
+        f"- calls that could not change a decision: {ledger.get('repeats', 0)} (on a model the "
+        "noise probe judged consistent, a task asked again under documents the night already "
+        "had its answer for)",
     ]
     stages = ledger.get("stages") or {}
     if stages:
         out += [
             "",
-            "| stage | calls | cache hits | tokens | cached tokens | no decision |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| stage | calls | cache hits | tokens | cached tokens | no decision | repeats |",
+            "|---|---:|---:|---:|---:|---:|---:|",
             *(
                 f"| {cell(name, 40)} | {row.get('calls', 0)} | {row.get('cache_hits', 0)} | "
                 f"{row.get('tokens', 0)} | {row.get('cached_tokens', 0)} | "
-                f"{row.get('no_decision', 0)} |"
+                f"{row.get('no_decision', 0)} | {row.get('repeats', 0)} |"
                 for name, row in stages.items()
             ),
             "",

@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
 from skillopt_sleep.tasks.archive_base import ArchiveBase, iso
-from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer
+from skillopt_sleep.tasks.records import NoiseEstimate, Question, SampleAnswer, TriedDocuments
 
 __all__ = ["KEEP_DAYS", "KEEP_PER_QUESTION", "AnswersSide"]
 
@@ -105,6 +105,20 @@ class AnswersSide(ArchiveBase):
             (question.task_id, question.task_hash, question.docs_hash, question.answer_key),
         )
         return {int(r["sample_id"]): float(r["score"]) for r in rows}
+
+    def tried(self, question: Question) -> TriedDocuments:
+        """How ``question``'s task fared under every document any night sampled it under
+        (the same task hash and answer key; ``question.docs_hash`` is not read)."""
+        rows = self._rows(
+            "SELECT count(DISTINCT docs_hash) AS docs, count(*) AS n, sum(score >= 1.0) AS passes"
+            " FROM sample_answers WHERE task_id = ? AND task_hash = ? AND answer_key = ?",
+            (question.task_id, question.task_hash, question.answer_key),
+        )
+        row = rows[0] if rows else None
+        if row is None or not row["n"]:
+            return TriedDocuments()
+        return TriedDocuments(documents=int(row["docs"]), samples=int(row["n"]),
+                              passes=int(row["passes"] or 0))  # fmt: skip
 
     def noise(self, questions: Collection[Question]) -> dict[Question, NoiseEstimate]:
         """:meth:`task_noise` for many questions at once (those with no sample are left out)."""

@@ -24,6 +24,7 @@ __all__ = [
     "Question",
     "SampleAnswer",
     "Supersession",
+    "TriedDocuments",
 ]
 
 
@@ -191,6 +192,16 @@ class NoiseEstimate:
     def steady_fail(self, min_samples: int) -> bool:
         """Every one of at least ``min_samples`` samples failed, with the same score."""
         return self.steady and self.samples >= min_samples and self.high < 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriedDocuments:
+    """What one task's recorded samples say under every document the nights tried it under,
+    the same task (its hash) and models and settings (an answer key)."""
+
+    documents: int = 0  # distinct documents (skill.memory hashes) with a recorded sample
+    samples: int = 0
+    passes: int = 0  # samples whose score is a full pass (>= 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

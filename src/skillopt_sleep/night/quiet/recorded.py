@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,7 @@ from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.gate_modes import OFF
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.quiet.questions import answer_key, task_hash
+from skillopt_sleep.night.quiet.stuck import stuck_tasks
 from skillopt_sleep.replay import Docs, Job, calls_per_sample
 from skillopt_sleep.skills.route import MANAGED
 from skillopt_sleep.tasks.archive import TaskArchive
@@ -263,6 +264,7 @@ class QuietPlan:
     live: Mapping[str, NoiseEstimate]
     recheck: tuple[Job, ...] = ()
     drift: tuple[Job, ...] = ()
+    stuck: frozenset[str] = frozenset()  # failing, with nothing new to learn from (.stuck)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,10 +284,12 @@ class Quiet:
 def plan_quiet(night: Night, groups: Sequence[Asked]) -> QuietPlan | None:
     """Whether tonight may be quiet, without a call: every task of every group passed on
     every recorded sample under its group's documents and tonight's models (one at
-    least). Tasks with fewer samples than the rollouts would draw get the rollouts' own
-    first samples to draw (so a night that goes on to learn reads them back instead of
-    paying twice). Any other task (never measured under its documents, failing, or noisy)
-    makes it ``None``. ``groups`` holds the managed one (MANAGED), with tasks or not."""
+    least), or is stuck (:mod:`.stuck`: it failed under every document the nights tried,
+    and nothing about it is new). Tasks with fewer samples than the rollouts would draw
+    get the rollouts' own first samples to draw (so a night that goes on to learn reads
+    them back instead of paying twice). Any other task (never measured under its
+    documents, failing with something new, or noisy) makes it ``None``. ``groups`` holds
+    the managed one (MANAGED), with tasks or not."""
     tasks = [t for g in groups for t in g.tasks]
     if not tasks or night.cfg.gate.mode == OFF:
         return None
@@ -293,7 +297,10 @@ def plan_quiet(night: Night, groups: Sequence[Asked]) -> QuietPlan | None:
     live: dict[str, NoiseEstimate] = {}
     for group in groups:
         live.update(noise_estimates(night, group.tasks, group.docs))
-    if not all(live[t.id].steady_pass(1) for t in tasks):
+    failing = [t for t in tasks if not live[t.id].steady_pass(1)]
+    docs_of = {t.id: g.docs.key for g in groups for t in g.tasks}
+    stuck = stuck_tasks(night, failing, live, docs_of) if failing else frozenset()
+    if len(stuck) < len(failing):
         return None
     recheck = tuple(
         Job(task=t, docs=g.docs, sample_id=k, phase="rollout", fresh=True)
@@ -301,8 +308,8 @@ def plan_quiet(night: Night, groups: Sequence[Asked]) -> QuietPlan | None:
         for t in g.tasks
         for k in range(max(0, need - live[t.id].samples))
     )
-    drift = _drift_check(night, groups, live, recheck)
-    return QuietPlan(groups=tuple(groups), live=live, recheck=recheck, drift=drift)
+    drift = _drift_check(night, groups, live, recheck, stuck)
+    return QuietPlan(groups=tuple(groups), live=live, recheck=recheck, drift=drift, stuck=stuck)
 
 
 def _drift_check(
@@ -310,14 +317,15 @@ def _drift_check(
     groups: Sequence[Asked],
     live: Mapping[str, NoiseEstimate],
     recheck: Sequence[Job],
+    stuck: Collection[str],
 ) -> tuple[Job, ...]:
     """One fresh sample (the rollouts' first, under its group's documents) of each of the
     tasks whose newest recorded sample is the oldest, whatever their group, as many as
     ``night.drift_check_calls`` pays for (less what the re-check spends: its samples are
     as fresh). A steady task is otherwise never sampled again, and a provider may change a
-    model under the same name."""
+    model under the same name (a stuck task is not: its failure is what was recorded)."""
     left = night.cfg.night.drift_check_calls - sum(calls_per_sample(j.task) for j in recheck)
-    topped = {j.task.id for j in recheck}
+    topped = {j.task.id for j in recheck} | set(stuck)
     docs = {t.id: g.docs for g in groups for t in g.tasks}
     stalest = sorted((t for g in groups for t in g.tasks if t.id not in topped),
                      key=lambda t: (live[t.id].last_night, t.id))  # fmt: skip
@@ -347,7 +355,7 @@ async def settle_quiet(night: Night, plan: QuietPlan, *, new_sessions: int) -> Q
         calls = night.spend.calls - before
         night.end("recheck", rollouts=len(results))
         topped, drift = results[: len(plan.recheck)], results[len(plan.recheck) :]
-        if any(r.error or not night.score(r) >= 1.0 for r in topped):
+        if any(r.error or _changed(night, r, plan) for r in topped):
             return None
         drifted = sum(1 for r in drift if not r.error and not night.score(r) >= 1.0)
         errored = sum(1 for r in drift if r.error)
@@ -356,20 +364,42 @@ async def settle_quiet(night: Night, plan: QuietPlan, *, new_sessions: int) -> Q
             return None
     decisions = {group.name: _from_records(group, plan.live) for group in plan.groups}
     sessions = "no new session" if not new_sessions else f"{new_sessions} session(s), no new task"
+    passing = len(plan.live) - len(plan.stuck)
     line = (
-        f"quiet night: {sessions}; every one of the {len(plan.live)} task(s) already passes "
-        f"under the live documents{_skills(plan)} and models ({steady_samples(night)}+ "
-        f"agreeing samples each): nothing to learn, {_spent(plan, calls, errored)}"
+        f"quiet night: {sessions}; "
+        + (
+            f"every one of the {passing} task(s) already passes"
+            if not plan.stuck
+            else f"{passing} of the {len(plan.live)} task(s) already pass"
+        )
+        + f" under the live documents{_skills(plan)} and models ({steady_samples(night)}+ "
+        "agreeing samples each)"
+        + (
+            f", and {len(plan.stuck)} failed under every document the nights tried, nothing "
+            "new about it since (its session, the documents, the models)"
+            if plan.stuck
+            else ""
+        )
+        + f": nothing to learn, {_spent(plan, calls, errored)}"
     )
     return Quiet(decisions=decisions, line=line)
 
 
+def _changed(night: Night, result: RolloutResult, plan: QuietPlan) -> bool:
+    """Whether a re-sampled task answered otherwise than recorded: a passing task failed,
+    or a stuck one passed."""
+    passed = night.score(result) >= 1.0
+    return passed if result.task_id in plan.stuck else not passed
+
+
 def _from_records(group: Asked, live: Mapping[str, NoiseEstimate]) -> Decision:
     """A group's decision on a quiet night: nothing to learn, its scores from the records."""
+    scores = {t.id: live[t.id].low for t in group.tasks}
+    mean = sum(scores.values()) / len(scores) if scores else 1.0
     return Decision(
-        accepted=False, action=GateAction.REJECT, baseline=1.0, candidate=1.0,
+        accepted=False, action=GateAction.REJECT, baseline=mean, candidate=mean,
         final=None, docs=group.docs, applied=[], rejected=[], nothing_to_learn=True,
-        start_scores={t.id: live[t.id].low for t in group.tasks},
+        start_scores=scores,
     )  # fmt: skip
 
 

@@ -239,10 +239,14 @@ class Fanout:
             if sn.status is not PartStatus.PENDING:
                 continue
             sn.decision, sn.status = quiet.decisions[sn.skill.name], PartStatus.NO_EDITS
+            stuck = sum(1 for s in sn.decision.start_scores.values() if s < 1.0)
             sn.reason = (
                 f"quiet night: every one of its {len(sn.tasks)} task(s) already passes under "
-                "it and the live memory (the answers recorded on earlier nights): nothing to "
-                "learn"
+                if not stuck
+                else f"quiet night: {len(sn.tasks) - stuck} of its {len(sn.tasks)} task(s) "
+                f"already pass, and {stuck} failed under every document tried, under "
+            ) + (
+                "it and the live memory (the answers recorded on earlier nights): nothing to learn"
             )
 
     async def alongside(

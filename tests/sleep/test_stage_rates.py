@@ -124,7 +124,9 @@ async def test_a_revision_resting_on_a_prior_says_a_span_not_a_figure(demo: Demo
     notes = json.loads((outcome.run_dir / "report.json").read_text())["notes"]
     line = next(n for n in notes if n.startswith("revised estimate"))
     assert f"between {detail['calls']} and {revised['calls']}" in line and "prior" in line
-    assert int(str(detail["calls"])) <= spent * 1.3  # the span's lower end was the plan
+    # the span's lower end was the plan: within x2 of the spend on a night that rests on
+    # another world's prior (issue 31's bound; +-30 % is for nights with records of their own)
+    assert spent / 2 <= int(str(detail["calls"])) <= spent * 2
 
 
 def test_the_estimate_line_lists_stages_in_the_order_a_night_spends() -> None:

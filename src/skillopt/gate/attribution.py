@@ -21,12 +21,12 @@ there is nothing to compare on for that removal).
 When to attribute a bundle that passed: where it lost what its edits gained alone
 (:func:`lost_gains` over :func:`promised_gains`): a spoiler that only cancels the others'
 gains breaks nothing that passed before, and shows nowhere else. Each removal is then
-judged on the lost tasks *the edits still in the bundle* promised and the removed ones
-did not (:func:`cancelled_tasks`): the question is whether the removed edits cancelled
-the others' gains. On a task the removed edit improved alone, taking it out loses its own
-gain by construction, and that loss must not speak for it: a spoiler whose own gain was
-a lenient score (a near-miss given credit) would otherwise be kept by the very tasks it
-bought.
+judged on the lost tasks where *the edits still in the bundle* promised more than the
+removed ones did alone (:func:`cancelled_tasks`): the question is whether the removed
+edits cancelled the others' gains. Where the removed edit gained as much alone, taking it
+out loses its own gain by construction, and that loss must not speak for it: a spoiler
+whose own gain was a lenient score (a near-miss given credit) would otherwise be kept by
+the very tasks it bought.
 """
 
 from __future__ import annotations
@@ -105,17 +105,19 @@ def cancelled_tasks(
     lost: Sequence[str],
     promised_by: Sequence[Mapping[str, float]],
 ) -> list[str]:
-    """The tasks of ``lost`` that an edit still in the bundle promised and none of the
-    edits ``left_out`` did (``promised_by[i]``: the tasks edit ``i``'s single improved):
-    where leaving them out can show that they cancelled the others' gains. On a task a
-    removed edit improved alone, its removal loses that gain by construction, whoever
-    else promised it, so the task cannot speak for or against it."""
-    kept = [gains for i, gains in enumerate(promised_by) if i not in left_out]
-    gone = [gains for i, gains in enumerate(promised_by) if i in left_out]
-    return [
-        t for t in lost
-        if any(t in gains for gains in kept) and not any(t in gains for gains in gone)
-    ]  # fmt: skip
+    """The tasks of ``lost`` on which an edit still in the bundle promised more than the
+    edits ``left_out`` did (``promised_by[i]``: per task, the gain edit ``i``'s single
+    measured alone): where leaving them out can show that they cancelled the others'
+    gains. Where a removed edit promised as much itself, its removal loses that gain by
+    construction, and the task cannot speak for or against it."""
+
+    def best(task: str, keep: bool) -> float:
+        return max(
+            (g.get(task, 0.0) for i, g in enumerate(promised_by) if (i in left_out) != keep),
+            default=0.0,
+        )
+
+    return [t for t in lost if best(t, keep=True) > best(t, keep=False)]
 
 
 def bonferroni(confidence: float, tests: int) -> float:

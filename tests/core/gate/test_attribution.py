@@ -84,13 +84,13 @@ async def test_noise_alone_drops_a_good_edit_no_more_often_than_alpha() -> None:
 
 
 def test_a_removal_is_judged_on_what_the_edits_left_in_promised() -> None:
-    """The lost tasks a removal is judged on: those an edit still in the bundle improved
-    alone and no removed edit did. Edit 0 improved a and b alone, edit 1 b and c, edit 2
-    nothing."""
+    """The lost tasks a removal is judged on: those where an edit still in the bundle
+    improved more alone than the removed edits did. Edit 0 improved a by .5 and b by .25,
+    edit 1 b by .5 and c, edit 2 nothing."""
     promised = [{"a": 0.5, "b": 0.25}, {"c": 1.0, "b": 0.5}, {}]
     lost = ["a", "b", "c"]
-    assert cancelled_tasks((0,), lost, promised) == ["c"]  # not a, b: 0's own gains
-    assert cancelled_tasks((1,), lost, promised) == ["a"]
+    assert cancelled_tasks((0,), lost, promised) == ["b", "c"]  # a: 0's own gain
+    assert cancelled_tasks((1,), lost, promised) == ["a"]  # b: 1 promised more than 0
     assert cancelled_tasks((2,), lost, promised) == ["a", "b", "c"]
     assert cancelled_tasks((0, 1), lost, promised) == []
 

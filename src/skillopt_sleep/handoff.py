@@ -30,6 +30,7 @@ from skillopt.backends.handoff import (
     PENDING_NAME,
     POLL_SECONDS,
     PROMPTS_NAME,
+    answer_cap,
     answer_path,
     read_pending,
     write_answer,
@@ -164,12 +165,19 @@ def next_prompt(directory: Path) -> dict[str, Any]:
 
 def take_answer(directory: Path, pid: str, text: str) -> dict[str, Any]:
     """Write the answer to pending prompt ``pid``; ``ValueError`` for an id that is not
-    pending or an empty answer (the night checks the format when it resumes)."""
+    pending, an empty answer or one over the cap (the night checks the format when it
+    takes it)."""
     pending = {p.id: p for p in read_pending(directory)}
     if pid not in pending:
         raise ValueError(f"no prompt {pid!r} waits for an answer (see handoff_next)")
     if not text.strip():
         raise ValueError(f"the answer to {pid} is empty; nothing was written")
+    cap = answer_cap(pending[pid].max_output_tokens)
+    if len(text.encode("utf-8")) > cap:
+        raise ValueError(
+            f"the answer to {pid} is larger than the {cap}-byte cap for a reply of at most "
+            f"about {pending[pid].max_output_tokens} tokens; nothing was written"
+        )
     path = write_answer(directory, pid, text)
     left = next_prompt(directory)
     said = left["message"] if not left["remaining"] else "call handoff_next"

@@ -7,9 +7,10 @@ For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"
    outbound prompt. Its id is a hash of its role, stage, full text and sample id
    (:func:`prompt_id`): the same night asks the same prompt under the same id again.
 2. When ``answers/<id>.md`` exists in the handoff directory, its text is the reply: a
-   completed call, like a model's. An answer that is empty or fails the request's own
-   format check is moved aside to ``answers/<id>.rejected.md`` and the prompt is pending
-   again, with the problem said.
+   completed call, like a model's. An answer that is empty, larger than a model's reply
+   to the request could be (:func:`answer_cap`, read no further), not UTF-8, or fails the
+   request's own format check is moved aside to ``answers/<id>.rejected.md`` and the
+   prompt is pending again, with the problem said.
 3. Otherwise the prompt is recorded as pending and :class:`AnswerPendingError` is raised
    (fatal: never retried, never held against a member's health). The night collects every
    call of the stage, then stops as waiting for answers (see
@@ -47,6 +48,7 @@ import anyio
 
 from skillopt.atomicio import atomic_write_text
 from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.errors import AnswerPendingError, ReplyFormatError
 from skillopt.logging import get_logger
 
@@ -56,6 +58,7 @@ __all__ = [
     "PROMPTS_NAME",
     "HandoffBackend",
     "PendingPrompt",
+    "answer_cap",
     "answer_path",
     "build_handoff_member",
     "pending_failures",
@@ -212,14 +215,19 @@ class HandoffBackend:
 
     @staticmethod
     def _take(request: CompletionRequest, pid: str, path: Path) -> str | _Rejected | None:
-        """The answer file's text; ``None`` when there is none; a rejected one set aside."""
+        """The answer file's text; ``None`` when there is none; a rejected one set aside.
+
+        At most :func:`answer_cap` bytes are read: a larger file is refused unread, as a
+        model's reply over its cap is (it would be counted as millions of tokens)."""
+        cap = answer_cap(request.max_output_tokens)
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open("rb") as handle:
+                data = handle.read(cap + 1)
         except FileNotFoundError:
             return None
-        problem = _problem(request, text)
+        problem = _problem(request, data, cap, f"{ANSWERS_DIR}/{path.name}")
         if not problem:
-            return text
+            return data.decode("utf-8")
         os.replace(path, path.with_suffix(".rejected.md"))
         _log.warning("handoff.answer_rejected", prompt_id=pid, problem=problem)
         return _Rejected(problem)
@@ -288,8 +296,23 @@ class _Rejected:
     problem: str
 
 
-def _problem(request: CompletionRequest, text: str) -> str:
+def answer_cap(max_output_tokens: int) -> int:
+    """The most bytes an answer file may hold: what an HTTP member would read of a reply
+    to the same request (:func:`skillopt.backends.reply_cap.http_reply_cap`)."""
+    return http_reply_cap(max_output_tokens)
+
+
+def _problem(request: CompletionRequest, data: bytes, cap: int, name: str) -> str:
     """Why an answer cannot be taken ("" when it can)."""
+    if len(data) > cap:
+        return (
+            f"{name} is larger than the {cap}-byte cap for a reply of at most about "
+            f"{request.max_output_tokens} tokens: write only the reply, shorter"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{name} is not UTF-8 text"
     if not text.strip():
         return "the answer file is empty"
     if request.check_reply is not None:

@@ -227,6 +227,12 @@ class Night:
     def end(self, name: str, **extra: Any) -> None:
         self.learning.end(name, **extra)
 
+    def end_after_decision(self, name: str, **extra: Any) -> None:
+        """End a stage that follows the night's decision (staging, commit): it asks no
+        model, and a prompt still waiting for an answer (a handoff night the budget
+        stopped) decides nothing any more, so it is not a reason to stop here."""
+        self.stage_ended(name, **extra)
+
     def stage_began(self, name: str) -> None:
         """The journal's side of :meth:`begin` (:class:`.learn.measure.StageJournal`)."""
         self.progress.stage(name)

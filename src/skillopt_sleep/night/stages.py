@@ -165,7 +165,7 @@ def _commit(
     if keep:
         kept = state.record_night(history_entry(night, course, report))
         store.save(kept.with_model_key(report.models) if report.models else kept)
-        night.end("commit")
+        night.end_after_decision("commit")
     return report
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 
 from skillopt.backends.handoff import (
+    ASKED_AGAIN,
     PENDING_NAME,
     POLL_SECONDS,
     PROMPTS_NAME,
@@ -94,7 +95,9 @@ def waiting_lines(directory: Path, resume: str) -> list[str]:
     pending = read_pending(directory)
     lines = [f"  {len(pending)} prompt(s) wait for answers: {directory / PROMPTS_NAME}"]
     for p in pending:
-        if p.problem:
+        if p.problem.startswith(ASKED_AGAIN):
+            lines.append(f"  prompt {p.id} is {p.problem}: write {p.answer_file}")
+        elif p.problem:
             lines.append(f"  answer {p.id} rejected ({p.problem}): write {p.answer_file} again")
     lines.append(
         f"  write each answer to {directory}/answers/<id>.md (or use the MCP tools "
@@ -158,9 +161,15 @@ def next_prompt(directory: Path) -> dict[str, Any]:
         "remaining": len(open_),
         "night_running": running,
         "message": "reply as the model would (only the reply); pass it to handoff_answer "
-        f"with id {first.id}" + (f"; the earlier answer was rejected: {first.problem}"
-                                 if first.problem else ""),
+        f"with id {first.id}" + _problem_said(first.problem),
     }  # fmt: skip
+
+
+def _problem_said(problem: str) -> str:
+    """What ``handoff_next`` adds about a prompt's problem ("" when it has none)."""
+    if problem.startswith(ASKED_AGAIN):
+        return f"; this prompt is {problem}"
+    return f"; the earlier answer was rejected: {problem}" if problem else ""
 
 
 def take_answer(directory: Path, pid: str, text: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "EARLIER_PROBLEM",
     "Backend",
     "Completer",
     "Completion",
@@ -25,6 +26,11 @@ __all__ = [
     "Role",
     "Usage",
 ]
+
+
+#: ``metadata`` key of a request that asks again because the reply to an earlier one could
+#: not be used: why (a handoff member shows it where the user looks for their answers).
+EARLIER_PROBLEM = "earlier_problem"
 
 
 class Role(StrEnum):

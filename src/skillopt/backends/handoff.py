@@ -47,13 +47,15 @@ from typing import Any, NoReturn
 import anyio
 
 from skillopt.atomicio import atomic_write_text
-from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.base import EARLIER_PROBLEM, Completion, CompletionRequest, Usage
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.errors import AnswerPendingError, ReplyFormatError
 from skillopt.logging import get_logger
+from skillopt.redact import sanitize
 
 __all__ = [
     "ANSWERS_DIR",
+    "ASKED_AGAIN",
     "PENDING_NAME",
     "PROMPTS_NAME",
     "HandoffBackend",
@@ -73,6 +75,8 @@ PROMPTS_NAME = "PROMPTS.md"
 PENDING_NAME = "pending.json"
 ANSWERS_DIR = "answers"
 _ID = re.compile(r"^[0-9a-f]{16}$")
+ASKED_AGAIN = "asked again:"  # how the problem of a prompt that re-asks an earlier one starts
+_PROBLEM_CHARS = 500  # of an earlier answer's problem, as said beside the prompt
 POLL_SECONDS = 0.5  # waiting mode: how often a waiting call looks for its answer file
 
 
@@ -193,7 +197,7 @@ class HandoffBackend:
     async def complete(self, request: CompletionRequest) -> Completion:
         pid = prompt_id(request)
         path = answer_path(self.directory, pid)
-        problem = ""
+        problem = _asked_again(request)
         while not isinstance(found := self._take(request, pid, path), str):
             if found is not None:
                 problem = found.problem
@@ -323,6 +327,15 @@ def _problem(request: CompletionRequest, data: bytes, cap: int, name: str) -> st
     return ""
 
 
+def _asked_again(request: CompletionRequest) -> str:
+    """Why this prompt exists, when it asks again because an earlier answer could not be
+    used: said where the user looks (the waiting lines, ``PROMPTS.md``, ``pending.json``)."""
+    earlier = sanitize(str(request.metadata.get(EARLIER_PROBLEM) or ""))[:_PROBLEM_CHARS]
+    if not earlier:
+        return ""
+    return f"{ASKED_AGAIN} the answer to the prompt before it could not be used ({earlier})"
+
+
 def _fence(text: str) -> str:
     """A backtick fence longer than any run of backticks in ``text``."""
     runs = [len(m) for m in re.findall(r"`+", text)]
@@ -347,7 +360,9 @@ def _markdown(prompts: list[PendingPrompt], resume: str) -> str:
             f"Answer in: `{p.answer_file}` (at most about {p.max_output_tokens} tokens)",
             "",
         ]
-        if p.problem:
+        if p.problem.startswith(ASKED_AGAIN):
+            lines += [f"**Asked again**: {p.problem.removeprefix(ASKED_AGAIN).strip()}", ""]
+        elif p.problem:
             lines += [f"**The earlier answer was rejected**: {p.problem}", ""]
         for label, text in (("System", p.system), ("Prompt", p.prompt)):
             if text:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skillopt.backends.base import Completer, CompletionRequest, Role, Usage
+from skillopt.backends.base import EARLIER_PROBLEM, Completer, CompletionRequest, Role, Usage
 from skillopt.errors import BackendError, NoHealthyMemberError
 from skillopt.judges import KNOWN_OPS
 from skillopt.prompts import render_prompt
@@ -281,6 +281,7 @@ async def mine_joint(
             max_output_tokens=max(MIN_OUTPUT_TOKENS, REPLY_TOKENS_PER_ENTRY * len(pending)),
             json_mode=True,
             metadata={
+                **({EARLIER_PROBLEM: cause} if attempt else {}),
                 "kind": "mine",
                 "labels": [e.label for e in pending],
                 "session_ids": [d.session_id for e in pending for d in e.group.sessions],

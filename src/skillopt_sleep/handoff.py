@@ -118,7 +118,8 @@ def live_night(directory: Path) -> int | None:
     """The process id of a waiting night taking answers in ``directory`` now, if any."""
     live = _pending_doc(directory).get("live")
     pid = live.get("pid") if isinstance(live, dict) else None
-    return pid if isinstance(pid, int) and pid_alive(pid) else None
+    alive = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid_alive(pid)
+    return pid if alive else None
 
 
 async def serve_next(

@@ -49,7 +49,7 @@ import anyio
 from skillopt.atomicio import atomic_write_text
 from skillopt.backends.base import EARLIER_PROBLEM, Completion, CompletionRequest, Usage
 from skillopt.backends.reply_cap import http_reply_cap
-from skillopt.errors import AnswerPendingError, ReplyFormatError
+from skillopt.errors import AnswerPendingError, CorruptStateError, ReplyFormatError
 from skillopt.logging import get_logger
 from skillopt.redact import sanitize
 
@@ -137,16 +137,51 @@ class PendingPrompt:
         )
 
 
+_TEXT_FIELDS = ("id", "role", "stage", "format", "system", "prompt", "answer_file", "problem")
+_NUMBER_FIELDS = ("max_output_tokens", "sample")
+
+
 def read_pending(directory: Path) -> list[PendingPrompt]:
-    """The prompts ``pending.json`` lists ([] when there is none)."""
+    """The prompts ``pending.json`` lists ([] when there is none).
+
+    Raises :class:`CorruptStateError` (naming the file and what to do) when it is not the
+    list a night writes: it is read by tools and agents, and may have been edited."""
+    path = directory / PENDING_NAME
     try:
-        data = json.loads((directory / PENDING_NAME).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
-    fields = set(PendingPrompt.__dataclass_fields__)
-    return [
-        PendingPrompt(**{k: v for k, v in row.items() if k in fields}) for row in data["prompts"]
-    ]
+    except (OSError, ValueError) as exc:
+        raise _damaged(path, f"unreadable ({exc})") from exc
+    rows = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise _damaged(path, "no list of prompts")
+    return [_pending_row(path, number, row) for number, row in enumerate(rows, 1)]
+
+
+def _pending_row(path: Path, number: int, row: object) -> PendingPrompt:
+    if not isinstance(row, dict):
+        raise _damaged(path, f"prompt {number} is not an object")
+    for name in _TEXT_FIELDS:
+        if not isinstance(row.get(name, ""), str):
+            raise _damaged(path, f"prompt {number}: {name} is not text")
+    for name in _NUMBER_FIELDS:
+        value = row.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _damaged(path, f"prompt {number}: {name} is not a whole number")
+    if not _ID.match(str(row.get("id", ""))):
+        raise _damaged(path, f"prompt {number}: not a prompt id: {str(row.get('id'))[:40]!r}")
+    fields = {name: row.get(name, "") for name in _TEXT_FIELDS}
+    numbers = {name: row.get(name, 0) for name in _NUMBER_FIELDS}
+    return PendingPrompt(**fields, **numbers)
+
+
+def _damaged(path: Path, reason: str) -> CorruptStateError:
+    return CorruptStateError(
+        str(path),
+        f"{reason}; it is the list a handoff night writes: run the night's command again "
+        "to write it anew (your answers in answers/ are kept)",
+    )
 
 
 def write_answer(directory: Path, pid: str, text: str) -> Path:

@@ -354,9 +354,11 @@ def _problem(request: CompletionRequest, data: bytes, cap: int, name: str) -> st
         return f"{name} is not UTF-8 text"
     if not text.strip():
         return "the answer file is empty"
-    if request.check_reply is not None:
+    for check in (request.check_reply, request.check_answer):
+        if check is None:
+            continue
         try:
-            request.check_reply(text.strip())
+            check(text.strip())
         except ReplyFormatError as exc:
             return f"not in the expected format: {exc}"
     return ""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import Completion, CompletionRequest, Role
 from skillopt.backends.handoff import (
     PROMPTS_NAME,
     HandoffBackend,
@@ -17,11 +17,12 @@ from skillopt.backends.handoff import (
     answer_path,
     prompt_id,
     read_pending,
-    write_answer,
 )
-from skillopt.errors import AnswerPendingError
+from skillopt.backends.open import open_completer
+from skillopt.backends.pool import BackendPool, MemberSpec
+from skillopt.errors import AnswerPendingError, BudgetExceededError
 from skillopt_sleep.demo import prepare_demo
-from skillopt_sleep.handoff import as_handoff, handoff_dir, take_answer
+from skillopt_sleep.handoff import as_handoff, take_answer
 from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.night_end import NightResult, RunStatus
 
@@ -74,27 +75,34 @@ async def test_take_answer_refuses_an_answer_over_the_cap(tmp_path: Path) -> Non
     assert not answer_path(tmp_path, pending.id).exists()
 
 
-@pytest.mark.slow
+class _BudgetAfterPending:
+    """A handoff-like member: the first mining prompt waits for its answer, every later
+    call finds the budget spent (the 13-million-token answer of the issue, in effect)."""
+
+    name = model = "handoff"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        self.asked += 1
+        if self.asked == 1:
+            raise AnswerPendingError("waits", prompt_id=prompt_id(request), member=self.name)
+        raise BudgetExceededError("budget.max_tokens = 4000000 reached")
+
+    async def aclose(self) -> None:
+        return None
+
+
 async def test_a_sitting_the_budget_stops_with_a_prompt_waiting_ends_budget_reached(
     tmp_path: Path,
 ) -> None:
-    """Two mining prompts; one is answered with JSON that names no session, so the miner
-    asks again, and the budget refuses that call while the other prompt waits (the
-    larger prompt is asked first: answering the smaller one leaves it waiting)."""
     setup = prepare_demo(tmp_path)
-    cfg = setup.config
-    night = cfg.night.model_copy(update={"rounds": 1, "llm_mine": True})
-    budget = cfg.budget.model_copy(update={"max_tokens": 3000})
-    handoff = as_handoff(cfg.model_copy(update={"night": night, "budget": budget}))
-    where = handoff_dir(handoff, setup.project)
-    first = await run_night(handoff, project=setup.project)
-    assert first.status is RunStatus.WAITING
-    pending = sorted(read_pending(where), key=lambda p: len(p.prompt))
-    assert len(pending) == 2
-    write_answer(where, pending[0].id, '{"nothing": "here"} ' + "padding " * 1500)
-    for _ in range(4):
-        outcome = await run_night(handoff, project=setup.project)
-        if outcome.status is not RunStatus.WAITING:
-            break
+    night = setup.config.night.model_copy(update={"rounds": 1, "llm_mine": True})
+    handoff = as_handoff(setup.config.model_copy(update={"night": night}))
+    spec = MemberSpec(backend=_BudgetAfterPending(), max_concurrency=1)
+    pool = BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]})
+    async with open_completer(pool) as stack:
+        outcome = await run_night(handoff, project=setup.project, pool=stack)
     assert outcome.status is RunStatus.COMPLETE
     assert outcome.result is NightResult.BUDGET_REACHED and "max_tokens" in outcome.reason

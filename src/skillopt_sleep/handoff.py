@@ -42,7 +42,6 @@ from skillopt_sleep.lock import pid_alive
 from skillopt_sleep.state import project_dir
 
 __all__ = [
-    "DEFAULT_PATIENCE",
     "HANDOFF_DIR",
     "as_handoff",
     "bind_handoff",
@@ -55,7 +54,6 @@ __all__ = [
 ]
 
 HANDOFF_DIR = "handoff"
-DEFAULT_PATIENCE = 1800.0  # --wait alone: give up after 30 minutes with no answer landing
 WAITING_CALL_TIMEOUT = 30 * 86400.0  # a waiting call lasts until answered, or patience ends
 SERVE_WAIT = 30.0  # handoff_next: how long it waits for a live night's next prompt
 

@@ -28,9 +28,9 @@ from skillopt_sleep.commands._common import (
     self_command,
 )
 from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
+from skillopt_sleep.commands.once import DEFAULT_PATIENCE
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.handoff import (
-    DEFAULT_PATIENCE,
     as_handoff,
     bind_handoff,
     handoff_dir,

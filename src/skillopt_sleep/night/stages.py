@@ -128,6 +128,7 @@ def _open_documents(night: Night) -> Live:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
     _warn_withheld(night, live)
+    night.live = live  # each later stage checks the files still hold what was read
     return live
 
 

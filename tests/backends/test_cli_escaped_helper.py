@@ -16,6 +16,7 @@ from skillopt.backends.cli import process as cli_process
 from skillopt.backends.cli.process import run_process
 from skillopt.errors import BackendTimeoutError
 from support.fake_cli import pid_alive, wait_dead
+from support.handoff_agent import until
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -39,9 +40,8 @@ while True:
 
 async def _helper_pid(path: Path) -> int:
     with anyio.fail_after(60):
-        while not await anyio.Path(path).exists():  # noqa: ASYNC110 - a file has no event
-            await anyio.sleep(0.02)
-    return int(path.read_text())
+        await until(path.exists)  # the CLI writes it: a file has no event
+    return int(await anyio.Path(path).read_text())
 
 
 def _argv(tmp_path: Path, mode: str) -> list[str]:

@@ -4,8 +4,6 @@ again), never taken for mined tasks."""
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import pytest
@@ -15,13 +13,7 @@ from skillopt_sleep.demo import prepare_demo
 from skillopt_sleep.handoff import as_handoff, handoff_dir
 from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.night_end import RunStatus
-
-
-def _sound(prompt: str) -> str:
-    """Mined tasks for every session entry of a mining prompt (S1, S2, ...): none."""
-    count = max(int(n) for n in re.findall(r"\bS(\d+)\b", prompt))
-    return json.dumps({"sessions": [{"session": f"S{i}", "tasks": []}
-                                    for i in range(1, count + 1)]})  # fmt: skip
+from support.handoff_agent import mined_nothing
 
 
 @pytest.mark.parametrize(
@@ -43,7 +35,7 @@ async def test_a_mining_answer_that_cannot_be_read_is_refused_with_the_reason(
     bad, good = read_pending(where)
     assert bad.stage == good.stage == "mine"
     write_answer(where, bad.id, answer)
-    write_answer(where, good.id, _sound(good.prompt))
+    write_answer(where, good.id, mined_nothing(good.prompt))
     again = await run_night(handoff, project=setup.project)
     assert again.status is RunStatus.WAITING and again.failed_stage == "harvest"
     (waiting,) = read_pending(where)

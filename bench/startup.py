@@ -1,5 +1,6 @@
 """Benchmark start-up: what `skillopt-sleep once --help`, `status --json` and `once --demo` import,
-and how long a night takes from exec to its first model request.
+how long `--help` of every command takes, and how long a night takes from exec to its first
+model request.
 
 Each command runs as a real process, first under ``python -X importtime`` (import time by
 top-level package, and whether the HTTP stack or the scheduler was loaded), then a few times
@@ -7,6 +8,10 @@ plain for wall and CPU. The bound is the issue's target (0.25 s for ``once --hel
 ``status --json``); the floor is a bare interpreter start on this machine. Prints wall
 (median), bound, ratio, CPU seconds, the load average, and the ratio against
 max(bound, CPU), so a busy machine can be told from slow code.
+
+`--help` of every command (issue 32: `once --help` had grown to 0.7 s because building its
+parser imported the pydantic config): each command's help, median wall and mean CPU, against
+0.15 s; the slowest is printed with the shared figures.
 
 Exec to first request: the 60-task reviewed night of ``bench/night60.py`` (K=1) against the
 world model over HTTP (``tests/support/world_http.py``, in its own process, answering at
@@ -34,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # support.world_http, the model server
 HEAVY = ("openai", "httpx2", "apscheduler")
 BOUND_S = 0.25
+HELP_BOUND_S = 0.15
 FIRST_REQUEST_S = 0.4
 
 
@@ -89,6 +95,22 @@ def report(label: str, argv: list[str], runs: int, *, bound: float | None) -> No
         return
     # one process, one thread doing the work: CPU / 1 core is its floor
     print_figures(wall=wall, bound=bound, cpu=cpu, calls=0, load=load, target=1.0,
+                  cores=1, bound_label="target", indent="  ")  # fmt: skip
+
+
+def every_help(cli: list[str], runs: int) -> None:
+    """``--help`` of every command, each against :data:`HELP_BOUND_S`."""
+    load = Load()
+    modules = (SRC / "skillopt_sleep" / "commands").glob("[!_]*.py")  # one per command
+    names = [m.stem.removesuffix("_cmd").replace("_", "-") for m in modules]
+    print(f"--help of every command (target {HELP_BOUND_S:g} s each)")
+    measured = {name: timed([*cli, name, "--help"], runs) for name in sorted(names)}
+    for name, (wall, cpu) in measured.items():
+        print(f"  {name:<12} wall {wall:.3f} s  CPU {cpu:.3f} s  ratio {wall / HELP_BOUND_S:.2f}")
+    slowest = max(measured, key=lambda n: measured[n][0])
+    wall, cpu = measured[slowest]
+    print(f"  slowest: {slowest} --help")
+    print_figures(wall=wall, bound=HELP_BOUND_S, cpu=cpu, calls=0, load=load, target=1.0,
                   cores=1, bound_label="target", indent="  ")  # fmt: skip
 
 
@@ -152,6 +174,7 @@ def main() -> int:
         demo = ["--config", str(state / "demo" / "sleep.toml")]
         demo += ["--project", str(state / "demo" / "demo-project")]
         report("status --json", [*cli, "status", *demo, "--json"], args.runs, bound=BOUND_S)
+    every_help(cli, args.runs)
     first_request(args.runs)
     print(f"load average {os.getloadavg()[0]:.2f} after")
     return 0

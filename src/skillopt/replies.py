@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from skillopt.backends.base import Completion, CompletionRequest, Message
+from skillopt.backends.base import EARLIER_PROBLEM, Completion, CompletionRequest, Message
 from skillopt.errors import ReplyFormatError
 
 __all__ = [
@@ -182,8 +182,9 @@ async def ask_validated(
     retry: RetryBuilder = conversation_retry,
 ) -> ValidatedReply[T]:
     """One call whose reply ``parse`` accepts; on a :class:`ReplyFormatError`, one retry
-    built by ``retry``. After two misses raises :class:`ReplyFormatError` naming both
-    problems (``problems`` holds them, ``raw`` the last reply). Call failures propagate."""
+    built by ``retry`` (its metadata naming the problem under ``EARLIER_PROBLEM``). After
+    two misses raises :class:`ReplyFormatError` naming both problems (``problems`` holds
+    them, ``raw`` the last reply). Call failures propagate."""
     first = await complete(request)
     try:
         return ValidatedReply(
@@ -191,7 +192,9 @@ async def ask_validated(
         )
     except ReplyFormatError as exc:
         problem = str(exc)
-    second = await complete(retry(request, first, problem))
+    again = retry(request, first, problem)
+    again = dataclasses.replace(again, metadata={**again.metadata, EARLIER_PROBLEM: problem})
+    second = await complete(again)
     try:
         value = parse(second.text)
     except ReplyFormatError as exc:

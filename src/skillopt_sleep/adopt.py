@@ -45,6 +45,7 @@ from skillopt.errors import (
 )
 from skillopt.logging import get_logger
 from skillopt_sleep.adopt_journal import (
+    BACKUP_DIR,
     JOURNAL_NAME,
     LOCK_NAME,
     AdoptedFile,
@@ -87,7 +88,6 @@ __all__ = [
     "subset_dirs",
 ]
 
-BACKUP_DIR = "adopt-backups"
 SUBSETS_DIR = "subsets"  # <run>/subsets/<check>: `adopt --edit` checks and adopts there
 SUBSET_FILE = "subset.json"  # which edits, which of the night's proposals it settles
 

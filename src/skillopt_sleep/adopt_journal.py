@@ -23,7 +23,7 @@ import binascii
 import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -35,7 +35,6 @@ from skillopt.atomicio import (
     append_jsonl,
     atomic_write_bytes,
     atomic_write_json,
-    read_jsonl,
 )
 from skillopt.errors import CorruptStateError, LockHeldError, RefusedError
 from skillopt.logging import get_logger
@@ -43,6 +42,7 @@ from skillopt_sleep.lock import FileLock
 from skillopt_sleep.staging import RECEIPTS_NAME, sha256_bytes, sha256_file
 
 __all__ = [
+    "BACKUP_DIR",
     "JOURNAL_NAME",
     "LOCK_NAME",
     "AdoptedFile",
@@ -53,6 +53,7 @@ __all__ = [
     "RunLock",
     "commit",
     "make_dirs",
+    "read_backup",
     "receipts",
     "recover_locked",
     "remove_dirs",
@@ -63,6 +64,12 @@ __all__ = [
 
 JOURNAL_NAME = ".adopt-journal.json"
 LOCK_NAME = ".adopt.lock"
+BACKUP_DIR = "adopt-backups"
+_RECEIPT_TEXT_FIELDS = ("name", "kind", "sha256_before", "backup_path", "adopted_at")
+_MOVE_ASIDE = (
+    "lines of {path} that are not adoption receipts were skipped; if the file is damaged, "
+    "move it aside (e.g. rename it to adoptions.jsonl.bad): only the night's `adopt` writes it"
+)
 
 ReplaceFn = Callable[[str, str], None]
 _log = get_logger(__name__)
@@ -210,11 +217,82 @@ def _remove_temps(targets: Sequence[JournalTarget], transaction: str) -> None:
 # --------------------------------------------------------------------------- journal
 
 
+def _is_receipt(record: object) -> bool:
+    """A line ``commit`` could have written: an object naming its live file and new hash."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("live_path"), str)
+        and isinstance(record.get("sha256_after"), str)
+        and all(isinstance(record.get(k, ""), str) for k in _RECEIPT_TEXT_FIELDS)
+    )
+
+
+_WARNED: set[tuple[str, str]] = set()  # (file, digest) already named in this process
+
+
+def _first_warning(path: Path, raw: bytes) -> bool:
+    """Whether this damage was not named yet: status reads one file several times."""
+    key = (str(path), sha256_bytes(raw))
+    if key in _WARNED:
+        return False
+    _WARNED.add(key)
+    return True
+
+
 def receipts(run_dir: Path) -> list[dict[str, Any]]:
+    """The adoption receipts of ``run_dir``; a line that is not one is skipped and named in
+    a warning (with what to do), so one damaged file never stops ``status`` or a night."""
+    path = run_dir / RECEIPTS_NAME
     try:
-        return [r for r in read_jsonl(run_dir / RECEIPTS_NAME) if isinstance(r, dict)]
-    except ValueError as exc:
-        raise CorruptStateError(str(run_dir / RECEIPTS_NAME), f"unreadable ({exc})") from exc
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        _log.warning("adopt.receipts_unreadable", path=str(path), error=str(exc),
+                     hint=_MOVE_ASIDE.format(path=path))  # fmt: skip
+        return []
+    found: list[dict[str, Any]] = []
+    bad: list[int] = []
+    for number, line in enumerate(raw.split(b"\n")[:-1], start=1):  # the tail is torn
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if _is_receipt(record):
+            found.append(record)
+        else:
+            bad.append(number)
+    if bad and _first_warning(path, raw):
+        _log.warning("adopt.receipts_damaged", path=str(path), bad_lines=bad[:10],
+                     bad_count=len(bad), hint=_MOVE_ASIDE.format(path=path))  # fmt: skip
+    return found
+
+
+def read_backup(folder: Path, receipt: Mapping[str, Any]) -> bytes | None:
+    """The bytes a receipt's adoption replaced, only when its backup is one ``adopt`` wrote:
+    a file in ``<folder>/adopt-backups/`` (no link out of it) holding ``sha256_before``.
+    ``None`` otherwise: a receipt is a file on disk, not a licence to read any path."""
+    named = str(receipt.get("backup_path") or "")
+    expected = str(receipt.get("sha256_before") or "")
+    if not named or not expected:
+        return None
+    home = os.path.realpath(folder / BACKUP_DIR)
+    path = os.path.realpath(named)
+    if os.path.dirname(path) != home:
+        _log.warning("adopt.backup_refused", path=named, reason="outside the run's backups",
+                     receipts=str(folder / RECEIPTS_NAME))  # fmt: skip
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if sha256_bytes(data) != expected:
+        _log.warning("adopt.backup_refused", path=named, reason="hash does not match the receipt",
+                     receipts=str(folder / RECEIPTS_NAME))  # fmt: skip
+        return None
+    return data
 
 
 def write_journal(root: Path, transaction: str, targets: Sequence[JournalTarget]) -> None:

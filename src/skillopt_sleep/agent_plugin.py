@@ -25,7 +25,6 @@ import re
 import shlex
 from collections.abc import Sequence
 from importlib import resources
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -62,6 +61,8 @@ _PLUGIN_REF = re.compile(r"/skillopt-sleep:([a-z-]+)")
 
 
 def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # slow: not for `--help`
+
     try:
         return version("skillopt")
     except PackageNotFoundError:

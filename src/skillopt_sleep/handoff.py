@@ -27,9 +27,11 @@ from typing import Any
 import anyio
 
 from skillopt.backends.handoff import (
+    ASKED_AGAIN,
     PENDING_NAME,
     POLL_SECONDS,
     PROMPTS_NAME,
+    answer_cap,
     answer_path,
     read_pending,
     write_answer,
@@ -40,7 +42,6 @@ from skillopt_sleep.lock import pid_alive
 from skillopt_sleep.state import project_dir
 
 __all__ = [
-    "DEFAULT_PATIENCE",
     "HANDOFF_DIR",
     "as_handoff",
     "bind_handoff",
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 HANDOFF_DIR = "handoff"
-DEFAULT_PATIENCE = 1800.0  # --wait alone: give up after 30 minutes with no answer landing
 WAITING_CALL_TIMEOUT = 30 * 86400.0  # a waiting call lasts until answered, or patience ends
 SERVE_WAIT = 30.0  # handoff_next: how long it waits for a live night's next prompt
 
@@ -93,7 +93,9 @@ def waiting_lines(directory: Path, resume: str) -> list[str]:
     pending = read_pending(directory)
     lines = [f"  {len(pending)} prompt(s) wait for answers: {directory / PROMPTS_NAME}"]
     for p in pending:
-        if p.problem:
+        if p.problem.startswith(ASKED_AGAIN):
+            lines.append(f"  prompt {p.id} is {p.problem}: write {p.answer_file}")
+        elif p.problem:
             lines.append(f"  answer {p.id} rejected ({p.problem}): write {p.answer_file} again")
     lines.append(
         f"  write each answer to {directory}/answers/<id>.md (or use the MCP tools "
@@ -114,7 +116,8 @@ def live_night(directory: Path) -> int | None:
     """The process id of a waiting night taking answers in ``directory`` now, if any."""
     live = _pending_doc(directory).get("live")
     pid = live.get("pid") if isinstance(live, dict) else None
-    return pid if isinstance(pid, int) and pid_alive(pid) else None
+    alive = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid_alive(pid)
+    return pid if alive else None
 
 
 async def serve_next(
@@ -157,19 +160,32 @@ def next_prompt(directory: Path) -> dict[str, Any]:
         "remaining": len(open_),
         "night_running": running,
         "message": "reply as the model would (only the reply); pass it to handoff_answer "
-        f"with id {first.id}" + (f"; the earlier answer was rejected: {first.problem}"
-                                 if first.problem else ""),
+        f"with id {first.id}" + _problem_said(first.problem),
     }  # fmt: skip
+
+
+def _problem_said(problem: str) -> str:
+    """What ``handoff_next`` adds about a prompt's problem ("" when it has none)."""
+    if problem.startswith(ASKED_AGAIN):
+        return f"; this prompt is {problem}"
+    return f"; the earlier answer was rejected: {problem}" if problem else ""
 
 
 def take_answer(directory: Path, pid: str, text: str) -> dict[str, Any]:
     """Write the answer to pending prompt ``pid``; ``ValueError`` for an id that is not
-    pending or an empty answer (the night checks the format when it resumes)."""
+    pending, an empty answer or one over the cap (the night checks the format when it
+    takes it)."""
     pending = {p.id: p for p in read_pending(directory)}
     if pid not in pending:
         raise ValueError(f"no prompt {pid!r} waits for an answer (see handoff_next)")
     if not text.strip():
         raise ValueError(f"the answer to {pid} is empty; nothing was written")
+    cap = answer_cap(pending[pid].max_output_tokens)
+    if len(text.encode("utf-8")) > cap:
+        raise ValueError(
+            f"the answer to {pid} is larger than the {cap}-byte cap for a reply of at most "
+            f"about {pending[pid].max_output_tokens} tokens; nothing was written"
+        )
     path = write_answer(directory, pid, text)
     left = next_prompt(directory)
     said = left["message"] if not left["remaining"] else "call handoff_next"

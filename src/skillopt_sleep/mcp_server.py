@@ -267,7 +267,9 @@ def _add_handoff_tools(server: MCPServer[Any], projects: _Project) -> None:
         cfg, path = projects.load(project)
         try:
             return await serve_next(handoff_dir(cfg, path))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except SkillOptError as exc:
+            raise ToolError(sanitize(str(exc))) from exc
+        except OSError as exc:
             raise ToolError(f"the handoff directory cannot be read: {sanitize(str(exc))}") from exc
 
     @server.tool(
@@ -280,5 +282,7 @@ def _add_handoff_tools(server: MCPServer[Any], projects: _Project) -> None:
         cfg, path = projects.load(project)
         try:
             return take_answer(handoff_dir(cfg, path), id, answer)
-        except ValueError as exc:
+        except (ValueError, SkillOptError) as exc:
             raise ToolError(sanitize(str(exc))) from exc
+        except OSError as exc:
+            raise ToolError(f"the answer cannot be written: {sanitize(str(exc))}") from exc

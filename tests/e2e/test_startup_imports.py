@@ -57,6 +57,39 @@ def test_help_of_a_command_loads_no_http_stack_and_no_scheduler() -> None:
     assert _heavy_modules("once", "--help") == []
 
 
+SLOW_TO_IMPORT = ("pydantic", "skillopt.config", "skillopt_sleep.config", "structlog",
+                  "apscheduler", "openai", "httpx2", "importlib.metadata")  # fmt: skip
+HELP_DRIVER = """
+import contextlib, io, json, pkgutil, sys
+from skillopt_sleep import commands
+from skillopt_sleep.cli import main
+verbs = [i.name.removesuffix("_cmd").replace("_", "-")
+         for i in pkgutil.iter_modules(commands.__path__) if not i.name.startswith("_")]
+print(json.dumps(verbs))
+for verb in verbs:
+    before = set(sys.modules)
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main([verb, "--help"])
+    slow = sorted(m for m in {slow!r} if m in sys.modules)
+    print(json.dumps({{"verb": verb, "code": code, "slow": slow}}))
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+"""
+
+
+def test_help_of_every_command_imports_no_config_and_no_heavy_package() -> None:
+    """Issue 32 item 6: `once --help` took 0.7 s, its parser importing the pydantic
+    config through the handoff module (speed itself: bench/startup.py)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    driver = HELP_DRIVER.format(slow=SLOW_TO_IMPORT)
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)  # fmt: skip
+    verbs, *rows = (json.loads(line) for line in done.stdout.splitlines())
+    assert {"once", "daemon", "schedule", "status"} <= set(verbs)
+    assert [r["verb"] for r in rows] == verbs and all(r["code"] == 0 for r in rows)
+    assert {r["verb"]: r["slow"] for r in rows if r["slow"]} == {}
+
+
 LAZY_TYPES_DRIVER = """
 import json, sys
 import skillopt.backends.http.member

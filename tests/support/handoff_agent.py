@@ -7,6 +7,8 @@ answers a handoff night's ``pending.json`` from those replies, sitting after sit
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,14 @@ from skillopt.backends.handoff import prompt_id, read_pending, write_answer
 from skillopt.backends.mock import MockBackend
 from skillopt.backends.pool import BackendPool, MemberSpec
 
-__all__ = ["RecordingMock", "Sittings", "answer_pending", "recording_pool", "until"]
+__all__ = [
+    "RecordingMock",
+    "Sittings",
+    "answer_pending",
+    "mined_nothing",
+    "recording_pool",
+    "until",
+]
 
 
 class RecordingMock:
@@ -76,3 +85,10 @@ async def until(predicate: Callable[[], bool], poll: float = 0.02) -> None:
     writes, which offers no event to wait on (the caller bounds the wait)."""
     while not predicate():  # noqa: ASYNC110
         await anyio.sleep(poll)
+
+
+def mined_nothing(prompt: str) -> str:
+    """A sound answer to a mining prompt: every session entry (S1, S2, ...) with no task."""
+    count = max(int(n) for n in re.findall(r"\bS(\d+)\b", prompt))
+    return json.dumps({"sessions": [{"session": f"S{i}", "tasks": []}
+                                    for i in range(1, count + 1)]})  # fmt: skip

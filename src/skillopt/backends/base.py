@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "EARLIER_PROBLEM",
     "Backend",
     "Completer",
     "Completion",
@@ -25,6 +26,11 @@ __all__ = [
     "Role",
     "Usage",
 ]
+
+
+#: ``metadata`` key of a request that asks again because the reply to an earlier one could
+#: not be used: why (a handoff member shows it where the user looks for their answers).
+EARLIER_PROBLEM = "earlier_problem"
 
 
 class Role(StrEnum):
@@ -49,6 +55,9 @@ class CompletionRequest:
     the exec harness's workspace); HTTP members ignore it. ``check_reply`` validates the
     reply text (raising :class:`skillopt.errors.ReplyFormatError` when it is unusable):
     the pool then treats the reply as a failed call, retried like one and never cached.
+    ``check_answer`` is the same for an answer written by hand (a handoff member): where a
+    model's unusable reply is asked again with a note, a person's is refused with the
+    reason, to be written again.
     """
 
     role: Role
@@ -64,6 +73,7 @@ class CompletionRequest:
     json_mode: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     check_reply: Callable[[str], object] | None = field(default=None, compare=False)
+    check_answer: Callable[[str], object] | None = field(default=None, compare=False)
 
     def system_message(self) -> str:
         """The system text as sent by default: the intro, then ``system``."""

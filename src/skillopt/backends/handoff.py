@@ -7,9 +7,10 @@ For users with no API key and no unattended agent CLI (``[pool] kind = "handoff"
    outbound prompt. Its id is a hash of its role, stage, full text and sample id
    (:func:`prompt_id`): the same night asks the same prompt under the same id again.
 2. When ``answers/<id>.md`` exists in the handoff directory, its text is the reply: a
-   completed call, like a model's. An answer that is empty or fails the request's own
-   format check is moved aside to ``answers/<id>.rejected.md`` and the prompt is pending
-   again, with the problem said.
+   completed call, like a model's. An answer that is empty, larger than a model's reply
+   to the request could be (:func:`answer_cap`, read no further), not UTF-8, or fails the
+   request's own format check is moved aside to ``answers/<id>.rejected.md`` and the
+   prompt is pending again, with the problem said.
 3. Otherwise the prompt is recorded as pending and :class:`AnswerPendingError` is raised
    (fatal: never retried, never held against a member's health). The night collects every
    call of the stage, then stops as waiting for answers (see
@@ -46,16 +47,20 @@ from typing import Any, NoReturn
 import anyio
 
 from skillopt.atomicio import atomic_write_text
-from skillopt.backends.base import Completion, CompletionRequest, Usage
-from skillopt.errors import AnswerPendingError, ReplyFormatError
+from skillopt.backends.base import EARLIER_PROBLEM, Completion, CompletionRequest, Usage
+from skillopt.backends.reply_cap import http_reply_cap
+from skillopt.errors import AnswerPendingError, CorruptStateError, ReplyFormatError
 from skillopt.logging import get_logger
+from skillopt.redact import sanitize
 
 __all__ = [
     "ANSWERS_DIR",
+    "ASKED_AGAIN",
     "PENDING_NAME",
     "PROMPTS_NAME",
     "HandoffBackend",
     "PendingPrompt",
+    "answer_cap",
     "answer_path",
     "build_handoff_member",
     "pending_failures",
@@ -70,6 +75,8 @@ PROMPTS_NAME = "PROMPTS.md"
 PENDING_NAME = "pending.json"
 ANSWERS_DIR = "answers"
 _ID = re.compile(r"^[0-9a-f]{16}$")
+ASKED_AGAIN = "asked again:"  # how the problem of a prompt that re-asks an earlier one starts
+_PROBLEM_CHARS = 500  # of an earlier answer's problem, as said beside the prompt
 POLL_SECONDS = 0.5  # waiting mode: how often a waiting call looks for its answer file
 
 
@@ -130,16 +137,51 @@ class PendingPrompt:
         )
 
 
+_TEXT_FIELDS = ("id", "role", "stage", "format", "system", "prompt", "answer_file", "problem")
+_NUMBER_FIELDS = ("max_output_tokens", "sample")
+
+
 def read_pending(directory: Path) -> list[PendingPrompt]:
-    """The prompts ``pending.json`` lists ([] when there is none)."""
+    """The prompts ``pending.json`` lists ([] when there is none).
+
+    Raises :class:`CorruptStateError` (naming the file and what to do) when it is not the
+    list a night writes: it is read by tools and agents, and may have been edited."""
+    path = directory / PENDING_NAME
     try:
-        data = json.loads((directory / PENDING_NAME).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
-    fields = set(PendingPrompt.__dataclass_fields__)
-    return [
-        PendingPrompt(**{k: v for k, v in row.items() if k in fields}) for row in data["prompts"]
-    ]
+    except (OSError, ValueError) as exc:
+        raise _damaged(path, f"unreadable ({exc})") from exc
+    rows = data.get("prompts") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise _damaged(path, "no list of prompts")
+    return [_pending_row(path, number, row) for number, row in enumerate(rows, 1)]
+
+
+def _pending_row(path: Path, number: int, row: object) -> PendingPrompt:
+    if not isinstance(row, dict):
+        raise _damaged(path, f"prompt {number} is not an object")
+    for name in _TEXT_FIELDS:
+        if not isinstance(row.get(name, ""), str):
+            raise _damaged(path, f"prompt {number}: {name} is not text")
+    for name in _NUMBER_FIELDS:
+        value = row.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _damaged(path, f"prompt {number}: {name} is not a whole number")
+    if not _ID.match(str(row.get("id", ""))):
+        raise _damaged(path, f"prompt {number}: not a prompt id: {str(row.get('id'))[:40]!r}")
+    fields = {name: row.get(name, "") for name in _TEXT_FIELDS}
+    numbers = {name: row.get(name, 0) for name in _NUMBER_FIELDS}
+    return PendingPrompt(**fields, **numbers)
+
+
+def _damaged(path: Path, reason: str) -> CorruptStateError:
+    return CorruptStateError(
+        str(path),
+        f"{reason}; it is the list a handoff night writes: run the night's command again "
+        "to write it anew (your answers in answers/ are kept)",
+    )
 
 
 def write_answer(directory: Path, pid: str, text: str) -> Path:
@@ -190,7 +232,7 @@ class HandoffBackend:
     async def complete(self, request: CompletionRequest) -> Completion:
         pid = prompt_id(request)
         path = answer_path(self.directory, pid)
-        problem = ""
+        problem = _asked_again(request)
         while not isinstance(found := self._take(request, pid, path), str):
             if found is not None:
                 problem = found.problem
@@ -212,14 +254,19 @@ class HandoffBackend:
 
     @staticmethod
     def _take(request: CompletionRequest, pid: str, path: Path) -> str | _Rejected | None:
-        """The answer file's text; ``None`` when there is none; a rejected one set aside."""
+        """The answer file's text; ``None`` when there is none; a rejected one set aside.
+
+        At most :func:`answer_cap` bytes are read: a larger file is refused unread, as a
+        model's reply over its cap is (it would be counted as millions of tokens)."""
+        cap = answer_cap(request.max_output_tokens)
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open("rb") as handle:
+                data = handle.read(cap + 1)
         except FileNotFoundError:
             return None
-        problem = _problem(request, text)
+        problem = _problem(request, data, cap, f"{ANSWERS_DIR}/{path.name}")
         if not problem:
-            return text
+            return data.decode("utf-8")
         os.replace(path, path.with_suffix(".rejected.md"))
         _log.warning("handoff.answer_rejected", prompt_id=pid, problem=problem)
         return _Rejected(problem)
@@ -288,16 +335,42 @@ class _Rejected:
     problem: str
 
 
-def _problem(request: CompletionRequest, text: str) -> str:
+def answer_cap(max_output_tokens: int) -> int:
+    """The most bytes an answer file may hold: what an HTTP member would read of a reply
+    to the same request (:func:`skillopt.backends.reply_cap.http_reply_cap`)."""
+    return http_reply_cap(max_output_tokens)
+
+
+def _problem(request: CompletionRequest, data: bytes, cap: int, name: str) -> str:
     """Why an answer cannot be taken ("" when it can)."""
+    if len(data) > cap:
+        return (
+            f"{name} is larger than the {cap}-byte cap for a reply of at most about "
+            f"{request.max_output_tokens} tokens: write only the reply, shorter"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{name} is not UTF-8 text"
     if not text.strip():
         return "the answer file is empty"
-    if request.check_reply is not None:
+    for check in (request.check_reply, request.check_answer):
+        if check is None:
+            continue
         try:
-            request.check_reply(text.strip())
+            check(text.strip())
         except ReplyFormatError as exc:
             return f"not in the expected format: {exc}"
     return ""
+
+
+def _asked_again(request: CompletionRequest) -> str:
+    """Why this prompt exists, when it asks again because an earlier answer could not be
+    used: said where the user looks (the waiting lines, ``PROMPTS.md``, ``pending.json``)."""
+    earlier = sanitize(str(request.metadata.get(EARLIER_PROBLEM) or ""))[:_PROBLEM_CHARS]
+    if not earlier:
+        return ""
+    return f"{ASKED_AGAIN} the answer to the prompt before it could not be used ({earlier})"
 
 
 def _fence(text: str) -> str:
@@ -324,7 +397,9 @@ def _markdown(prompts: list[PendingPrompt], resume: str) -> str:
             f"Answer in: `{p.answer_file}` (at most about {p.max_output_tokens} tokens)",
             "",
         ]
-        if p.problem:
+        if p.problem.startswith(ASKED_AGAIN):
+            lines += [f"**Asked again**: {p.problem.removeprefix(ASKED_AGAIN).strip()}", ""]
+        elif p.problem:
             lines += [f"**The earlier answer was rejected**: {p.problem}", ""]
         for label, text in (("System", p.system), ("Prompt", p.prompt)):
             if text:

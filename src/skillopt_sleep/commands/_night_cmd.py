@@ -13,7 +13,7 @@ import anyio
 
 from skillopt.backends.handoff import read_pending
 from skillopt.backends.open import CompleterStack, open_completer
-from skillopt.errors import LockHeldError, RefusedError
+from skillopt.errors import AnswerPendingError, LockHeldError, RefusedError
 from skillopt.storage_errors import storage_failures
 from skillopt_sleep.commands._common import (
     EXIT_INTERRUPTED,
@@ -28,9 +28,9 @@ from skillopt_sleep.commands._common import (
     self_command,
 )
 from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
+from skillopt_sleep.commands.once import DEFAULT_PATIENCE
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.handoff import (
-    DEFAULT_PATIENCE,
     as_handoff,
     bind_handoff,
     handoff_dir,
@@ -61,7 +61,9 @@ def _check_tasks_file(cfg: SleepConfig, path: Path | None, *, demo: bool) -> Non
         )
 
 
-def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = False) -> None:
+def _print(
+    outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = False, handoff: bool = False
+) -> None:
     kind = "dry run" if outcome.dry_run else "night"
     say(
         f"{kind} {outcome.run_id}: {outcome.result.value}"
@@ -73,14 +75,22 @@ def _print(outcome: NightOutcome, args: argparse.Namespace, *, demo: bool = Fals
         say(f"  failed during {outcome.failed_stage}: {outcome.reason}")
     elif outcome.reason:
         say(f"  {outcome.reason}")
-    say(f"  sessions {outcome.n_sessions} -> tasks {outcome.n_tasks}")
+    if outcome.status is RunStatus.WAITING and outcome.failed_stage == "harvest":
+        say("  sessions and tasks: counted once the mining prompts are answered")
+    else:
+        say(f"  sessions {outcome.n_sessions} -> tasks {outcome.n_tasks}")
     if outcome.baseline is not None:
         say(
             f"  held-out score {outcome.baseline:.3f} -> {outcome.candidate or 0.0:.3f}"
             f" ({outcome.gate_action or ''}, accepted={outcome.accepted})"
         )
     spend = outcome.spend
-    say(f"  model calls {spend.get('calls', 0)}, tokens {spend.get('tokens', 0)}")
+    if handoff:  # a prompt waiting for its answer is counted as a failed call, not one made
+        waiting = int(spend.get("errors_by_class", {}).get(AnswerPendingError.error_class_name, 0))
+        answered = int(spend.get("calls", 0)) - waiting
+        say(f"  no model called: {answered} answer(s) taken, ~{spend.get('tokens', 0)} tokens")
+    else:
+        say(f"  model calls {spend.get('calls', 0)}, tokens {spend.get('tokens', 0)}")
     if outcome.proposal_dir and demo:
         say(f"  proposal staged in {outcome.proposal_dir}")
     elif outcome.proposal_dir:
@@ -152,7 +162,7 @@ def run_command(
                                "resume": resume}  # fmt: skip
         emit_json(data)
     else:
-        _print(outcome, args, demo=demo)
+        _print(outcome, args, demo=demo, handoff=cfg.pool is not None and cfg.pool.handoff)
         if outcome.status is RunStatus.WAITING:
             for line in waiting_lines(handoff_dir(cfg, project), resume):
                 say(line)

@@ -20,25 +20,25 @@ from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.cli_support import log_level
 from skillopt.errors import ConfigError, LockHeldError, SkillOptError
-from skillopt.executor.settings import ExecutorSettings
-from skillopt.logging import configure_logging, get_logger
 from skillopt_sleep.commands._common import run_async, say_demo_ignores
-from skillopt_sleep.daemon.service import (
-    ConfigLoader,
-    Daemon,
-    DaemonConfig,
-    NightRequest,
-    NightRunner,
-    NightSummary,
-)
-from skillopt_sleep.daemon.settings import DaemonSettings
 from skillopt_sleep.night_end import RunStatus
 
+# The scheduler, pydantic settings and the model-call stack are imported where they are
+# used: `daemon --help` builds this command's parser and must start fast.
 if TYPE_CHECKING:
+    from skillopt.backends.open import CompleterStack
+    from skillopt.executor.settings import ExecutorSettings
     from skillopt_sleep.config import SleepConfig
+    from skillopt_sleep.daemon.service import (
+        ConfigLoader,
+        DaemonConfig,
+        NightRequest,
+        NightRunner,
+        NightSummary,
+    )
+    from skillopt_sleep.daemon.settings import DaemonSettings
     from skillopt_sleep.demo import DemoSetup
 
 __all__ = [
@@ -63,9 +63,6 @@ HELP = "Run nights on schedule in one long-lived process (SIGTERM stops, SIGHUP 
 ORDER = 30
 
 EXIT_REFUSED = 2
-
-
-_log = get_logger(__name__)
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -103,11 +100,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-NightFactory = Callable[["SleepConfig"], NightRunner]
+NightFactory = Callable[["SleepConfig"], "NightRunner"]
 """Builds the night runner for one loaded config (default: :func:`real_night`)."""
 
 
 def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
+    from skillopt.logging import configure_logging
+    from skillopt_sleep.daemon.service import Daemon
+
     configure_logging(level=args.log_level)
     try:
         if args.demo:
@@ -134,6 +134,8 @@ def run(args: argparse.Namespace, *, night: NightFactory | None = None) -> int:
 
 
 def _settings(settings: DaemonSettings, grace: float | None) -> DaemonSettings:
+    from skillopt_sleep.daemon.settings import DaemonSettings
+
     if grace is None:
         return settings
     return DaemonSettings.model_validate({**settings.model_dump(), "shutdown_grace_seconds": grace})
@@ -197,10 +199,13 @@ def demo_loader(
     }
     if grace is not None:
         data["daemon"]["shutdown_grace_seconds"] = grace
+    from skillopt.logging import get_logger
     from skillopt_sleep.config import SleepConfig
 
     cfg = SleepConfig.model_validate(data)
-    _log.info("daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every)
+    get_logger(__name__).info(
+        "daemon.demo", root=str(setup.root), project=str(setup.project), every_s=every
+    )
 
     def load() -> DaemonConfig:
         return daemon_config(cfg, cfg.daemon, night)
@@ -213,6 +218,8 @@ def daemon_config(
 ) -> DaemonConfig:
     """Bind one loaded SleepConfig to its night runner: ``night(cfg)`` when given, else
     real nights sharing one model-call stack."""
+    from skillopt_sleep.daemon.service import DaemonConfig
+
     if night is not None:
         return DaemonConfig(settings=settings, state_dir=cfg.state_path(), runner=night(cfg))
     if cfg.pool is None:
@@ -234,6 +241,7 @@ def aborted_summary(cfg: SleepConfig, project: Path) -> NightSummary | None:
     """The night this process just aborted for ``project``, as its run journal recorded it
     (run directory, calls and tokens it paid for); None when the newest run is not it."""
     from skillopt_sleep.commands._runs import project_runs
+    from skillopt_sleep.daemon.service import NightSummary
     from skillopt_sleep.rundir import RunDir
 
     runs = project_runs(cfg, project)
@@ -263,6 +271,8 @@ class SharedPool:
         self._stack: CompleterStack | None = None
 
     async def get(self) -> CompleterStack:
+        from skillopt.backends.open import open_completer
+
         if self._stack is None:  # no checkpoint before the assignment: nights share one
             opened = open_completer(self._config, drainable=True, executor=self._executor)
             self._stack = await self._resources.enter_async_context(opened)
@@ -307,6 +317,8 @@ def real_night(cfg: Any, shared: SharedPool) -> NightRunner:
 
 def summary_from_outcome(outcome: Any) -> NightSummary:
     """Map a NightOutcome (status, spend, run_dir, reason) to the daemon's summary."""
+    from skillopt_sleep.daemon.service import NightSummary
+
     status = {
         "complete": RunStatus.COMPLETE,
         "failed": RunStatus.FAILED,

@@ -18,25 +18,19 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from skillopt.errors import ConfigError, RefusedError, SkillOptError
 from skillopt.redact import sanitize
 from skillopt_sleep.commands._common import add_config_args, emit_json, refuse, setup_logging
-from skillopt_sleep.config import DEFAULT_CONFIG_PATH, SleepConfig, config_file, load_sleep_config
-from skillopt_sleep.schedule import (
-    ROOT_ENV,
-    Invocation,
-    Kind,
-    Plan,
-    install,
-    merge_crontab,
-    plan,
-    remove,
-    strip_crontab,
-)
+
+# The config (pydantic) and the planner are imported where they are used: `schedule
+# --help` builds this command's parser and must start fast.
+if TYPE_CHECKING:
+    from skillopt_sleep.config import SleepConfig
+    from skillopt_sleep.schedule import Invocation, Kind, Plan
 
 __all__ = [
     "COMMAND_TIMEOUT_S",
@@ -139,11 +133,16 @@ def default_kind(platform: str | None = None) -> str:
 
 def shown(argv: Sequence[str], kind: Kind) -> str:
     """A command as its user would type it (Windows quoting for schtasks)."""
+    from skillopt_sleep.schedule import Kind
+
     return subprocess.list2cmdline(argv) if kind is Kind.TASK_SCHEDULER else shlex.join(argv)
 
 
 def build_plan(args: argparse.Namespace) -> tuple[Plan, list[str]]:
     """The plan, and why the scheduled command could not run (install refuses then)."""
+    from skillopt_sleep.config import config_file, load_sleep_config
+    from skillopt_sleep.schedule import Invocation, Kind, plan
+
     config_path = args.config.expanduser().resolve() if args.config else None
     state_dir = args.state_dir.expanduser().absolute() if args.state_dir else None
     cfg = load_sleep_config(config_path, overrides={"state_dir": state_dir and str(state_dir)})
@@ -171,6 +170,8 @@ def cannot_run(
 ) -> list[str]:
     """What the scheduled command checks when it starts, checked now: a unit that can only
     exit 2 every night (or a daemon that exits 2 at once) is not worth installing."""
+    from skillopt_sleep.config import DEFAULT_CONFIG_PATH
+
     where = str(config) if config is not None else f"the defaults (no {DEFAULT_CONFIG_PATH})"
     problems = []
     if cfg.pool is None:
@@ -199,6 +200,8 @@ def cannot_run(
 
 
 def run(args: argparse.Namespace) -> int:
+    from skillopt_sleep.schedule import ROOT_ENV
+
     setup_logging(args)
     out = _Report(as_json=args.json)
     try:
@@ -245,6 +248,8 @@ def _show(the_plan: Plan, out: _Report) -> int:
 
 
 def _install(the_plan: Plan, out: _Report, *, activate: bool) -> int:
+    from skillopt_sleep.schedule import install
+
     for change in install(the_plan):
         out.file(change.path, action=change.action)
         out.say(f"{change.action}: {change.path}")
@@ -256,6 +261,8 @@ def _install(the_plan: Plan, out: _Report, *, activate: bool) -> int:
 
 
 def _remove(the_plan: Plan, out: _Report, *, activate: bool) -> int:
+    from skillopt_sleep.schedule import remove
+
     if not activate:
         _print_commands("first stop it (if it was activated)", the_plan, out, install=False)
     code = _activate(the_plan, out, install=False) if activate else EXIT_OK
@@ -278,6 +285,8 @@ def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) 
     """The commands that activate (or stop) the scheduled files. Files written elsewhere
     (``--root``) are no real units: an install or remove there says so and prints none;
     ``show`` prints what an install without ``--root`` would need."""
+    from skillopt_sleep.schedule import ROOT_ENV, Kind
+
     if out.elsewhere and out.data["action"] != "show":
         note = (
             f"the files were {'written' if install else 'removed'} under {out.elsewhere} for "
@@ -310,6 +319,8 @@ def _print_commands(title: str, the_plan: Plan, out: _Report, *, install: bool) 
 
 def _activate(the_plan: Plan, out: _Report, *, install: bool) -> int:
     """Run the activation (or deactivation) commands; report the first failure."""
+    from skillopt_sleep.schedule import Kind, merge_crontab, strip_crontab
+
     if the_plan.kind is Kind.CRON:
         existing = _read_crontab()
         if existing is None:

@@ -96,7 +96,7 @@ class _Scan:
                 self.counts["seen"] += 1
                 if isinstance(item, Unreadable):
                     self.counts["failed"] += 1
-                    self.problem(f"{item.where}: {item.reason}")
+                    self.problem(f"{_shortened(item.where)}: {item.reason}")
                     continue
                 file = item.file
                 if harvested is not None and file in harvested:
@@ -225,3 +225,11 @@ def harvest(
         backlog=scan.counts["backlog"],
         outside_window=scan.counts["outside"],
     )
+
+
+def _shortened(where: str, keep: int = 160) -> str:
+    """A path cut in the middle to ``keep`` characters, so the reason after it survives the
+    problem's length cap (a folder path can be longer than PATH_MAX)."""
+    if len(where) <= keep:
+        return where
+    return f"{where[: keep // 2]}...{where[-keep // 2 :]}"

@@ -8,8 +8,10 @@ hold anything: an unreadable folder, a symlink loop, a symlink to ``/``. The wal
    (counted and reported by the harvest, never silently skipped);
 2. follows the root when it is a symlink (a sessions folder moved to another disk), never a
    symlinked folder below it (as :meth:`pathlib.Path.rglob` does), and never a folder twice;
-3. stops at :data:`MAX_DEPTH` levels and after :data:`MAX_ENTRIES` entries, saying so, so a
-   root that is really ``/`` costs a bounded walk instead of the whole disk.
+3. stops at :data:`MAX_DEPTH` levels and after :data:`MAX_ENTRIES` entries, saying so (each
+   folder it does not enter is named), so a root that is really ``/`` costs a bounded walk
+   instead of the whole disk; a folder it cannot even stat (a path longer than the system
+   allows, a link loop) is :class:`~.refs.Unreadable` too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ["MAX_DEPTH", "MAX_ENTRIES", "entries", "files_below", "subfolders"]
 MAX_DEPTH = 8  # the deepest layout (Codex's sessions/YYYY/MM/DD) needs 4
 MAX_ENTRIES = 100_000  # directory entries looked at by one walk
 Listed = list[Path] | Unreadable
+_TOO_DEEP = "{} folder(s) in it not entered: the walk goes {} levels deep at most"
 
 
 def _reason(exc: OSError) -> str:
@@ -79,8 +82,11 @@ def files_below(
         folder, depth = stack.pop()
         try:
             info = folder.stat()
-        except OSError:
+        except FileNotFoundError:
             continue  # vanished, or a dangling root link
+        except OSError as exc:  # a path too long for the system, a link loop, no access
+            yield Unreadable(where=str(folder), reason=_reason(exc))
+            continue
         if (info.st_dev, info.st_ino) in seen:
             continue
         seen.add((info.st_dev, info.st_ino))
@@ -101,10 +107,13 @@ def files_below(
         below: list[tuple[Path, int]] = []
         for entry in found:
             kind = _kind(entry)
-            if kind == "folder" and entry.name not in skip_folders and depth < MAX_DEPTH:
+            if kind == "folder" and entry.name not in skip_folders:
                 below.append((Path(entry.path), depth + 1))
             elif kind == "file" and entry.name.endswith(suffix) and not _skipped(entry, skip_file):
                 yield Path(entry.path)
+        if below and depth >= MAX_DEPTH:
+            yield Unreadable(where=str(folder), reason=_TOO_DEEP.format(len(below), MAX_DEPTH))
+            continue
         stack.extend(reversed(below))
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from skillopt.errors import SkillOptError
 from skillopt.redact import sanitize
-from skillopt_sleep.adopt_journal import receipts
+from skillopt_sleep.adopt_journal import read_backup, receipts
 from skillopt_sleep.staging import ManifestEntry, load_manifest, sha256_file
 
 __all__ = ["CONTEXT_LINES", "MAX_LINES", "DiffLine", "DocDiff", "proposal_diffs", "unified_text"]
@@ -52,13 +53,19 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _before(run_dir: Path, entry: ManifestEntry, adopted: dict[str, str]) -> tuple[str, str, str]:
+def _before(
+    run_dir: Path, entry: ManifestEntry, adopted: dict[str, dict[str, Any]]
+) -> tuple[str, str, str]:
     """(text, state, what it is) of the live side for one manifest entry."""
     if entry.name in adopted:
-        backup = adopted[entry.name]
-        if not backup:
+        receipt = adopted[entry.name]
+        if not receipt.get("backup_path"):
             return "", "adopted", "nothing (the live file did not exist before adoption)"
-        return _read(Path(backup)), "adopted", "the live file as it was before adoption (backup)"
+        backup = read_backup(run_dir, receipt)
+        if backup is None:
+            return "", "adopted", "nothing: the backup is missing or does not match its receipt"
+        text = backup.decode("utf-8", errors="replace")
+        return text, "adopted", "the live file as it was before adoption (backup)"
     live = Path(entry.live_path)
     if sha256_file(live) == entry.live_sha256:
         what = "the live file" if entry.live_sha256 else "nothing (no live file yet)"
@@ -98,7 +105,7 @@ def proposal_diffs(run_dir: Path) -> list[DocDiff]:
         return []
     try:
         manifest = load_manifest(run_dir)
-        adopted = {str(r.get("name")): str(r.get("backup_path") or "") for r in receipts(run_dir)}
+        adopted = {str(r.get("name")): r for r in receipts(run_dir)}
     except SkillOptError:
         return []
     out = []

@@ -16,14 +16,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from skillopt.backends.base import Completer, CompletionRequest, Role, Usage
-from skillopt.errors import BackendError, NoHealthyMemberError
+from skillopt.backends.base import EARLIER_PROBLEM, Completer, CompletionRequest, Role, Usage
+from skillopt.errors import BackendError, NoHealthyMemberError, ReplyFormatError
 from skillopt.judges import KNOWN_OPS
 from skillopt.prompts import render_prompt
 from skillopt.redact import redact_text, sanitize
@@ -221,6 +221,19 @@ class _Entry:
     text: str
 
 
+def _answer_check(labels: Sequence[str]) -> Callable[[str], object]:
+    """An answer written by hand (handoff) must give every entry its tasks, as
+    :func:`read_reply` reads them: otherwise it is refused with the reason."""
+
+    def check(text: str) -> object:
+        answers, problem = read_reply(text, labels)
+        if problem:
+            raise ReplyFormatError(f"mined tasks unusable ({problem})", raw=text)
+        return answers
+
+    return check
+
+
 def _reask_note(pending: Sequence[_Entry], cause: str) -> str:
     labels = ", ".join(e.label for e in pending)
     return (
@@ -280,7 +293,9 @@ async def mine_joint(
             timeout=call_timeout,
             max_output_tokens=max(MIN_OUTPUT_TOKENS, REPLY_TOKENS_PER_ENTRY * len(pending)),
             json_mode=True,
+            check_answer=_answer_check([e.label for e in pending]),
             metadata={
+                **({EARLIER_PROBLEM: cause} if attempt else {}),
                 "kind": "mine",
                 "labels": [e.label for e in pending],
                 "session_ids": [d.session_id for e in pending for d in e.group.sessions],

@@ -8,6 +8,10 @@
 
 ``adopt --edit`` reads the documents the same way, so its check measures the night's own
 starting point (and reads back the night's rollouts of it).
+
+4. :func:`check_unchanged`: the pins checked again as each stage begins. A user who edits a
+   live document while the night runs would have the night's work refused at staging, after
+   every call; the night stops at the next stage instead (resumable), naming the file.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from skillopt.errors import RunFailedError
 from skillopt.skilldoc import migrate_on_read
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.outcome import Live, read_live
 from skillopt_sleep.skills.managed import seed_from_shared
+from skillopt_sleep.staging import sha256_file
 
-__all__ = ["read_documents"]
+__all__ = ["check_unchanged", "read_documents"]
 
 
 def read_documents(
@@ -60,3 +66,16 @@ def _migrated(notes: list[str], path: Path, text: str) -> str:
             "to the current ones; the proposal carries the migrated document"
         )
     return migration.text
+
+
+def check_unchanged(live: Live, stage: str) -> None:
+    """Raise :class:`RunFailedError` (stage ``stage``) when a live document no longer holds
+    the bytes the night read: nothing learned from the old text could be staged on it."""
+    for path, pinned in ((live.skill_path, live.skill_sha), (live.memory_path, live.memory_sha)):
+        if sha256_file(path) != pinned:
+            raise RunFailedError(
+                stage,
+                f"{path} changed while the night ran; it stopped before {stage} rather than "
+                "spend calls on a proposal that could not be staged: run it again to resume "
+                "on the file as it is now",
+            )

@@ -42,6 +42,8 @@ from skillopt_sleep.night.learn.measure import (
 )
 from skillopt_sleep.night.learn.samples import Measured
 from skillopt_sleep.night.learn.trials import Trial
+from skillopt_sleep.night.live import check_unchanged
+from skillopt_sleep.night.outcome import Live
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.reflect import Reflector, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Job, Replayer
@@ -51,7 +53,9 @@ from skillopt_sleep.tasks.archive import TaskArchive
 Probe = Callable[["Night", Sequence[TaskRecord], Docs, int], Awaitable[Measured]]
 """``probe(night, tasks, docs, first)``: one wave of rollouts as the noise probe draws it."""
 
-__all__ = ["MAX_ERROR_SHARE", "Night"]
+__all__ = ["AFTER_DECISION", "MAX_ERROR_SHARE", "Night"]
+
+AFTER_DECISION = ("stage", "commit")  # stages after the decision: they ask no model
 
 
 class Night:
@@ -114,6 +118,8 @@ class Night:
         # the project's task archive while the night runs (set by the driver; None in a
         # bare Night): what earlier nights recorded, e.g. each task's noise (see .quiet)
         self.archive: TaskArchive | None = None
+        # the live documents as read (set by the driver): checked as each stage begins
+        self.live: Live | None = None
 
     def _model_parts(
         self, config: SleepConfig, run: RunDir, progress: Progress
@@ -227,8 +233,17 @@ class Night:
     def end(self, name: str, **extra: Any) -> None:
         self.learning.end(name, **extra)
 
+    def end_after_decision(self, name: str, **extra: Any) -> None:
+        """End a stage that follows the night's decision (staging, commit): it asks no
+        model, and a prompt still waiting for an answer (a handoff night the budget
+        stopped) decides nothing any more, so it is not a reason to stop here."""
+        self.stage_ended(name, **extra)
+
     def stage_began(self, name: str) -> None:
-        """The journal's side of :meth:`begin` (:class:`.learn.measure.StageJournal`)."""
+        """The journal's side of :meth:`begin` (:class:`.learn.measure.StageJournal`); a
+        stage before the decision first checks the live documents are the ones read."""
+        if self.live is not None and name not in AFTER_DECISION:
+            check_unchanged(self.live, name)
         self.progress.stage(name)
         self._calls_at[name] = self.spend.calls
         self._hits_at[name] = self.spend.cache_hits

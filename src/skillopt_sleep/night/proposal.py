@@ -46,9 +46,9 @@ def conclude(night: Night, course: Course, live: Live, night_no: int) -> Staged 
     try:
         proposal_dir = stage_proposal(night, live, decision, night_no, course.fanout)
     except (RefusedError, SkillOptError, OSError) as exc:
-        night.end("stage", status="failed")
+        night.end_after_decision("stage", status="failed")
         return Staged(failure=str(exc))
-    night.end("stage")
+    night.end_after_decision("stage")
     adopted = auto_adopt(night) if night.cfg.auto_adopt and not decision.restore else []
     return Staged(proposal_dir=proposal_dir, adopted=tuple(adopted))
 

@@ -40,7 +40,7 @@ from skillopt.errors import SkillOptError
 from skillopt.gate import PairedSamples, compare_adaptive, decide_paired
 from skillopt.types import GateDecision, RolloutResult, TaskRecord
 from skillopt_sleep.adopt import subset_dirs
-from skillopt_sleep.adopt_journal import receipts
+from skillopt_sleep.adopt_journal import read_backup, receipts
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.pairs import clear_pass
 from skillopt_sleep.night.learn.trials import Trial
@@ -66,42 +66,45 @@ class Replaced:
     adopted_at: str
 
 
-def _adoption_receipts(run: Path) -> list[list[dict[str, object]]]:
-    """Each adoption of the run's managed documents (not its per-skill proposals)."""
+def _adoption_receipts(run: Path) -> list[tuple[Path, list[dict[str, object]]]]:
+    """Each adoption of the run's managed documents (not its per-skill proposals), with
+    the folder that holds its receipts and backups."""
     try:
         fanout = {e.name for e in load_manifest(run).entries if e.fanout}
     except SkillOptError:
         fanout = set()
-    found = [[r for r in receipts(run) if r.get("name") not in fanout]]
-    found += [receipts(folder) for folder in subset_dirs(run)]
-    return [group for group in found if group]
+    found = [(run, [r for r in receipts(run) if r.get("name") not in fanout])]
+    found += [(folder, receipts(folder)) for folder in subset_dirs(run)]
+    return [(folder, group) for folder, group in found if group]
 
 
 def replaced_documents(night: Night, live: Live) -> Replaced | None:
     """The documents the newest adoption the live files still hold replaced (step 1)."""
     paths = {str(live.skill_path): "skill", str(live.memory_path): "memory"}
     shas = {"skill": live.skill_sha, "memory": live.memory_sha}
-    newest: tuple[str, Path, list[dict[str, object]]] | None = None
+    newest: tuple[str, Path, Path, list[dict[str, object]]] | None = None
     for run in RunDir.list_runs(runs_dir(night.cfg.state_path(), night.project)):
         if run == night.run.path:
             continue
-        for group in _adoption_receipts(run):
+        for folder, group in _adoption_receipts(run):
             mine = [r for r in group if str(r.get("live_path")) in paths]
             at = max((str(r.get("adopted_at") or "") for r in mine), default="")
             if mine and (newest is None or at > newest[0]):
-                newest = (at, run, mine)
+                newest = (at, run, folder, mine)
     if newest is None:
         return None
-    at, run, group = newest
+    at, run, folder, group = newest
     texts = {"skill": live.skill, "memory": live.memory}
     for r in group:
         which = paths[str(r["live_path"])]
-        backup = str(r.get("backup_path") or "")
-        if r.get("sha256_after") != shas[which] or not backup:
-            return None  # the live file moved on, or the adoption created it
+        if r.get("sha256_after") != shas[which]:
+            return None  # the live file moved on
+        backup = read_backup(folder, r)  # None: the adoption created it, or a forged receipt
+        if backup is None:
+            return None
         try:
-            texts[which] = Path(backup).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            texts[which] = backup.decode("utf-8")
+        except UnicodeDecodeError:
             return None
     docs = Docs(skill=texts["skill"], memory=texts["memory"])
     return Replaced(docs=docs, run=run, adopted_at=at)

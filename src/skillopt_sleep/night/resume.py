@@ -8,7 +8,8 @@ same tasks, instead of starting afresh:
    when it said it was ``resumable``.
 2. It is aborted for good instead when it failed :data:`MAX_FAILED_RESUMES` times, the
    next night is of another kind (dry run vs real), the configuration changed, or it never
-   saved its tasks.
+   saved its tasks (unless it waits for the answers to its mining prompts, in handoff mode:
+   one night is one run across its sittings, the resumed one gathering again with them).
 3. A failed run forgets the reflections none of whose calls answered
    (:func:`forget_failed_reflections`): they were an outage, not a reply.
 
@@ -59,7 +60,7 @@ def find_resumable(
         reason = "interrupted; the next night was a different kind (dry run vs real)"
     elif last.journal.config_hash != cfg.fingerprint():
         reason = "interrupted; the configuration changed before it could be resumed"
-    elif not last.stage_done("harvest"):
+    elif not last.stage_done("harvest") and last.status is not RunStatus.WAITING:
         reason = "interrupted before its tasks were saved; a new night starts from scratch"
     if reason:
         last.update(resumable=False)

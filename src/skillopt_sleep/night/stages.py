@@ -128,6 +128,7 @@ def _open_documents(night: Night) -> Live:
         night.replayer.preload(night.run.read_rollouts())
     live = _live(night)
     _warn_withheld(night, live)
+    night.live = live  # each later stage checks the files still hold what was read
     return live
 
 
@@ -165,7 +166,7 @@ def _commit(
     if keep:
         kept = state.record_night(history_entry(night, course, report))
         store.save(kept.with_model_key(report.models) if report.models else kept)
-        night.end("commit")
+        night.end_after_decision("commit")
     return report
 
 

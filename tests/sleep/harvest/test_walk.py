@@ -121,3 +121,44 @@ def test_subagent_transcripts_stay_out_of_the_walk(tmp_path: Path) -> None:
     shutil.copy(path, path.parent / "s1" / "subagents" / "x.jsonl")
     shutil.copy(path, path.parent / "agent-1.jsonl")
     assert list(claude_code.session_files(home)) == [path]
+
+
+def _chain(base: Path, levels: int) -> None:
+    """``levels`` nested folders of 243-character names below ``base`` (relative to one open
+    folder at a time: the whole path is far longer than PATH_MAX), a transcript at the end."""
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        for level in range(levels):
+            name = f"{level:03d}" + "d" * 240
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        out = os.open("deep.jsonl", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.close(out)
+    finally:
+        os.close(fd)
+
+
+def test_a_folder_deeper_than_the_walk_and_path_max_is_named_in_the_problems(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 item 3: it was skipped with ``problems: []``."""
+    home, project = tmp_path / "claude", tmp_path / "proj"
+    project.mkdir()
+    path = write_claude_session(home, cwd=project, turns=[Turn(user="a task")], start=_START)
+    _chain(path.parent, 20)
+    result = harvest([SourceSpec(kind=SourceKind.CLAUDE_CODE, home=home)], since=None,
+                     project=project, limit=100)  # fmt: skip
+    problems = result.diagnostics.to_dict()["problems"]
+    assert len(result.digests) == 1
+    assert any("not entered" in p and "8 levels deep" in p for p in problems), problems
+
+
+def test_a_root_that_is_a_link_loop_is_named_in_the_problems(tmp_path: Path) -> None:
+    home = tmp_path / "claude"
+    home.mkdir()
+    (home / "projects").symlink_to(home / "projects")  # stat: too many levels of links
+    found = list(claude_code.session_files(home))
+    assert [type(item) for item in found] == [Unreadable]
+    assert str(home / "projects") in found[0].where  # type: ignore[union-attr]

@@ -3,9 +3,9 @@
 The child starts as the root of its own tree (:mod:`.proctree`: a session of its own
 on POSIX, a new process group on Windows) so that a timeout, a cancellation, an output
 overflow or an early failure seen on stdout stops the *whole* tree (node wrappers, native
-binaries, anything they spawned), never just the top process: asked to stop, then killed
-after a short grace. On POSIX the group is also swept after a normal exit so no
-straggler keeps the pipes open.
+binaries, anything they spawned, and on Linux a helper that left the group with ``setsid``),
+never just the top process: asked to stop, then killed after a short grace. On POSIX the
+tree is also swept after a normal exit so no straggler keeps the pipes open.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ import anyio.abc
 
 from skillopt.backends.cli.proctree import (
     STOP_GRACE_S,
+    TREE_ENV,
     group_alive,
     kill_tree,
+    new_mark,
     spawn_options,
     terminate_tree,
 )
@@ -82,21 +84,21 @@ class _Capture:
         return b"".join(self.chunks).decode("utf-8", "replace")
 
 
-def _kill_tree(proc: anyio.abc.Process) -> None:
-    kill_tree(proc.pid, exited=proc.returncode is not None)
+def _kill_tree(proc: anyio.abc.Process, mark: str) -> None:
+    kill_tree(proc.pid, exited=proc.returncode is not None, mark=mark)
 
 
-async def _stop_tree(proc: anyio.abc.Process) -> None:
+async def _stop_tree(proc: anyio.abc.Process, mark: str) -> None:
     """Stop a tree still at work: asked first, killed after :data:`STOP_GRACE_S` (see
     :mod:`.proctree`: a killed agent CLI leaves its sandbox's litter behind). The grace is
-    the whole group's: a wrapper that exits at once must not cut short the cleanup of the
+    the whole tree's: a wrapper that exits at once must not cut short the cleanup of the
     native process under it."""
-    if terminate_tree(proc.pid):
+    if terminate_tree(proc.pid, mark=mark):
         with anyio.move_on_after(STOP_GRACE_S):
             await proc.wait()
-            while group_alive(proc.pid):  # noqa: ASYNC110 - a process group has no event
+            while group_alive(proc.pid, mark=mark):  # noqa: ASYNC110 - a group has no event
                 await anyio.sleep(0.05)
-    _kill_tree(proc)
+    _kill_tree(proc, mark)
     await proc.wait()
 
 
@@ -107,9 +109,11 @@ def tail(text: str, limit: int = _TAIL) -> str:
 
 
 async def _start(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, member: str
-) -> anyio.abc.Process:
-    """``argv`` started as the root of its own process tree (the tree is what gets killed)."""
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bool, member: str,
+    mark: str,
+) -> anyio.abc.Process:  # fmt: skip
+    """``argv`` started as the root of its own process tree (the tree is what gets killed),
+    its environment holding ``mark`` (:data:`.proctree.TREE_ENV`)."""
     try:
         return await anyio.open_process(
             list(argv),
@@ -117,7 +121,7 @@ async def _start(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd,
-            env=dict(env),
+            env={**env, TREE_ENV: mark},
             **spawn_options(),
         )
     except OSError as exc:
@@ -160,6 +164,7 @@ async def _communicate(
     streams: tuple[_Capture, _Capture],
     stop: list[BackendError],
     time_limit: float,
+    mark: str,
 ) -> bool:
     """Feed stdin, read both streams and wait for the exit, within ``time_limit``; the
     process group is dead when this returns or raises. Returns whether time ran out."""
@@ -173,13 +178,13 @@ async def _communicate(
                 tg.start_soon(_drain, proc.stdout, out, tg.cancel_scope, stop)
                 tg.start_soon(_drain, proc.stderr, err, tg.cancel_scope, stop)
                 await proc.wait()
-                _kill_tree(proc)  # stragglers would hold the pipes open
+                _kill_tree(proc, mark)  # stragglers would hold the pipes open
         return deadline.cancelled_caught
     finally:
         with anyio.CancelScope(shield=True):
             if proc.returncode is None:
-                await _stop_tree(proc)
-            _kill_tree(proc)
+                await _stop_tree(proc, mark)
+            _kill_tree(proc, mark)
             await proc.aclose()
 
 
@@ -203,11 +208,13 @@ async def run_process(
     every case, and on cancellation, the process group is killed before this returns.
     """
     started = time.monotonic()
-    proc = await _start(argv, cwd=cwd, env=env, stdin=stdin_text is not None, member=member)
+    mark = new_mark()
+    proc = await _start(argv, cwd=cwd, env=env, stdin=stdin_text is not None, member=member,
+                        mark=mark)  # fmt: skip
     out = _Capture(max_output_bytes, stdout_watcher)
     err = _Capture(max_output_bytes)
     stop: list[BackendError] = []
-    timed_out = await _communicate(proc, stdin_text, (out, err), stop, time_limit)
+    timed_out = await _communicate(proc, stdin_text, (out, err), stop, time_limit, mark)
 
     elapsed = time.monotonic() - started
     if stop:

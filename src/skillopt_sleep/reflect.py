@@ -32,7 +32,7 @@ from skillopt.errors import (
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import ask_validated, parse_reply
+from skillopt.replies import ask_validated, parse_reply, reply_schema
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.replay import Docs, clean, task_hint
 
@@ -76,6 +76,13 @@ def _edit_list(data: Any) -> Any:
 
 
 _EDITS = TypeAdapter(Annotated[list[_Edit], BeforeValidator(_edit_list)])
+
+
+class EditsReply(BaseModel):
+    """The shape a reflection is asked in by schema (a root object, as structured outputs
+    want); :data:`_EDITS` reads it, the bare list the prompt shows, and other wrappings."""
+
+    edits: list[_Edit]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,6 +286,7 @@ class Reflector:
             stage="reflect",
             max_output_tokens=self.max_output_tokens,
             json_mode=False,
+            reply_schema=reply_schema(EditsReply, "edits"),
             metadata=metadata,
         )
         try:

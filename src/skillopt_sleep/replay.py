@@ -38,7 +38,7 @@ from skillopt.judges import judge_local, rubric_result, score_rule_checks
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import parse_reply
+from skillopt.replies import parse_reply, reply_schema
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
@@ -438,6 +438,7 @@ class Replayer:
             stage="judge",
             max_output_tokens=300,
             json_mode=True,
+            reply_schema=reply_schema(_JudgeReply, "verdict"),
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
             check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )

@@ -22,6 +22,7 @@ __all__ = [
     "CompletionRequest",
     "Message",
     "Pool",
+    "ReplySchema",
     "Role",
     "Usage",
 ]
@@ -39,6 +40,21 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReplySchema:
+    """The JSON schema a reply must follow, named (OpenAI's ``json_schema.name``).
+
+    Built from the pydantic model that validates the reply
+    (:func:`skillopt.replies.reply_schema`), in the strict form structured outputs take:
+    every object closed, every property required. Members that accept a schema send it
+    (HTTP ``response_format``, ``claude --json-schema``, ``codex --output-schema``); the
+    reply is still parsed leniently by the same model.
+    """
+
+    name: str
+    schema: dict[str, Any] = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompletionRequest:
     """One model call.
 
@@ -46,7 +62,8 @@ class CompletionRequest:
     distinguishes deliberately repeated samples of the same prompt (K dream rollouts)
     so the cache keeps them apart. ``stage`` tags accounting ("rollout", "reflect", ...).
     ``metadata`` carries structured hints some members use (the mock's world model,
-    the exec harness's workspace); HTTP members ignore it. ``check_reply`` validates the
+    the exec harness's workspace); HTTP members ignore it. ``reply_schema`` is the shape
+    a reply has, asked for by the members that take a schema. ``check_reply`` validates the
     reply text (raising :class:`skillopt.errors.ReplyFormatError` when it is unusable):
     the pool then treats the reply as a failed call, retried like one and never cached.
     """
@@ -62,6 +79,7 @@ class CompletionRequest:
     stage: str = "other"
     use_cache: bool = True
     json_mode: bool = False
+    reply_schema: ReplySchema | None = None  # the reply's shape, where it has one
     metadata: dict[str, Any] = field(default_factory=dict)
     check_reply: Callable[[str], object] | None = field(default=None, compare=False)
 

@@ -190,7 +190,7 @@ async def _acquire(limiter: anyio.CapacityLimiter) -> None:
 
 
 # Retryable failures that say nothing about the member's health: it answered.
-_HEALTHY_KINDS = frozenset({"rate_limit", "bad_reply", "too_large"})
+_HEALTHY_KINDS = frozenset({"rate_limit", "bad_reply", "too_large", "format_unsupported"})
 
 
 def _breaker_counts(error: BackendError) -> bool:
@@ -198,7 +198,8 @@ def _breaker_counts(error: BackendError) -> bool:
 
     A rate limit is not one: the member works and asked us to slow down (its Retry-After
     rests it). Opening the circuit would fail every queued call at once instead. Nor is a
-    reply the caller's check rejects or one over its size cap: the endpoint answered, and
+    reply the caller's check rejects or one over its size cap, nor a reply format the
+    endpoint does not take (asked again in a weaker one): the endpoint answered, and
     one kind of request (a judgement, a mining prompt) must not shut the member for all.
     """
     if isinstance(error, RetryableBackendError) and error.kind in _HEALTHY_KINDS:

@@ -545,12 +545,14 @@ class _Spent:
     def count(self, done: Completion, *, judge: bool = False) -> None:
         if done.cached:
             return
+        requests = max(1, done.attempts)  # an unusable reply the pool asked again included
         if judge:
-            self.judge += 1
+            self.judge += requests
         else:
-            self.attempt += 1
-        self.tokens += done.usage.total_tokens
-        self.cached_tokens += done.usage.cached_tokens
+            self.attempt += requests
+        usage = done.spent or done.usage
+        self.tokens += usage.total_tokens
+        self.cached_tokens += usage.cached_tokens
 
 
 def _cause(exc: BaseException) -> str:

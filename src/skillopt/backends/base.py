@@ -24,6 +24,7 @@ __all__ = [
     "Pool",
     "ReplySchema",
     "Role",
+    "SpendMeter",
     "Usage",
 ]
 
@@ -81,6 +82,8 @@ class CompletionRequest:
     json_mode: bool = False
     reply_schema: ReplySchema | None = None  # the reply's shape, where it has one
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Told of every request the pool sends for this call, retries included (see SpendMeter)
+    meters: tuple[SpendMeter, ...] = field(default=(), compare=False)
     check_reply: Callable[[str], object] | None = field(default=None, compare=False)
 
     def system_message(self) -> str:
@@ -118,6 +121,15 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def plus(self, other: Usage) -> Usage:
+        """Both usages together (estimated when either part was)."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            estimated=self.estimated or other.estimated,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
     @staticmethod
     def estimate(prompt: str, completion: str) -> Usage:
         return Usage(
@@ -127,6 +139,27 @@ class Usage:
         )
 
 
+class SpendMeter(Protocol):
+    """What a budget above the pool learns of one call: each request the pool sends for it.
+
+    The pool calls :meth:`check` on every meter of the request, then :meth:`sent` on every
+    one, right before each request goes out (the first and every retry), and
+    :meth:`settled` when that request ended, with the usage its reply reported (a reply
+    rejected as unusable included; None when no reply came) and the failure's class ("" for
+    the answer the call returns). :meth:`opened` says a pool meters this call, so a
+    wrapper above counts nothing itself. A cap is a cap: :meth:`check` raises
+    :class:`skillopt.errors.BudgetExceededError` and the request is not sent.
+    """
+
+    def opened(self) -> None: ...
+
+    def check(self, request: CompletionRequest) -> None: ...
+
+    def sent(self, request: CompletionRequest) -> None: ...
+
+    def settled(self, *, member: str, usage: Usage | None, error: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     text: str
@@ -134,6 +167,9 @@ class Completion:
     member: str
     latency: float  # seconds spent in the successful attempt
     attempts: int = 1  # attempts the pool made, including failed ones on other members
+    # usage of every request the call made (unusable replies the pool retried included);
+    # None: the same as ``usage``
+    spent: Usage | None = None
     cached: bool = False
     tools_called: tuple[str, ...] = ()  # verified from a shim log, never the model's claim
     raw: dict[str, Any] = field(default_factory=dict)  # member-specific extras (finish reason)

@@ -13,6 +13,9 @@ How one :meth:`BackendPool.complete` call proceeds:
    if none has room (a member shared by two roles, or an open member's share of the
    gate) does the caller wait on the next member's limiter.
 4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
+   Right before the request goes out, the request's spend meters (a budget above the
+   pool) may refuse it, and are told of it; when it ends, of its usage (an unusable reply's
+   included) and failure: every request sent, retries included, is counted and capped.
 5. A reply the request's ``check_reply`` rejects is a failed call (kind ``bad_reply``).
    An exception that is not a :class:`BackendError` is a bug: logged with its traceback
    and raised at once, never retried.
@@ -33,7 +36,7 @@ import math
 import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,7 @@ import anyio
 from structlog.contextvars import bound_contextvars
 
 from skillopt.backends.accounting import Accounting
-from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
+from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.breaker import Breaker, BreakerPolicy, BreakerState
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
 from skillopt.backends.patience import current_patience
@@ -369,6 +372,8 @@ class BackendPool:
         """
         if self._closed:
             raise NoHealthyMemberError("the pool is closed")
+        for meter in request.meters:
+            meter.opened()
         group = self._group(request.role)
         role, stage = group.role.value, request.stage
         if self._cache is None or not request.use_cache:
@@ -469,9 +474,11 @@ class BackendPool:
         role, stage = group.role.value, request.stage
         last_error: BackendError | None = None
         avoid: str | None = None
+        spent = _Spent()
         for attempt in range(1, self._retry.max_attempts + 1):
             try:
-                return await self._attempt(group, request, attempt, avoid)
+                done = await self._attempt(group, request, attempt, avoid, spent)
+                return replace(done, spent=spent.usage)
             except NoHealthyMemberError as exc:
                 if last_error is None:
                     raise
@@ -504,7 +511,12 @@ class BackendPool:
         raise last_error
 
     async def _attempt(
-        self, group: _RoleGroup, request: CompletionRequest, attempt: int, avoid: str | None
+        self,
+        group: _RoleGroup,
+        request: CompletionRequest,
+        attempt: int,
+        avoid: str | None,
+        spent: _Spent,
     ) -> Completion:
         role, stage = group.role.value, request.stage
         gate = group.gate
@@ -530,7 +542,7 @@ class BackendPool:
             try:
                 if member.spacer is not None:
                     await member.spacer.wait_turn()
-                return await self._call_member(member, group, request, attempt)
+                return await self._call_member(member, group, request, attempt, spent)
             except anyio.get_cancelled_exc_class():
                 if probe and member.breaker.on_abandon():
                     self._notify_health()
@@ -618,13 +630,26 @@ class BackendPool:
         return text
 
     async def _call_member(
-        self, member: _Member, group: _RoleGroup, request: CompletionRequest, attempt: int
+        self,
+        member: _Member,
+        group: _RoleGroup,
+        request: CompletionRequest,
+        attempt: int,
+        spent: _Spent,
     ) -> Completion:
         role, stage = group.role.value, request.stage
         timeout = request.timeout if request.timeout is not None else member.spec.timeout
         breaker = member.breaker
+        try:
+            _admit(request)  # a budget's cap refuses the request before it goes out
+        except BaseException:
+            if breaker.on_abandon():
+                self._notify_health()
+            raise
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
+        usage: Usage | None = None
+        error_class = ""  # a cancelled request was sent and is counted, but no failure
         try:
             # The member's own log lines carry member/role/stage via contextvars.
             with (
@@ -632,6 +657,8 @@ class BackendPool:
                 anyio.fail_after(timeout),
             ):
                 result = await member.spec.backend.complete(request)
+            usage = result.usage
+            spent.add(usage)
             if not result.text.strip():
                 raise RetryableBackendError(
                     "empty completion", kind="empty", member=member.name, cause="empty reply"
@@ -641,11 +668,13 @@ class BackendPool:
             error: BackendError = BackendTimeoutError(
                 f"no reply within {timeout:g}s", member=member.name, cause="pool timeout"
             )
+            error_class = error.error_class
             self._record_failure(member, role, stage, error)
             raise error from exc
         except BackendError as exc:
             error = exc if exc.member else _with_member(exc, member.name)
-            self._record_failure(member, role, stage, error)
+            error_class = error.error_class
+            self._record_failure(member, role, stage, error, usage)
             if error is exc:
                 raise
             raise error from exc
@@ -660,7 +689,13 @@ class BackendPool:
             if breaker.on_abandon():
                 self._notify_health()
             _log.exception("pool.member_bug", member=member.name, role=role, stage=stage)
+            error_class = "bug"
             raise
+        else:
+            error_class = ""
+        finally:
+            for meter in request.meters:
+                meter.settled(member=member.name, usage=usage, error=error_class)
         latency = anyio.current_time() - started
         if breaker.on_success():
             self._notify_health()
@@ -688,9 +723,16 @@ class BackendPool:
             raw=result.raw,
         )
 
-    def _record_failure(self, member: _Member, role: str, stage: str, error: BackendError) -> None:
+    def _record_failure(
+        self,
+        member: _Member,
+        role: str,
+        stage: str,
+        error: BackendError,
+        usage: Usage | None = None,
+    ) -> None:
         self._accounting.failure(
-            member=member.name, role=role, stage=stage, error_class=error.error_class
+            member=member.name, role=role, stage=stage, error_class=error.error_class, usage=usage
         )
         now = anyio.current_time()
         status = f" {error.status}" if error.status is not None else ""
@@ -709,6 +751,27 @@ class BackendPool:
                 )
         elif member.breaker.on_abandon():
             self._notify_health()
+
+
+class _Spent:
+    """The usage of every request one call made (unusable replies included)."""
+
+    __slots__ = ("usage",)
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    def add(self, usage: Usage) -> None:
+        self.usage = self.usage.plus(usage)
+
+
+def _admit(request: CompletionRequest) -> None:
+    """Every meter of ``request`` lets it go out (else the refusal propagates, nothing
+    counted), then each counts it as sent."""
+    for meter in request.meters:
+        meter.check(request)
+    for meter in request.meters:
+        meter.sent(request)
 
 
 def _all_refused(group: _RoleGroup) -> bool:

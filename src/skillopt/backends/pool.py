@@ -233,6 +233,9 @@ class BackendPool:
         self._closed = False
         self._max_wait = breaker.max_wait
         self._health_changed: anyio.Event | None = None  # created in the loop, on demand
+        # requests out now: a key per request -> (member, when it went out), for the display
+        self._out: dict[int, tuple[str, float]] = {}
+        self._out_keys = itertools.count()
         for role, specs in roles.items():
             if not specs:
                 raise ConfigError("a role needs at least one member", key=f"roles.{role}")
@@ -325,6 +328,14 @@ class BackendPool:
 
     def breaker_state(self, member: str) -> BreakerState:
         return self._members[member].breaker.state(anyio.current_time())
+
+    def in_flight(self) -> tuple[int, str, float]:
+        """Requests out now, the member the oldest of them waits on, and for how long
+        (seconds): what a live display shows while a slow call is under way."""
+        if not self._out:
+            return 0, "", 0.0
+        member, since = min(self._out.values(), key=lambda out: out[1])
+        return len(self._out), member, anyio.current_time() - since
 
     def reset_accounting(self) -> None:
         """Start the call accounting over: a long-lived process's next job (the daemon's
@@ -648,6 +659,8 @@ class BackendPool:
             raise
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
+        out_key = next(self._out_keys)
+        self._out[out_key] = (member.name, started)
         usage: Usage | None = None
         error_class = ""  # a cancelled request was sent and is counted, but no failure
         try:
@@ -694,6 +707,7 @@ class BackendPool:
         else:
             error_class = ""
         finally:
+            del self._out[out_key]
             for meter in request.meters:
                 meter.settled(member=member.name, usage=usage, error=error_class)
         latency = anyio.current_time() - started

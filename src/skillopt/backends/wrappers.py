@@ -289,7 +289,8 @@ class BudgetCompleter(PoolWrapper):
     async def complete(self, request: CompletionRequest) -> Completion:
         ahead = prompt_tokens(request) if self.max_tokens else 0
         self._check(ahead)  # refused before it queues anywhere
-        meter = _BudgetMeter(self, request.stage, ahead)
+        meter = _BudgetMeter(self, request.stage)
+        self.in_flight_tokens += ahead  # its prompt, held until the call ends
         try:
             done = await self.inner.complete(replace(request, meters=(*request.meters, meter)))
         except Exception as exc:
@@ -300,19 +301,20 @@ class BudgetCompleter(PoolWrapper):
                 # failure is counted, as a call when a completer that is no pool made it
                 self._failed(self._stage(request.stage), _error_class(exc))
                 if not meter.metered:
-                    self._sent(request.stage, 0)
+                    self._sent(request.stage)
             raise
+        finally:
+            self.in_flight_tokens -= ahead
         if done.cached:
             self._stage(request.stage).cache_hits += 1
         elif not meter.metered:
-            self._sent(request.stage, 0)
+            self._sent(request.stage)
             self._settle(request.stage, done.member, done.usage)
         return done
 
-    def _sent(self, stage: str, ahead: int) -> None:
+    def _sent(self, stage: str) -> None:
         self.calls += 1
         self._stage(stage).calls += 1
-        self.in_flight_tokens += ahead
 
     def _failed(self, row: StageSpend, error: str) -> None:
         self.failures += 1
@@ -361,12 +363,11 @@ class _BudgetMeter:
     """One call's :class:`SpendMeter` for a :class:`BudgetCompleter`: each request the pool
     sends is checked against the caps and counted; its reply's tokens when it ends."""
 
-    __slots__ = ("ahead", "budget", "metered", "requests", "stage")
+    __slots__ = ("budget", "metered", "requests", "stage")
 
-    def __init__(self, budget: BudgetCompleter, stage: str, ahead: int) -> None:
+    def __init__(self, budget: BudgetCompleter, stage: str) -> None:
         self.budget = budget
         self.stage = stage
-        self.ahead = ahead  # the prompt's estimated tokens, held in flight per request
         self.metered = False  # a pool below counts this call's requests
         self.requests = 0
 
@@ -374,14 +375,13 @@ class _BudgetMeter:
         self.metered = True
 
     def check(self, request: CompletionRequest) -> None:
-        self.budget._check(self.ahead)
+        self.budget._check(0)  # the call's prompt is already held in flight
 
     def sent(self, request: CompletionRequest) -> None:
         self.requests += 1
-        self.budget._sent(self.stage, self.ahead)
+        self.budget._sent(self.stage)
 
     def settled(self, *, member: str, usage: Usage | None, error: str) -> None:
-        self.budget.in_flight_tokens -= self.ahead
         self.budget._settle(self.stage, member, usage, error)
 
 

@@ -308,19 +308,10 @@ class Reflector:
             prompt = render_prompt(template, retry_note=note, **values)
             return dataclasses.replace(request, prompt=prompt, use_cache=False, sample_id=1)
 
-        first = CompletionRequest(
-            role=Role.OPTIMIZER,
-            prompt=render_prompt(template, retry_note="", **values),
-            stage="reflect",
-            max_output_tokens=self.max_output_tokens,
-            json_mode=False,
-            reply_schema=reply_schema(EditsReply, "edits"),
-            metadata=metadata,
-        )
         try:
             reply = await ask_validated(
                 complete,
-                first,
+                self._request(render_prompt(template, retry_note="", **values), metadata),
                 lambda text: parse_edits(
                     text, target=target, budget=budget, template=template, refused=refused
                 ),
@@ -333,6 +324,17 @@ class Reflector:
             errors.append(sanitize(exc.problems[-1]))
             return [], calls, raws, errors
         return reply.value, calls, raws, errors
+
+    def _request(self, prompt: str, metadata: dict[str, Any]) -> CompletionRequest:
+        """A reflection's request: its reply is edits, asked for by their schema."""
+        return CompletionRequest(
+            role=Role.OPTIMIZER,
+            prompt=prompt,
+            stage="reflect",
+            max_output_tokens=self.max_output_tokens,
+            reply_schema=reply_schema(EditsReply, "edits"),
+            metadata=metadata,
+        )
 
     def _values(
         self,

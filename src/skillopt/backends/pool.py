@@ -47,6 +47,7 @@ from skillopt.backends.accounting import Accounting
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.breaker import Breaker, BreakerPolicy, BreakerState
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
+from skillopt.backends.metering import CallUsage, OutRequests, admit, settle
 from skillopt.backends.patience import current_patience
 from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
 from skillopt.backends.single_flight import SingleFlight
@@ -233,9 +234,7 @@ class BackendPool:
         self._closed = False
         self._max_wait = breaker.max_wait
         self._health_changed: anyio.Event | None = None  # created in the loop, on demand
-        # requests out now: a key per request -> (member, when it went out), for the display
-        self._out: dict[int, tuple[str, float]] = {}
-        self._out_keys = itertools.count()
+        self._out = OutRequests()  # the requests out now, for a live display
         for role, specs in roles.items():
             if not specs:
                 raise ConfigError("a role needs at least one member", key=f"roles.{role}")
@@ -330,12 +329,8 @@ class BackendPool:
         return self._members[member].breaker.state(anyio.current_time())
 
     def in_flight(self) -> tuple[int, str, float]:
-        """Requests out now, the member the oldest of them waits on, and for how long
-        (seconds): what a live display shows while a slow call is under way."""
-        if not self._out:
-            return 0, "", 0.0
-        member, since = min(self._out.values(), key=lambda out: out[1])
-        return len(self._out), member, anyio.current_time() - since
+        """Requests out now, the member the oldest waits on, and for how long (seconds)."""
+        return self._out.view(anyio.current_time())
 
     def reset_accounting(self) -> None:
         """Start the call accounting over: a long-lived process's next job (the daemon's
@@ -485,10 +480,11 @@ class BackendPool:
         role, stage = group.role.value, request.stage
         last_error: BackendError | None = None
         avoid: str | None = None
-        spent = _Spent()
+        spent = CallUsage()  # a meter of its own: what this call's requests used
+        request = replace(request, meters=(*request.meters, spent))
         for attempt in range(1, self._retry.max_attempts + 1):
             try:
-                done = await self._attempt(group, request, attempt, avoid, spent)
+                done = await self._attempt(group, request, attempt, avoid)
                 return replace(done, spent=spent.usage)
             except NoHealthyMemberError as exc:
                 if last_error is None:
@@ -522,12 +518,7 @@ class BackendPool:
         raise last_error
 
     async def _attempt(
-        self,
-        group: _RoleGroup,
-        request: CompletionRequest,
-        attempt: int,
-        avoid: str | None,
-        spent: _Spent,
+        self, group: _RoleGroup, request: CompletionRequest, attempt: int, avoid: str | None
     ) -> Completion:
         role, stage = group.role.value, request.stage
         gate = group.gate
@@ -553,7 +544,7 @@ class BackendPool:
             try:
                 if member.spacer is not None:
                     await member.spacer.wait_turn()
-                return await self._call_member(member, group, request, attempt, spent)
+                return await self._call_member(member, group, request, attempt)
             except anyio.get_cancelled_exc_class():
                 if probe and member.breaker.on_abandon():
                     self._notify_health()
@@ -641,26 +632,20 @@ class BackendPool:
         return text
 
     async def _call_member(
-        self,
-        member: _Member,
-        group: _RoleGroup,
-        request: CompletionRequest,
-        attempt: int,
-        spent: _Spent,
+        self, member: _Member, group: _RoleGroup, request: CompletionRequest, attempt: int
     ) -> Completion:
         role, stage = group.role.value, request.stage
         timeout = request.timeout if request.timeout is not None else member.spec.timeout
         breaker = member.breaker
         try:
-            _admit(request)  # a budget's cap refuses the request before it goes out
+            admit(request)  # a budget's cap refuses the request before it goes out
         except BaseException:
             if breaker.on_abandon():
                 self._notify_health()
             raise
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
-        out_key = next(self._out_keys)
-        self._out[out_key] = (member.name, started)
+        out_key = self._out.start(member.name, started)
         usage: Usage | None = None
         error_class = ""  # a cancelled request was sent and is counted, but no failure
         try:
@@ -671,7 +656,6 @@ class BackendPool:
             ):
                 result = await member.spec.backend.complete(request)
             usage = result.usage
-            spent.add(usage)
             if not result.text.strip():
                 raise RetryableBackendError(
                     "empty completion", kind="empty", member=member.name, cause="empty reply"
@@ -707,11 +691,16 @@ class BackendPool:
         else:
             error_class = ""
         finally:
-            del self._out[out_key]
-            for meter in request.meters:
-                meter.settled(member=member.name, usage=usage, error=error_class)
-        latency = anyio.current_time() - started
-        if breaker.on_success():
+            self._out.end(out_key)
+            settle(request, member=member.name, usage=usage, error=error_class)
+        return self._answered(member, role, stage, attempt, result, started)
+
+    def _answered(
+        self, member: _Member, role: str, stage: str, attempt: int, result: Completion, start: float
+    ) -> Completion:
+        """A member's usable answer: its breaker, accounting and log line, as the pool's."""
+        latency = anyio.current_time() - start
+        if member.breaker.on_success():
             self._notify_health()
         self._accounting.success(
             member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
@@ -765,27 +754,6 @@ class BackendPool:
                 )
         elif member.breaker.on_abandon():
             self._notify_health()
-
-
-class _Spent:
-    """The usage of every request one call made (unusable replies included)."""
-
-    __slots__ = ("usage",)
-
-    def __init__(self) -> None:
-        self.usage = Usage()
-
-    def add(self, usage: Usage) -> None:
-        self.usage = self.usage.plus(usage)
-
-
-def _admit(request: CompletionRequest) -> None:
-    """Every meter of ``request`` lets it go out (else the refusal propagates, nothing
-    counted), then each counts it as sent."""
-    for meter in request.meters:
-        meter.check(request)
-    for meter in request.meters:
-        meter.sent(request)
 
 
 def _all_refused(group: _RoleGroup) -> bool:

@@ -144,11 +144,17 @@ class _MemberBase(StrictModel):
         return value
 
 
+# How replies with a shape are asked for (skillopt.backends.http.structured): "auto" sends
+# the JSON schema and learns a weaker format from the endpoint's first refusal.
+StructuredOutputs = Literal["auto", "json_schema", "json_object", "prompt"]
+
+
 class _OpenAIBase(_MemberBase):
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = None  # None: send no key (local servers)
     model: str = Field(min_length=1)
     request: RequestSettings = Field(default_factory=RequestSettings)  # per member and role
+    structured_outputs: StructuredOutputs = "auto"
 
     @field_validator("base_url")
     @classmethod
@@ -226,6 +232,7 @@ class _AzureBase(_MemberBase):
     # Seconds one call waits for an Entra ID token (the fetch itself goes on, shared).
     token_timeout: float = Field(default=30.0, gt=0, le=600)
     request: RequestSettings = Field(default_factory=RequestSettings)  # per member and role
+    structured_outputs: StructuredOutputs = "auto"
 
     @field_validator("endpoint")
     @classmethod

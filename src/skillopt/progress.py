@@ -3,8 +3,11 @@
 A run reports stage starts, planned calls, finished calls (with their accounting stage)
 and notes. :class:`TtyProgress` shows ``[stage] calls done/planned (by stage) cache hits
 errors eta elapsed`` on one line of a terminal (a reply the response cache served is no
-model call: it is counted apart and leaves the plan), redrawn on those events only (no
-timer, at most every ``min_interval`` seconds), with notes as permanent lines above it.
+model call: it is counted apart and leaves the plan), redrawn on those events (at most
+every ``min_interval`` seconds), with notes as permanent lines above it. A slow call must
+not look like a hung one: :func:`keep_ticking` redraws the line once a second while
+nothing else does, and then it adds what is in flight (:meth:`TtyProgress.watch`): the
+calls out, seconds since the last answer, and the member the oldest call waits on.
 Off a terminal the structured logs are the record: :func:`terminal_progress` returns ``None`` there.
 """
 
@@ -12,12 +15,19 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Protocol, TextIO
+
+import anyio
 
 from skillopt.logging import keep_line, release_line
 from skillopt.redact import sanitize
 
-__all__ = ["Progress", "TtyProgress", "terminal_progress"]
+__all__ = ["InFlight", "Progress", "TtyProgress", "keep_ticking", "terminal_progress"]
+
+#: Requests out now, the member the oldest waits on, and for how many seconds.
+InFlight = Callable[[], tuple[int, str, float]]
+_TICK = 1.0  # seconds between redraws while no event redraws the line
 
 
 class Progress(Protocol):
@@ -62,6 +72,8 @@ class TtyProgress:
         self._note_prefix = note_prefix
         self._last_draw = 0.0
         self._drawn = False
+        self.last_answer = time.monotonic()
+        self._in_flight: InFlight | None = None
         keep_line(self.out, self._above)  # a log line comes above the status line, not on it
 
     def stage(self, name: str) -> None:
@@ -77,6 +89,15 @@ class TtyProgress:
         self.planned += n
         self._draw()
 
+    def watch(self, in_flight: InFlight) -> None:
+        """Where the ticking line reads the calls in flight (the backend pool's)."""
+        self._in_flight = in_flight
+
+    def tick(self) -> None:
+        """Redraw the line if nothing did for a second (elapsed and waiting times move)."""
+        if time.monotonic() - self._last_draw >= _TICK:
+            self._draw(force=True)
+
     def call_done(self, *, ok: bool = True, stage: str = "", cached: bool = False) -> None:
         if cached:
             self.cache_hits += 1
@@ -85,6 +106,7 @@ class TtyProgress:
             return
         self.done += 1
         self.errors += 0 if ok else 1
+        self.last_answer = time.monotonic()
         if stage:
             self.by_stage[stage] = self.by_stage.get(stage, 0) + 1
         self._draw()
@@ -139,7 +161,31 @@ class TtyProgress:
         eta = ""
         if self.done and self.planned > self.done:
             eta = f"  eta {elapsed / self.done * (self.planned - self.done):.0f}s"
-        return f"[{self.current}] calls {self.done}{total}{detail}{errors}{eta}  {elapsed:.0f}s"
+        line = f"[{self.current}] calls {self.done}{total}{detail}{errors}{eta}  {elapsed:.0f}s"
+        return line + self._waiting(now)
+
+    def _waiting(self, now: float) -> str:
+        """What is in flight, once no answer came for a tick: slow, not hung."""
+        if self._in_flight is None or now - self.last_answer < _TICK:
+            return ""
+        count, member, age = self._in_flight()
+        if not count:
+            return ""
+        quiet = now - max(self.last_answer, self.started)
+        return (
+            f"  in flight {count}, last answer {quiet:.0f}s ago, waiting on {member} ({age:.0f}s)"
+        )
+
+
+async def keep_ticking(progress: object, *, interval: float = _TICK) -> None:
+    """Redraw ``progress`` every ``interval`` seconds while it is a live display (run it
+    beside the work in a task group; cancelled with it). Anything else: returns at once."""
+    tick = getattr(progress, "tick", None)
+    if not callable(tick):
+        return
+    while True:
+        await anyio.sleep(interval)
+        tick()
 
 
 def terminal_progress(

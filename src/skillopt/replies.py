@@ -11,11 +11,16 @@ When nothing validates, the error names the real cause: the validation problem o
 candidate the model most plausibly meant (a fenced block, else the longest JSON value),
 then a decoding problem, then "no JSON". :func:`ask_validated` makes a call, and on an
 unusable reply one retry that quotes the problem back; the caller shapes the retry.
+
+The same pydantic model is what a request asks for: :func:`reply_schema` derives the JSON
+schema members send as structured outputs (one source of truth for the shape asked and the
+shape accepted), in the strict form OpenAI-compatible servers take.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -24,7 +29,13 @@ from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from skillopt.backends.base import EARLIER_PROBLEM, Completion, CompletionRequest, Message
+from skillopt.backends.base import (
+    EARLIER_PROBLEM,
+    Completion,
+    CompletionRequest,
+    Message,
+    ReplySchema,
+)
 from skillopt.errors import ReplyFormatError
 
 __all__ = [
@@ -36,6 +47,8 @@ __all__ = [
     "extract_json_object",
     "json_values",
     "parse_reply",
+    "reply_schema",
+    "strict_schema",
 ]
 
 #: Positions where a ``{`` or ``[`` failed to decode before the scan gives up: a reply full
@@ -108,6 +121,45 @@ def _problem(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(root)"
     return f"{where}: {first['msg']}"
+
+
+# Keywords a strict structured-output schema does not take (or that only add tokens).
+_DROPPED_KEYWORDS = frozenset({"default", "title", "description", "examples"})
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def strict_schema(node: Any) -> Any:
+    """``node`` (a pydantic JSON schema) in the strict form of structured outputs: every
+    object closed (``additionalProperties: false``) and every property required, defaults
+    and titles dropped. A property with a default must then be given; the model that
+    validates the reply still accepts it left out (parsing stays lenient)."""
+    if isinstance(node, list):
+        return [strict_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED_KEYWORDS:
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: strict_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = strict_schema(value)
+    if isinstance(out.get("properties"), dict):
+        out["required"] = list(out["properties"])
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def reply_schema(schema: type[BaseModel] | TypeAdapter[Any], name: str = "") -> ReplySchema:
+    """The strict JSON schema of replies ``schema`` validates, named ``name`` (else after
+    the model): what a request carries as its ``reply_schema``."""
+    adapter = schema if isinstance(schema, TypeAdapter) else TypeAdapter(schema)
+    raw = adapter.json_schema()
+    label = name or str(raw.get("title") or "reply")
+    label = _SCHEMA_NAME.sub("_", label).strip("_")[:64] or "reply"
+    return ReplySchema(name=label, schema=strict_schema(raw))
 
 
 @overload

@@ -14,10 +14,17 @@ from typing import TextIO
 from skillopt.backends.base import Completer, Completion, CompletionRequest
 from skillopt.errors import BudgetExceededError
 from skillopt.logging import get_logger
-from skillopt.progress import Progress, TtyProgress, terminal_progress
+from skillopt.progress import InFlight, Progress, TtyProgress, terminal_progress
 from skillopt.redact import sanitize
 
-__all__ = ["LogProgress", "NightProgress", "ProgressCompleter", "TtyProgress", "default_progress"]
+__all__ = [
+    "LogProgress",
+    "NightProgress",
+    "ProgressCompleter",
+    "TtyProgress",
+    "default_progress",
+    "find_in_flight",
+]
 
 _log = get_logger(__name__)
 
@@ -70,6 +77,19 @@ def default_progress(stream: TextIO | None = None) -> NightProgress:
     out = stream or sys.stderr
     live = terminal_progress(out, keep_stage_lines=True, note_prefix="  ")
     return live if live is not None else LogProgress()
+
+
+def find_in_flight(completer: object) -> InFlight | None:
+    """The backend pool's view of its requests in flight, through the wrappers stacked on
+    it (each keeps the completer it wraps as ``inner``); None when there is no pool."""
+    for _ in range(16):  # a stack is a handful of wrappers deep
+        in_flight = getattr(completer, "in_flight", None)
+        if callable(in_flight):
+            return in_flight  # type: ignore[no-any-return]
+        completer = getattr(completer, "inner", None)
+        if completer is None:
+            return None
+    return None
 
 
 class ProgressCompleter:

@@ -32,8 +32,9 @@ from skillopt.errors import (
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import ask_validated, parse_reply
+from skillopt.replies import ask_validated, parse_reply, reply_schema
 from skillopt.types import EditRecord, EditTarget, RolloutResult, TaskRecord
+from skillopt.unmeant_edits import unmeant_reason
 from skillopt_sleep.replay import Docs, clean, task_hint
 
 __all__ = [
@@ -78,6 +79,13 @@ def _edit_list(data: Any) -> Any:
 _EDITS = TypeAdapter(Annotated[list[_Edit], BeforeValidator(_edit_list)])
 
 
+class EditsReply(BaseModel):
+    """The shape a reflection is asked in by schema (a root object, as structured outputs
+    want); :data:`_EDITS` reads it, the bare list the prompt shows, and other wrappings."""
+
+    edits: list[_Edit]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutSet:
     """The K judged samples of one train task under the same documents."""
@@ -94,6 +102,7 @@ class ReflectOutcome:
     raw: tuple[str, ...] = ()  # every raw reply, redacted
     calls: int = 0
     errors: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # edits that could not be meant, and why (no trial)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +112,7 @@ class ReflectOutcome:
             "raw": list(self.raw),
             "calls": self.calls,
             "errors": list(self.errors),
+            "refused": list(self.refused),
         }
 
     @classmethod
@@ -114,17 +124,35 @@ class ReflectOutcome:
             raw=tuple(data.get("raw", [])),
             calls=int(data.get("calls", 0)),
             errors=tuple(data.get("errors", [])),
+            refused=tuple(data.get("refused", [])),
         )
 
 
-def parse_edits(text: str, *, target: EditTarget, budget: int) -> list[EditRecord]:
-    """Validate a reply as a JSON array of edits; raise :class:`ReplyFormatError` if not."""
+def parse_edits(
+    text: str,
+    *,
+    target: EditTarget,
+    budget: int,
+    template: str = "",
+    refused: list[str] | None = None,
+) -> list[EditRecord]:
+    """Validate a reply as a JSON array of edits; raise :class:`ReplyFormatError` if not.
+
+    With the prompt's ``template`` named, an edit that cannot be meant (the prompt's own
+    example, a placeholder, its instructions: :func:`unmeant_reason`) is left out before
+    any trial, and why is appended to ``refused``; it is no format problem, so it costs
+    no retry."""
     items = parse_reply(text, _EDITS)
     edits = []
     for item in items:
         content = sanitize(item.content).strip()
         anchor = sanitize(item.anchor).strip()
         if not content and not (item.op == "delete" and anchor):
+            continue
+        why = unmeant_reason(content, template=template) if template and content else ""
+        if why:
+            if refused is not None:
+                refused.append(f"{item.op} edit refused: {why}")
             continue
         edits.append(
             EditRecord(
@@ -165,6 +193,7 @@ class Reflector:
             )
         raws: list[str] = []
         errors: list[str] = []
+        refused: list[str] = []  # edits that could not be meant (never tried)
         calls = 0
         spread = sorted((s for s in usable if self._spread(s) > 0), key=self._spread, reverse=True)[
             :MAX_GROUPS
@@ -173,7 +202,7 @@ class Reflector:
             steady = [s for s in usable if self._spread(s) == 0 and _fails(s)][:MAX_FAILURES]
             edits, n, raw, errs = await self._ask(
                 "reflect_contrastive", target=target, docs=docs, budget=budget,
-                sets=[*spread, *steady],
+                sets=[*spread, *steady], refused=refused,
             )  # fmt: skip
             calls, raws, errors = calls + n, raws + raw, errors + errs
             if edits or _waits(errs):  # handoff: no fallback prompt before this one's answer
@@ -183,6 +212,7 @@ class Reflector:
                     raw=tuple(raws),
                     calls=calls,
                     errors=tuple(errors),
+                    refused=tuple(refused),
                 )
         failing = [s for s in usable if min(r.hard for r in s.results) < 1.0]
         if not failing:
@@ -193,13 +223,16 @@ class Reflector:
                 raw=tuple(raws),
                 calls=calls,
                 errors=tuple(errors),
+                refused=tuple(refused),
             )
         edits, n, raw, errs = await self._ask(
-            "reflect", target=target, docs=docs, budget=budget, sets=usable
+            "reflect", target=target, docs=docs, budget=budget, sets=usable, refused=refused
         )
         calls, raws, errors = calls + n, raws + raw, errors + errs
         reason = ""
-        if not edits:
+        if not edits and refused and not errors:
+            reason = f"every edit proposed was refused before any trial: {refused[-1]}"
+        elif not edits:
             reason = (
                 f"reflection failed: {errors[-1]}"
                 if errors
@@ -212,6 +245,7 @@ class Reflector:
             raw=tuple(raws),
             calls=calls,
             errors=tuple(errors),
+            refused=tuple(refused),
         )
 
     def _spread(self, s: RolloutSet) -> float:
@@ -226,6 +260,7 @@ class Reflector:
         docs: Docs,
         budget: int,
         sets: Sequence[RolloutSet],
+        refused: list[str],
     ) -> tuple[list[EditRecord], int, list[str], list[str]]:
         values = self._values(template, target=target, docs=docs, budget=budget, sets=sets)
         failures = [task_hint(s.task) for s in sets if min(r.hard for r in s.results) < 1.0]
@@ -273,19 +308,13 @@ class Reflector:
             prompt = render_prompt(template, retry_note=note, **values)
             return dataclasses.replace(request, prompt=prompt, use_cache=False, sample_id=1)
 
-        first = CompletionRequest(
-            role=Role.OPTIMIZER,
-            prompt=render_prompt(template, retry_note="", **values),
-            stage="reflect",
-            max_output_tokens=self.max_output_tokens,
-            json_mode=False,
-            metadata=metadata,
-        )
         try:
             reply = await ask_validated(
                 complete,
-                first,
-                lambda text: parse_edits(text, target=target, budget=budget),
+                self._request(render_prompt(template, retry_note="", **values), metadata),
+                lambda text: parse_edits(
+                    text, target=target, budget=budget, template=template, refused=refused
+                ),
                 retry=retry,
             )
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
@@ -295,6 +324,17 @@ class Reflector:
             errors.append(sanitize(exc.problems[-1]))
             return [], calls, raws, errors
         return reply.value, calls, raws, errors
+
+    def _request(self, prompt: str, metadata: dict[str, Any]) -> CompletionRequest:
+        """A reflection's request: its reply is edits, asked for by their schema."""
+        return CompletionRequest(
+            role=Role.OPTIMIZER,
+            prompt=prompt,
+            stage="reflect",
+            max_output_tokens=self.max_output_tokens,
+            reply_schema=reply_schema(EditsReply, "edits"),
+            metadata=metadata,
+        )
 
     def _values(
         self,

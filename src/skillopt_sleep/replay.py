@@ -46,7 +46,7 @@ from skillopt.judges import judge_local, rubric_result, score_rule_checks
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import parse_reply
+from skillopt.replies import parse_reply, reply_schema
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
@@ -507,6 +507,7 @@ class Replayer:
             stage="judge",
             max_output_tokens=300,
             json_mode=True,
+            reply_schema=reply_schema(_JudgeReply, "verdict"),
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
             check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )
@@ -616,12 +617,14 @@ class _Spent:
     def count(self, done: Completion, *, judge: bool = False) -> None:
         if done.cached:
             return
+        requests = max(1, done.attempts)  # an unusable reply the pool asked again included
         if judge:
-            self.judge += 1
+            self.judge += requests
         else:
-            self.attempt += 1
-        self.tokens += done.usage.total_tokens
-        self.cached_tokens += done.usage.cached_tokens
+            self.attempt += requests
+        usage = done.spent or done.usage
+        self.tokens += usage.total_tokens
+        self.cached_tokens += usage.cached_tokens
 
 
 def _cause(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import anyio
 import pytest
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import CompletionRequest, ReplySchema, Role
 from skillopt.backends.cli.common import CliKind, CliSpec, FailureClass, classify_text
 from skillopt.backends.cli.member import CliBackend, build_cli_member
 from skillopt.errors import (
@@ -576,3 +576,40 @@ async def test_cli_members_report_the_prompt_tokens_their_provider_cached(
         out = await member(fake, kind, tmp_path / kind.value).complete(req("seven?"))
         seen.append((out.usage.prompt_tokens, out.usage.cached_tokens))
     assert seen == [(325, 300), (40, 32)]
+
+
+# -------------------------------------------------------------------------- structured replies
+VERDICT_SCHEMA = ReplySchema(
+    name="verdict",
+    schema={
+        "type": "object",
+        "properties": {"score": {"type": "number"}},
+        "required": ["score"],
+        "additionalProperties": False,
+    },
+)
+
+
+async def test_claude_is_given_the_replys_schema_and_its_object_is_the_answer(
+    tmp_path: Path,
+) -> None:
+    """``--json-schema`` carries the request's schema; the object claude validated against
+    it (``structured_output``) is the answer when it printed no text."""
+    result = json.loads(claude_result(""))
+    result["structured_output"] = {"score": 0.5}
+    fake = write_fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(result))
+    backend = member(fake, CliKind.CLAUDE, tmp_path)
+    out = await backend.complete(req("judge it", reply_schema=VERDICT_SCHEMA))
+    assert json.loads(out.text) == {"score": 0.5}
+    pairs = list(itertools.pairwise(fake.calls()[0]["argv"]))
+    assert ("--json-schema", json.dumps(VERDICT_SCHEMA.schema)) in pairs
+
+
+async def test_codex_is_given_the_replys_schema_as_a_file(tmp_path: Path) -> None:
+    fake = write_fake_cli(
+        tmp_path / "bin", "codex", stdout=codex_events("x"), last_message='{"score": 1}'
+    )
+    backend = member(fake, CliKind.CODEX, tmp_path)
+    out = await backend.complete(req("judge it", reply_schema=VERDICT_SCHEMA))
+    assert json.loads(out.text) == {"score": 1}
+    assert "--output-schema" in fake.calls()[0]["argv"]

@@ -78,3 +78,56 @@ def test_a_warning_logged_mid_stage_gets_its_own_line_above_the_status() -> None
     [warning] = [line for line in lines if "pool.retry" in line]
     assert "[rollouts]" not in warning and "[warning" in warning
     assert re.fullmatch(r"\[rollouts\] calls 2/4 \(rollout 2\)  eta \d+s  \d+s", lines[-2])
+
+
+async def test_the_line_ticks_during_a_slow_call_and_names_what_it_waits_on() -> None:
+    """A call the server answers after 1.5 s: the line is redrawn while it waits (not only
+    when a call ends), with the calls in flight, the seconds since the last answer and
+    the member waited on; then it reads as before."""
+    import anyio
+
+    from skillopt.backends.base import CompletionRequest, Role
+    from skillopt.backends.pool import BackendPool
+    from skillopt.config import PoolConfig
+    from skillopt.progress import keep_ticking
+    from skillopt_sleep.night_progress import find_in_flight
+    from support.fake_model_server import FakeModelServer
+
+    out = io.StringIO()
+    progress = TtyProgress(out, min_interval=0.0)
+    with FakeModelServer(latency=1.5) as server:
+        cfg = PoolConfig.model_validate(
+            {
+                "members": [{"kind": "openai", "name": "slow-1", "base_url": server.url("s"),
+                             "model": "m"}],
+                "roles": {"target": ["slow-1"], "optimizer": ["slow-1"]},
+            }
+        )  # fmt: skip
+        async with BackendPool.from_config(cfg) as pool:
+            in_flight = find_in_flight(pool)
+            assert in_flight is not None and in_flight() == (0, "", 0.0)
+            progress.watch(in_flight)
+            progress.stage("judge")
+            progress.calls_planned(1)
+            async with anyio.create_task_group() as group:
+                group.start_soon(keep_ticking, progress)
+                await pool.complete(CompletionRequest(role=Role.TARGET, prompt="hi"))
+                group.cancel_scope.cancel()
+            progress.call_done(ok=True)
+    frames = [f.removeprefix("\x1b[2K") for f in out.getvalue().split("\r") if f.strip()]
+    waiting = [f for f in frames if "in flight" in f]
+    assert waiting, frames
+    assert re.fullmatch(
+        r"\[judge\] calls 0/1  1s  in flight 1, last answer 1s ago, waiting on slow-1 \(1s\)",
+        waiting[0],
+    )
+    assert re.fullmatch(r"\[judge\] calls 1/1  \ds", frames[-1])  # the answer came: no wait
+
+
+def test_a_tick_redraws_at_most_once_a_second() -> None:
+    out = io.StringIO()
+    progress = TtyProgress(out, min_interval=0.0)
+    progress.stage("judge")
+    drawn = out.getvalue()
+    progress.tick()  # drawn a moment ago: nothing to move yet
+    assert out.getvalue() == drawn

@@ -1,8 +1,10 @@
 """Call accounting per member, role and stage: calls, retries, failures, tokens, latency.
 
-``calls`` are model calls that answered; a reply the response cache served is no call and is
-counted apart (``cache_hits``). ``cached_tokens`` is the part of ``prompt_tokens`` the
-provider served from its own prompt cache, where it reports one.
+``calls`` are model calls that answered; ``attempts`` every request sent (retries included);
+the tokens are those of every reply, an unusable one the pool retried included. A reply the
+response cache served is no call and is counted apart (``cache_hits``). ``cached_tokens``
+is the part of ``prompt_tokens`` the provider served from its own prompt cache, where it
+reports one.
 
 Everything here runs on the event loop thread, so plain counters need no locks. Latencies
 are kept in a bounded reservoir so a night of a million calls stays small in memory.
@@ -36,6 +38,13 @@ class _Bucket:
     estimated_tokens: int = 0  # part of the totals that was estimated, not reported
     latencies: list[float] = field(default_factory=list)
     seen_latencies: int = 0
+
+    def add_tokens(self, usage: Usage) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
+        if usage.estimated:
+            self.estimated_tokens += usage.total_tokens
 
     def add_latency(self, seconds: float, rng: random.Random) -> None:
         self.seen_latencies += 1
@@ -103,9 +112,20 @@ class Accounting:
         for b in self._buckets(member, role, stage):
             b.retries += 1
 
-    def failure(self, *, member: str | None, role: str, stage: str, error_class: str) -> None:
+    def failure(
+        self,
+        *,
+        member: str | None,
+        role: str,
+        stage: str,
+        error_class: str,
+        usage: Usage | None = None,
+    ) -> None:
+        """A failed attempt; ``usage`` when a reply came (unusable, still paid for)."""
         for b in self._buckets(member, role, stage):
             b.failures[error_class] += 1
+            if usage is not None:
+                b.add_tokens(usage)
 
     def cache_hit(self, *, role: str, stage: str) -> None:
         for b in self._buckets(None, role, stage):
@@ -114,11 +134,7 @@ class Accounting:
     def success(self, *, member: str, role: str, stage: str, usage: Usage, latency: float) -> None:
         for b in self._buckets(member, role, stage):
             b.calls += 1
-            b.prompt_tokens += usage.prompt_tokens
-            b.completion_tokens += usage.completion_tokens
-            b.cached_tokens += usage.cached_tokens
-            if usage.estimated:
-                b.estimated_tokens += usage.total_tokens
+            b.add_tokens(usage)
             b.add_latency(latency, self._rng)
 
     def snapshot(self) -> dict[str, Any]:

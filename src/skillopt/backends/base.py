@@ -23,7 +23,9 @@ __all__ = [
     "CompletionRequest",
     "Message",
     "Pool",
+    "ReplySchema",
     "Role",
+    "SpendMeter",
     "Usage",
 ]
 
@@ -45,6 +47,21 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReplySchema:
+    """The JSON schema a reply must follow, named (OpenAI's ``json_schema.name``).
+
+    Built from the pydantic model that validates the reply
+    (:func:`skillopt.replies.reply_schema`), in the strict form structured outputs take:
+    every object closed, every property required. Members that accept a schema send it
+    (HTTP ``response_format``, ``claude --json-schema``, ``codex --output-schema``); the
+    reply is still parsed leniently by the same model.
+    """
+
+    name: str
+    schema: dict[str, Any] = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompletionRequest:
     """One model call.
 
@@ -52,7 +69,8 @@ class CompletionRequest:
     distinguishes deliberately repeated samples of the same prompt (K dream rollouts)
     so the cache keeps them apart. ``stage`` tags accounting ("rollout", "reflect", ...).
     ``metadata`` carries structured hints some members use (the mock's world model,
-    the exec harness's workspace); HTTP members ignore it. ``check_reply`` validates the
+    the exec harness's workspace); HTTP members ignore it. ``reply_schema`` is the shape
+    a reply has, asked for by the members that take a schema. ``check_reply`` validates the
     reply text (raising :class:`skillopt.errors.ReplyFormatError` when it is unusable):
     the pool then treats the reply as a failed call, retried like one and never cached.
     ``check_answer`` is the same for an answer written by hand (a handoff member): where a
@@ -71,7 +89,10 @@ class CompletionRequest:
     stage: str = "other"
     use_cache: bool = True
     json_mode: bool = False
+    reply_schema: ReplySchema | None = None  # the reply's shape, where it has one
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Told of every request the pool sends for this call, retries included (see SpendMeter)
+    meters: tuple[SpendMeter, ...] = field(default=(), compare=False)
     check_reply: Callable[[str], object] | None = field(default=None, compare=False)
     check_answer: Callable[[str], object] | None = field(default=None, compare=False)
 
@@ -110,6 +131,15 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def plus(self, other: Usage) -> Usage:
+        """Both usages together (estimated when either part was)."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            estimated=self.estimated or other.estimated,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
     @staticmethod
     def estimate(prompt: str, completion: str) -> Usage:
         return Usage(
@@ -119,6 +149,27 @@ class Usage:
         )
 
 
+class SpendMeter(Protocol):
+    """What a budget above the pool learns of one call: each request the pool sends for it.
+
+    The pool calls :meth:`check` on every meter of the request, then :meth:`sent` on every
+    one, right before each request goes out (the first and every retry), and
+    :meth:`settled` when that request ended, with the usage its reply reported (a reply
+    rejected as unusable included; None when no reply came) and the failure's class ("" for
+    the answer the call returns). :meth:`opened` says a pool meters this call, so a
+    wrapper above counts nothing itself. A cap is a cap: :meth:`check` raises
+    :class:`skillopt.errors.BudgetExceededError` and the request is not sent.
+    """
+
+    def opened(self) -> None: ...
+
+    def check(self, request: CompletionRequest) -> None: ...
+
+    def sent(self, request: CompletionRequest) -> None: ...
+
+    def settled(self, *, member: str, usage: Usage | None, error: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     text: str
@@ -126,6 +177,9 @@ class Completion:
     member: str
     latency: float  # seconds spent in the successful attempt
     attempts: int = 1  # attempts the pool made, including failed ones on other members
+    # usage of every request the call made (unusable replies the pool retried included);
+    # None: the same as ``usage``
+    spent: Usage | None = None
     cached: bool = False
     tools_called: tuple[str, ...] = ()  # verified from a shim log, never the model's claim
     raw: dict[str, Any] = field(default_factory=dict)  # member-specific extras (finish reason)

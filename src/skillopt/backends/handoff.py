@@ -115,6 +115,7 @@ class PendingPrompt:
     prompt: str
     answer_file: str  # relative to the handoff directory
     problem: str = ""  # why the answer file that was there was not taken
+    schema: dict[str, Any] | None = None  # the JSON schema a "json" answer follows, if any
 
     @staticmethod
     def of(request: CompletionRequest, pid: str, problem: str = "") -> PendingPrompt:
@@ -127,13 +128,14 @@ class PendingPrompt:
             id=pid,
             role=request.role.value,
             stage=request.stage,
-            format="json" if request.json_mode else "text",
+            format="json" if request.json_mode or request.reply_schema else "text",
             max_output_tokens=request.max_output_tokens,
             sample=request.sample_id,
             system=request.system_message(),
             prompt=text,
             answer_file=f"{ANSWERS_DIR}/{pid}.md",
             problem=problem,
+            schema=request.reply_schema.schema if request.reply_schema is not None else None,
         )
 
 

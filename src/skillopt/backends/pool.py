@@ -13,6 +13,9 @@ How one :meth:`BackendPool.complete` call proceeds:
    if none has room (a member shared by two roles, or an open member's share of the
    gate) does the caller wait on the next member's limiter.
 4. Respect the member's requests-per-minute spacing, then call it under ``fail_after``.
+   Right before the request goes out, the request's spend meters (a budget above the
+   pool) may refuse it, and are told of it; when it ends, of its usage (an unusable reply's
+   included) and failure: every request sent, retries included, is counted and capped.
 5. A reply the request's ``check_reply`` rejects is a failed call (kind ``bad_reply``).
    An exception that is not a :class:`BackendError` is a bug: logged with its traceback
    and raised at once, never retried.
@@ -33,7 +36,7 @@ import math
 import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +44,10 @@ import anyio
 from structlog.contextvars import bound_contextvars
 
 from skillopt.backends.accounting import Accounting
-from skillopt.backends.base import Backend, Completion, CompletionRequest, Role
+from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.breaker import Breaker, BreakerPolicy, BreakerState
 from skillopt.backends.cache import CachedReply, ResponseCache, cache_key
+from skillopt.backends.metering import CallUsage, OutRequests, admit, settle
 from skillopt.backends.patience import current_patience
 from skillopt.backends.retry import RetryPolicy, retry_delay, short_cause
 from skillopt.backends.single_flight import SingleFlight
@@ -190,7 +194,7 @@ async def _acquire(limiter: anyio.CapacityLimiter) -> None:
 
 
 # Retryable failures that say nothing about the member's health: it answered.
-_HEALTHY_KINDS = frozenset({"rate_limit", "bad_reply", "too_large"})
+_HEALTHY_KINDS = frozenset({"rate_limit", "bad_reply", "too_large", "format_unsupported"})
 
 
 def _breaker_counts(error: BackendError) -> bool:
@@ -198,7 +202,8 @@ def _breaker_counts(error: BackendError) -> bool:
 
     A rate limit is not one: the member works and asked us to slow down (its Retry-After
     rests it). Opening the circuit would fail every queued call at once instead. Nor is a
-    reply the caller's check rejects or one over its size cap: the endpoint answered, and
+    reply the caller's check rejects or one over its size cap, nor a reply format the
+    endpoint does not take (asked again in a weaker one): the endpoint answered, and
     one kind of request (a judgement, a mining prompt) must not shut the member for all.
     """
     if isinstance(error, RetryableBackendError) and error.kind in _HEALTHY_KINDS:
@@ -229,6 +234,7 @@ class BackendPool:
         self._closed = False
         self._max_wait = breaker.max_wait
         self._health_changed: anyio.Event | None = None  # created in the loop, on demand
+        self._out = OutRequests()  # the requests out now, for a live display
         for role, specs in roles.items():
             if not specs:
                 raise ConfigError("a role needs at least one member", key=f"roles.{role}")
@@ -322,6 +328,10 @@ class BackendPool:
     def breaker_state(self, member: str) -> BreakerState:
         return self._members[member].breaker.state(anyio.current_time())
 
+    def in_flight(self) -> tuple[int, str, float]:
+        """Requests out now, the member the oldest waits on, and for how long (seconds)."""
+        return self._out.view(anyio.current_time())
+
     def reset_accounting(self) -> None:
         """Start the call accounting over: a long-lived process's next job (the daemon's
         next night) then reports its own calls, and the latency reservoirs stay that job's."""
@@ -368,6 +378,8 @@ class BackendPool:
         """
         if self._closed:
             raise NoHealthyMemberError("the pool is closed")
+        for meter in request.meters:
+            meter.opened()
         group = self._group(request.role)
         role, stage = group.role.value, request.stage
         if self._cache is None or not request.use_cache:
@@ -468,9 +480,12 @@ class BackendPool:
         role, stage = group.role.value, request.stage
         last_error: BackendError | None = None
         avoid: str | None = None
+        spent = CallUsage()  # a meter of its own: what this call's requests used
+        request = replace(request, meters=(*request.meters, spent))
         for attempt in range(1, self._retry.max_attempts + 1):
             try:
-                return await self._attempt(group, request, attempt, avoid)
+                done = await self._attempt(group, request, attempt, avoid)
+                return replace(done, spent=spent.usage)
             except NoHealthyMemberError as exc:
                 if last_error is None:
                     raise
@@ -622,8 +637,17 @@ class BackendPool:
         role, stage = group.role.value, request.stage
         timeout = request.timeout if request.timeout is not None else member.spec.timeout
         breaker = member.breaker
+        try:
+            admit(request)  # a budget's cap refuses the request before it goes out
+        except BaseException:
+            if breaker.on_abandon():
+                self._notify_health()
+            raise
         self._accounting.attempt(member=member.name, role=role, stage=stage)
         started = anyio.current_time()
+        out_key = self._out.start(member.name, started)
+        usage: Usage | None = None
+        error_class = ""  # a cancelled request was sent and is counted, but no failure
         try:
             # The member's own log lines carry member/role/stage via contextvars.
             with (
@@ -631,6 +655,7 @@ class BackendPool:
                 anyio.fail_after(timeout),
             ):
                 result = await member.spec.backend.complete(request)
+            usage = result.usage
             if not result.text.strip():
                 raise RetryableBackendError(
                     "empty completion", kind="empty", member=member.name, cause="empty reply"
@@ -640,11 +665,13 @@ class BackendPool:
             error: BackendError = BackendTimeoutError(
                 f"no reply within {timeout:g}s", member=member.name, cause="pool timeout"
             )
+            error_class = error.error_class
             self._record_failure(member, role, stage, error)
             raise error from exc
         except BackendError as exc:
             error = exc if exc.member else _with_member(exc, member.name)
-            self._record_failure(member, role, stage, error)
+            error_class = error.error_class
+            self._record_failure(member, role, stage, error, usage)
             if error is exc:
                 raise
             raise error from exc
@@ -659,9 +686,21 @@ class BackendPool:
             if breaker.on_abandon():
                 self._notify_health()
             _log.exception("pool.member_bug", member=member.name, role=role, stage=stage)
+            error_class = "bug"
             raise
-        latency = anyio.current_time() - started
-        if breaker.on_success():
+        else:
+            error_class = ""
+        finally:
+            self._out.end(out_key)
+            settle(request, member=member.name, usage=usage, error=error_class)
+        return self._answered(member, role, stage, attempt, result, started)
+
+    def _answered(
+        self, member: _Member, role: str, stage: str, attempt: int, result: Completion, start: float
+    ) -> Completion:
+        """A member's usable answer: its breaker, accounting and log line, as the pool's."""
+        latency = anyio.current_time() - start
+        if member.breaker.on_success():
             self._notify_health()
         self._accounting.success(
             member=member.name, role=role, stage=stage, usage=result.usage, latency=latency
@@ -687,9 +726,16 @@ class BackendPool:
             raw=result.raw,
         )
 
-    def _record_failure(self, member: _Member, role: str, stage: str, error: BackendError) -> None:
+    def _record_failure(
+        self,
+        member: _Member,
+        role: str,
+        stage: str,
+        error: BackendError,
+        usage: Usage | None = None,
+    ) -> None:
         self._accounting.failure(
-            member=member.name, role=role, stage=stage, error_class=error.error_class
+            member=member.name, role=role, stage=stage, error_class=error.error_class, usage=usage
         )
         now = anyio.current_time()
         status = f" {error.status}" if error.status is not None else ""

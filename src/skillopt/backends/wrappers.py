@@ -31,6 +31,7 @@ from skillopt.backends.base import (
     Message,
     Pool,
     Role,
+    Usage,
 )
 from skillopt.errors import BudgetExceededError
 from skillopt.redact import forget_memos, redact_text
@@ -187,14 +188,18 @@ class StageSpend:
 
 
 class BudgetCompleter(PoolWrapper):
-    """Enforces ``max_calls`` / ``max_tokens`` (0 = unlimited), checked before every call.
+    """Enforces ``max_calls`` / ``max_tokens`` (0 = unlimited), checked before every request.
 
-    A call is refused with :class:`BudgetExceededError` once the cap is reached, and so is a
-    call whose prompt alone (estimated from its text, :func:`prompt_tokens`) would take the
-    tokens spent and in flight past ``max_tokens``: a huge prompt is refused, not paid for.
-    Calls already in flight finish and are counted. Cached replies cost nothing and are not
-    counted as calls; :attr:`stages` keeps them apart, with each stage's calls, tokens and
-    provider-cached tokens (the ledger).
+    Every request the pool sends counts, retries of unusable replies and transport retries
+    included, with the tokens of every reply (the pool tells the request's meter, a
+    :class:`SpendMeter`, of each; a completer below that is no pool is counted one call per
+    answer). A request is refused with :class:`BudgetExceededError` once the cap is reached
+    (a retry too: a cap is a cap), and so is one whose prompt alone (estimated from its
+    text, :func:`prompt_tokens`) would take the tokens spent and in flight past
+    ``max_tokens``: a huge prompt is refused, not paid for. Requests already in flight
+    finish and are counted. Cached replies cost nothing and are not counted as calls;
+    :attr:`stages` keeps them apart, with each stage's calls, tokens and provider-cached
+    tokens (the ledger).
     """
 
     def __init__(self, inner: Pool, *, max_calls: int = 0, max_tokens: int = 0) -> None:
@@ -298,30 +303,46 @@ class BudgetCompleter(PoolWrapper):
 
     async def complete(self, request: CompletionRequest) -> Completion:
         ahead = prompt_tokens(request) if self.max_tokens else 0
-        self._check(ahead)
-        row = self._stage(request.stage)
-        self.calls += 1
-        row.calls += 1
-        self.in_flight_tokens += ahead
+        self._check(ahead)  # refused before it queues anywhere
+        meter = _BudgetMeter(self, request.stage)
+        self.in_flight_tokens += ahead  # its prompt, held until the call ends
         try:
-            done = await self.inner.complete(request)
+            done = await self.inner.complete(replace(request, meters=(*request.meters, meter)))
         except Exception as exc:
-            self.failures += 1
-            row.failed += 1
-            self.errors_by_class[_error_class(exc)] += 1
+            if meter.metered and meter.requests:
+                raise  # each failed request was counted as it ended
+            if not isinstance(exc, BudgetExceededError):
+                # no pool below counted it (a bare completer), or nothing went out: the
+                # failure is counted, as a call when a completer that is no pool made it
+                self._failed(self._stage(request.stage), _error_class(exc))
+                if not meter.metered:
+                    self._sent(request.stage)
             raise
         finally:
             self.in_flight_tokens -= ahead
         if done.cached:
-            self.calls -= 1
-            row.calls -= 1
-            row.cache_hits += 1
-        else:
-            self._count(done, row, request.stage)
+            self._stage(request.stage).cache_hits += 1
+        elif not meter.metered:
+            self._sent(request.stage)
+            self._settle(request.stage, done.member, done.usage)
         return done
 
-    def _count(self, done: Completion, row: StageSpend, stage: str) -> None:
-        usage = done.usage
+    def _sent(self, stage: str) -> None:
+        self.calls += 1
+        self._stage(stage).calls += 1
+
+    def _failed(self, row: StageSpend, error: str) -> None:
+        self.failures += 1
+        row.failed += 1
+        self.errors_by_class[error] += 1
+
+    def _settle(self, stage: str, member: str, usage: Usage | None, error: str = "") -> None:
+        """One request ended: its reply's tokens (when one came) and its failure."""
+        row = self._stage(stage)
+        if error:
+            self._failed(row, error)
+        if usage is None:
+            return
         used = usage.total_tokens
         estimated = used if usage.estimated else 0
         self.tokens += used
@@ -331,10 +352,10 @@ class BudgetCompleter(PoolWrapper):
         row.completion_tokens += usage.completion_tokens
         row.cached_tokens += usage.cached_tokens
         row.estimated_tokens += estimated
-        member = self.usage_by_member.setdefault((done.member, stage), [0, 0, 0])
-        member[0] += 1
-        member[1] += used
-        member[2] += estimated
+        tally = self.usage_by_member.setdefault((member, stage), [0, 0, 0])
+        tally[0] += 1
+        tally[1] += used
+        tally[2] += estimated
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -351,6 +372,32 @@ class BudgetCompleter(PoolWrapper):
             "stages": {name: row.to_dict() for name, row in sorted(self.stages.items())},
             "errors_by_class": dict(self.errors_by_class),
         }
+
+
+class _BudgetMeter:
+    """One call's :class:`SpendMeter` for a :class:`BudgetCompleter`: each request the pool
+    sends is checked against the caps and counted; its reply's tokens when it ends."""
+
+    __slots__ = ("budget", "metered", "requests", "stage")
+
+    def __init__(self, budget: BudgetCompleter, stage: str) -> None:
+        self.budget = budget
+        self.stage = stage
+        self.metered = False  # a pool below counts this call's requests
+        self.requests = 0
+
+    def opened(self) -> None:
+        self.metered = True
+
+    def check(self, request: CompletionRequest) -> None:
+        self.budget._check(0)  # the call's prompt is already held in flight
+
+    def sent(self, request: CompletionRequest) -> None:
+        self.requests += 1
+        self.budget._sent(self.stage)
+
+    def settled(self, *, member: str, usage: Usage | None, error: str) -> None:
+        self.budget._settle(self.stage, member, usage, error)
 
 
 def prompt_tokens(request: CompletionRequest) -> int:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skillopt.backends.base import CompletionRequest, Role
-from skillopt.replies import ValidatedReply, ask_validated, parse_reply
+from skillopt.replies import ValidatedReply, ask_validated, parse_reply, reply_schema
 from skillopt.trainer.envs.base import Completer
 
 __all__ = [
@@ -303,6 +303,7 @@ async def ask_json(
         timeout=timeout_s,
         max_output_tokens=max_output_tokens,
         json_mode=True,
+        reply_schema=reply_schema(schema),
         metadata=dict(metadata or {}),
     )
     return await ask_validated(completer.complete, request, lambda text: parse_reply(text, schema))

@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from skillopt.backends.base import EARLIER_PROBLEM, Completer, CompletionRequest, Role, Usage
 from skillopt.errors import BackendError, NoHealthyMemberError, ReplyFormatError
 from skillopt.judges import KNOWN_OPS
 from skillopt.prompts import render_prompt
 from skillopt.redact import redact_text, sanitize
-from skillopt.replies import json_values
+from skillopt.replies import json_values, reply_schema
 from skillopt.types import TaskRecord
 from skillopt_sleep.harvest import SELF_MARKER
 from skillopt_sleep.harvest.common import clip
@@ -144,6 +144,19 @@ def _label(raw: Any) -> str:
         text = raw.strip().upper()
         return f"S{text}" if text.isdigit() else text
     return ""
+
+
+class SessionAnswer(MineReply):
+    """One entry's answer in a shared call: its label and its tasks (as one session's)."""
+
+    session: str
+
+
+class JointReply(BaseModel):
+    """The shape a shared mining call is asked in by schema; :func:`read_reply` reads it
+    entry by entry (and the other shapes models give), so one bad entry spoils no other."""
+
+    sessions: list[SessionAnswer]
 
 
 def _entries(value: Any) -> list[Any] | None:
@@ -294,6 +307,7 @@ async def mine_joint(
             max_output_tokens=max(MIN_OUTPUT_TOKENS, REPLY_TOKENS_PER_ENTRY * len(pending)),
             json_mode=True,
             check_answer=_answer_check([e.label for e in pending]),
+            reply_schema=reply_schema(JointReply, "mined_tasks"),
             metadata={
                 **({EARLIER_PROBLEM: cause} if attempt else {}),
                 "kind": "mine",

@@ -24,17 +24,18 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+import anyio
 import structlog
 
 from skillopt.backends.base import Pool
 from skillopt.errors import ConfigError, RefusedError
-from skillopt.progress import Progress
+from skillopt.progress import Progress, keep_ticking
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night.night_state import Night
 from skillopt_sleep.night.outcome import NightOutcome, NightResult
 from skillopt_sleep.night.quiet.probe import draw_rollouts
 from skillopt_sleep.night.resume import find_resumable
-from skillopt_sleep.night_progress import LogProgress
+from skillopt_sleep.night_progress import LogProgress, find_in_flight
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 from skillopt_sleep.rundir import Clock, RunDir, utc_now
 from skillopt_sleep.state import runs_dir
@@ -122,8 +123,6 @@ async def run_night(
     watches (``once``, the dashboard): fail at once, saying why, when every endpoint
     refuses the connection, instead of waiting out the outage patience.
     """
-    from skillopt_sleep.night.stages import drive
-
     check_startable(config, resolve_project(project))
     if pool is None:
         if config.pool is None:  # checked before any run directory is made
@@ -157,9 +156,27 @@ async def run_night(
         )  # fmt: skip
         bound = {"run_id": night.run.run_id, "project": night.project.name}
         with structlog.contextvars.bound_contextvars(**bound):
-            return await drive(night, tasks_file=tasks_file, demo=demo)
+            return await _drive_ticking(night, pool, progress, tasks_file=tasks_file, demo=demo)
     finally:
         progress.close()
+
+
+async def _drive_ticking(
+    night: Night, pool: Pool, progress: Progress, *, tasks_file: Path | None, demo: bool
+) -> NightOutcome:
+    """Drive the night while a live display ticks (a slow call shows as slow, not hung)."""
+    from skillopt_sleep.night.stages import drive
+
+    watch = getattr(progress, "watch", None)
+    in_flight = find_in_flight(pool)
+    if callable(watch) and in_flight is not None:
+        watch(in_flight)
+    result: list[NightOutcome] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(keep_ticking, progress)
+        result.append(await drive(night, tasks_file=tasks_file, demo=demo))
+        group.cancel_scope.cancel()
+    return result[0]
 
 
 def _open_run(

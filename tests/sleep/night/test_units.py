@@ -238,3 +238,35 @@ def test_runs_list_in_creation_order_even_within_one_second(tmp_path: Path) -> N
         for _ in range(12)
     ]  # fmt: skip
     assert RunDir.list_runs(tmp_path) == made
+
+
+async def test_edits_that_cannot_be_meant_are_refused_without_a_retry() -> None:
+    """The prompt's own example, a placeholder, a slot of its template, a line of its own
+    instructions: refused before any trial, why recorded, no call spent asking again."""
+    echo = [
+        {"op": "add", "content": "<instruction>", "anchor": "", "rationale": "<why it helps>"},
+        {"op": "add", "content": "..."},
+        {"op": "add", "content": "Always <instruction> before answering."},
+        {"op": "add", "content": "Never weaken a requirement the user stated."},
+        {"op": "add", "content": "Quote the failing test's name in <answer> tags."},
+    ]
+    pool = ScriptedPool([json.dumps(echo)])
+    reflector = Reflector(pool=pool, marker="M")
+    out = await reflector.reflect(
+        target=EditTarget.SKILL, docs=Docs(skill="s", memory="m"),
+        sets=[_set("a", 0.0, 0.0)], budget=9,
+    )  # fmt: skip
+    assert [e.content for e in out.edits] == ["Quote the failing test's name in <answer> tags."]
+    assert len(pool.requests) == 1 and out.calls == 1
+    assert len(out.refused) == 4
+    assert "the prompt's own example" in out.refused[0]
+    assert "placeholder" in out.refused[1]
+    assert "template slot <instruction>" in out.refused[2]
+    assert "the prompt's own instructions" in out.refused[3]
+    assert out.to_dict()["refused"] == list(out.refused)
+    only_echo = Reflector(pool=ScriptedPool([json.dumps(echo[:1])]), marker="M")
+    none = await only_echo.reflect(
+        target=EditTarget.SKILL, docs=Docs(skill="s", memory="m"),
+        sets=[_set("a", 0.0, 0.0)], budget=9,
+    )  # fmt: skip
+    assert not none.edits and none.reason.startswith("every edit proposed was refused")

@@ -8,6 +8,7 @@ the pool does. ``build_cli_member(cfg)`` is what the backend factory calls.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -149,7 +150,13 @@ class CliBackend:
         started = time.monotonic()
         tools = tuple(request.metadata.get("tools") or ())
         outputs = request.metadata.get("tool_outputs") or {}
-        schema = request.metadata.get("json_schema")
+        # the reply's shape, for the CLIs that take one (claude --json-schema, codex
+        # --output-schema); a harness caller may still hand one in the metadata
+        schema = (
+            request.reply_schema.schema
+            if request.reply_schema is not None
+            else request.metadata.get("json_schema")
+        )
         prompt = render_prompt(request)
         with _CallDirs(self._scratch_root) as (cwd, scratch):
             if tools:
@@ -167,6 +174,9 @@ class CliBackend:
             )
             run = await self.run(plan, time_limit=request.timeout)
         reply = run.reply
+        if reply.structured is not None and not reply.text.strip():
+            # the CLI validated the object against the schema and printed no text
+            reply = replace(reply, text=json.dumps(reply.structured))
         if not reply.text.strip():
             error = RetryableBackendError(
                 f"{self.spec.kind} CLI returned an empty answer",

@@ -26,6 +26,12 @@ from skillopt.backends.http.request_settings import (
     RequestSettings,
     request_signature,
 )
+from skillopt.backends.http.structured import (
+    FormatLevel,
+    StructuredFormats,
+    chat_format,
+    responses_format,
+)
 from skillopt.backends.http.transport import SocketKeepingTransport
 from skillopt.backends.reply_cap import http_reply_cap
 from skillopt.backends.retry import classify_exception, short_cause
@@ -86,7 +92,9 @@ class OpenAIHttpBackend:
         owned_http_client: httpx2.AsyncClient | None = None,
         max_reply_bytes: int | None = None,
         settings: RequestSettings | None = None,
+        formats: StructuredFormats | None = None,
     ) -> None:
+        self._formats = formats or StructuredFormats(endpoint=name, model=model)
         self._settings = settings or RequestSettings()
         # What each role sends, merged once (the settings are frozen; merging is pydantic work).
         self._fields = {role: self._settings.for_role(role) for role in Role}
@@ -116,19 +124,20 @@ class OpenAIHttpBackend:
         fields = self._fields[request.role]
         limit = fields.max_output_tokens or request.max_output_tokens
         cap = http_reply_cap(limit, self._max_reply_bytes)
+        level = self._formats.level(request)
         try:
             with reply_cap(cap):
                 if self._api == "chat":
-                    text, usage, raw = await self._chat(request, fields, limit)
+                    text, usage, raw = await self._chat(request, fields, limit, level)
                 else:
-                    text, usage, raw = await self._responses(request, fields, limit)
-        except BackendError:
-            raise
+                    text, usage, raw = await self._responses(request, fields, limit, level)
+        except BackendError as exc:
+            raise self._refused(level, exc) from exc
         except Exception as exc:
             mapped = self._map(exc)
             if mapped is None:
                 raise  # a bug, not an outage: never retried, its traceback kept
-            raise mapped from exc
+            raise self._refused(level, mapped) from exc
         if usage is None:
             usage = Usage.estimate(request.text_for_key(), text)
         return Completion(
@@ -138,6 +147,13 @@ class OpenAIHttpBackend:
             latency=time.monotonic() - started,
             raw=raw,
         )
+
+    def _refused(self, level: FormatLevel | None, error: BackendError) -> BackendError:
+        """``error``, or the retryable error that asks again in a weaker reply format when
+        the endpoint refused ``level`` (:mod:`.structured`)."""
+        if level is None:
+            return error
+        return self._formats.rejected(level, error, member=self._name)
 
     def _map(self, exc: Exception) -> BackendError | None:
         try:
@@ -160,7 +176,11 @@ class OpenAIHttpBackend:
         return request.timeout if request.timeout is not None else openai.NOT_GIVEN
 
     async def _chat(
-        self, request: CompletionRequest, fields: RequestFields, limit: int
+        self,
+        request: CompletionRequest,
+        fields: RequestFields,
+        limit: int,
+        level: FormatLevel | None,
     ) -> tuple[str, Usage | None, dict[str, Any]]:
         """One chat completion through the SDK's client (auth, Azure deployment routing,
         status errors), posting our own body and reading the JSON reply as it is: the
@@ -171,8 +191,9 @@ class OpenAIHttpBackend:
             "messages": self._messages(request, fields),
             self._token_limit_param: limit,
         }
-        if request.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        response_format = chat_format(level, request)
+        if response_format is not None:
+            body["response_format"] = response_format
         sampling = {"temperature": fields.temperature, "top_p": fields.top_p}
         body.update({k: v for k, v in sampling.items() if v is not None})
         if fields.reasoning_effort is not None:
@@ -191,11 +212,16 @@ class OpenAIHttpBackend:
         return _chat_reply(data, self._name)
 
     async def _responses(
-        self, request: CompletionRequest, fields: RequestFields, limit: int
+        self,
+        request: CompletionRequest,
+        fields: RequestFields,
+        limit: int,
+        level: FormatLevel | None,
     ) -> tuple[str, Usage | None, dict[str, Any]]:
         extra: dict[str, Any] = {}
-        if request.json_mode:
-            extra["text"] = {"format": {"type": "json_object"}}
+        text_format = responses_format(level, request)
+        if text_format is not None:
+            extra["text"] = {"format": text_format}
         sampling = {"temperature": fields.temperature, "top_p": fields.top_p}
         extra.update({k: v for k, v in sampling.items() if v is not None})
         if fields.reasoning_effort is not None:
@@ -329,6 +355,9 @@ def build_http_member(
             owned_http_client=owned,
             max_reply_bytes=cfg.max_reply_bytes,
             settings=cfg.request,
+            formats=StructuredFormats(
+                endpoint=cfg.base_url, model=cfg.model, setting=cfg.structured_outputs
+            ),
         )
     provider: EntraTokenProvider | None = None
     auth_kw: dict[str, Any]
@@ -358,4 +387,9 @@ def build_http_member(
         owned_http_client=owned,
         max_reply_bytes=cfg.max_reply_bytes,
         settings=cfg.request,
+        formats=StructuredFormats(
+            endpoint=f"{cfg.endpoint}#{cfg.api_version}",
+            model=cfg.deployment,
+            setting=cfg.structured_outputs,
+        ),
     )

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import DataError, ReplyFormatError
-from skillopt.replies import ask_validated, parse_reply
+from skillopt.replies import ask_validated, parse_reply, reply_schema
 from skillopt.trainer.envs.qa import extract_answer
 from skillopt.trainer.scorers.base import ScoreContext, Verdict, passed
 
@@ -135,6 +135,7 @@ class RubricScorer:
             timeout=ctx.timeout_s,
             max_output_tokens=ctx.max_output_tokens,
             json_mode=True,
+            reply_schema=reply_schema(JudgeReply, "verdict"),
             metadata={"judge_item": {"id": item.get("id"), "answer": answer}},
         )
         try:

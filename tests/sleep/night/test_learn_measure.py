@@ -26,10 +26,17 @@ from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import RetryableBackendError
 from skillopt.gate import GateConfig
 from skillopt.types import EditRecord, EditTarget, GateAction, ReferenceKind, TaskRecord
-from skillopt_sleep.night.learn.crossfit import ATTRIBUTE, FINAL, FRESH, RETEST, learn_target
+from skillopt_sleep.night.learn.crossfit import (
+    ATTRIBUTE,
+    FINAL,
+    FRESH,
+    RETEST,
+    ROUND,
+    learn_target,
+)
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.rounds import consolidate
-from skillopt_sleep.night.learn.trials import Verdict
+from skillopt_sleep.night.learn.trials import SPOILED_EARLIER, Verdict
 from skillopt_sleep.reflect import ReflectMode, ReflectOutcome, RolloutSet
 from skillopt_sleep.replay import Docs, Replayer
 
@@ -249,7 +256,17 @@ async def test_a_rule_that_masks_the_promising_singles_is_not_kept(
             measure, round_no=1, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
             folds=folds,
         )  # fmt: skip
-    singles = {t.edits[0].content: t for t in measure.findings.trials if t.kind == "single"}
+        again = await learn_target(
+            measure, round_no=2, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+            folds=folds[::-1], first_id=ROUND,
+        )  # fmt: skip
+    # dropped as a spoiler, the rule is not tried again tonight: its single would pass again
+    second = [t for t in measure.findings.trials
+              if t.kind == "single" and t.round == 2 and t.edits == [S]]  # fmt: skip
+    assert second and all(t.note == SPOILED_EARLIER and t.decision is None for t in second)
+    assert S not in again.accepted and S in again.rejected
+    singles = {t.edits[0].content: t for t in measure.findings.trials
+               if t.kind == "single" and t.round == 1}  # fmt: skip
     assert singles[S.content].verdict is Verdict.ACCEPTED
     assert S not in step.accepted and S in step.rejected
     if consistent:  # one pair per task: two tasks are too few for A or B alone

@@ -60,7 +60,13 @@ from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.night.learn.pairs import apply_to, clear_pass, compare
 from skillopt_sleep.night.learn.samples import Measured, finite_mean
 from skillopt_sleep.night.learn.spoilers import MASK, Gains, attribution, riders, unmask
-from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER, Trial, Verdict
+from skillopt_sleep.night.learn.trials import (
+    HARMFUL_EARLIER,
+    SPOILED_EARLIER,
+    Trial,
+    Verdict,
+    harm_key,
+)
 from skillopt_sleep.reflect import ReflectOutcome
 from skillopt_sleep.replay import Docs
 
@@ -101,12 +107,6 @@ class StepResult:
 
 
 HARMFUL_TWICE = 2  # significantly-worse verdicts after which a rule is not tested again
-
-
-def harm_key(edit: EditRecord) -> tuple[str, str, str]:
-    """What makes two proposals the same rule for :data:`HARMFUL_EARLIER`, whichever
-    document they target: a rule that made answers worse in the skill does in the memory."""
-    return (edit.op, edit.content.strip(), edit.anchor.strip())
 
 
 def found_harmful(decision: GateDecision | None) -> bool:
@@ -308,8 +308,9 @@ async def _singles(
         docs, app = apply_to(best, [cand.edit], target)
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
-        harmful = measure.findings.harmful_edits
-        trial.note = _untried(harmful, cand, held, budget) if app.applied else (
+        found = measure.findings
+        trial.note = _untried(found.harmful_edits, found.spoilers, cand, held, budget) if (
+            app.applied) else (
             "the edit did not change the document"
         )  # fmt: skip
         if not trial.note:
@@ -363,16 +364,20 @@ def _single_trial(
 
 def _untried(
     harmful: Mapping[tuple[str, str, str], Sequence[str]],
+    spoilers: Mapping[tuple[str, str, str], str],
     cand: Candidate,
     held: Sequence[Task],
     budget: SinglesBudget | None,
 ) -> str:
     """Why a single that changes the document is not tested tonight ("" when it is);
-    ``harmful``: the rules found significantly worse tonight, with their trials."""
+    ``harmful``: the rules found significantly worse tonight, with their trials;
+    ``spoilers``: the rules dropped tonight for cancelling other edits' gains."""
     if not held:
         return "no task tonight is held out from this edit's reflection"
     if len(harmful.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
         return HARMFUL_EARLIER
+    if harm_key(cand.edit) in spoilers:
+        return SPOILED_EARLIER
     if budget is not None and not budget.affords(len(held)):
         return NOT_TRIED
     return ""

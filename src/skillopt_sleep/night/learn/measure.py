@@ -145,9 +145,12 @@ class Findings:
     trials: list[Trial] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     no_edit_reasons: list[str] = field(default_factory=list)
-    # rules singles found significantly worse tonight (crossfit.harm_key -> the trials):
+    # rules singles found significantly worse tonight (trials.harm_key -> the trials):
     # found so twice and proposed again, they are rejected without a test
     harmful_edits: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    # rules an attribution or masking test dropped tonight (trials.harm_key -> the trial):
+    # they cancelled what other edits gained, and are not tried again tonight
+    spoilers: dict[tuple[str, str, str], str] = field(default_factory=dict)
     lost_tasks: set[str] = field(default_factory=set)  # none of whose calls answered
 
 

@@ -24,7 +24,7 @@ from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.night.learn.pairs import apply_to, compare
 from skillopt_sleep.night.learn.samples import Measured
-from skillopt_sleep.night.learn.trials import Trial
+from skillopt_sleep.night.learn.trials import Trial, harm_key
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
@@ -175,7 +175,10 @@ async def attribution(
 
     found = await attribute(union, chosen, build=without, compare=better, config=measure.gate)
     _record_attribution(measure, target, chosen, found.tests, label=label, riders=len(riders))
-    return {chosen[i] for i in found.dropped}
+    dropped = {chosen[i] for i in found.dropped}
+    for edit in dropped:  # not tried again tonight: its single would pass as it did
+        measure.findings.spoilers.setdefault(harm_key(edit), f"{label}.{target.value}")
+    return dropped
 
 
 def _record_attribution(

@@ -9,11 +9,21 @@ from typing import Any
 
 from skillopt.types import EditRecord, GateAction, GateDecision
 
-__all__ = ["HARMFUL_EARLIER", "Trial", "Verdict"]
+__all__ = ["HARMFUL_EARLIER", "SPOILED_EARLIER", "Trial", "Verdict", "harm_key"]
 
 # the note of a single not run because earlier singles found its rule significantly worse
 # tonight (see :mod:`.crossfit`): a rejection, not an untested edit
 HARMFUL_EARLIER = "rejected without a test: two singles found it significantly worse tonight"
+# ... and of one an attribution or masking test dropped tonight for cancelling what other
+# edits gained (see :mod:`.spoilers`)
+SPOILED_EARLIER = "rejected without a test: earlier tonight it cancelled what other edits gained"
+
+
+def harm_key(edit: EditRecord) -> tuple[str, str, str]:
+    """What makes two proposals the same rule for :data:`HARMFUL_EARLIER` and
+    :data:`SPOILED_EARLIER`, whichever document they target: a rule that made answers
+    worse in the skill does in the memory."""
+    return (edit.op, edit.content.strip(), edit.anchor.strip())
 
 
 class Verdict(StrEnum):
@@ -46,7 +56,7 @@ class Trial:
     @property
     def verdict(self) -> Verdict:
         if self.decision is None:
-            if self.note == HARMFUL_EARLIER:
+            if self.note in (HARMFUL_EARLIER, SPOILED_EARLIER):
                 return Verdict.REJECTED
             return Verdict.UNMATCHED if not self.applied else Verdict.NOT_RUN
         action = self.decision.action

@@ -84,15 +84,6 @@ class Figures:
     server_cpu: float
 
 
-def _server_cpu(server: RealModelServer) -> float:
-    """The server process's CPU seconds so far (user + system, from /proc)."""
-    try:
-        fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _staged(run: NightRun) -> tuple[int, bool]:
     """How many documents the night staged, and whether the final gate passed them."""
     proposal = run.run_dir / "proposal" if run.run_dir else None
@@ -109,7 +100,6 @@ def _staged(run: NightRun) -> tuple[int, bool]:
 
 
 def measure(name: str, server: RealModelServer, root: Path) -> Figures:
-    cpu_before = _server_cpu(server)
     run = NIGHTS[name](server, root)
     report = run.report
     spend = report.get("spend", {})
@@ -142,7 +132,7 @@ def measure(name: str, server: RealModelServer, root: Path) -> Figures:
         traceback="Traceback" in run.stderr + run.stdout,
         wall=run.wall,
         cpu=run.cpu,
-        server_cpu=_server_cpu(server) - cpu_before,
+        server_cpu=run.server_cpu,
     )
 
 

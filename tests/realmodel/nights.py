@@ -24,7 +24,7 @@ from support.transcripts import Turn, write_claude_session, write_codex_session
 # A night the small model can finish in minutes on two busy cores: a handful of tasks, one
 # sample and one round each; every gate setting stays the user's default.
 NIGHT_TIMEOUT = 1200
-MAX_CALLS = 150
+MAX_CALLS = 80
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +40,7 @@ class NightRun:
     served: ServerStats
     wall: float
     cpu: float  # the night process's CPU seconds (the model's server apart)
+    server_cpu: float  # the model server's CPU seconds during the night
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """The night's structured log events of that name (JSON lines on stderr)."""
@@ -103,7 +104,7 @@ def run_once(
     before_live = {p: sha256(p) for p in live}
     before = server.stats()
     started = datetime.now(UTC)
-    cpu = _children_cpu()
+    cpu, server_cpu = _children_cpu(), server.cpu_seconds()
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
         [sys.executable, "-m", "skillopt_sleep.cli", "once", "--config", str(config),
@@ -111,7 +112,7 @@ def run_once(
         capture_output=True, text=True, timeout=NIGHT_TIMEOUT, env=env, check=False,
     )  # fmt: skip
     wall = (datetime.now(UTC) - started).total_seconds()
-    cpu = _children_cpu() - cpu
+    cpu, server_cpu = _children_cpu() - cpu, server.cpu_seconds() - server_cpu
     served = server.stats().since(before)
     out = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     run_dir = Path(out["run_dir"]) if out.get("run_dir") else None
@@ -127,6 +128,7 @@ def run_once(
         served=served,
         wall=wall,
         cpu=cpu,
+        server_cpu=server_cpu,
     )
 
 

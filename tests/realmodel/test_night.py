@@ -42,7 +42,8 @@ def night(
     done = run(real_model, root)
     print(
         f"\n{request.param} night on the real model: exit {done.code}, "
-        f"{done.report.get('result')}, {done.wall:.0f} s, server {done.served}"
+        f"{done.report.get('result')}, {done.wall:.0f} s (model CPU {done.server_cpu:.0f} s), "
+        f"server {done.served}"
     )
     yield done
 

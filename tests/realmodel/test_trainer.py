@@ -38,6 +38,7 @@ class TrainRun:
     out: Path
     served: ServerStats
     wall: float
+    server_cpu: float
 
     def read(self, name: str) -> Any:
         return json.loads((self.out / name).read_text())
@@ -48,14 +49,17 @@ def trained(real_model: RealModelServer, tmp_path_factory: pytest.TempPathFactor
     root = tmp_path_factory.mktemp("real-train")
     (root / "endpoints.toml").write_text(real_model.pool_toml(table=""))
     out = root / "run"
-    before = real_model.stats()
+    before, cpu = real_model.stats(), real_model.cpu_seconds()
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "skillopt.cli", "train", "--config", str(RUBRIC_DEMO),
          "--set", f"out_root={json.dumps(str(out))}",
          "--set", 'backend.kind="pool"',
          "--set", f"backend.pool_config={json.dumps(str(root / 'endpoints.toml'))}",
-         "--set", "train.num_epochs=1", "--log-level", "WARNING"],
+         "--set", "train.num_epochs=1",
+         # a small model on a busy machine: a 256-token answer or verdict can take minutes
+         "--set", "env.rollout_timeout_s=600",
+         "--log-level", "WARNING"],
         capture_output=True, text=True, timeout=1200, check=False,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )  # fmt: skip
@@ -66,8 +70,12 @@ def trained(real_model: RealModelServer, tmp_path_factory: pytest.TempPathFactor
         out=out,
         served=real_model.stats().since(before),
         wall=time.monotonic() - started,
+        server_cpu=real_model.cpu_seconds() - cpu,
     )
-    print(f"\ntwo trainer steps on the real model: exit {run.code}, {run.wall:.0f} s, {run.served}")
+    print(
+        f"\ntwo trainer steps on the real model: exit {run.code}, {run.wall:.0f} s "
+        f"(model CPU {run.server_cpu:.0f} s), server {run.served}"
+    )
     return run
 
 

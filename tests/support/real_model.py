@@ -97,6 +97,16 @@ class RealModelServer:
             by_format={str(k): int(v) for k, v in data["by_format"].items()},
         )
 
+    def cpu_seconds(self) -> float:
+        """The server process's CPU time so far (user + system, from /proc; 0 elsewhere):
+        what the model costs, whatever else the machine is doing."""
+        try:
+            stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def pool_toml(self, *, table: str = "pool") -> str:
         """A pool of this one server for both roles, greedy decoding, as a user writes it:
         ``table = "pool"`` in a sleep.toml, ``""`` in an endpoints file."""

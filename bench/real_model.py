@@ -103,13 +103,7 @@ def measure(name: str, server: RealModelServer, root: Path) -> Figures:
     run = NIGHTS[name](server, root)
     report = run.report
     spend = report.get("spend", {})
-    judge = spend.get("stages", {}).get("judge", {})
-    judge_calls = int(judge.get("calls", 0))
-    first_retried = sum(
-        1
-        for e in run.events("pool.retry")
-        if e.get("stage") == "judge" and int(e.get("attempt", 0)) == 1
-    )
+    judge_calls, usable_first = run.judge_verdicts()
     detail = report.get("estimate_detail") or {}
     staged, passed = _staged(run)
     return Figures(
@@ -118,13 +112,12 @@ def measure(name: str, server: RealModelServer, root: Path) -> Figures:
         result=str(report.get("result", "")),
         reason=str(report.get("reason", ""))[:160],
         judge_calls=judge_calls,
-        # a call unusable at first was retried (attempt 1) or failed outright
-        judge_usable_first=max(0, judge_calls - max(first_retried, int(judge.get("failed", 0)))),
+        judge_usable_first=usable_first,
         report_calls=int(spend.get("calls", 0)),
         report_tokens=int(spend.get("tokens", 0)),
         server_requests=run.served.requests,
         server_tokens=run.served.tokens,
-        estimated_calls=int(detail.get("calls", 0)),
+        estimated_calls=run.estimated_calls(),
         estimated_tokens=int(detail.get("tokens", 0)),
         staged=staged,
         staged_passed_gate=passed,

@@ -42,6 +42,22 @@ class NightRun:
     cpu: float  # the night process's CPU seconds (the model's server apart)
     server_cpu: float  # the model server's CPU seconds during the night
 
+    def judge_verdicts(self) -> tuple[int, int]:
+        """(judge calls, those whose first reply was usable): a call unusable at first was
+        retried by the pool (its ``pool.retry`` event of stage judge, attempt 1) or failed."""
+        judge = self.report.get("spend", {}).get("stages", {}).get("judge", {})
+        calls = int(judge.get("calls", 0))
+        retried = sum(
+            1
+            for e in self.events("pool.retry")
+            if e.get("stage") == "judge" and int(e.get("attempt", 0)) == 1
+        )
+        return calls, max(0, calls - max(retried, int(judge.get("failed", 0))))
+
+    def estimated_calls(self) -> int:
+        """The calls the night said it would make before its first one (0: none said)."""
+        return int((self.report.get("estimate_detail") or {}).get("calls", 0))
+
     def events(self, name: str) -> list[dict[str, Any]]:
         """The night's structured log events of that name (JSON lines on stderr)."""
         found = []

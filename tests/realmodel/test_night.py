@@ -25,6 +25,10 @@ UNSHAPED = (
     "issue 31 item 1: replies that have a shape are asked for with json_object, not their "
     "JSON schema; the small model's judge replies are unusable and the night fails"
 )
+ESTIMATE = (
+    "issue 31 item 4: the estimate prices a night of a handful of tasks at hundreds of calls "
+    "(326 printed for a 4-task night that sent 22 requests)"
+)
 RETRIES_UNCOUNTED = (
     "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "
     "but the night's budget, ledger and report do not count it"
@@ -84,6 +88,18 @@ def test_report_counts_every_request_and_token_the_server_saw(night: NightRun) -
     assert spend["calls"] == night.served.requests
     assert spend["tokens"] == night.served.tokens
     assert night.report["ledger"]["calls"] == night.served.requests
+
+
+@pytest.mark.xfail(strict=True, reason=UNSHAPED)
+def test_judge_verdicts_usable_at_the_first_request(night: NightRun) -> None:
+    calls, usable = night.judge_verdicts()
+    assert calls and usable >= 0.9 * calls, f"{usable} of {calls} usable at the first request"
+
+
+@pytest.mark.xfail(strict=True, reason=ESTIMATE)
+def test_estimate_within_x2_of_the_spend(night: NightRun) -> None:
+    estimated, spent = night.estimated_calls(), night.served.requests
+    assert estimated and spent and 0.5 <= estimated / spent <= 2, (estimated, spent)
 
 
 def test_server_was_used(night: NightRun) -> None:

@@ -24,6 +24,10 @@ pytestmark = [pytest.mark.realmodel, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 RUBRIC_DEMO = REPO / "configs" / "trainer" / "rubric_demo.toml"
+UNSHAPED = (
+    "issue 31 item 1: the rubric judge asks for its verdict with json_object, not its JSON "
+    "schema; the small model's verdicts are unusable and every rollout of the baseline fails"
+)
 RETRIES_UNCOUNTED = (
     "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "
     "but the pool's accounting does not count it"
@@ -84,13 +88,18 @@ def accounting(trained: TrainRun) -> Iterator[dict[str, Any]]:
     yield trained.read("timing.json")["pool_accounting"]["total"]
 
 
-def test_two_steps_exit_0_without_traceback(trained: TrainRun) -> None:
+def test_no_traceback(trained: TrainRun) -> None:
     assert "Traceback" not in trained.stderr + trained.stdout, trained.stderr[-3000:]
+    assert trained.code == 0 or trained.stderr.startswith("skillopt: "), trained.stderr[-3000:]
+    assert trained.served.answered > 0
+
+
+@pytest.mark.xfail(strict=True, reason=UNSHAPED)
+def test_two_steps_exit_0(trained: TrainRun) -> None:
     assert trained.code == 0, trained.stderr[-3000:]
     steps = {record["step"] for record in trained.read("history.json")}
     assert len(steps) == 2
     assert (trained.out / "best_skill.md").is_file()
-    assert trained.served.answered > 0
 
 
 @pytest.mark.xfail(strict=True, reason=RETRIES_UNCOUNTED)

@@ -26,11 +26,19 @@ and in all, against issue 31's targets:
 - wall, the night process's CPU per request, the model server's CPU per request, load average.
 
 Measured on main at d7f5c9a (2026-12-02, 2 cores shared with other engineers' benches, load
-average 9-15):
+average 7-8; the model's CPU per request is the figure that does not depend on the load):
 
-    demo            exit 1 failed: every judge reply unusable (json_object: some object,
-                    never {"score": ...}); report 10 calls / 4,851 tokens, server 22
-                    requests / 12,761 tokens; estimate 326 calls
+    demo            exit 1 failed: every judge call failed (json_object: some object, never
+                    {"score": ...}, or cut at the 256-token cap); usable at the first request
+                    0/4; report 10 calls / 5,205 tokens, server 22 requests / 14,973 tokens;
+                    estimate 75 calls (x3.4 the requests; 326 without the budget's cap of 80);
+                    nothing staged, live files untouched; wall 582 s, model 6.2 s CPU/request
+    agents          the same: 0/4 usable, report 10 / 3,881, server 22 / 13,757, estimate
+                    75 (x3.4); wall 228 s, model 5.0 s CPU/request
+    demo-heuristic  the same: 0/4 usable, report 8 / 1,637, server 20 / 11,405, estimate
+                    74 (x3.7); wall 285 s, model 4.8 s CPU/request
+    in all          exit 0 0/3; usable 0/12; counts equal 0/3; estimate within x2 0/3;
+                    no traceback, nothing staged, live files untouched 3/3; wall 1,107 s
 
     .venv/bin/python bench/real_model.py [--nights demo,agents,demo-heuristic] [--json]
 """
@@ -148,8 +156,13 @@ def render(figures: list[Figures], *, wall: float, load: tuple[float, float]) ->
             f"{'':<15} estimate {f.estimated_calls} calls / {f.estimated_tokens:,} tokens: "
             f"{_ratio(f.estimated_calls, f.server_requests)} the requests, "
             f"{_ratio(f.estimated_tokens, f.server_tokens)} the tokens",
-            f"{'':<15} staged {f.staged} (passed the final gate: {f.staged_passed_gate}); "
-            f"live files untouched: {f.live_untouched}; traceback: {f.traceback}",
+            f"{'':<15} "
+            + (
+                f"staged {f.staged} (passed the final gate: {f.staged_passed_gate})"
+                if f.staged
+                else "nothing staged"
+            )
+            + f"; live files untouched: {f.live_untouched}; traceback: {f.traceback}",
             f"{'':<15} wall {f.wall:.0f} s; CPU per request: night "
             f"{1000 * f.cpu / max(1, f.server_requests):.0f} ms, model "
             f"{f.server_cpu / max(1, f.server_requests):.1f} s",
@@ -172,7 +185,8 @@ def render(figures: list[Figures], *, wall: float, load: tuple[float, float]) ->
         f"report counts = server counts:     {equal}/{n}   (target {n}/{n})",
         f"estimate within x2 of requests:    {within}/{n}   (target {n}/{n})",
         f"staged passed the gate:            "
-        f"{sum(f.staged_passed_gate for f in figures)}/{n}; live untouched: "
+        f"{sum(f.staged_passed_gate for f in figures if f.staged)}/"
+        f"{sum(bool(f.staged) for f in figures)} nights that staged; live untouched: "
         f"{sum(f.live_untouched for f in figures)}/{n}; tracebacks: "
         f"{sum(f.traceback for f in figures)}",
         f"wall {wall:.0f} s; load average {load[0]:.2f} before, {load[1]:.2f} after",

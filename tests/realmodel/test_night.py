@@ -26,8 +26,8 @@ UNSHAPED = (
     "JSON schema; the small model's judge replies are unusable and the night fails"
 )
 ESTIMATE = (
-    "issue 31 item 4: the estimate prices a night of a handful of tasks at hundreds of calls "
-    "(326 printed for a 4-task night that sent 22 requests)"
+    "issue 31 item 4: the estimate does not scale down to a night of a handful of tasks "
+    "(75 calls printed for a 4-task night that sent 22 requests; 326 without a budget cap)"
 )
 RETRIES_UNCOUNTED = (
     "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "

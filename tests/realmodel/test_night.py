@@ -1,0 +1,107 @@
+"""Nights against a small real instruct model (SmolLM2-135M-Instruct on 127.0.0.1).
+
+Two nights, each run once for the module: the bundled demo project, and a project whose user
+works with Claude Code, Codex and Copilot CLI (their sessions as each agent writes them). What
+must hold even with a weak model is asserted one property per test: no traceback, live files
+untouched until ``adopt``, anything staged passed the gate on fresh samples, a clean exit, and
+the night's own count of calls and tokens equal to the server's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from skillopt_sleep.staging import load_manifest
+from support.real_model import RealModelServer
+
+from .nights import NightRun, agents_night, demo_night, sha256
+
+pytestmark = [pytest.mark.realmodel, pytest.mark.slow]
+
+# Defects of issue 31 another change fixes; each test below fails today because of one.
+UNSHAPED = (
+    "issue 31 item 1: replies that have a shape are asked for with json_object, not their "
+    "JSON schema; the small model's judge replies are unusable and the night fails"
+)
+ESTIMATE = (
+    "issue 31 item 4: the estimate does not scale down to a night of a handful of tasks "
+    "(75 calls printed for a 4-task night that sent 22 requests; 326 without a budget cap)"
+)
+RETRIES_UNCOUNTED = (
+    "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "
+    "but the night's budget, ledger and report do not count it"
+)
+
+
+@pytest.fixture(scope="module", params=["demo", "agents"])
+def night(
+    request: pytest.FixtureRequest,
+    real_model: RealModelServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[NightRun]:
+    root = tmp_path_factory.mktemp(f"real-{request.param}")
+    run = demo_night if request.param == "demo" else agents_night
+    done = run(real_model, root)
+    print(
+        f"\n{request.param} night on the real model: exit {done.code}, "
+        f"{done.report.get('result')}, {done.wall:.0f} s (model CPU {done.server_cpu:.0f} s), "
+        f"server {done.served}"
+    )
+    yield done
+
+
+def test_no_traceback(night: NightRun) -> None:
+    assert "Traceback" not in night.stderr + night.stdout, night.stderr[-3000:]
+    assert night.report, f"no report.json: {night.stdout[-2000:]} {night.stderr[-2000:]}"
+
+
+def test_live_files_untouched_until_adopt(night: NightRun) -> None:
+    after = {path: sha256(path) for path in night.live}
+    assert after == night.live
+
+
+def test_anything_staged_passed_the_gate_on_fresh_samples(night: NightRun) -> None:
+    assert night.run_dir is not None
+    if not (night.run_dir / "proposal").exists():
+        assert not night.report["accepted"]
+        return
+    staged = load_manifest(night.run_dir).entries
+    assert staged and night.report["accepted"]
+    assert night.report["gate_action"] == "accept_new_best"
+    (final,) = [t for t in night.report["trials"] if t["kind"] == "final"]
+    assert final["verdict"] == "accepted" and final["decision"]["accepted"]
+    assert night.report["accepted_edits"]
+
+
+@pytest.mark.xfail(strict=True, reason=UNSHAPED)
+def test_exits_0_with_a_result(night: NightRun) -> None:
+    assert night.code == 0, night.report.get("reason")
+    assert night.report["status"] != "failed"
+
+
+@pytest.mark.xfail(strict=True, reason=RETRIES_UNCOUNTED)
+def test_report_counts_every_request_and_token_the_server_saw(night: NightRun) -> None:
+    spend = night.report["spend"]
+    assert night.served.failed == 0
+    assert spend["calls"] == night.served.requests
+    assert spend["tokens"] == night.served.tokens
+    assert night.report["ledger"]["calls"] == night.served.requests
+
+
+@pytest.mark.xfail(strict=True, reason=UNSHAPED)
+def test_judge_verdicts_usable_at_the_first_request(night: NightRun) -> None:
+    calls, usable = night.judge_verdicts()
+    assert calls and usable >= 0.9 * calls, f"{usable} of {calls} usable at the first request"
+
+
+@pytest.mark.xfail(strict=True, reason=ESTIMATE)
+def test_estimate_within_x2_of_the_spend(night: NightRun) -> None:
+    estimated, spent = night.estimated_calls(), night.served.requests
+    assert estimated and spent and 0.5 <= estimated / spent <= 2, (estimated, spent)
+
+
+def test_server_was_used(night: NightRun) -> None:
+    """The night reached the model (a refused connection would pass everything above)."""
+    assert night.served.answered > 0

@@ -25,13 +25,13 @@ pytestmark = [pytest.mark.realmodel, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 RUBRIC_DEMO = REPO / "configs" / "trainer" / "rubric_demo.toml"
 UNSHAPED = (
-    "issue 31 item 1: the rubric judge asks for its verdict with json_object, not its JSON "
-    "schema; the small model's verdicts are unusable and every rollout of the baseline fails"
+    "issue 31 item 1: even asked with the verdict's JSON schema, the small model's rubric "
+    "verdicts are unusable often enough that every rollout of the trainer's baseline fails"
 )
 RETRIES_UNCOUNTED = (
-    "issue 31 item 2: a retried unusable reply is a request the server answered and billed, "
-    "but the pool's accounting does not count it (and until item 1 is fixed the run ends "
-    "before it writes timing.json)"
+    "issue 31 item 2: the trainer's StageCounter counts one call per complete(), not per "
+    "request sent (the night's budget, ledger and report do); and while its baseline fails "
+    "the run ends before it writes timing.json"
 )
 
 

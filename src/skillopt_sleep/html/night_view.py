@@ -386,8 +386,12 @@ def summary_lines(r: Mapping[str, Any]) -> list[str]:
         why = (r.get("harvest") or {}).get("why_nothing") or "no replayable task was found"
         out.append(f"No task to learn from tonight: {why}.")
     else:
+        read = (
+            "Read the tasks file" if tasks.get("source") == "tasks_file"
+            else f"Read {as_int(r.get('n_sessions'))} new session(s)"
+        )  # fmt: skip
         out.append(
-            f"Read {as_int(r.get('n_sessions'))} new session(s) and worked on "
+            f"{read} and worked on "
             f"{as_int(tasks.get('total'))} task(s) ({as_int(tasks.get('recalled'))} recalled from "
             f"earlier nights), split into {as_int(tasks.get('folds'))} fold(s) so every edit was "
             "judged on tasks its reflection never saw."

@@ -132,9 +132,12 @@ def _what_was_read(r: Mapping[str, Any], *, off: bool) -> str:
     tasks = r.get("tasks", {})
     recalled = tasks.get("recalled", 0)
     origin = f", {recalled} of them recalled from earlier nights" if recalled else ""
+    read = (
+        "skillopt read the tasks file" if tasks.get("source") == "tasks_file"
+        else f"skillopt read **{r.get('n_sessions', 0)}** new agent session(s)"
+    )  # fmt: skip
     return (
-        f"skillopt read **{r.get('n_sessions', 0)}** new agent session(s) and worked on "
-        f"**{tasks.get('total', 0)}** recurring task(s){origin}. "
+        f"{read} and worked on **{tasks.get('total', 0)}** recurring task(s){origin}. "
         + ("With the gate off no task was held out: the optimizer reflected once per "
            "document over every task's answers" if off else
            f"Each of the {tasks.get('learnable', 0)} learnable tasks was held out once: the "

@@ -327,7 +327,10 @@ async def test_a_single_task_night_is_not_validated(demo: DemoSetup) -> None:
     outcome = await run_night(demo.config, project=demo.project, tasks_file=path)
     assert outcome.result is NightResult.NO_EDITS and not outcome.accepted
     assert outcome.proposal_dir is None
-    assert "cross-fitting needs at least two tasks" in (outcome.run_dir / "report.md").read_text()
+    said = (outcome.run_dir / "report.md").read_text()
+    assert "cross-fitting needs at least two tasks" in said
+    # a tasks-file night read no agent session (issue 31: it said "read 12 new agent session(s)")
+    assert "read the tasks file" in said and "agent session" not in said
 
 
 @pytest.mark.slow

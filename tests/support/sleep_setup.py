@@ -115,3 +115,27 @@ def run_cli(capsys: Any, *argv: str) -> tuple[int, Any]:
     code = main(list(argv))
     out = capsys.readouterr().out
     return code, json.loads(out) if "--json" in argv else out
+
+
+def one_member_night(
+    setup: DemoSetup,
+    server: FakeModelServer,
+    *,
+    max_concurrency: int,
+    max_attempts: int,
+    failure_threshold: int,
+    cooldown: float = 0.1,
+) -> dict[str, Any]:
+    """The demo's config as JSON data, its pool one member ``m`` of ``server`` serving both
+    roles (key from ``SKILLOPT_TEST_FAKE_KEY``, no back-off), the heuristic miner."""
+    data = setup.config.model_dump(mode="json")
+    data["night"]["llm_mine"] = False
+    data["pool"] = {
+        "members": [{"kind": "openai", "name": "m", "base_url": server.url("m"),
+                     "model": "fake", "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
+                     "max_concurrency": max_concurrency, "timeout": 10}],
+        "roles": {"target": ["m"], "optimizer": ["m"]},
+        "retry": {"max_attempts": max_attempts, "base_delay": 0.0, "max_delay": 0.0},
+        "breaker": {"failure_threshold": failure_threshold, "cooldown": cooldown},
+    }  # fmt: skip
+    return data

@@ -19,6 +19,7 @@ from skillopt_sleep.night.entry import NightOutcome, run_night
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import StateStore
 from support.fake_model_server import FakeModelServer, Reply, Request
+from support.sleep_setup import one_member_night
 from support.world_http import world_reply
 
 
@@ -68,16 +69,9 @@ async def test_endpoint_dying_after_reflection_fails_the_night(
         return None
 
     with FakeModelServer(reply_fn=world_reply, rule=rule) as server:
-        data = demo.config.model_dump(mode="json")
-        data["night"]["llm_mine"] = False
-        data["pool"] = {
-            "members": [{"kind": "openai", "name": "m", "base_url": server.url("m"),
-                         "model": "fake", "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
-                         "max_concurrency": 8, "timeout": 10}],
-            "roles": {"target": ["m"], "optimizer": ["m"]},
-            "retry": {"max_attempts": 1, "base_delay": 0.0, "max_delay": 0.0},
-            "breaker": {"failure_threshold": 1000, "cooldown": 0.1},
-        }  # fmt: skip
+        data = one_member_night(
+            demo, server, max_concurrency=8, max_attempts=1, failure_threshold=1000
+        )
         outcome = await run_night(SleepConfig.model_validate(data), project=demo.project)
     assert dead.is_set()
     _assert_failed(outcome, demo, "round1.trial_skill", "every model call failed")

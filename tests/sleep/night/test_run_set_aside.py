@@ -22,7 +22,7 @@ from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.replay import SET_ASIDE_AFTER
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer, Reply, Request
-from support.sleep_setup import write_config
+from support.sleep_setup import one_member_night, write_config
 from support.world_http import world_reply
 
 BROKEN = "Rename the fetch_all helper"
@@ -50,16 +50,10 @@ async def test_a_task_whose_calls_always_fail_is_set_aside(
         return None
 
     with FakeModelServer(reply_fn=world_reply, rule=rule) as server:
-        data = demo.config.model_dump(mode="json")
-        data["night"]["llm_mine"] = False
-        data["pool"] = {
-            "members": [{"kind": "openai", "name": "m", "base_url": server.url("m"),
-                         "model": "fake", "api_key_env": "SKILLOPT_TEST_FAKE_KEY",
-                         "max_concurrency": CONCURRENCY, "timeout": 10}],
-            "roles": {"target": ["m"], "optimizer": ["m"]},
-            "retry": {"max_attempts": ATTEMPTS, "base_delay": 0.0, "max_delay": 0.0},
-            "breaker": {"failure_threshold": 5, "cooldown": 0.2},
-        }  # fmt: skip
+        data = one_member_night(
+            demo, server, max_concurrency=CONCURRENCY, max_attempts=ATTEMPTS,
+            failure_threshold=5, cooldown=0.2,
+        )  # fmt: skip
         cfg = SleepConfig.model_validate(data)
         outcome = await run_night(cfg, project=demo.project)
     assert outcome.status is RunStatus.COMPLETE and outcome.exit_code == 0, outcome.reason

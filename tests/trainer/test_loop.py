@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -493,3 +494,29 @@ async def test_a_gated_slow_update_takes_the_paired_decision(tmp_path: Path) -> 
     assert not (out / "slow_update/epoch_02/selection_eval").exists()
     fresh = {r.sample_id for r in recorder.calls if r.stage == "rollout" and not r.use_cache}
     assert any(k >= 500_000_000 + 2 * 1000 for k in fresh)
+
+
+async def test_an_unusable_analyst_reply_is_kept_where_its_diagnostic_points(
+    tmp_path: Path,
+) -> None:
+    """Issue 31: the analyst's diagnostics named the patch file, which is never written
+    when the reply is unusable, and the reply itself was kept nowhere."""
+    demo = DemoWorld()
+
+    class ProseAnalyst(ScriptedBackend):
+        async def complete(self, request: CompletionRequest):  # type: ignore[no-untyped-def]
+            if request.stage == "analyst":
+                return await super().complete(request)
+            return await demo.complete(request)
+
+    out = tmp_path / "run"
+    backend = ProseAnalyst(reply=lambda _r: "I looked at the failures; the skill is fine.")
+    cfg = demo_cfg(out, "train.num_epochs=1", "evaluation.eval_test=false")
+    with contextlib.suppress(RunFailedError):  # a run that learned nothing may end so
+        await train(cfg, backend)
+    notes = [d for h in history(out) for d in h.get("diagnostics", []) if d["stage"] == "analyst"]
+    assert notes
+    for note in notes:
+        kept = out / note["file"]
+        assert kept.is_file(), note
+        assert "the skill is fine" in json.loads(kept.read_text())["reply"]

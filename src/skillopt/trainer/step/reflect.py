@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import BackendError, ReplyFormatError, RetryableBackendError
 from skillopt.prompts import render_prompt
+from skillopt.redact import sanitize
 from skillopt.trainer.config import TrainerConfig, UpdateMode
 from skillopt.trainer.envs.base import RolloutResult
 from skillopt.trainer.persistence import StepBufferEntry
@@ -243,10 +244,15 @@ async def analyse(
         schema = AnalystFullReply if full else AnalystReply
         try:
             reply = await ask(ctx, prompt, schema, "analyst")
-        except (ReplyFormatError, RetryableBackendError) as exc:
-            ctx.note(stage="analyst", file=ctx.run.rel(path), error=str(exc))
-            if isinstance(exc, RetryableBackendError):
-                backend_failures.append(str(exc))
+        except ReplyFormatError as exc:  # kept beside where its patch would have been
+            kept = path.with_suffix(".unusable.json")
+            ctx.run.write_json(kept, {"error": str(exc), "problems": list(exc.problems),
+                                      "reply": sanitize(exc.raw)})  # fmt: skip
+            ctx.note(stage="analyst", file=ctx.run.rel(kept), error=str(exc))
+            return str(exc)
+        except RetryableBackendError as exc:  # no reply to keep, and no patch written
+            ctx.note(stage="analyst", minibatch=f"{tag}_{idx:03d}", error=str(exc))
+            backend_failures.append(str(exc))
             return str(exc)
         patch = _patch(cfg, side, idx, batch, reply.value)
         ctx.run.write_json(path, patch.to_json())

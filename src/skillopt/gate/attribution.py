@@ -27,10 +27,18 @@ edits cancelled the others' gains. Where the removed edit gained as much alone, 
 out loses its own gain by construction, and that loss must not speak for it: a spoiler
 whose own gain was a lenient score (a near-miss given credit) would otherwise be kept by
 the very tasks it bought.
+
+A removal is judged on the whole (:func:`on_the_whole`): the bundle without the edits is
+better when the removal's gain over the tasks it is judged on is significant, even where
+one of those tasks went down. The per-task regression veto guards what is adopted, not an
+edit's place in a bundle: whatever is kept after an attribution is measured again, veto
+included, before anything is kept; and a spoiler's own credit on a task (a near-miss a
+lenient judge scores above a plain miss) would otherwise keep it in by that one task.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +46,7 @@ from typing import Generic, TypeVar
 
 from skillopt.concurrency import gather_indexed
 from skillopt.gate.config import GateConfig
-from skillopt.types import GateDecision
+from skillopt.types import GateAction, GateDecision
 
 __all__ = [
     "SPLIT_FROM",
@@ -50,6 +58,7 @@ __all__ = [
     "cancelled_tasks",
     "leave_one_out",
     "lost_gains",
+    "on_the_whole",
     "planned_tests",
     "promised_gains",
 ]
@@ -120,6 +129,29 @@ def cancelled_tasks(
     return [t for t in lost if best(t, keep=True) > best(t, keep=False)]
 
 
+def on_the_whole(decision: GateDecision | None) -> GateDecision | None:
+    """A removal's decision judged on the whole (see the module docstring): a gain whose
+    only fault is a task that went down is accepted, noted ``on_the_whole``. A decision
+    with a missing sample or a leak stays as it is."""
+    if decision is None or decision.accepted or decision.action is not GateAction.REJECT:
+        return decision
+    a = decision.arithmetic
+    if a.get("missing_samples") or a.get("leaks") or not a.get("regressed_ids"):
+        return decision
+    alpha, p = a.get("alpha"), a.get("p_improve")
+    gain, floor = a.get("mean_delta"), a.get("min_delta", 0.0)
+    if alpha is None or p is None or gain is None or not (p <= alpha and gain > floor):
+        return decision
+    note = f"significant on the whole; went down on {len(a['regressed_ids'])} of its tasks"
+    return dataclasses.replace(
+        decision,
+        accepted=True,
+        action=GateAction.ACCEPT_NEW_BEST,
+        blocked_by_regression=False,
+        arithmetic={**a, "on_the_whole": note},
+    )
+
+
 def bonferroni(confidence: float, tests: int) -> float:
     """The confidence of each of ``tests`` tests that together keep ``confidence``."""
     alpha = (1.0 - confidence) / max(1, tests)
@@ -162,7 +194,7 @@ async def leave_one_out(
         without = await build([e for j, e in enumerate(edits) if j != i])
         if without is None:
             return None
-        return await compare(whole, without, corrected, (i,))
+        return on_the_whole(await compare(whole, without, corrected, (i,)))
 
     decisions = await gather_indexed(one, len(edits))
     tests = tuple(((i,), d) for i, d in enumerate(decisions) if d is not None)
@@ -197,7 +229,7 @@ async def attribute(
         without = await build([e for j, e in enumerate(edits) if j not in group])
         if without is None:
             return False
-        decision = await compare(whole, without, corrected, group)
+        decision = on_the_whole(await compare(whole, without, corrected, group))
         if decision is None:
             return False
         tests.append((group, decision))

@@ -8,8 +8,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from skillopt.gate import GateConfig, attribute, bonferroni, cancelled_tasks, planned_tests
-from skillopt.gate.attribution import SPLIT_FROM
+from skillopt.gate import (
+    GateConfig,
+    attribute,
+    bonferroni,
+    cancelled_tasks,
+    decide_paired,
+    planned_tests,
+)
+from skillopt.gate.attribution import SPLIT_FROM, on_the_whole
 from skillopt.types import GateAction, GateDecision
 
 
@@ -122,3 +129,33 @@ async def _search_with_nothing_to_compare(n: int) -> tuple[tuple[int, ...], int]
     )
     assert found.tests == ()
     return found.dropped, asked
+
+
+async def test_a_removal_is_judged_on_the_whole_not_vetoed_by_one_task() -> None:
+    """Without the spoiler two tasks gain fully and one loses a little (the spoiler's own
+    credit on it): the removal is significant on the whole, so the spoiler is dropped,
+    though a candidate for adoption with that regressed task would be rejected."""
+    config = GateConfig()
+    whole = {"t1": [0.375] * 8, "t2": [0.3335] * 8, "t3": [0.375] * 24}
+    without = {"t1": [1.0] * 8, "t2": [1.0] * 8, "t3": [0.25] * 24}
+
+    async def compare(
+        w: frozenset[int], rest: frozenset[int], cfg: GateConfig, left_out: tuple[int, ...]
+    ) -> GateDecision:
+        if left_out == (0,):
+            return decide_paired(whole, without, config=cfg, task_ids=list(whole))
+        return decide_paired(whole, whole, config=cfg, task_ids=list(whole))
+
+    async def build(rest: Sequence[int]) -> frozenset[int]:
+        return frozenset(rest)
+
+    adopting = decide_paired(whole, without, config=config, task_ids=list(whole))
+    assert not adopting.accepted and adopting.arithmetic["regressed_ids"] == ["t3"]
+    found = await attribute(frozenset({0, 1}), [0, 1], build=build, compare=compare,
+                            config=config)  # fmt: skip
+    assert found.dropped == (0,)
+    assert "on_the_whole" in found.decisions[0].arithmetic
+    # a removal with a sample missing is not judged on the whole: it stays untested
+    gap = {**without, "t1": [1.0] * 7 + [float("nan")]}
+    partial = on_the_whole(decide_paired(whole, gap, config=config, task_ids=list(whole)))
+    assert partial is not None and not partial.accepted

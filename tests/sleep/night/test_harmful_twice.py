@@ -24,7 +24,8 @@ from skillopt_sleep.night.learn.trials import HARMFUL_EARLIER
 
 class EagerWorld(World):
     """Proposes the harmful rule with every proposal, for either document, and the
-    ``tests`` rule only from the seventh reflection on (round 2), so a second round runs."""
+    ``tests`` rule only from the 13th reflection on (round 3: three folds for each of the
+    two documents a round), so a third round runs."""
 
     asked: ClassVar[list[int]] = [0]  # the world's dataclass is frozen: count in a list
 
@@ -41,7 +42,7 @@ class EagerWorld(World):
         # World is a slotted dataclass: zero-argument super() does not reach it
         edits = World.proposals(self, failures, skill=skill, memory=memory, target=target,
                                 budget=budget)  # fmt: skip
-        if self.asked[0] <= 6:  # round 1: three folds for each document
+        if self.asked[0] <= 12:  # rounds 1-2: three folds for each document
             tests = next(r for r in self.rules if r.key == "tests")
             edits = [e for e in edits if e["content"] != tests.text]
         harmful = next(r for r in self.rules if r.harmful)

@@ -10,6 +10,7 @@ every fold. The gate must keep A and B and never S, each decision on samples of 
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from skillopt_sleep.night.learn.crossfit import (
     FRESH,
     RETEST,
     ROUND,
-    learn_target,
+    learn_step,
 )
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.rounds import consolidate
@@ -69,12 +70,13 @@ class ScriptedTarget:
     async def complete(self, request: CompletionRequest) -> Completion:
         meta = request.metadata
         task, skill = str(meta["task"]["id"]), str(meta.get("skill", ""))
+        documents = skill + str(meta.get("memory", ""))  # the model reads both
         key = (task, skill, request.sample_id)
         before = self.asked[key]
         self.asked[key] += 1
         if self.fail is not None and self.fail(task, skill, request.sample_id, before):
             raise RetryableBackendError("scripted fault", kind="server", member=self.name)
-        text = _answer(task, skill)
+        text = _answer(task, documents)
         usage = Usage.estimate(request.prompt, text)
         return Completion(text=text, usage=usage, member=self.name, latency=0.0)
 
@@ -108,7 +110,7 @@ def _measure(target: ScriptedTarget, **settings: Any) -> tuple[Measure, BackendP
         spend=spend,
         reflect=_reflect,
         settings=LearnSettings(
-            rounds=1, folds=2, evolve_memory=False, dream_rollouts=1, **settings
+            **{"rounds": 1, "folds": 2, "evolve_memory": False, "dream_rollouts": 1, **settings}
         ),
     )
     return measure, pool
@@ -168,8 +170,8 @@ async def test_a_sample_that_never_comes_leaves_its_single_untested() -> None:
     tasks = [t for t in TASKS if not t.id.startswith("l")]
     async with pool:
         base = await measure.draw_rollouts(tasks, START, 0)
-        step = await learn_target(
-            measure, round_no=1, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+        step = await learn_step(
+            measure, round_no=1, targets=(EditTarget.SKILL,), tasks=tasks, best=START, base=base,
             folds=[tasks[::2], tasks[1::2]],
         )  # fmt: skip
     single = next(t for t in measure.findings.trials if t.kind == "single" and t.edits == [A])
@@ -252,12 +254,12 @@ async def test_a_rule_that_masks_the_promising_singles_is_not_kept(
         measure.noise.probed(True)
     async with pool:
         base = await measure.draw_rollouts(tasks, START, 0)
-        step = await learn_target(
-            measure, round_no=1, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+        step = await learn_step(
+            measure, round_no=1, targets=(EditTarget.SKILL,), tasks=tasks, best=START, base=base,
             folds=folds,
         )  # fmt: skip
-        again = await learn_target(
-            measure, round_no=2, target=EditTarget.SKILL, tasks=tasks, best=START, base=base,
+        again = await learn_step(
+            measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=START, base=base,
             folds=folds[::-1], first_id=ROUND,
         )  # fmt: skip
     # dropped as a spoiler, the rule is not tried again tonight: its single would pass again
@@ -275,3 +277,61 @@ async def test_a_rule_that_masks_the_promising_singles_is_not_kept(
         assert [t.edits for t in masked] == [[S]] and masked[0].decision.accepted
         assert set(masked[0].decision.arithmetic["validated_on"]) == {"a0", "a1", "b0", "b1"}
         assert step.accepted == []
+
+
+async def _spoiler_first(
+    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+) -> ReflectOutcome:
+    """Round 1 proposes only the spoiler; A and B are first proposed in round 2."""
+    rules = (S,) if key.startswith("r1.") else (A, B)
+    edits = tuple(e for e in rules if e.content not in docs.skill)
+    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
+
+
+@pytest.mark.parametrize("consistent", [True, None])
+async def test_a_spoiler_kept_in_an_earlier_round_is_dropped_once_later_rules_show(
+    consistent: bool | None,
+) -> None:
+    """Round 1 keeps S (nothing else was proposed: it wins on the lenient tasks and breaks
+    nothing). On top of S every answer is a near-miss, so A and B, proposed in round 2,
+    would change nothing there. Measured against the live documents they show their gain;
+    the round's union holds S too, loses A's and B's tasks, and its attribution drops S."""
+    measure, pool = _measure(ScriptedTarget(), rounds=2)
+    measure.reflect = _spoiler_first
+    if consistent:
+        measure.noise.probed(True)
+    async with pool:
+        decision = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    trials = measure.findings.trials
+    first = next(t for t in trials if t.kind == "union" and t.round == 1)
+    assert first.edits == [S] and first.verdict is Verdict.ACCEPTED
+    singles = {t.edits[0].content: t for t in trials if t.kind == "single" and t.round == 2}
+    assert singles[A.content].verdict is Verdict.ACCEPTED
+    assert singles[B.content].verdict is Verdict.ACCEPTED
+    assert decision.accepted and set(decision.applied) == {A, B}
+    assert S in decision.rejected
+
+
+async def _by_document(
+    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+) -> ReflectOutcome:
+    """The skill's reflections propose the spoiler, the memory's propose A and B."""
+    if target is EditTarget.SKILL:
+        edits: tuple[EditRecord, ...] = (S,)
+    else:
+        edits = tuple(dataclasses.replace(e, target=EditTarget.MEMORY) for e in (A, B))
+    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
+
+
+async def test_a_spoiler_in_one_document_is_dropped_for_what_it_cancels_in_the_other() -> None:
+    """Learned one document after the other, S (kept into the skill first) would stand
+    under every memory single and hide A's and B's gains. Learned together, the union
+    holds all three, loses A's and B's tasks, and drops S."""
+    measure, pool = _measure(ScriptedTarget(), evolve_memory=True)
+    measure.reflect = _by_document
+    measure.noise.probed(True)
+    async with pool:
+        decision = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    assert decision.accepted and S in decision.rejected
+    assert {e.content for e in decision.applied} == {A.content, B.content}
+    assert all(e.target is EditTarget.MEMORY for e in decision.applied)

@@ -1,6 +1,6 @@
 """The night's learning: rollouts, rounds of cross-fitted learning, the final check.
 
-- :mod:`.rounds`: rollouts -> rounds (per target :func:`~.crossfit.learn_target`) -> the final
+- :mod:`.rounds`: rollouts -> rounds (:func:`~.crossfit.learn_step` over both targets) -> the final
   paired check -> :class:`~.decision.Decision`
 - :mod:`.crossfit`: one target document in one round (folds, reflection per fold, singles on
   held-out folds, the union, leave-one-out)

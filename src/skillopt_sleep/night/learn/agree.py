@@ -50,13 +50,13 @@ def _other(target: EditTarget) -> EditTarget:
 def apply_learned(
     docs: Docs, edits: Sequence[EditRecord], target: EditTarget
 ) -> tuple[Docs, EditApplication]:
-    """``edits`` applied in order to ``target``'s learned block, the other document kept in
-    agreement (see the module docstring). The application's text is the target's."""
+    """``edits`` applied in order, each to its own target's learned block, the other
+    document kept in agreement (see the module docstring). The application's text is
+    ``target``'s."""
     texts = {EditTarget.SKILL: docs.skill, EditTarget.MEMORY: docs.memory}
-    other = _other(target)
     outcomes: list[EditOutcome] = []
     for index, edit in enumerate(edits):
-        outcome = _apply_one(texts, edit, target, other)
+        outcome = _apply_one(texts, edit, edit.target, _other(edit.target))
         outcomes.append(replace(outcome, index=index))
     out = Docs(skill=texts[EditTarget.SKILL], memory=texts[EditTarget.MEMORY])
     return out, EditApplication(text=texts[target], outcomes=tuple(outcomes))

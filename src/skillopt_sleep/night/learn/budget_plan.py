@@ -2,7 +2,7 @@
 
 When the up-front estimate says the call budget will cut the night short
 (:attr:`.measure.Noise.tight_budget`), a step's singles
-(:func:`.crossfit.learn_target`) are not all started at once, to run out together with
+(:func:`.crossfit.learn_step`) are not all started at once, to run out together with
 nothing decided. Instead:
 
 1. **Order** (:func:`by_value`): the candidates that can lift the most first: an edit

@@ -1,6 +1,6 @@
 """One proposed edit with its provenance: what its reflection saw, where it may be tested.
 
-Made by :func:`.crossfit.learn_target` (and carried from earlier nights by
+Made by :func:`.crossfit.learn_step` (and carried from earlier nights by
 :mod:`skillopt_sleep.night.archive_exchange`); :mod:`.budget_plan` orders them without
 importing :mod:`.crossfit`.
 """

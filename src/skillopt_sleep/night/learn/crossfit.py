@@ -1,6 +1,6 @@
 """Cross-fitted learning for one target document (skill or memory) in one round.
 
-A walk through one step (:func:`learn_target`):
+A walk through one step (:func:`learn_step`):
 
 1. **Folds.** The night's learnable tasks are dealt into folds (:mod:`.folds`,
    reshuffled every night). Every task is held-out evidence for exactly one
@@ -83,12 +83,13 @@ __all__ = [
     "ROUND",
     "SINGLE_AGAIN",
     "Candidate",
+    "Standing",
     "StepResult",
     "Trial",
     "apply_to",
     "clear_pass",
     "compare",
-    "learn_target",
+    "learn_step",
     "merge_same",
     "next_samples",
 ]
@@ -100,10 +101,28 @@ class StepResult:
 
     best: Docs
     measured: Measured  # the best documents on every learnable task
-    accepted: list[EditRecord] = field(default_factory=list)
+    accepted: list[EditRecord] = field(default_factory=list)  # every edit kept so far
     rejected: list[EditRecord] = field(default_factory=list)
     untested: list[Candidate] = field(default_factory=list)
     proposed: list[EditRecord] = field(default_factory=list)
+    gains: dict[EditRecord, dict[str, float]] = field(default_factory=dict)  # of ``accepted``
+
+
+@dataclass(frozen=True, kw_only=True)
+class Standing:
+    """What a step's singles stand on and its union holds: the night's live documents
+    (``start``) and the edits earlier rounds kept, with the gains their singles showed.
+
+    Every single is measured against the live documents, not the documents earlier
+    rounds made: a kept rule that cancels what later rules do (every answer made a
+    near-miss a lenient judge still credits) would stand under each later single and hide
+    its gain from every test. Measured against the live documents, a later rule shows its
+    gain; the step's union holds every kept edit too, so it loses that gain and its
+    attribution finds the rule that cancels it."""
+
+    start: Docs
+    kept: tuple[EditRecord, ...] = ()
+    gains: Mapping[EditRecord, Mapping[str, float]] = field(default_factory=dict)
 
 
 HARMFUL_TWICE = 2  # significantly-worse verdicts after which a rule is not tested again
@@ -154,20 +173,27 @@ def _failing(tasks: Sequence[Task], measured: Measured) -> list[str]:
     return [t.id for t in tasks if finite_mean(measured.scores.get(t.id, ())) < 1.0]
 
 
-async def learn_target(
+async def learn_step(
     measure: Measure,
     *,
     round_no: int,
-    target: EditTarget,
+    targets: Sequence[EditTarget],
     tasks: Sequence[Task],
     best: Docs,
     base: Measured,
     folds: Sequence[Sequence[Task]],
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
+    standing: Standing | None = None,
 ) -> StepResult:
-    """Reflect per fold, gate each edit alone on its fold, then the union (ids from first_id)."""
-    step = StepResult(best=best, measured=base)
+    """Reflect per fold for each target (on ``base``, the rollouts under ``best``), gate each
+    edit alone on its fold against ``standing.start`` (:class:`Standing`; by default
+    ``best``), then one union of every target's accepted singles and the edits kept so far
+    (ids from first_id). The targets are learned together: a rule kept in one document
+    that cancels what the other document's rules do would otherwise stand under each of
+    their singles and hide its gain."""
+    standing = standing or Standing(start=best)
+    step = StepResult(best=best, measured=base, accepted=list(standing.kept))
     parts = [
         _Fold(
             index=i,
@@ -176,24 +202,62 @@ async def learn_target(
         )
         for i, fold in enumerate(folds)
     ]
-    candidates = await _reflect_folds(measure, round_no, target, best, base, parts)
-    for c in carried:
-        if c.edit.target is target:
-            held = tuple(t.id for t in tasks if t.id not in c.seen)
-            candidates.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
-                                        carried_nights=c.carried_nights, why=c.why))  # fmt: skip
-    candidates = merge_same(candidates, [t.id for t in tasks])
-    step.proposed = list(dict.fromkeys(c.edit for c in candidates))
-    if not candidates:
-        return step
+    merged = await _propose(measure, round_no, targets, parts, carried, tasks, (best, base))
+    step.proposed = list(dict.fromkeys(c.edit for c in merged))
     by_id = {t.id: t for t in tasks}
-    if measure.noise.tight_budget:
+    singles: list[tuple[Candidate, Trial, Docs]] = []
+    for target in targets:
+        candidates = [c for c in merged if c.edit.target is target]
+        if not candidates:
+            continue
+        if measure.noise.tight_budget:
 
-        def failing(c: Candidate) -> int:
-            return len(_failing([by_id[t] for t in c.motivated_from or c.seen if t in by_id], base))
+            def failing(c: Candidate) -> int:
+                ids = c.motivated_from or c.seen
+                return len(_failing([by_id[t] for t in ids if t in by_id], base))
 
-        candidates = by_value(candidates, failing, tried=measure.findings.trials)
-    singles = await _singles(measure, round_no, target, best, base, candidates, by_id, first_id)
+            candidates = by_value(candidates, failing, tried=measure.findings.trials)
+        singles.extend(await _singles(
+            measure, round_no, target, (standing, best), base, candidates, by_id, first_id
+        ))  # fmt: skip
+    passed = _sort_singles(singles, step)
+    shown = riders(singles) if measure.gate.mode == "strict" else []
+    if passed or (standing.kept and shown):
+        label = targets[0].value if len(targets) == 1 else "both"
+        await _union(measure, round_no, label, tasks, standing, passed, step, first_id, shown)
+    kept = {harm_key(e) for e in step.accepted}
+    step.accepted.extend(c.edit for c, _, _ in passed if harm_key(c.edit) in kept)
+    step.accepted = list(dict.fromkeys(step.accepted))
+    accepted = set(step.accepted)
+    step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
+    step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
+    step.untested = [c for c in step.untested if c.edit not in accepted]
+    return step
+
+
+async def _propose(
+    measure: Measure, round_no: int, targets: Sequence[EditTarget], parts: Sequence[_Fold],
+    carried: Sequence[Candidate], tasks: Sequence[Task], on: tuple[Docs, Measured],
+) -> list[Candidate]:  # fmt: skip
+    """Every target's reflections per fold (``on``: the documents and their rollouts) and
+    the edits carried from earlier nights, one candidate per rule (a rule proposed for
+    both documents is the first target's)."""
+    best, base = on
+    proposed: list[Candidate] = []
+    for target in targets:
+        proposed.extend(await _reflect_folds(measure, round_no, target, best, base, parts))
+        for c in carried:
+            if c.edit.target is target:
+                held = tuple(t.id for t in tasks if t.id not in c.seen)
+                proposed.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
+                                          carried_nights=c.carried_nights, why=c.why))  # fmt: skip
+    return merge_same(proposed, [t.id for t in tasks])
+
+
+def _sort_singles(
+    singles: Sequence[tuple[Candidate, Trial, Docs]], step: StepResult
+) -> list[tuple[Candidate, Trial, Docs]]:
+    """The accepted singles; the rejected and untested ones noted in ``step``."""
     passed: list[tuple[Candidate, Trial, Docs]] = []
     for cand, trial, docs in singles:
         verdict = trial.verdict
@@ -203,17 +267,7 @@ async def learn_target(
             step.rejected.append(cand.edit)
         elif verdict is Verdict.UNTESTED or (trial.decision is None and trial.applied):
             step.untested.append(cand)  # nothing held out could exercise it tonight
-    if passed:
-        await _union(measure, round_no, target, tasks, base, passed, step, first_id,
-                     riders(singles) if measure.gate.mode == "strict" else [])  # fmt: skip
-    kept = {_same(e) for e in step.accepted}
-    step.accepted.extend(c.edit for c, _, _ in passed if _same(c.edit) in kept)
-    step.accepted = list(dict.fromkeys(step.accepted))
-    accepted = set(step.accepted)
-    step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
-    step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
-    step.untested = [c for c in step.untested if c.edit not in accepted]
-    return step
+    return passed
 
 
 def merge_same(candidates: Sequence[Candidate], order: Sequence[str]) -> list[Candidate]:
@@ -226,9 +280,9 @@ def merge_same(candidates: Sequence[Candidate], order: Sequence[str]) -> list[Ca
     One test on more tasks instead of one test per fold: more power for an edit several
     folds agree on, and fewer chances for a useless edit to pass a test by luck.
     """
-    groups: dict[tuple[str, str, str, str], list[Candidate]] = {}
+    groups: dict[tuple[str, str, str], list[Candidate]] = {}
     for cand in candidates:
-        groups.setdefault(_same(cand.edit), []).append(cand)
+        groups.setdefault(harm_key(cand.edit), []).append(cand)
     merged: list[Candidate] = []
     for group in groups.values():
         first = group[0]
@@ -284,12 +338,15 @@ async def _singles(
     measure: Measure,
     round_no: int,
     target: EditTarget,
-    best: Docs,
+    on: tuple[Standing, Docs],
     base: Measured,
     candidates: Sequence[Candidate],
     by_id: Mapping[str, Task],
     first_id: int,
 ) -> list[tuple[Candidate, Trial, Docs]]:
+    """Each candidate alone against the live documents (:class:`Standing`), or against
+    ``best`` (``on``'s second) where it changes only a line tonight wrote; a rule already
+    kept is not tested again."""
     name = f"round{round_no}.trial_{target.value}"
     measure.begin(name)
     results: list[RolloutResult] = []
@@ -305,7 +362,7 @@ async def _singles(
 
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
-        docs, app = apply_to(best, [cand.edit], target)
+        ref, docs, app = _single_docs(*on, cand.edit)
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
         found = measure.findings
@@ -316,7 +373,7 @@ async def _singles(
         if not trial.note:
             trial.note = cand.why
             before = measure.spend.calls
-            b, c = await compare(measure, held, best, docs, phase="trial",
+            b, c = await compare(measure, held, ref, docs, phase="trial",
                                  plan=clear_pass(measure.gate), offset=first_id)  # fmt: skip
             if budget is not None:
                 budget.ran(len(held), measure.spend.calls - before)
@@ -331,15 +388,39 @@ async def _singles(
         out = await gather_indexed(one, len(candidates))
     else:  # one after another, best first, while the budget covers them
         out = [await one(i) for i in range(len(candidates))]
+    _record_singles(measure, name, out, results)
+    return out
+
+
+def _record_singles(
+    measure: Measure,
+    name: str,
+    out: Sequence[tuple[Candidate, Trial, Docs]],
+    results: Sequence[RolloutResult],
+) -> None:
+    """The singles' trials and the rules found worse, once every single of the stage ran
+    (they ran side by side: none of them could skip another's test)."""
     measure.findings.trials.extend(t for _, t, _ in out)
-    for cand, trial, _ in out:  # after the step: its own singles ran side by side
+    for cand, trial, _ in out:
         if found_harmful(trial.decision):
             measure.findings.harmful_edits.setdefault(harm_key(cand.edit), []).append(trial.name)
     measure.check_degenerate(name, results, candidate=True)
     accepted = sum(t.verdict is Verdict.ACCEPTED for _, t, _ in out)
     measure.end(name, singles=len(out), accepted=accepted)
     measure.check_budget(name)
-    return out
+
+
+def _single_docs(standing: Standing, best: Docs, edit: EditRecord) -> tuple[Docs, Docs, Any]:
+    """(the single's baseline, its documents, the application): the live documents and
+    ``edit`` on them; ``best`` and ``edit`` on it where ``edit`` does not apply to the live
+    documents (it changes a line tonight wrote) or is a rule already kept (it then changes
+    nothing, and is not tested)."""
+    if harm_key(edit) not in {harm_key(e) for e in standing.kept}:
+        docs, app = apply_to(standing.start, [edit])
+        if app.applied:
+            return standing.start, docs, app
+    docs, app = apply_to(best, [edit])
+    return best, docs, app
 
 
 def _single_trial(
@@ -386,40 +467,41 @@ def _untried(
 async def _union(
     measure: Measure,
     round_no: int,
-    target: EditTarget,
+    label: str,
     tasks: Sequence[Task],
-    base: Measured,
+    standing: Standing,
     passed: list[tuple[Candidate, Trial, Docs]],
     step: StepResult,
     first_id: int,
     riders: Sequence[tuple[Candidate, Trial, Docs]] = (),
 ) -> None:
-    """Measure the accepted singles together on every task; drop edits that conflict,
-    and first those that mask what the promising singles (``riders``) showed."""
-    name = f"round{round_no}.union_{target.value}"
+    """Measure the edits kept so far and the accepted singles together on every task,
+    against the live documents; drop edits that conflict, and first those that mask what
+    the promising singles (``riders``) showed."""
+    name = f"round{round_no}.union_{label}"
     measure.begin(name)
     ranked = sorted(
         passed, key=lambda p: p[1].decision.delta if p[1].decision else 0.0, reverse=True
     )
-    unique: dict[tuple[str, str, str, str], EditRecord] = {}
+    unique: dict[tuple[str, str, str], EditRecord] = {harm_key(e): e for e in standing.kept}
     for cand, _, _ in ranked:  # the same edit proposed by several folds is tried once
-        unique.setdefault(_same(cand.edit), cand.edit)
+        unique.setdefault(harm_key(cand.edit), cand.edit)
     edits = list(unique.values())
-    gains = _promised([*ranked, *riders])
-    edits = await unmask(measure, target, tasks, base, edits, riders, gains, first_id)
+    gains = {**_promised([*ranked, *riders]), **standing.gains}
+    edits = await unmask(measure, label, tasks, standing.start, edits, riders, gains, first_id)
+    kept = [e for e in standing.kept if e in edits]  # what the masking test left of them
     chosen, measured, note = await _settle(
-        measure, round_no, target, tasks, base, edits, gains, first_id
-    )
-    if chosen:
+        measure, round_no, label, tasks, standing.start, edits, gains, first_id, kept=kept,
+        unmasked=len(kept) == len(standing.kept),
+    )  # fmt: skip
+    if measured is not None:
         step.best, step.measured = measured.docs, measured
-        step.accepted = chosen
+    elif chosen != list(standing.kept):  # the masking test dropped a kept edit
+        step.best = apply_to(standing.start, chosen)[0]
+    step.accepted = chosen
+    step.gains = {e: dict(gains[e]) for e in chosen if e in gains}
     measure.end(name, accepted=len(chosen), proposed=len(edits), note=note)
     measure.check_budget(name)
-
-
-def _same(edit: EditRecord) -> tuple[str, str, str, str]:
-    """What makes two proposals the same edit (folds word their rationales differently)."""
-    return (edit.target.value, edit.op, edit.content.strip(), edit.anchor.strip())
 
 
 def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> Gains:
@@ -433,69 +515,90 @@ def _promised(ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> Gains:
 
 def _same_edit(edit: EditRecord, ranked: Sequence[tuple[Candidate, Trial, Docs]]) -> EditRecord:
     """The first proposal of ``edit``'s rule among ``ranked`` (the one the union tries)."""
-    return next(c.edit for c, _, _ in ranked if _same(c.edit) == _same(edit))
+    return next(c.edit for c, _, _ in ranked if harm_key(c.edit) == harm_key(edit))
 
 
 async def _settle(
     measure: Measure,
     round_no: int,
-    target: EditTarget,
+    label: str,
     tasks: Sequence[Task],
-    base: Measured,
+    start: Docs,
     edits: list[EditRecord],
     gains: Gains,
     first_id: int,
-) -> tuple[list[EditRecord], Measured, str]:
-    """The union, else the union without the edits that spoil it, else the strongest
-    single. Each is measured on fresh samples of every task, paired with fresh baseline
-    samples (no earlier decision saw them), and must pass the paired gate.
+    *,
+    kept: Sequence[EditRecord] = (),
+    unmasked: bool = True,
+) -> tuple[list[EditRecord], Measured | None, str]:
+    """The union, else the union without the edits that spoil it, else the kept edits
+    (``kept``) with the strongest new single; each on fresh samples of every task paired
+    with fresh baseline samples, and each must pass the paired gate. When nothing passes,
+    the kept edits stand as an earlier union measured them (``unmasked``: the masking test
+    dropped none of them), else nothing is kept.
 
     A union of several edits that fails the gate or lost a task a single improved
-    (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on the tasks it lost (else
-    on every task the singles improved): that is where a spoiler shows (a rule that
-    breaks what the others fixed, or cancels it), on samples of its own
-    (:data:`ATTRIBUTE`: the union's samples chose to attribute, so they cannot also decide
-    what to drop). A step's lost tasks are those its own edits' singles improved. The union
-    without the spoilers is then measured on samples nobody has looked at (:data:`RETEST`),
-    the strongest single on others again (:data:`SINGLE_AGAIN`)."""
+    (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on the tasks it lost
+    (else on every task the singles improved), on samples of its own (:data:`ATTRIBUTE`:
+    the union's samples chose to attribute, so they cannot also decide what to drop); the
+    rest is measured on samples nobody has looked at (:data:`RETEST`), the strongest
+    single on others again (:data:`SINGLE_AGAIN`)."""
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
-    tried: list[list[EditRecord]] = []
+    new, tried = [e for e in edits if e not in kept], list[list[EditRecord]]()
     while attempts:
         kind, chosen, offset = attempts.pop(0)
         if chosen in tried or not chosen:
             continue
         tried.append(chosen)
-        docs, app = apply_to(base.docs, chosen, target)
-        plan = clear_pass(measure.gate)
-        b, c = await compare(measure, tasks, base.docs, docs, phase="union", plan=plan,
-                             offset=offset)  # fmt: skip
+        docs, app = apply_to(start, chosen)
+        b, c = await compare(measure, tasks, start, docs, phase="union",
+                             plan=clear_pass(measure.gate), offset=offset)  # fmt: skip
         promised = _promised_by(chosen, gains)
         conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
-        trial = _step_trial(measure.gate, round_no, target, tasks, kind, chosen, app, b, c,
-                            conflicts)  # fmt: skip
+        trial = _step_trial(measure.gate, round_no, label, tasks, kind, chosen, app, b, c,
+                           conflicts)  # fmt: skip
+        measure.findings.trials.append(trial)
         decision = trial.decision
         assert decision is not None
-        measure.findings.trials.append(trial)
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
-            # where the union lost what a single gained, or else every task a single gained
-            on = conflicts or sorted(promised) or [t.id for t in tasks]
-            drop = await attribution(
-                measure, tasks, docs, chosen, base.docs, target, on, first_id + ATTRIBUTE,
-                promised_by=[gains.get(e, {}) for e in chosen] if conflicts else None,
+            rest = await _without_spoilers(
+                measure, tasks, docs, chosen, (start, label), promised, conflicts, gains,
+                first_id,
             )  # fmt: skip
-            if drop:
-                rest = [e for e in chosen if e not in drop]
+            if rest is not None:
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        consistent = bool(measure.noise.consistent_tonight)
-        if decision.accepted and conflicts and _loss_certain(b, c, conflicts, consistent):
-            trial.note += (
-                "; not kept as a whole: the loss is certain, and no one edit was found to blame"
-            )
+        certain = _loss_certain(b, c, conflicts, bool(measure.noise.consistent_tonight))
+        if decision.accepted and conflicts and certain:
+            trial.note += "; not kept as a whole: the loss is certain, and no edit was to blame"
         elif decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", chosen[:1], first_id + SINGLE_AGAIN))
-    return [], base, "no combination passed the paired gate on every task"
+        attempts.append(("strongest_single", [*kept, *new[:1]], first_id + SINGLE_AGAIN))
+    if kept and unmasked:
+        return list(kept), None, "nothing new passed the paired gate: the kept edits stand"
+    return [], None, "no combination passed the paired gate on every task"
+
+
+async def _without_spoilers(
+    measure: Measure,
+    tasks: Sequence[Task],
+    docs: Docs,
+    chosen: list[EditRecord],
+    on: tuple[Docs, str],
+    promised: Mapping[str, float],
+    conflicts: list[str],
+    gains: Gains,
+    first_id: int,
+) -> list[EditRecord] | None:
+    """``chosen`` without the edits its attribution drops (None: it drops none), judged
+    where the union lost what a single gained, or else on every task a single gained;
+    ``on``: (the documents the union stands on, the step's label)."""
+    where = conflicts or sorted(promised) or [t.id for t in tasks]
+    by = [gains.get(e, {}) for e in chosen] if conflicts else None
+    start, label = on
+    drop = await attribution(measure, tasks, docs, chosen, start, label, where,
+                             first_id + ATTRIBUTE, promised_by=by)  # fmt: skip
+    return [e for e in chosen if e not in drop] if drop else None
 
 
 def _promised_by(chosen: Sequence[EditRecord], gains: Gains) -> dict[str, float]:
@@ -508,7 +611,7 @@ def _promised_by(chosen: Sequence[EditRecord], gains: Gains) -> dict[str, float]
 
 
 def _step_trial(
-    gate: GateConfig, round_no: int, target: EditTarget, tasks: Sequence[Task], kind: str,
+    gate: GateConfig, round_no: int, label: str, tasks: Sequence[Task], kind: str,
     chosen: list[EditRecord], app: Any, b: Measured, c: Measured, conflicts: list[str],
 ) -> Trial:  # fmt: skip
     """The trial of several edits together (or the strongest single), decided on its
@@ -519,10 +622,10 @@ def _step_trial(
     )  # fmt: skip
     lost = f"lost {len(conflicts)} task(s) a single edit improved: {conflicts[:6]}"
     return Trial(
-        name=f"round{round_no}.{kind}_{target.value}",
+        name=f"round{round_no}.{kind}_{label}",
         kind="union" if kind == "union" else kind,
         round=round_no,
-        target=target.value,
+        target=label,
         edits=chosen,
         applied=list(app.applied),
         unmatched=[*app.unmatched, *app.skipped],

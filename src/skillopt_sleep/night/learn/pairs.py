@@ -90,10 +90,14 @@ def _drawn(records: Sequence[RolloutResult]) -> tuple[RolloutResult, ...]:
     return tuple(last.values())
 
 
-def apply_to(docs: Docs, edits: Sequence[EditRecord], target: EditTarget) -> tuple[Docs, Any]:
-    """``edits`` to ``target``'s learned block, the other document kept in agreement
-    (:func:`.agree.apply_learned`)."""
-    return apply_learned(docs, edits, target)
+def apply_to(
+    docs: Docs, edits: Sequence[EditRecord], target: EditTarget | None = None
+) -> tuple[Docs, Any]:
+    """``edits``, each to its target's learned block, the other document kept in agreement
+    (:func:`.agree.apply_learned`); the application's text is ``target``'s (by default the
+    first edit's)."""
+    main = target or (edits[0].target if edits else EditTarget.SKILL)
+    return apply_learned(docs, edits, main)
 
 
 def clear_pass(gate: GateConfig) -> Plan:

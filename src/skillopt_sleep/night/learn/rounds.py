@@ -5,9 +5,10 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 1. **Rollouts.** K samples of every learnable task under the live documents: reflection
    material and the baseline. When every task already passes, or there is only one task
    (nothing could be held out), the night stops here with nothing to learn.
-2. **Rounds** (up to ``rounds``). Each round deals the tasks into folds and takes each
-   target document in turn through :func:`.crossfit.learn_target` (reflect per fold, singles
-   on held-out folds, the union); a later round starts from the best documents so far, on
+2. **Rounds** (up to ``rounds``). Each round deals the tasks into folds and takes both
+   target documents through :func:`.crossfit.learn_step` (reflect per fold and document,
+   singles on held-out folds against the live documents, one union of every edit kept so
+   far and the new ones); a later round reflects on the best documents so far, on
    samples of its own. Rounds stop early when every task passes or a settled round kept
    nothing. Once a step kept an edit, a baseline's worth of budget is held back for the
    final check: when the rest runs out mid-round, the steps already finished go to the
@@ -39,10 +40,11 @@ from skillopt_sleep.night.learn.crossfit import (
     FINAL,
     ROUND,
     Candidate,
+    Standing,
     StepResult,
     Trial,
     compare,
-    learn_target,
+    learn_step,
 )
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.folds import make_folds
@@ -194,6 +196,7 @@ class _Learned:
     measured: Measured
     reserve: tuple[int, int]
     applied: list[EditRecord] = field(default_factory=list)
+    gains: dict[EditRecord, dict[str, float]] = field(default_factory=dict)  # of ``applied``
     proposed: list[EditRecord] = field(default_factory=list)
     untested: dict[EditRecord, Candidate] = field(default_factory=dict)
     held: ExitStack = field(default_factory=ExitStack)
@@ -201,7 +204,7 @@ class _Learned:
 
     def keep(self, budget: Budget, step: StepResult) -> None:
         self.best, self.measured = step.best, step.measured
-        self.applied.extend(step.accepted)
+        self.applied, self.gains = list(step.accepted), step.gains  # a step holds every kept edit
         self.proposed.extend(step.proposed)
         for cand in step.untested:
             self.untested.setdefault(cand.edit, cand)
@@ -243,21 +246,14 @@ async def _learn_rounds(
             )
             folds = make_folds(tasks, n_folds=measure.settings.folds, seed=measure.settings.seed,
                                rotation=rotation * 100 + round_no)  # fmt: skip
-        for target in targets:
-            if learned.measured is not rolled and (
-                len(next(iter(learned.measured.scores.values()), ()))
-                < measure.settings.dream_rollouts
-            ):  # a step kept an edit: its union's samples are no rollouts to reflect on
-                learned.measured = await _rollouts(
-                    measure, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
-                    first_id,
-                )  # fmt: skip
-            step = await learn_target(
-                measure, round_no=round_no, target=target, tasks=tasks, best=learned.best,
-                base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
-                first_id=first_id,
-            )  # fmt: skip
-            learned.keep(measure.budget, step)
+        step = await learn_step(
+            measure, round_no=round_no, targets=targets, tasks=tasks, best=learned.best,
+            base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
+            first_id=first_id,
+            standing=Standing(start=start, kept=tuple(dict.fromkeys(learned.applied)),
+                              gains=learned.gains),
+        )  # fmt: skip
+        learned.keep(measure.budget, step)
 
 
 async def paired_check(

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from skillopt.gate import GateConfig, attribute, cancelled_tasks, decide_paired
-from skillopt.types import EditRecord, EditTarget, GateAction, GateDecision
+from skillopt.types import EditRecord, GateAction, GateDecision
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.night.learn.pairs import apply_to, compare
@@ -72,9 +72,9 @@ def _promising(decision: GateDecision | None) -> bool:
 
 async def unmask(
     measure: Measure,
-    target: EditTarget,
+    label: str,
     tasks: Sequence[Task],
-    base: Measured,
+    start: Docs,
     edits: list[EditRecord],
     riders: Sequence[tuple[Candidate, Trial, Docs]],
     gains: Gains,
@@ -99,9 +99,9 @@ async def unmask(
     shown = sorted({t for g in promised_by[len(edits) :] for t in g})
     if not shown:
         return edits
-    whole = apply_to(base.docs, bundle, target)[0]
+    whole = apply_to(start, bundle)[0]
     drop = await attribution(
-        measure, tasks, whole, edits, base.docs, target, shown, first_id + MASK,
+        measure, tasks, whole, edits, start, label, shown, first_id + MASK,
         promised_by=promised_by, riders=rider_edits, label="mask",
     )  # fmt: skip
     return [e for e in edits if e not in drop]
@@ -127,7 +127,7 @@ async def attribution(
     union: Docs,
     chosen: list[EditRecord],
     start: Docs,
-    target: EditTarget,
+    target: str,
     task_ids: Sequence[str],
     union_from: int,
     *,
@@ -150,7 +150,7 @@ async def attribution(
         return [t for t in tasks if t.id in ids]
 
     async def without(rest: Sequence[EditRecord]) -> Docs:
-        return apply_to(start, [*rest, *riders], target)[0]
+        return apply_to(start, [*rest, *riders])[0]
 
     async def better(
         whole: Docs, docs: Docs, cfg: GateConfig, left_out: tuple[int, ...]
@@ -177,13 +177,13 @@ async def attribution(
     _record_attribution(measure, target, chosen, found.tests, label=label, riders=len(riders))
     dropped = {chosen[i] for i in found.dropped}
     for edit in dropped:  # not tried again tonight: its single would pass as it did
-        measure.findings.spoilers.setdefault(harm_key(edit), f"{label}.{target.value}")
+        measure.findings.spoilers.setdefault(harm_key(edit), f"{label}.{target}")
     return dropped
 
 
 def _record_attribution(
     measure: Measure,
-    target: EditTarget,
+    target: str,
     chosen: Sequence[EditRecord],
     tests: Sequence[tuple[tuple[int, ...], GateDecision]],
     *,
@@ -206,7 +206,7 @@ def _record_attribution(
         if riders:
             note = f"with the {riders} promising single(s) in place: {note}"
         measure.findings.trials.append(
-            Trial(name=f"{label}.{target.value}", kind="leave_one_out", round=0,
-                  target=target.value, edits=edits, applied=edits, unmatched=[], decision=d,
+            Trial(name=f"{label}.{target}", kind="leave_one_out", round=0,
+                  target=target, edits=edits, applied=edits, unmatched=[], decision=d,
                   note=note)
         )  # fmt: skip

@@ -14,7 +14,7 @@ tasks nobody claimed):
    read them back instead of paying for them again.
 2. **When**: fewer than two groups with a failing task: nothing could be shared, and the
    step ends there (it cost nothing the groups' nights would not have spent).
-3. **One memory step** (:func:`skillopt_sleep.night.learn.crossfit.learn_target`, target
+3. **One memory step** (:func:`skillopt_sleep.night.learn.crossfit.learn_step`, target
    memory, one round): the tasks of all groups dealt into folds; each fold's reflection sees
    the rollouts of the other folds, whichever skill they belong to; each edit alone on its
    held-out tasks, then the union on every task. An edit is kept only when the held-out
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from skillopt.errors import BudgetExceededError, SkillOptError
 from skillopt.logging import get_logger
 from skillopt.types import EditRecord, EditTarget, GateDecision, RolloutResult, TaskRecord
-from skillopt_sleep.night.learn.crossfit import apply_to, learn_target
+from skillopt_sleep.night.learn.crossfit import apply_to, learn_step
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.folds import make_folds
 from skillopt_sleep.night.learn.gate_modes import OFF
@@ -195,9 +195,9 @@ async def _learn(
         return
     folds = make_folds(tasks, n_folds=cfg.night.folds, seed=cfg.night.seed, rotation=rotation)
     child.begin("memory")
-    step = await learn_target(
-        child.learning, round_no=1, target=EditTarget.MEMORY, tasks=tasks, best=base, base=rolled,
-        folds=folds,
+    step = await learn_step(
+        child.learning, round_no=1, targets=(EditTarget.MEMORY,), tasks=tasks, best=base,
+        base=rolled, folds=folds,
     )  # fmt: skip
     child.end("memory", accepted=len(step.accepted))
     keep = [e for e in step.accepted if len(_single_helped(child, e, groups)) >= 2]

@@ -82,12 +82,13 @@ _log = get_logger(__name__)
 
 def announce_mining(night: Night, calls: int) -> None:
     """Before the first mining call: the mining calls planned (the sessions the cache
-    lacks, packed into calls as the miner packs them)."""
+    lacks, packed into calls as the miner packs them), and the most they can take: each
+    call's reply is asked again once when it cannot be used."""
     night.mining_estimate = calls
     if calls:
         night.progress.note(
-            f"estimated spend: mining about {calls} model call(s); the rest is estimated "
-            "once the tasks are known"
+            f"estimated spend: mining about {calls} model call(s) (at most {2 * calls}, "
+            "should replies need asking again); the rest is estimated once the tasks are known"
         )
 
 
@@ -95,12 +96,13 @@ def _stage_calls(
     night: Night, by_stage: dict[str, int], *, recheck: int, rubric: float
 ) -> dict[str, int]:
     """The calls each stage is expected to make (``by_stage``: as predicted), a quiet
-    night's known samples and mining's own count or estimate in; stages with none left out."""
+    night's known samples and mining's in: what it made, mining being over when this is
+    said (its plan only when it made none, a resumed night's); stages with none left out."""
     if recheck:  # the samples the quiet night draws are known: a rollout and its judge each
         by_stage = {"rollout": recheck, "judge": round(recheck * rubric)}
     mined = night.spend.calls_by_stage.get("mine", 0)
     if night.mining_estimate is not None or mined:
-        by_stage["mine"] = night.mining_estimate if night.mining_estimate is not None else mined
+        by_stage["mine"] = mined or night.mining_estimate or 0
     return {s: n for s, n in by_stage.items() if n}
 
 

@@ -29,6 +29,7 @@ from skillopt_sleep.stage_rates import (
     NOISE_SCALE,
     QUIET,
     NightRecord,
+    NightShape,
     measured_alike,
     night_record,
     predict_calls,
@@ -155,9 +156,10 @@ def announce_estimate(
     known = _known_noise(night, [*learn], docs)
     guess = sampling_guess(night.cfg.pool)
     noise = tonight_noise(model.nights, known, guess.kind if guess else None)
+    shape = _shape(night.cfg, n_learn, rubric)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
-        sessions=0, noise=noise,
+        sessions=0, noise=noise, shape=shape,
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
     by_skill = _by_skill(by_stage, skills or {}, n_learn)
@@ -169,7 +171,7 @@ def announce_estimate(
     learned = _learned_from(predicted.nights, span)
     basis, on_noise = _noise_basis(known, guess, model.nights)
     sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
-    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test))
+    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test), shape)
     on_noise += f"; about {calm} if the probe finds it answers consistently" if calm else ""
     per_call = f"; per call: {priced.describe()}" if priced.sources else ""
     said = f"{estimate.describe()} ({learned}; {on_noise}){per_call}"
@@ -190,12 +192,20 @@ def announce_estimate(
         "noise_basis": basis,
         "if_consistent": calm,
         "tasks": {"learnable": n_learn, "test": len(test)},
+        "rubric_share": round(rubric, 4),
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _shape(cfg: SleepConfig, learnable: int, rubric: float) -> NightShape:
+    """What tonight will run, as the priors scale with it (:class:`NightShape`)."""
+    night = cfg.night
+    return NightShape(samples=night.dream_rollouts, rounds=night.rounds,
+                      folds=max(1, min(night.folds, learnable)), rubric=rubric)  # fmt: skip
 
 
 def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int) -> dict[str, int]:
@@ -205,7 +215,12 @@ def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int
 
 
 def _if_consistent(
-    model: TokenModel, by_stage: Mapping[str, int], noise: float | None, tasks: int, test: int
+    model: TokenModel,
+    by_stage: Mapping[str, int],
+    noise: float | None,
+    tasks: int,
+    test: int,
+    shape: NightShape,
 ) -> int | None:
     """When tonight is priced as a noisy model's on no measurement (the config's guess or
     the last night's), what it costs should the noise probe find it consistent: the first
@@ -213,7 +228,7 @@ def _if_consistent(
     if noise is None or noise < NOISE_SCALE:
         return None
     calm = predict_calls(model.nights, kind=LEARNING, tasks=tasks, test=test, sessions=0,
-                         noise=0.0)  # fmt: skip
+                         noise=0.0, shape=shape)  # fmt: skip
     return by_stage.get("mine", 0) + sum(n for s, n in calm.calls.items() if s != "mine")
 
 
@@ -276,8 +291,11 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     detail = estimate.detail
     tasks = detail.get("tasks") or {}
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
-    predicted = predict_calls(model.nights, kind=LEARNING, tasks=int(tasks.get("learnable", 0)),
-                              test=int(tasks.get("test", 0)), sessions=0, noise=noise)  # fmt: skip
+    learnable = int(tasks.get("learnable", 0))
+    shape = _shape(night.cfg, learnable, float(detail.get("rubric_share", 1.0)))
+    predicted = predict_calls(model.nights, kind=LEARNING, tasks=learnable,
+                              test=int(tasks.get("test", 0)), sessions=0, noise=noise,
+                              shape=shape)  # fmt: skip
     ahead = {s: n for s, n in predicted.calls.items() if s != "mine"}
     said = {s: n for s, n in detail["by_stage"].items() if s != "mine"}
     before, after = sum(said.values()), sum(ahead.values())

@@ -156,10 +156,9 @@ def announce_estimate(
     known = _known_noise(night, [*learn], docs)
     guess = sampling_guess(night.cfg.pool)
     noise = tonight_noise(model.nights, known, guess.kind if guess else None)
-    shape = _shape(night.cfg, n_learn, rubric)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
-        sessions=0, noise=noise, shape=shape,
+        sessions=0, noise=noise, shape=(shape := _shape(night.cfg, n_learn, rubric)),
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
     by_skill = _by_skill(by_stage, skills or {}, n_learn)
@@ -191,8 +190,7 @@ def announce_estimate(
         "noise": noise,
         "noise_basis": basis,
         "if_consistent": calm,
-        "tasks": {"learnable": n_learn, "test": len(test)},
-        "rubric_share": round(rubric, 4),
+        "tasks": {"learnable": n_learn, "test": len(test), "judged_share": round(rubric, 4)},
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
@@ -292,7 +290,7 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     tasks = detail.get("tasks") or {}
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     learnable = int(tasks.get("learnable", 0))
-    shape = _shape(night.cfg, learnable, float(detail.get("rubric_share", 1.0)))
+    shape = _shape(night.cfg, learnable, float(tasks.get("judged_share", 1.0)))
     predicted = predict_calls(model.nights, kind=LEARNING, tasks=learnable,
                               test=int(tasks.get("test", 0)), sessions=0, noise=noise,
                               shape=shape)  # fmt: skip

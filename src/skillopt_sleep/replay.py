@@ -145,10 +145,11 @@ class Job:
         return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-# A verdict's reason is kept to this many characters; the schema asks for no more, so a
-# grammar-constrained server ends it there (a small judge's reason otherwise runs on until
-# the token cap cuts the reply, its score with it). A longer one is still read, and cut.
-REASON_CHARS = 300
+# A verdict's reason is kept to this many characters (a sentence); the schema asks for no
+# more, so a grammar-constrained server ends it there (a small judge's reason otherwise runs
+# on until the token cap cuts the reply, its score with it; 200 characters of digits fit a
+# 256-token cap, 300 do not). A longer one is still read, and cut.
+REASON_CHARS = 200
 
 
 class _JudgeReply(BaseModel):

@@ -93,7 +93,7 @@ async def test_a_verdict_is_asked_with_its_schema_and_parsed() -> None:
             "schema": {
                 "type": "object",
                 "properties": {"score": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-                               "reason": {"type": "string", "maxLength": 300}},
+                               "reason": {"type": "string", "maxLength": 200}},
                 "required": ["score", "reason"],
                 "additionalProperties": False,
             },
@@ -157,7 +157,7 @@ def test_a_bound_is_asked_for_not_enforced_by_the_parser() -> None:
     """The parser reads a reason longer than the bound (an endpoint that ignores it) and
     keeps its first characters, as it always did."""
     verdict = parse_judge_reply(json.dumps({"score": 0.5, "reason": "x" * 1000}))
-    assert verdict.soft == 0.5 and len(verdict.reason) == 300
+    assert verdict.soft == 0.5 and len(verdict.reason) == 200
 
 
 async def test_a_server_refusing_both_formats_gets_the_prompt_alone() -> None:

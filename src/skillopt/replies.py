@@ -151,6 +151,23 @@ def strict_schema(node: Any) -> Any:
     return out
 
 
+# Bounds a grammar-constrained server enforces but strict hosted APIs may refuse.
+_BOUNDS = frozenset({"maxLength", "minLength"})
+
+
+def _unbounded(node: Any) -> Any:
+    """``node`` without string length bounds (the schema every member may be sent)."""
+    if isinstance(node, list):
+        return [_unbounded(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    return {
+        key: ({k: _unbounded(v) for k, v in value.items()} if key in ("properties", "$defs")
+              and isinstance(value, dict) else _unbounded(value))
+        for key, value in node.items() if key not in _BOUNDS
+    }  # fmt: skip
+
+
 @functools.cache
 def reply_schema(schema: type[BaseModel] | TypeAdapter[Any], name: str = "") -> ReplySchema:
     """The strict JSON schema of replies ``schema`` validates, named ``name`` (else after
@@ -159,7 +176,9 @@ def reply_schema(schema: type[BaseModel] | TypeAdapter[Any], name: str = "") -> 
     raw = adapter.json_schema()
     label = name or str(raw.get("title") or "reply")
     label = _SCHEMA_NAME.sub("_", label).strip("_")[:64] or "reply"
-    return ReplySchema(name=label, schema=strict_schema(raw))
+    full = strict_schema(raw)
+    schema = _unbounded(full)
+    return ReplySchema(name=label, schema=schema, bounded=full if full != schema else None)
 
 
 @overload

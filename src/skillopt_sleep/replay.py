@@ -145,10 +145,17 @@ class Job:
         return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+# A verdict's reason is kept to this many characters (a sentence); the schema asks for no
+# more, so a grammar-constrained server ends it there (a small judge's reason otherwise runs
+# on until the token cap cuts the reply, its score with it; 200 characters of digits fit a
+# 256-token cap, 300 do not). A longer one is still read, and cut.
+REASON_CHARS = 200
+
+
 class _JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
     score: float = Field(ge=0.0, le=1.0)
-    reason: str = ""
+    reason: str = Field(default="", json_schema_extra={"maxLength": REASON_CHARS})
 
 
 def parse_judge_reply(text: str) -> JudgeResult:
@@ -157,7 +164,8 @@ def parse_judge_reply(text: str) -> JudgeResult:
         reply = parse_reply(text, _JudgeReply)
     except ReplyFormatError as exc:
         raise _unusable(str(exc), text) from exc
-    return rubric_result(reply.score, sanitize(reply.reason)[:300], pass_threshold=RUBRIC_PASS)
+    reason = sanitize(reply.reason)[:REASON_CHARS]
+    return rubric_result(reply.score, reason, pass_threshold=RUBRIC_PASS)
 
 
 def _unusable(problem: str, text: str) -> ReplyFormatError:

@@ -24,7 +24,11 @@ from the design: it is learned.
    learning night of that kind's (the kind it was run as, else the kind its noise
    measured), or that kind's prior; else the last learning night's. With no night
    recorded, the priors stand in: :data:`PRIOR_PER_TASK` (a consistent model's first
-   night on the lift world) and :data:`PRIOR_NOISY_PER_TASK` (a noisy model's).
+   night on the lift world) and :data:`PRIOR_NOISY_PER_TASK` (a noisy model's), scaled to
+   what tonight will run (:class:`NightShape`): the samples drawn per task, the folds its
+   tasks make and its rounds (reflection's calls), and the share of its samples the model
+   judges (a night of exact references needs no judge). A project's own nights are taken
+   as measured: they ran the project's config.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "PRIOR_TEST_PER_TASK",
     "QUIET",
     "NightRecord",
+    "NightShape",
     "Prediction",
     "measured_alike",
     "night_record",
@@ -78,6 +83,42 @@ PER_NIGHT = frozenset({"reflect"})
 PRIOR_WEIGHT = 0.05  # a prior's weight, as a share of a measured night of the project
 PRIOR_MINE_PER_SESSION = 0.1  # batched mining, sessions of one request mined together
 LEARNING, QUIET = "learning", "quiet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightShape:
+    """What a night will run, as far as the priors' rates scale with it; the defaults are
+    the lift world night the priors were measured on (``bench/cost.py``: the default
+    config, 24 tasks, every sample judged by the model)."""
+
+    samples: int = 2  # dream rollouts per learnable task (``night.dream_rollouts``)
+    rounds: int = 3  # ``night.rounds``
+    folds: int = 3  # the folds tonight's learnable tasks make (no more than the tasks)
+    rubric: float = 1.0  # the share of samples the model judges
+
+    def scaled(self, stage: str) -> float:
+        """How many times the prior's calls of ``stage`` tonight makes: rollouts by the
+        samples drawn; reflection by its calls (one per fold and document in the first
+        round, later rounds reflecting only where edits are still wanted: the prior's
+        three rounds made a third more than its first); judging by the judged share."""
+        prior = _PRIOR_SHAPE
+        if stage == "rollout":
+            return self.samples / prior.samples
+        if stage == "reflect":
+            return (
+                self.folds / prior.folds * _round_weight(self.rounds) / _round_weight(prior.rounds)
+            )
+        if stage == "judge":
+            return self.rubric / prior.rubric
+        return 1.0
+
+
+def _round_weight(rounds: int) -> float:
+    """Reflection's calls over ``rounds`` rounds, as a share of the first round's."""
+    return 1.0 + (max(1, rounds) - 1) / 6
+
+
+_PRIOR_SHAPE = NightShape()
 
 
 def _prior(
@@ -150,10 +191,22 @@ class NightRecord:
 
 
 PRIOR_NOISE = {CONSISTENT: 0.0, NOISY: 0.32}  # the priors' noise, by kind of model
-PRIORS = (
-    _prior(PRIOR_NOISE[CONSISTENT], PRIOR_PER_TASK, PRIOR_REFLECT, PRIOR_JUDGED),
-    _prior(PRIOR_NOISE[NOISY], PRIOR_NOISY_PER_TASK, PRIOR_NOISY_REFLECT, PRIOR_NOISY_JUDGED),
-)
+
+
+def priors(shape: NightShape | None = None) -> tuple[NightRecord, NightRecord]:
+    """The consistent and the noisy prior, scaled to ``shape`` (None: as measured)."""
+    at = shape or _PRIOR_SHAPE
+
+    def per_task(rates: Mapping[str, float]) -> dict[str, float]:
+        return {stage: rate * at.scaled(stage) for stage, rate in rates.items()}
+
+    return (
+        _prior(PRIOR_NOISE[CONSISTENT], per_task(PRIOR_PER_TASK),
+               PRIOR_REFLECT * at.scaled("reflect"), PRIOR_JUDGED * at.scaled("judge")),
+        _prior(PRIOR_NOISE[NOISY], per_task(PRIOR_NOISY_PER_TASK),
+               PRIOR_NOISY_REFLECT * at.scaled("reflect"),
+               PRIOR_NOISY_JUDGED * at.scaled("judge")),
+    )  # fmt: skip
 
 
 def night_record(
@@ -265,8 +318,10 @@ def predict_calls(
     test: int,
     sessions: int,
     noise: float | None,
+    shape: NightShape | None = None,
 ) -> Prediction:
-    """Tonight's calls per stage (``kind`` learning or quiet), learned from ``records``."""
+    """Tonight's calls per stage (``kind`` learning or quiet), learned from ``records``;
+    the priors scaled to ``shape``, what tonight will run (None: the priors' own night)."""
     same = [r for r in records if r.kind == kind and r.tasks]
     mined = [r for r in records if r.sessions]
     calls: dict[str, float] = {}
@@ -275,7 +330,7 @@ def predict_calls(
         # a prior is recorded over 100 tasks; once nights were measured it weighs as
         # PRIOR_WEIGHT of one of theirs, whatever their size (else it outweighs small ones)
         size = sum(r.tasks for r in same) / len(same) / 100 if same else 1.0
-        for prior in PRIORS:
+        for prior in priors(shape):
             w = PRIOR_WEIGHT * size if same else 1.0
             if noise is None:
                 w *= prior.noise == 0.0  # nothing known: the consistent prior only

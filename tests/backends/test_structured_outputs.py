@@ -93,7 +93,7 @@ async def test_a_verdict_is_asked_with_its_schema_and_parsed() -> None:
             "schema": {
                 "type": "object",
                 "properties": {"score": {"type": "number", "minimum": 0.0, "maximum": 1.0},
-                               "reason": {"type": "string"}},
+                               "reason": {"type": "string", "maxLength": 200}},
                 "required": ["score", "reason"],
                 "additionalProperties": False,
             },
@@ -118,6 +118,46 @@ async def test_a_server_refusing_json_schema_falls_back_once_and_remembers() -> 
         assert _formats(server)[-1] == "json_object"
     assert totals["attempts"] == 4 and totals["calls"] == 3
     assert totals["failures"] == {"format_unsupported": 1}
+
+
+def _refusing_bounds(request: Request) -> Reply:
+    """A strict hosted API's rule: a schema bounding a string's length is refused."""
+    schema = ((request.body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if "maxLength" in json.dumps(schema):
+        message = "Invalid schema for response_format 'verdict': 'maxLength' is not permitted."
+        return Reply(status=400, body={"error": {"message": message, "type": "invalid"}})
+    return Reply(text=VERDICT)
+
+
+def _bounded(server: FakeModelServer) -> list[bool]:
+    return [
+        "maxLength" in json.dumps(r.body.get("response_format") or {})
+        for r in server.requests_for("m")
+    ]
+
+
+async def test_a_verdicts_reason_is_bounded_where_the_endpoint_takes_it() -> None:
+    """A grammar-constrained server ends the reason at the length the parser keeps (a small
+    judge's run-on reason had carried the reply past its token cap, score and all); an
+    endpoint that refuses the bound is asked with the schema alone, from then on."""
+    with FakeModelServer(rule=_refusing_bounds) as server:
+        async with _pool(server) as pool:
+            for _ in range(2):
+                done = await pool.complete(_judge_request())
+                assert parse_judge_reply(done.text).hard == 1.0
+        assert _formats(server) == ["json_schema"] * 3
+        assert _bounded(server) == [True, False, False]
+    with FakeModelServer(rule=lambda _: Reply(text=VERDICT)) as server:
+        async with _pool(server) as pool:
+            await pool.complete(_judge_request())
+        assert _bounded(server) == [True]
+
+
+def test_a_bound_is_asked_for_not_enforced_by_the_parser() -> None:
+    """The parser reads a reason longer than the bound (an endpoint that ignores it) and
+    keeps its first characters, as it always did."""
+    verdict = parse_judge_reply(json.dumps({"score": 0.5, "reason": "x" * 1000}))
+    assert verdict.soft == 0.5 and len(verdict.reason) == 200
 
 
 async def test_a_server_refusing_both_formats_gets_the_prompt_alone() -> None:

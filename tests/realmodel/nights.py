@@ -43,16 +43,17 @@ class NightRun:
     server_cpu: float  # the model server's CPU seconds during the night
 
     def judge_verdicts(self) -> tuple[int, int]:
-        """(judge calls, those whose first reply was usable): a call unusable at first was
-        retried by the pool (its ``pool.retry`` event of stage judge, attempt 1) or failed."""
+        """(verdicts asked, those whose first request's reply was usable). The judge stage's
+        calls count every request, each retry of the pool included (its ``pool.retry``
+        events of stage judge): the verdicts asked are the calls less the retries, and one
+        unusable at its first request was retried from attempt 1 (every judge failure is
+        retryable: an unusable reply, a transport error)."""
         judge = self.report.get("spend", {}).get("stages", {}).get("judge", {})
         calls = int(judge.get("calls", 0))
-        retried = sum(
-            1
-            for e in self.events("pool.retry")
-            if e.get("stage") == "judge" and int(e.get("attempt", 0)) == 1
-        )
-        return calls, max(0, calls - max(retried, int(judge.get("failed", 0))))
+        retries = [e for e in self.events("pool.retry") if e.get("stage") == "judge"]
+        asked = calls - len(retries)
+        first_retried = sum(1 for e in retries if int(e.get("attempt", 0)) == 1)
+        return asked, max(0, asked - first_retried)
 
     def estimated_calls(self) -> int:
         """The calls the night said it would make before its first one (0: none said)."""

@@ -30,7 +30,7 @@ def ask(server: RealModelServer, **body: Any) -> tuple[int, dict[str, Any]]:
         {"role": "system", "content": "You grade answers. Reply in JSON."},
         {"role": "user", "content": "Question: 2+2? Answer: 4. Grade it."},
     ]
-    payload = {"model": MODEL_NAME, "messages": messages, "temperature": 0, **body}
+    payload = {"model": MODEL_NAME, "messages": messages, "temperature": 0} | body
     request = urllib.request.Request(
         f"{server.url}/chat/completions",
         data=json.dumps(payload).encode(),
@@ -50,6 +50,25 @@ def test_json_schema_reply_has_the_schema_shape(real_model: RealModelServer) -> 
     verdict = json.loads(body["choices"][0]["message"]["content"])
     assert set(verdict) == {"verdict", "score"}
     assert verdict["verdict"] in ("pass", "fail") and isinstance(verdict["score"], int)
+
+
+def test_a_strings_max_length_ends_it(real_model: RealModelServer) -> None:
+    """``maxLength`` is enforced as llama.cpp's server enforces it: the string ends there,
+    and the reply is whole JSON, not cut mid-string by the token cap."""
+    schema = {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "maxLength": 40}},
+        "required": ["reason"],
+        "additionalProperties": False,
+    }
+    shape = {"name": "reason", "strict": True, "schema": schema}
+    messages = [{"role": "user", "content": "Explain in at least three long paragraphs why "
+                 "tests matter. Reply as JSON with a reason."}]  # fmt: skip
+    status, body = ask(real_model, messages=messages,
+                       response_format={"type": "json_schema", "json_schema": shape})  # fmt: skip
+    assert status == 200, body
+    reply = json.loads(body["choices"][0]["message"]["content"])
+    assert len(reply["reason"]) <= 40
 
 
 def test_usage_and_the_servers_count_agree(real_model: RealModelServer) -> None:

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night.entry import run_night
+from skillopt_sleep.stage_rates import PRIOR_PER_TASK, PRIOR_REFLECT
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import FILE_NAME
-from support.fake_model_server import FakeModelServer
+from support.fake_model_server import FakeModelServer, Reply, Request
 from support.sleep_setup import http_config
 from support.world_http import world_reply
 
@@ -116,3 +119,64 @@ async def test_a_revised_estimate_replaces_the_budget_warning(tmp_path: Path) ->
     assert detail["revised"]["calls"] <= data["budget"]["max_calls"] < detail["calls"]
     assert not any(WARNING in note for note in report["notes"]), report["notes"]
     assert detail["budget_warning"] == ""
+
+
+async def test_the_estimate_counts_the_mining_the_night_made(tmp_path: Path) -> None:
+    """Before: the estimate kept mining's plan (1 call) beside a night whose unusable mining
+    reply was asked again (2 calls); the note before mining now says that bound."""
+    demo = prepare_demo(tmp_path)
+    mining: list[Request] = []
+
+    def first_unusable(request: Request) -> Reply | None:
+        format_ = request.body.get("response_format") or {}
+        if (format_.get("json_schema") or {}).get("name") != "mined_tasks":
+            return None
+        mining.append(request)
+        return Reply(text="I found some tasks.") if len(mining) == 1 else None
+
+    with (
+        FakeModelServer(reply_fn=world_reply, rule=first_unusable) as server,
+        structlog.testing.capture_logs() as logs,
+    ):
+        data = _config(demo, server, 0.0).model_dump(mode="json")
+        data["night"].update(llm_mine=True, max_tasks=2)
+        outcome = await run_night(SleepConfig.model_validate(data), project=demo.project)
+    report = _report(outcome.run_dir)
+    mined = report["spend"]["calls_by_stage"]["mine"]
+    assert mined == len(mining) == 2
+    assert report["estimate_detail"]["by_stage"]["mine"] == mined
+    notes = [e["message"] for e in logs if e["event"] == "night.note"]
+    said = "mining about 1 model call(s) (at most 2, should replies need asking again)"
+    assert any(said in note for note in notes), notes
+
+
+async def test_a_first_nights_estimate_is_scaled_to_what_it_will_run(tmp_path: Path) -> None:
+    """A first night of exact-reference tasks, one sample each, one round: the prior (a
+    24-task night of the lift world, every sample judged, two samples, three rounds) is
+    scaled to it: no judging, one rollout a task where the prior drew two and more, and
+    reflection's calls for one round of its folds. Before: judge, rollouts and reflection
+    were the lift night's per task, whatever tonight would run."""
+    from skillopt.types import ReferenceKind, TaskRecord
+    from skillopt_sleep.mining.tasks_file import write_tasks_file
+
+    demo = prepare_demo(tmp_path)
+    asked = ["Which file sets the retry delay?", "Which flag turns on dry runs?",
+             "Which module parses sizes?", "Which test covers the CSV export?"]  # fmt: skip
+    exact = ReferenceKind.EXACT
+    tasks = [
+        TaskRecord(id=f"t{i}", intent=text, reference=f"answer {i}", reference_kind=exact)
+        for i, text in enumerate(asked)
+    ]
+    path = demo.root / "exact.json"
+    write_tasks_file(path, tasks, generated_at=datetime.now(UTC))
+    with FakeModelServer(reply_fn=world_reply) as server:
+        cfg = _config(demo, server, 0.0, dream_rollouts=1, rounds=1)
+        outcome = await run_night(cfg, project=demo.project, tasks_file=path, dry_run=True)
+    report = _report(outcome.run_dir)
+    detail = report["estimate_detail"]
+    assert detail["learned_from_nights"] == 0 and detail["tasks"]["learnable"] == 4
+    assert "judge" not in detail["by_stage"]
+    assert "judge" not in report["spend"]["calls_by_stage"]
+    prior_per_task = PRIOR_PER_TASK["rollout"]
+    assert detail["by_stage"]["rollout"] == round(4 * prior_per_task / 2)
+    assert detail["by_stage"]["reflect"] < PRIOR_REFLECT

@@ -13,10 +13,12 @@ from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.stage_rates import (
     LEARNING,
     PRIOR_PER_TASK,
+    PRIOR_REFLECT,
     PRIOR_WEIGHT,
     QUIET,
     RECENCY,
     NightRecord,
+    NightShape,
     night_record,
     predict_calls,
     stage_group,
@@ -155,3 +157,18 @@ def test_nights_like_tonights_give_the_span_a_plan_needs() -> None:
     assert two.span is None  # two nights like it say too little
     calm = predict_calls(records, kind=LEARNING, tasks=12, test=0, sessions=0, noise=0.0)
     assert calm.span is None  # one consistent night; the noisy ones are another model
+
+
+def test_the_priors_own_night_is_predicted_as_measured_and_others_scale() -> None:
+    """At the lift night's shape the priors stand as measured (``bench/cost.py`` rests on
+    them); a night of one sample, one round and few folds draws fewer rollouts and
+    reflections, and one the model judges none of has no judge calls."""
+    plain = predict_calls([], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0)
+    same = predict_calls([], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0,
+                         shape=NightShape())  # fmt: skip
+    assert same.calls == plain.calls
+    small = NightShape(samples=1, rounds=1, folds=2, rubric=0.0)
+    got = predict_calls([], kind=LEARNING, tasks=4, test=0, sessions=0, noise=0.0, shape=small)
+    assert "judge" not in got.calls
+    assert got.calls["rollout"] == round(4 * PRIOR_PER_TASK["rollout"] / 2)
+    assert got.calls["reflect"] == round(PRIOR_REFLECT * 2 / 3 * 1 / (1 + 2 / 6))

@@ -59,6 +59,12 @@ class ReplySchema:
 
     name: str
     schema: dict[str, Any] = field(compare=False)
+    # The same schema with the string lengths the parser keeps (``maxLength``), or None when
+    # it bounds none: a grammar-constrained server (llama.cpp, vLLM, Ollama) ends a string
+    # there, so a small model's run-on sentence cannot carry the reply past its token cap.
+    # Strict hosted APIs may refuse the keyword: only HTTP members send it, first, and fall
+    # back to ``schema`` where it is refused (:mod:`skillopt.backends.http.structured`).
+    bounded: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

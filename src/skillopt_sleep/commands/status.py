@@ -60,8 +60,9 @@ def _say_archive(stats: dict[str, Any] | None) -> None:
     for line in stats.get("supersessions") or ():
         say(f"  {line}")
     when = f" after night {stats['last_harvest_night']}" if stats["last_harvest_night"] else ""
-    if stats.get("counted_by"):
-        when = f" (counted by `{stats['counted_by']}`)"
+    by = str(stats.get("counted_by") or "")
+    if by:  # a command, or a night that kept nothing (its sessions all still pending)
+        when = f" (counted by {by})" if by.startswith("night ") else f" (counted by `{by}`)"
     start = stats["window_start"] or ("all history" if stats["window_fixed"] else "not set yet")
     say(
         f"  harvest: {stats['harvested_sessions']} session(s) harvested; backlog "

@@ -29,6 +29,7 @@ from skillopt_sleep.stage_rates import (
     NOISE_SCALE,
     QUIET,
     NightRecord,
+    NightShape,
     measured_alike,
     night_record,
     predict_calls,
@@ -82,12 +83,13 @@ _log = get_logger(__name__)
 
 def announce_mining(night: Night, calls: int) -> None:
     """Before the first mining call: the mining calls planned (the sessions the cache
-    lacks, packed into calls as the miner packs them)."""
+    lacks, packed into calls as the miner packs them), and the most they can take: each
+    call's reply is asked again once when it cannot be used."""
     night.mining_estimate = calls
     if calls:
         night.progress.note(
-            f"estimated spend: mining about {calls} model call(s); the rest is estimated "
-            "once the tasks are known"
+            f"estimated spend: mining about {calls} model call(s) (at most {2 * calls}, "
+            "should replies need asking again); the rest is estimated once the tasks are known"
         )
 
 
@@ -95,12 +97,13 @@ def _stage_calls(
     night: Night, by_stage: dict[str, int], *, recheck: int, rubric: float
 ) -> dict[str, int]:
     """The calls each stage is expected to make (``by_stage``: as predicted), a quiet
-    night's known samples and mining's own count or estimate in; stages with none left out."""
+    night's known samples and mining's in: what it made, mining being over when this is
+    said (its plan only when it made none, a resumed night's); stages with none left out."""
     if recheck:  # the samples the quiet night draws are known: a rollout and its judge each
         by_stage = {"rollout": recheck, "judge": round(recheck * rubric)}
     mined = night.spend.calls_by_stage.get("mine", 0)
     if night.mining_estimate is not None or mined:
-        by_stage["mine"] = night.mining_estimate if night.mining_estimate is not None else mined
+        by_stage["mine"] = mined or night.mining_estimate or 0
     return {s: n for s, n in by_stage.items() if n}
 
 
@@ -155,7 +158,7 @@ def announce_estimate(
     noise = tonight_noise(model.nights, known, guess.kind if guess else None)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
-        sessions=0, noise=noise,
+        sessions=0, noise=noise, shape=(shape := _shape(night.cfg, n_learn, rubric)),
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
     by_skill = _by_skill(by_stage, skills or {}, n_learn)
@@ -167,7 +170,7 @@ def announce_estimate(
     learned = _learned_from(predicted.nights, span)
     basis, on_noise = _noise_basis(known, guess, model.nights)
     sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
-    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test))
+    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test), shape)
     on_noise += f"; about {calm} if the probe finds it answers consistently" if calm else ""
     per_call = f"; per call: {priced.describe()}" if priced.sources else ""
     said = f"{estimate.describe()} ({learned}; {on_noise}){per_call}"
@@ -187,13 +190,20 @@ def announce_estimate(
         "noise": noise,
         "noise_basis": basis,
         "if_consistent": calm,
-        "tasks": {"learnable": n_learn, "test": len(test)},
+        "tasks": {"learnable": n_learn, "test": len(test), "judged_share": round(rubric, 4)},
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
+
+
+def _shape(cfg: SleepConfig, learnable: int, rubric: float) -> NightShape:
+    """What tonight will run, as the priors scale with it (:class:`NightShape`)."""
+    night = cfg.night
+    return NightShape(samples=night.dream_rollouts, rounds=night.rounds,
+                      folds=max(1, min(night.folds, learnable)), rubric=rubric)  # fmt: skip
 
 
 def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int) -> dict[str, int]:
@@ -203,7 +213,12 @@ def _by_skill(by_stage: Mapping[str, int], skills: Mapping[str, int], tasks: int
 
 
 def _if_consistent(
-    model: TokenModel, by_stage: Mapping[str, int], noise: float | None, tasks: int, test: int
+    model: TokenModel,
+    by_stage: Mapping[str, int],
+    noise: float | None,
+    tasks: int,
+    test: int,
+    shape: NightShape,
 ) -> int | None:
     """When tonight is priced as a noisy model's on no measurement (the config's guess or
     the last night's), what it costs should the noise probe find it consistent: the first
@@ -211,7 +226,7 @@ def _if_consistent(
     if noise is None or noise < NOISE_SCALE:
         return None
     calm = predict_calls(model.nights, kind=LEARNING, tasks=tasks, test=test, sessions=0,
-                         noise=0.0)  # fmt: skip
+                         noise=0.0, shape=shape)  # fmt: skip
     return by_stage.get("mine", 0) + sum(n for s, n in calm.calls.items() if s != "mine")
 
 
@@ -274,8 +289,11 @@ def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
     detail = estimate.detail
     tasks = detail.get("tasks") or {}
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
-    predicted = predict_calls(model.nights, kind=LEARNING, tasks=int(tasks.get("learnable", 0)),
-                              test=int(tasks.get("test", 0)), sessions=0, noise=noise)  # fmt: skip
+    learnable = int(tasks.get("learnable", 0))
+    shape = _shape(night.cfg, learnable, float(tasks.get("judged_share", 1.0)))
+    predicted = predict_calls(model.nights, kind=LEARNING, tasks=learnable,
+                              test=int(tasks.get("test", 0)), sessions=0, noise=noise,
+                              shape=shape)  # fmt: skip
     ahead = {s: n for s, n in predicted.calls.items() if s != "mine"}
     said = {s: n for s, n in detail["by_stage"].items() if s != "mine"}
     before, after = sum(said.values()), sum(ahead.values())

@@ -103,6 +103,12 @@ class Gathered:
     def recalled(self) -> tuple[TaskRecord, ...]:
         return tuple(t for t in self.tasks if t.origin is Origin.RECALL)
 
+    def pending(self, *, consumed: bool) -> int:
+        """Sessions pending after tonight: those the harvest left unread, and those it
+        read unless the night consumed them (a night that commits does; one that fails,
+        stops or only previews leaves them for the next night)."""
+        return self.backlog + (0 if consumed else self.n_sessions)
+
     def checkpoint(self) -> dict[str, Any]:
         """JSON data for the run journal: with ``tasks.jsonl``, enough to commit a
         resumed night exactly as the original would have (:meth:`restore`)."""

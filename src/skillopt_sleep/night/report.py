@@ -231,7 +231,7 @@ def build_report(
         )
         or None,
         **_edits_report(night, course),
-        **_tasks_report(night, course.gathered),
+        **_tasks_report(night, course.gathered, kept=course.committed and not night.dry_run),
         **(course.fanout.report() if course.fanout else {}),
     )
 
@@ -252,7 +252,7 @@ def _edits_report(night: Night, course: Course) -> dict[str, Any]:
     }
 
 
-def _tasks_report(night: Night, gathered: Gathered | None) -> dict[str, Any]:
+def _tasks_report(night: Night, gathered: Gathered | None, *, kept: bool) -> dict[str, Any]:
     if gathered is None:
         return {}
     tasks = gathered.tasks
@@ -268,7 +268,7 @@ def _tasks_report(night: Night, gathered: Gathered | None) -> dict[str, Any]:
             recalled=gathered.n_recalled,
         ),
         "harvest": HarvestSummary(
-            backlog=gathered.backlog,
+            backlog=gathered.pending(consumed=kept),
             outside_window=gathered.outside_window,
             why_nothing=gathered.why_nothing,
             notes=gathered.notes,

@@ -122,6 +122,18 @@ async def _drive(
     return night_outcome(night, course, report)
 
 
+def _recount_pending(archive: TaskArchive, gathered: Gathered, *, night_no: int) -> None:
+    """A night that keeps nothing consumed no session: the archive's pending count (what
+    ``status`` says) becomes what its report says, every session it read included."""
+    if gathered.source != "transcripts":
+        return
+    archive.recount_pending(
+        backlog=gathered.pending(consumed=False),
+        outside_window=gathered.outside_window,
+        by=f"night {night_no}, which kept nothing",
+    )
+
+
 def _open_documents(night: Night) -> Live:
     """A resumed night's judged rollouts preloaded; the live documents read (and pinned)."""
     if night.resumed:
@@ -158,6 +170,8 @@ def _commit(
             learned=[*learned_bullets(live.skill), *learned_bullets(live.memory)],
             fanout=course.fanout,
         )  # fmt: skip
+    elif not night.dry_run and course.gathered is not None:
+        _recount_pending(archive, course.gathered, night_no=report.night)
     report = report.model_copy(
         update={"archive_changes": changes, "archive": archive.stats().to_dict()}
     )

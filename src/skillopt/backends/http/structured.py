@@ -3,8 +3,11 @@
 A request whose reply has a shape (:attr:`CompletionRequest.reply_schema`) is sent with its
 JSON schema (``response_format`` type ``json_schema``, strict), which OpenAI, Azure, vLLM,
 llama.cpp and Ollama accept; a request that wants only JSON (``json_mode``) with type
-``json_object``. An endpoint that rejects the format (HTTP 400/422 naming it) is asked with
-the next weaker one: ``json_schema`` -> ``json_object`` -> the prompt alone. The downgrade is
+``json_object``. A schema that bounds a string's length (``ReplySchema.bounded``) goes out
+bounded first: a grammar-constrained server (llama.cpp, vLLM, Ollama) ends the string there,
+where a small model would otherwise run on until its token cap cut the reply. An endpoint that
+rejects the format (HTTP 400/422 naming it) is asked with the next weaker one: the bounded
+schema -> the schema -> ``json_object`` -> the prompt alone. The downgrade is
 learned from the first rejection and remembered for the process, per endpoint and model,
 so each later request goes out in the format that works; a member's ``structured_outputs``
 setting fixes the format instead (``auto`` learns).
@@ -46,9 +49,10 @@ _MARKERS = ("response_format", "json_schema", "json_object", "text.format", "sch
 class FormatLevel(IntEnum):
     """How a reply's shape is asked for, strongest first."""
 
-    JSON_SCHEMA = 0
-    JSON_OBJECT = 1
-    PROMPT = 2
+    BOUNDED_SCHEMA = 0  # the schema with its string length bounds (strict APIs may refuse them)
+    JSON_SCHEMA = 1
+    JSON_OBJECT = 2
+    PROMPT = 3
 
 
 _SETTING = {
@@ -78,7 +82,12 @@ class StructuredFormats:
         """The format to ask ``request``'s reply in; None when it wants free text."""
         if request.reply_schema is None and not request.json_mode:
             return None
-        wanted = FormatLevel.JSON_SCHEMA if request.reply_schema else FormatLevel.JSON_OBJECT
+        schema = request.reply_schema
+        wanted = (
+            FormatLevel.JSON_OBJECT if schema is None
+            else FormatLevel.JSON_SCHEMA if schema.bounded is None
+            else FormatLevel.BOUNDED_SCHEMA
+        )  # fmt: skip
         floor = self._fixed if self._fixed is not None else _learned.get(self._key, wanted)
         return max(wanted, floor)
 
@@ -94,8 +103,8 @@ class StructuredFormats:
             or not _names_format(error.cause)
         ):
             return error
-        weaker = FormatLevel(level + 1)
-        if _learned.get(self._key, FormatLevel.JSON_SCHEMA) < weaker:
+        weaker = _weaker(level, error.cause)
+        if _learned.get(self._key, FormatLevel.BOUNDED_SCHEMA) < weaker:
             _learned[self._key] = weaker
             _log.warning(
                 "http.format_downgraded",
@@ -114,20 +123,41 @@ class StructuredFormats:
         )
 
 
+def _weaker(level: FormatLevel, cause: str) -> FormatLevel:
+    """The level to ask in after ``level`` was refused for ``cause``: the bounded schema
+    refused for its bounds is asked without them; refused for anything else, the schema
+    alone would be too (it is the same schema), so ``json_object`` is next."""
+    if level is FormatLevel.BOUNDED_SCHEMA and not any(
+        bound in cause.lower() for bound in ("maxlength", "minlength")
+    ):
+        return FormatLevel.JSON_OBJECT
+    return FormatLevel(level + 1)
+
+
 def _names_format(cause: str) -> bool:
     lowered = cause.lower()
     return any(marker in lowered for marker in _MARKERS)
 
 
+def _schema_at(level: FormatLevel | None, request: CompletionRequest) -> dict[str, Any] | None:
+    """The JSON schema ``level`` sends for ``request`` (None: no schema at that level)."""
+    shape = request.reply_schema
+    if shape is None or level not in (FormatLevel.BOUNDED_SCHEMA, FormatLevel.JSON_SCHEMA):
+        return None
+    if level is FormatLevel.BOUNDED_SCHEMA and shape.bounded is not None:
+        return shape.bounded
+    return shape.schema
+
+
 def chat_format(level: FormatLevel | None, request: CompletionRequest) -> dict[str, Any] | None:
     """The chat completions ``response_format`` for ``level`` (None: send none)."""
-    if level is FormatLevel.JSON_SCHEMA and request.reply_schema is not None:
-        schema = request.reply_schema
+    schema = _schema_at(level, request)
+    if schema is not None and request.reply_schema is not None:
         return {
             "type": "json_schema",
-            "json_schema": {"name": schema.name, "schema": schema.schema, "strict": True},
+            "json_schema": {"name": request.reply_schema.name, "schema": schema, "strict": True},
         }
-    if level in (FormatLevel.JSON_SCHEMA, FormatLevel.JSON_OBJECT):
+    if level is not None and level <= FormatLevel.JSON_OBJECT:
         return {"type": "json_object"}
     return None
 
@@ -136,14 +166,14 @@ def responses_format(
     level: FormatLevel | None, request: CompletionRequest
 ) -> dict[str, Any] | None:
     """The Responses API ``text.format`` for ``level`` (None: send none)."""
-    if level is FormatLevel.JSON_SCHEMA and request.reply_schema is not None:
-        schema = request.reply_schema
+    schema = _schema_at(level, request)
+    if schema is not None and request.reply_schema is not None:
         return {
             "type": "json_schema",
-            "name": schema.name,
-            "schema": schema.schema,
+            "name": request.reply_schema.name,
+            "schema": schema,
             "strict": True,
         }
-    if level in (FormatLevel.JSON_SCHEMA, FormatLevel.JSON_OBJECT):
+    if level is not None and level <= FormatLevel.JSON_OBJECT:
         return {"type": "json_object"}
     return None

@@ -20,12 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from skillopt.backends.handoff import read_pending, write_answer
+from skillopt.backends.handoff import answer_path, read_pending, write_answer
 from skillopt_sleep.config import SleepConfig, managed_skill_name
-from skillopt_sleep.handoff import as_handoff, handoff_dir
-from skillopt_sleep.night.entry import NightOutcome, run_night
+from skillopt_sleep.handoff import as_handoff, bind_handoff, handoff_dir
+from skillopt_sleep.night.entry import NightOutcome, NightResult, run_night
 from skillopt_sleep.rundir import RunStatus
 from support.fake_model_server import FakeModelServer
 
@@ -85,6 +86,48 @@ def staged(outcome: NightOutcome) -> dict[str, str]:
     }
 
 
+async def sitting_by_sitting(
+    cfg: SleepConfig, project: Path, model: WorldModel
+) -> tuple[NightOutcome, int]:
+    """The night in handoff mode, each sitting's prompts answered by ``model``; the outcome
+    and how many prompts it asked."""
+    where = handoff_dir(cfg, project)
+    answered = 0
+    for _ in range(MOST_SITTINGS):
+        outcome = await run_night(cfg, project=project)
+        if outcome.status is not RunStatus.WAITING:
+            return outcome, answered
+        for prompt in read_pending(where):
+            write_answer(where, prompt.id, model.answer(prompt.prompt))
+            answered += 1
+    raise AssertionError(f"still waiting after {MOST_SITTINGS} sittings")
+
+
+async def in_one_sitting(
+    cfg: SleepConfig, project: Path, model: WorldModel
+) -> tuple[NightOutcome, int]:
+    """The night in handoff mode with ``--wait``, ``model`` answering each prompt as
+    ``pending.json`` lists it; the outcome and how many prompts it asked."""
+    waiting = bind_handoff(cfg, project, wait=600)
+    where = handoff_dir(waiting, project)
+    asked: set[str] = set()
+    done = anyio.Event()
+
+    async def agent() -> None:
+        while not done.is_set():
+            for prompt in read_pending(where):
+                if prompt.id not in asked and not answer_path(where, prompt.id).exists():
+                    write_answer(where, prompt.id, model.answer(prompt.prompt))
+                    asked.add(prompt.id)
+            await anyio.sleep(0.02)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(agent)
+        outcome = await run_night(waiting, project=project)
+        done.set()
+    return outcome, len(asked)
+
+
 @pytest.mark.slow
 async def test_sitting_by_sitting_a_handoff_night_takes_the_model_nights_decisions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -98,15 +141,7 @@ async def test_sitting_by_sitting_a_handoff_night_takes_the_model_nights_decisio
     assert reference.status is RunStatus.COMPLETE and reference.accepted, reference.reason
 
     handoff = as_handoff(cfg.model_copy(update={"state_dir": tmp_path / "handoff-state"}))
-    where = handoff_dir(handoff, project)
-    answered = 0
-    for _ in range(MOST_SITTINGS):
-        outcome = await run_night(handoff, project=project)
-        if outcome.status is not RunStatus.WAITING:
-            break
-        for prompt in read_pending(where):
-            write_answer(where, prompt.id, model.answer(prompt.prompt))
-            answered += 1
+    outcome, answered = await sitting_by_sitting(handoff, project, model)
     assert outcome.status is RunStatus.COMPLETE, outcome.reason
 
     assert trials(outcome) == trials(reference)
@@ -114,3 +149,29 @@ async def test_sitting_by_sitting_a_handoff_night_takes_the_model_nights_decisio
     assert (outcome.result, outcome.baseline, outcome.candidate) == (
         reference.result, reference.baseline, reference.candidate)  # fmt: skip
     assert answered == calls  # a prompt for each call the model's night made, each asked once
+
+
+@pytest.mark.slow
+async def test_under_a_budget_that_stops_the_night_each_sitting_counts_the_whole_night(
+    tmp_path: Path,
+) -> None:
+    """``budget.max_calls`` bounds the night: a later sitting counts what the earlier ones
+    were answered (read back, not asked again), so answered step by step the night stops
+    where it stops in one sitting (``--wait``), with the same trials and staged documents.
+    Before, each sitting counted only its own answers: the night never reached the cap and
+    tried everything (27 trials, where one sitting stops after 8)."""
+    model = WorldModel(world_seed=WORLD_SEED)
+    cfg, project = lift_project(tmp_path, "http://127.0.0.1:9/unused/v1")
+    budget = cfg.budget.model_copy(update={"max_calls": 450})  # the night asks 911 uncapped
+    capped = as_handoff(cfg.model_copy(update={"budget": budget}))
+    one, _ = await in_one_sitting(
+        capped.model_copy(update={"state_dir": tmp_path / "one"}), project, model
+    )
+    assert one.result is NightResult.BUDGET_REACHED and one.accepted, one.reason
+    steps, _ = await sitting_by_sitting(
+        capped.model_copy(update={"state_dir": tmp_path / "steps"}), project, model
+    )
+    assert steps.result is NightResult.BUDGET_REACHED, steps.reason
+    assert steps.reason.startswith("budget.max_calls = 450 reached"), steps.reason
+    assert trials(steps) == trials(one)
+    assert staged(steps) == staged(one)

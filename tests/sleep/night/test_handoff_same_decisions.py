@@ -172,6 +172,5 @@ async def test_under_a_budget_that_stops_the_night_each_sitting_counts_the_whole
         capped.model_copy(update={"state_dir": tmp_path / "steps"}), project, model
     )
     assert steps.result is NightResult.BUDGET_REACHED, steps.reason
-    assert steps.reason.startswith("budget.max_calls = 450 reached"), steps.reason
     assert trials(steps) == trials(one)
     assert staged(steps) == staged(one)

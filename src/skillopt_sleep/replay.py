@@ -6,10 +6,12 @@ Judging runs in the same task right after its attempt, so judges stream behind r
 instead of waiting for a whole wave.
 
 Finished rollouts are appended to ``rollouts.jsonl`` as they complete and are keyed by
-(task, skill hash, memory hash, sample, fresh); a resumed night reuses them instead of
-calling the model again. A job whose key is already in flight (a concurrent batch asked for
-the same sample a moment earlier: the baseline arm every candidate of a fold shares) waits
-for that rollout instead of paying for it twice.
+(task, skill hash, memory hash, sample, fresh), with the calls and tokens each cost
+(``spent``); a resumed night reuses them instead of calling the model again, and counts
+what they cost against the night's budget where it reads them back (``carry``), so its
+budget decides as the night's one run would. A job whose key is already in flight (a
+concurrent batch asked for the same sample a moment earlier: the baseline arm every
+candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
 A task whose own calls keep failing while the other tasks' calls answer (a request the
 endpoint cannot serve, whatever the documents) is *set aside* when none of its calls has
@@ -64,6 +66,7 @@ __all__ = [
     "clean",
     "forget_night_memos",
     "parse_judge_reply",
+    "spent_pair",
     "task_hint",
 ]
 
@@ -233,6 +236,8 @@ class Replayer:
     record: Callable[[list[dict[str, Any]]], None] | None = None
     evidence: Callable[[list[dict[str, Any]]], None] | None = None
     progress: Progress | None = None
+    # counts (calls, tokens) an earlier run of the night spent on a result read back now
+    carry: Callable[[int, int], None] | None = None
     attempt_tokens: int = ATTEMPT_TOKENS
     # Rows buffered before an append: 1 = each result is journalled as it lands, so a
     # resumed night pays only for calls that never answered (the run directory's journal
@@ -252,6 +257,9 @@ class Replayer:
     _streaks: dict[str, tuple[int, int]] = field(default_factory=dict)
     _answered: int = 0  # calls that answered, all tasks together
     _answered_tasks: set[str] = field(default_factory=set)  # tasks with a call that answered
+    # what earlier runs of the night spent on a preloaded result, counted once read back:
+    # a judged rollout (attempt and judge), an answer whose judging failed (the attempt)
+    _spent_before: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -265,12 +273,25 @@ class Replayer:
             if not key:
                 continue
             result = RolloutResult.from_dict({k: v for k, v in row.items() if k in allowed})
+            attempt, judge = _spent_parts(row.get("spent"))
             if not result.error:
                 self.done[str(key)] = result
                 self.answers.pop(str(key), None)
+                self._spent_before[str(key)] = (attempt[0] + judge[0], attempt[1] + judge[1])
             elif result.error.startswith("judge: ") and result.response:
                 self.answers[str(key)] = result
+                self._spent_before[str(key)] = attempt
+            else:
+                self._spent_before.pop(str(key), None)
         return len(self.done)
+
+    def _read_back(self, key: str) -> tuple[int, int]:
+        """What an earlier run spent on the preloaded result of ``key``, counted against
+        the night's budget the first time this run reads it back ((0, 0) after that)."""
+        calls, tokens = self._spent_before.pop(key, (0, 0))
+        if (calls or tokens) and self.carry is not None:
+            self.carry(calls, tokens)
+        return calls, tokens
 
     async def run(self, jobs: Sequence[Job]) -> list[RolloutResult]:
         """Results in the order of ``jobs``. Failures become results with ``error`` set.
@@ -283,6 +304,7 @@ class Replayer:
             if job.key in self.done:
                 results[i] = self.done[job.key]
                 self.reused += 1
+                self._read_back(job.key)
             elif job.key in self._flying:
                 todo.append((i, self._flying[job.key], False))
             else:
@@ -401,7 +423,7 @@ class Replayer:
         evidence: list[dict[str, Any]] = []
         spent = _Spent()
         try:
-            done = await self._attempt(job, request)
+            done = await self._attempt(job, request, spent)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             self._tick(False)
             self._failed_call(task.id, exc)
@@ -462,12 +484,13 @@ class Replayer:
         )  # fmt: skip
         return result
 
-    async def _attempt(self, job: Job, request: CompletionRequest) -> Completion:
+    async def _attempt(self, job: Job, request: CompletionRequest, spent: _Spent) -> Completion:
         """The attempt's reply: a model call, or the answer an earlier run of this night
         already paid for (its judging failed, so only the judge is asked again)."""
         kept = self.answers.pop(job.key, None)
         if kept is None:
             return await self.pool.complete(request)
+        spent.earlier = self._read_back(job.key)
         return Completion(
             text=kept.response,
             usage=Usage(completion_tokens=kept.tokens),
@@ -589,7 +612,8 @@ class Replayer:
             )
         if self.record is not None:
             row = result.to_dict()
-            row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value)
+            row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value,
+                       spent=spent.parts())  # fmt: skip
             row.update(grouped)
             self._rows.append(row)
         if self.evidence is not None:
@@ -621,18 +645,48 @@ class _Spent:
     judge: int = 0
     tokens: int = 0
     cached_tokens: int = 0
+    judge_tokens: int = 0  # part of ``tokens``
+    earlier: tuple[int, int] = (0, 0)  # (calls, tokens) an earlier run spent on the attempt
 
     def count(self, done: Completion, *, judge: bool = False) -> None:
         if done.cached:
             return
         requests = max(1, done.attempts)  # an unusable reply the pool asked again included
+        usage = done.spent or done.usage
         if judge:
             self.judge += requests
+            self.judge_tokens += usage.total_tokens
         else:
             self.attempt += requests
-        usage = done.spent or done.usage
         self.tokens += usage.total_tokens
         self.cached_tokens += usage.cached_tokens
+
+    def parts(self) -> dict[str, list[int]]:
+        """What the sample cost the night, as its row records it: the attempt's calls and
+        tokens (an earlier run's, when it read the answer back) and the judge's."""
+        attempt_tokens = self.tokens - self.judge_tokens
+        return {
+            "attempt": [self.attempt + self.earlier[0], attempt_tokens + self.earlier[1]],
+            "judge": [self.judge, self.judge_tokens],
+        }
+
+
+def spent_pair(value: object) -> tuple[int, int]:
+    """(calls, tokens) as a journal records them (``[calls, tokens]``); anything else (an
+    older journal, a damaged value) counts as (0, 0)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        return value[0], value[1]
+    return 0, 0
+
+
+def _spent_parts(raw: object) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A row's ``spent`` as ((attempt calls, tokens), (judge calls, tokens))."""
+    parts = raw if isinstance(raw, dict) else {}
+    return spent_pair(parts.get("attempt")), spent_pair(parts.get("judge"))
 
 
 def _cause(exc: BaseException) -> str:

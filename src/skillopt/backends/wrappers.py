@@ -200,6 +200,11 @@ class BudgetCompleter(PoolWrapper):
     finish and are counted. Cached replies cost nothing and are not counted as calls;
     :attr:`stages` keeps them apart, with each stage's calls, tokens and provider-cached
     tokens (the ledger).
+
+    A resumed night (a killed one, or a handoff night's next sitting) reads back what its
+    earlier runs were answered: :meth:`carry` counts those calls and tokens where they are
+    read back, so ``calls`` and ``tokens`` are the night's and the caps bound the night, as
+    in one run; :meth:`summary` and :attr:`calls_this_run` give this run's own.
     """
 
     def __init__(self, inner: Pool, *, max_calls: int = 0, max_tokens: int = 0) -> None:
@@ -221,10 +226,28 @@ class BudgetCompleter(PoolWrapper):
         self._full_caps = max_calls, max_tokens  # the caps ``holding_back`` lowered
         # (member, stage) -> [calls, tokens, estimated tokens]: what a token model learns from
         self.usage_by_member: dict[tuple[str, str], list[int]] = {}
+        self.carried_calls = 0  # part of ``calls`` an earlier run of this night made
+        self.carried_tokens = 0  # part of ``tokens`` likewise
 
     @property
     def exhausted(self) -> bool:
         return bool(self.reached)
+
+    @property
+    def calls_this_run(self) -> int:
+        """The calls this run made (``calls`` less what earlier runs of the night made)."""
+        return self.calls - self.carried_calls
+
+    def carry(self, calls: int, tokens: int) -> None:
+        """Count ``calls`` and ``tokens`` an earlier run of this night spent on a result
+        read back now: the night's spend, against the caps, but no call of this run. A
+        budget this one spends from (a child night's parent) carries them too."""
+        self.calls += calls
+        self.tokens += tokens
+        self.carried_calls += calls
+        self.carried_tokens += tokens
+        if isinstance(self.inner, BudgetCompleter):
+            self.inner.carry(calls, tokens)
 
     @contextmanager
     def holding_back(self, calls: int, tokens: int) -> Iterator[None]:
@@ -275,7 +298,11 @@ class BudgetCompleter(PoolWrapper):
 
     def spent(self) -> str:
         """What the night spent so far, for the line that says why it stopped."""
-        return f"{self.calls} calls, {self.tokens} tokens spent"
+        earlier = (
+            f" ({self.carried_calls} of the calls made before this run resumed the night)"
+            if self.carried_calls else ""
+        )  # fmt: skip
+        return f"{self.calls} calls, {self.tokens} tokens spent{earlier}"
 
     def stopped(self) -> str:
         """Which cap stopped the night ("" while none did), with what was spent."""
@@ -358,9 +385,11 @@ class BudgetCompleter(PoolWrapper):
         tally[2] += estimated
 
     def summary(self) -> dict[str, Any]:
+        """This run's spend (what an earlier run of the night spent under ``carried``)."""
+        carried = {"carried": {"calls": self.carried_calls, "tokens": self.carried_tokens}}
         return {
-            "calls": self.calls,
-            "tokens": self.tokens,
+            "calls": self.calls_this_run,
+            "tokens": self.tokens - self.carried_tokens,
             "failures": self.failures,
             "max_calls": self.max_calls,
             "max_tokens": self.max_tokens,
@@ -371,6 +400,7 @@ class BudgetCompleter(PoolWrapper):
             "calls_by_stage": self.calls_by_stage,
             "stages": {name: row.to_dict() for name, row in sorted(self.stages.items())},
             "errors_by_class": dict(self.errors_by_class),
+            **(carried if self.carried_calls or self.carried_tokens else {}),
         }
 
 

@@ -139,6 +139,7 @@ class Night:
             record=self._record_rollouts,
             evidence=evidence,
             progress=progress,
+            carry=self.spend.carry,
         )
         reflector = Reflector(
             pool=self.spend,
@@ -245,13 +246,13 @@ class Night:
         if self.live is not None and name not in AFTER_DECISION:
             check_unchanged(self.live, name)
         self.progress.stage(name)
-        self._calls_at[name] = self.spend.calls
+        self._calls_at[name] = self.spend.calls_this_run
         self._hits_at[name] = self.spend.cache_hits
         self.run.begin_stage(name, self.clock())
         self.observer.stage_started(name)
 
     def stage_ended(self, name: str, **extra: Any) -> None:
-        calls = self.spend.calls - self._calls_at.get(name, self.spend.calls)
+        calls = self.spend.calls_this_run - self._calls_at.get(name, self.spend.calls_this_run)
         hits = self.spend.cache_hits - self._hits_at.get(name, self.spend.cache_hits)
         self.run.end_stage(name, self.clock(), model_calls=calls, cache_hits=hits, **extra)
         self.observer.stage_ended(name)
@@ -296,11 +297,16 @@ class Night:
         saved = self.run.journal.checkpoint.get(f"reflect.{key}")
         if saved is not None:
             outcome = ReflectOutcome.from_dict(saved)
+            if key not in self.reflections:  # an earlier run of the night asked it
+                self.spend.carry(outcome.calls, 0)
         else:
             outcome = await self.reflector.reflect(
                 target=target, docs=docs, sets=sets, budget=self.cfg.night.edit_budget
             )
-            if not self.waiting():  # a reflection missing a reply is asked again
+            # a reflection missing a reply is asked again on resume, and so is one whose
+            # every call failed (an outage, a refused budget: no reply either)
+            no_reply = not outcome.edits and not outcome.raw and bool(outcome.errors)
+            if not self.waiting() and not no_reply:
                 self.run.checkpoint(f"reflect.{key}", outcome.to_dict())
         self.reflections[key] = outcome
         if not outcome.edits and outcome.reason:

@@ -65,7 +65,7 @@ from skillopt_sleep.night.restore import propose_restore
 from skillopt_sleep.night.skills.fanout import Fanout
 from skillopt_sleep.night.skills.shared import fold_in, share_memory
 from skillopt_sleep.night_progress import ProgressCompleter
-from skillopt_sleep.replay import Docs
+from skillopt_sleep.replay import Docs, spent_pair
 from skillopt_sleep.retention import apply_retention
 from skillopt_sleep.rundir import RunStatus
 from skillopt_sleep.state import ProjectState, StateStore, project_dir
@@ -382,9 +382,11 @@ async def _gather(
     if night.resumed and run.stage_done("harvest"):
         rows = run.read_tasks()
         info = run.journal.checkpoint.get("gather", {})
+        night.spend.carry(*spent_pair(info.get("spent")))  # the night's budget counts its mining
         return Gathered.restore([TaskRecord.from_dict(r) for r in rows], info)
     night.begin("harvest")
     revive_for_models(night, archive)
+    before = night.spend.calls, night.spend.tokens
     gathered = await gather_night(
         night.cfg,
         project=night.project,
@@ -399,7 +401,8 @@ async def _gather(
     night.sessions_mined = gathered.n_sessions if uses_llm_miner(night.cfg) else 0
     night.check_waiting("harvest")  # tasks mined from a missing reply are never saved
     run.write_tasks(t.to_dict() for t in gathered.tasks)
-    run.checkpoint("gather", gathered.checkpoint())
+    spent = [night.spend.calls - before[0], night.spend.tokens - before[1]]
+    run.checkpoint("gather", {**gathered.checkpoint(), "spent": spent})
     for note in gathered.notes:
         night.progress.note(note)
     night.end(

@@ -156,9 +156,10 @@ async def test_tasks_the_archive_saw_steady_draw_one_sample_and_a_noisy_one_draw
     assert others and set(others.values()) == {1}, drawn
 
 
-async def test_a_handoff_night_asks_every_rollout_in_its_first_sitting(tmp_path: Path) -> None:
-    """No probe there: its verdict would wait for a sitting of its own, and a noisy
-    agent's night would take two more (the probe's judging, then the rest)."""
+async def test_a_handoff_night_asks_the_probes_wave_in_its_first_sitting(tmp_path: Path) -> None:
+    """A handoff night probes as the model's night does (issue 32 item 7: without the probe
+    it drew other samples, and took other decisions): its first sitting asks one sample of
+    every task and a second of the probed ones, and waits for them before the verdict."""
     demo = prepare_demo(tmp_path)
     base = _config(demo)
     night = base.night.model_copy(update={"llm_mine": False})  # the mock cannot mine
@@ -166,4 +167,5 @@ async def test_a_handoff_night_asks_every_rollout_in_its_first_sitting(tmp_path:
     outcome = await run_night(cfg, project=demo.project)
     assert outcome.status is RunStatus.WAITING and outcome.failed_stage == "rollouts"
     asked = Counter(p.stage for p in read_pending(handoff_dir(cfg, demo.project)))
-    assert asked["rollout"] == K * outcome.n_tasks > 0, asked
+    n = outcome.n_tasks
+    assert asked["rollout"] == n + min(n, probe_size()) < K * n, asked

@@ -135,6 +135,23 @@ async def test_spending_pool_stops_at_the_cap() -> None:
     assert tokens.reached == "tokens"
 
 
+async def test_what_an_earlier_run_spent_counts_against_the_cap_not_as_this_runs_calls() -> None:
+    """A resumed night (a handoff night's next sitting) carries what the answers it reads
+    back cost: the cap is the night's, the summary this run's; a child's budget carries
+    into its parent's, as its calls do."""
+    parent = BudgetCompleter(ScriptedPool(["a", "b", "c"]), max_calls=3)
+    child = BudgetCompleter(parent)
+    child.carry(2, 50)
+    request = CompletionRequest(role=Role.TARGET, prompt="p", stage="rollout")
+    await child.complete(request)
+    with pytest.raises(BudgetExceededError, match=r"3 calls, .* \(2 of the calls made before"):
+        await child.complete(request)
+    assert (parent.calls, parent.carried_calls, parent.calls_this_run) == (3, 2, 1)
+    assert parent.summary()["calls"] == 1 and parent.summary()["carried"]["calls"] == 2
+    assert child.tokens - child.carried_tokens == parent.summary()["tokens"]
+    assert "carried" not in BudgetCompleter(ScriptedPool([])).summary()
+
+
 async def test_the_token_cap_refuses_the_call_that_would_cross_it() -> None:
     pool = ScriptedPool(["a", "b"])
     spend = BudgetCompleter(pool, max_tokens=1000)

@@ -20,9 +20,11 @@ One wave (:func:`draw_rollouts`), K = ``max(night.dream_rollouts, gate.samples_p
    task, as without the probe (the probe's samples are read back, not paid twice); later
    waves draw K.
 
-A handoff night (``[pool] kind = "handoff"``) draws K as before: there every verdict
-waits for a sitting of its own, so a probe that finds noise would add two (its judging,
-then the rest).
+A handoff night (``[pool] kind = "handoff"``) probes like any other: its answers are the
+model's, and a night that skipped the probe would draw other samples and so take other
+decisions than the model's night given the same answers (issue 32). The verdict waits for
+the probe's answers (a sitting of its own, step by step), and a resumed sitting reaches it
+again from the answers read back.
 
 The probe's size, and why a miss cannot weaken a decision, are in ``docs/night.md``
 ("The noise probe"). The verdict is kept on the night (``Night.consistent_tonight``); a
@@ -89,7 +91,7 @@ async def draw_rollouts(
     """One rollouts wave of ``tasks`` under ``docs``, sample ids from ``first``: K samples
     of each task, or one where they could only repeat it (the module's walk)."""
     full = steady_samples(night)
-    if full <= 1 or not tasks or (night.cfg.pool is not None and night.cfg.pool.handoff):
+    if full <= 1 or not tasks:
         return await _draw(night, tasks, docs, {t.id: full for t in tasks}, first)
     known = noise_estimates(night, tasks, docs)
     steady = {tid for tid, e in known.items() if e.steady and e.samples >= full}

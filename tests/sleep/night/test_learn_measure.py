@@ -33,9 +33,11 @@ from skillopt_sleep.night.learn.crossfit import (
     FRESH,
     RETEST,
     ROUND,
+    Standing,
     learn_step,
 )
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
+from skillopt_sleep.night.learn.pairs import apply_to
 from skillopt_sleep.night.learn.rounds import consolidate
 from skillopt_sleep.night.learn.trials import SPOILED_EARLIER, Verdict
 from skillopt_sleep.reflect import ReflectMode, ReflectOutcome, RolloutSet
@@ -335,3 +337,34 @@ async def test_a_spoiler_in_one_document_is_dropped_for_what_it_cancels_in_the_o
     assert decision.accepted and S in decision.rejected
     assert {e.content for e in decision.applied} == {A.content, B.content}
     assert all(e.target is EditTarget.MEMORY for e in decision.applied)
+
+
+async def test_an_edit_of_a_line_written_tonight_is_measured_on_the_documents_holding_it() -> None:
+    """A later round's ``replace`` of a line an earlier round kept cannot apply to the live
+    documents (they do not hold that line): its single stands on the best documents."""
+    fix = EditRecord(op="replace", anchor=S.content, content=A.content, target=EditTarget.SKILL)
+
+    async def replace_s(
+        key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+    ) -> ReflectOutcome:
+        return ReflectOutcome(edits=(fix,), mode=ReflectMode.CONTRASTIVE, calls=1)
+
+    measure, pool = _measure(ScriptedTarget())
+    measure.reflect = replace_s
+    measure.noise.probed(True)
+    tasks = [t for t in TASKS if t.id[0] in "al"]
+    async with pool:
+        best = apply_to(START, [S])[0]
+        base = await measure.draw_rollouts(tasks, best, ROUND)
+        step = await learn_step(
+            measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=best, base=base,
+            folds=[tasks[::2], tasks[1::2]], first_id=ROUND,
+            standing=Standing(start=START, kept=(S,)),
+        )  # fmt: skip
+    single = next(t for t in measure.findings.trials if t.kind == "single")
+    assert single.decision is not None and single.applied == [fix]
+    per_task = {p["task_id"]: p for p in single.decision.arithmetic["per_task"]}
+    # its baseline is the documents holding S: the lenient tasks pass there (not live)
+    assert all(p["baseline"] == 1.0 for t, p in per_task.items() if t.startswith("l"))
+    assert all(p["candidate"] == 1.0 for t, p in per_task.items() if t.startswith("a"))
+    assert fix not in step.accepted  # it trades S's lenient credit for A's tasks: no gain

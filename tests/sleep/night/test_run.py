@@ -281,7 +281,8 @@ async def test_test_split_is_scored_after_the_decision_only(demo: DemoSetup) -> 
     assert test_ids and report["test"]["n"] == len(test_ids)
     assert outcome.test_score == report["test"]["score"]
     rows = [json.loads(x) for x in (outcome.run_dir / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["phase"] for r in rows if r["task_id"] in test_ids} == {"test"}
+    # scored after the decision only (and topped up for the next night once it is made)
+    assert {r["phase"] for r in rows if r["task_id"] in test_ids} - {"steady"} == {"test"}
     assert "## Test split" in (outcome.run_dir / "report.md").read_text()
 
 

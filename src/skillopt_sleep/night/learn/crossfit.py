@@ -76,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADOPT",
     "ATTRIBUTE",
+    "BAND",
     "FINAL",
     "FRESH",
     "MASK",
@@ -110,15 +111,15 @@ class StepResult:
 
 @dataclass(frozen=True, kw_only=True)
 class Standing:
-    """What a step's singles stand on and its union holds: the night's live documents
-    (``start``) and the edits earlier rounds kept, with the gains their singles showed.
+    """What a step's union holds and measures against: the night's live documents
+    (``start``) and the edits kept so far tonight, with the gains their singles showed.
 
-    Every single is measured against the live documents, not the documents earlier
-    rounds made: a kept rule that cancels what later rules do (every answer made a
-    near-miss a lenient judge still credits) would stand under each later single and hide
-    its gain from every test. Measured against the live documents, a later rule shows its
-    gain; the step's union holds every kept edit too, so it loses that gain and its
-    attribution finds the rule that cancels it."""
+    A kept rule that cancels what later rules do (every answer made a near-miss a lenient
+    judge still credits) stands under each later single and hides its gain: such a single
+    moves no task. So a single that moves no task while tonight kept edits is measured
+    again against the live documents, where its gain shows; and the step's union holds
+    every kept edit with the new ones, against the live documents, so it loses that gain
+    and its attribution finds the rule that cancels it."""
 
     start: Docs
     kept: tuple[EditRecord, ...] = ()
@@ -153,6 +154,10 @@ the step (a round's union) whose documents it checks."""
 ADOPT = 6000
 """First sample id of ``adopt --edit``'s check of a subset of a night's edits, apart from
 every sample the night decided on."""
+BAND = 500
+"""The second target step of a round draws its union, attribution, masking and retest
+samples this far into each of those ranges: none of its decisions reads the samples the
+first step's decisions were made on."""
 ROUND = 10_000
 """Sample ids of round ``r`` start at ``(r - 1) * ROUND``: a round that tries again on the
 documents an earlier round already measured draws new samples instead of reading back the
@@ -185,13 +190,14 @@ async def learn_step(
     carried: Sequence[Candidate] = (),
     first_id: int = 0,
     standing: Standing | None = None,
+    band: int = 0,
 ) -> StepResult:
     """Reflect per fold for each target (on ``base``, the rollouts under ``best``), gate each
-    edit alone on its fold against ``standing.start`` (:class:`Standing`; by default
-    ``best``), then one union of every target's accepted singles and the edits kept so far
-    (ids from first_id). The targets are learned together: a rule kept in one document
-    that cancels what the other document's rules do would otherwise stand under each of
-    their singles and hide its gain."""
+    edit alone on its fold on ``best`` (against the live documents where it moves nothing
+    there, :class:`Standing`), then one union of the accepted singles and the edits kept
+    so far, against the live documents. Singles draw sample ids from ``first_id``, the
+    union and what follows it from ``first_id + band`` onwards (a second step of the same
+    round takes another ``band``, so its decisions are on samples of their own)."""
     standing = standing or Standing(start=best)
     step = StepResult(best=best, measured=base, accepted=list(standing.kept))
     parts = [
@@ -224,7 +230,14 @@ async def learn_step(
     shown = riders(singles) if measure.gate.mode == "strict" else []
     if passed or (standing.kept and shown):
         label = targets[0].value if len(targets) == 1 else "both"
-        await _union(measure, round_no, label, tasks, standing, passed, step, first_id, shown)
+        await _union(measure, round_no, label, tasks, standing, passed, step, first_id + band,
+                     shown)  # fmt: skip
+    _account(step, passed)
+    return step
+
+
+def _account(step: StepResult, passed: Sequence[tuple[Candidate, Trial, Docs]]) -> None:
+    """Every proposal of a kept rule counts as kept; the other accepted singles as rejected."""
     kept = {harm_key(e) for e in step.accepted}
     step.accepted.extend(c.edit for c, _, _ in passed if harm_key(c.edit) in kept)
     step.accepted = list(dict.fromkeys(step.accepted))
@@ -232,7 +245,6 @@ async def learn_step(
     step.rejected.extend(c.edit for c, _, _ in passed if c.edit not in accepted)
     step.rejected = list(dict.fromkeys(e for e in step.rejected if e not in accepted))
     step.untested = [c for c in step.untested if c.edit not in accepted]
-    return step
 
 
 async def _propose(
@@ -344,25 +356,34 @@ async def _singles(
     by_id: Mapping[str, Task],
     first_id: int,
 ) -> list[tuple[Candidate, Trial, Docs]]:
-    """Each candidate alone against the live documents (:class:`Standing`), or against
-    ``best`` (``on``'s second) where it changes only a line tonight wrote; a rule already
-    kept is not tested again."""
+    """Each candidate alone on the best documents so far (``on``'s second); one that moves
+    no task there, against the live documents (:class:`Standing`)."""
     name = f"round{round_no}.trial_{target.value}"
     measure.begin(name)
     results: list[RolloutResult] = []
-    motivated = [
-        _failing([by_id[t] for t in sorted(c.motivated_from or c.seen) if t in by_id], base)
-        for c in candidates
-    ]
-
+    motivated = [_failing([by_id[t] for t in sorted(c.motivated_from or c.seen) if t in by_id],
+                          base) for c in candidates]  # fmt: skip
     budget = (
         SinglesBudget(measure.budget, samples=measure.gate.samples_per_task, n_tasks=len(by_id))
         if measure.noise.tight_budget else None
     )  # fmt: skip
 
+    standing, best = on
+
+    async def test(cand: Candidate, held: list[Task], ref: Docs, docs: Docs) -> GateDecision:
+        before = measure.spend.calls
+        b, c = await compare(measure, held, ref, docs, phase="trial",
+                             plan=clear_pass(measure.gate), offset=first_id)  # fmt: skip
+        if budget is not None:
+            budget.ran(len(held), measure.spend.calls - before)
+        results.extend(c.results)
+        return decide_paired(b.scores, c.scores, config=measure.gate,
+                             task_ids=[t.id for t in held], seen=cand.seen,
+                             confirm_from=c.confirm_from)  # fmt: skip
+
     async def one(i: int) -> tuple[Candidate, Trial, Docs]:
         cand = candidates[i]
-        ref, docs, app = _single_docs(*on, cand.edit)
+        docs, app = apply_to(best, [cand.edit])
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
         found = measure.findings
@@ -372,16 +393,11 @@ async def _singles(
         )  # fmt: skip
         if not trial.note:
             trial.note = cand.why
-            before = measure.spend.calls
-            b, c = await compare(measure, held, ref, docs, phase="trial",
-                                 plan=clear_pass(measure.gate), offset=first_id)  # fmt: skip
-            if budget is not None:
-                budget.ran(len(held), measure.spend.calls - before)
-            results.extend(c.results)
-            trial.decision = decide_paired(
-                b.scores, c.scores, config=measure.gate,
-                task_ids=[t.id for t in held], seen=cand.seen, confirm_from=c.confirm_from,
-            )  # fmt: skip
+            trial.decision = await test(cand, held, best, docs)
+            live = _on_live(standing, cand.edit) if _inert(trial.decision) else None
+            if live is not None:  # a kept edit may hide its gain: against the live documents
+                trial.decision, docs = await test(cand, held, standing.start, live), live
+                trial.note = "; ".join(n for n in (trial.note, INERT_ON_KEPT) if n)
         return cand, trial, docs
 
     if budget is None:
@@ -410,17 +426,28 @@ def _record_singles(
     measure.check_budget(name)
 
 
-def _single_docs(standing: Standing, best: Docs, edit: EditRecord) -> tuple[Docs, Docs, Any]:
-    """(the single's baseline, its documents, the application): the live documents and
-    ``edit`` on them; ``best`` and ``edit`` on it where ``edit`` does not apply to the live
-    documents (it changes a line tonight wrote) or is a rule already kept (it then changes
-    nothing, and is not tested)."""
-    if harm_key(edit) not in {harm_key(e) for e in standing.kept}:
-        docs, app = apply_to(standing.start, [edit])
-        if app.applied:
-            return standing.start, docs, app
-    docs, app = apply_to(best, [edit])
-    return best, docs, app
+INERT_ON_KEPT = (
+    "it moved no task on top of the edits kept tonight: measured against the live documents"
+)
+"""A single's note when its decision is the one against the live documents."""
+
+
+def _inert(decision: GateDecision | None) -> bool:
+    """A single that moved no held-out task (none of its samples missing)."""
+    return (
+        decision is not None
+        and decision.action is GateAction.UNTESTED
+        and not decision.arithmetic.get("missing_samples")
+    )
+
+
+def _on_live(standing: Standing, edit: EditRecord) -> Docs | None:
+    """``edit`` on the live documents, when tonight kept edits and it applies there (it does
+    not change a line tonight wrote, nor repeat a rule kept); None otherwise."""
+    if not standing.kept or harm_key(edit) in {harm_key(e) for e in standing.kept}:
+        return None
+    docs, app = apply_to(standing.start, [edit])
+    return docs if app.applied else None
 
 
 def _single_trial(

@@ -5,11 +5,11 @@ One night's learning (:func:`consolidate`), returning a :class:`Decision`:
 1. **Rollouts.** K samples of every learnable task under the live documents: reflection
    material and the baseline. When every task already passes, or there is only one task
    (nothing could be held out), the night stops here with nothing to learn.
-2. **Rounds** (up to ``rounds``). Each round deals the tasks into folds and takes both
-   target documents through :func:`.crossfit.learn_step` (reflect per fold and document,
-   singles on held-out folds against the live documents, one union of every edit kept so
-   far and the new ones); a later round reflects on the best documents so far, on
-   samples of its own. Rounds stop early when every task passes or a settled round kept
+2. **Rounds** (up to ``rounds``). Each round deals the tasks into folds and takes each
+   target document in turn through :func:`.crossfit.learn_step` (reflect per fold, singles
+   on held-out folds, one union of every edit kept so far and the new ones against the
+   live documents); a later round starts from the best documents so far, on samples of
+   its own. Rounds stop early when every task passes or a settled round kept
    nothing. Once a step kept an edit, a baseline's worth of budget is held back for the
    final check: when the rest runs out mid-round, the steps already finished go to the
    final check instead of the night ending with nothing.
@@ -37,6 +37,7 @@ from skillopt.types import (
 )
 from skillopt_sleep.night.learn.budget_plan import NOT_TRIED
 from skillopt_sleep.night.learn.crossfit import (
+    BAND,
     FINAL,
     ROUND,
     Candidate,
@@ -246,14 +247,23 @@ async def _learn_rounds(
             )
             folds = make_folds(tasks, n_folds=measure.settings.folds, seed=measure.settings.seed,
                                rotation=rotation * 100 + round_no)  # fmt: skip
-        step = await learn_step(
-            measure, round_no=round_no, targets=targets, tasks=tasks, best=learned.best,
-            base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
-            first_id=first_id,
-            standing=Standing(start=start, kept=tuple(dict.fromkeys(learned.applied)),
-                              gains=learned.gains),
-        )  # fmt: skip
-        learned.keep(measure.budget, step)
+        for band, target in enumerate(targets):
+            if learned.measured is not rolled and (
+                len(next(iter(learned.measured.scores.values()), ()))
+                < measure.settings.dream_rollouts
+            ):  # a step kept an edit: its union's samples are no rollouts to reflect on
+                learned.measured = await _rollouts(
+                    measure, f"round{round_no}.rollouts_{target.value}", tasks, learned.best,
+                    first_id,
+                )  # fmt: skip
+            step = await learn_step(
+                measure, round_no=round_no, targets=(target,), tasks=tasks, best=learned.best,
+                base=learned.measured, folds=folds, carried=carried if round_no == 1 else (),
+                first_id=first_id, band=band * BAND,
+                standing=Standing(start=start, kept=tuple(dict.fromkeys(learned.applied)),
+                                  gains=learned.gains),
+            )  # fmt: skip
+            learned.keep(measure.budget, step)
 
 
 async def paired_check(

@@ -43,6 +43,12 @@ average 7-8; the model's CPU per request is the figure that does not depend on t
     in all          exit 0 0/3; usable 0/12; counts equal 0/3; estimate within x2 0/3;
                     no traceback, nothing staged, live files untouched 3/3; wall 1,107 s
 
+With the estimate revised after round 1's reflections (main at 1ca0cc7 + est31d, load 1-3.6):
+exit 0 3/3, judge verdicts usable 12/12, counts equal 3/3; estimate before the gate 18, 21
+and 16 calls for 18, 21 and 16 requests (x1.0; first printed 134, 134 and 132: x6.4-x8.2).
+Reflection proposed no edit on any night, and with no test split nothing is left after it:
+the revision is what was spent (the figure said before the first call is still the gate's).
+
     .venv/bin/python bench/real_model.py [--nights demo,agents,demo-heuristic] [--json]
 """
 

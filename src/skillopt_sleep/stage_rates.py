@@ -44,6 +44,7 @@ __all__ = [
     "JUDGED",
     "KEEP",
     "LEARNING",
+    "PRIOR_EDITS",
     "PRIOR_MINE_PER_SESSION",
     "PRIOR_NOISY_PER_TASK",
     "PRIOR_PER_TASK",
@@ -70,6 +71,9 @@ NOISE_SCALE = 0.05  # nights whose noise differs by this much weigh 1/e as much
 PRIOR_PER_TASK = {"rollout": 4.7, "trial": 11.7, "union": 5.0, "final": 2.0}
 PRIOR_REFLECT = 8.0
 PRIOR_JUDGED = 0.5
+# the candidate edits its three rounds' reflections proposed (main at 1ca0cc7: 6, 4 and 2),
+# what its trials were run on: scaled as reflection is
+PRIOR_EDITS = 12.0
 PRIOR_TEST_PER_TASK = 1.0  # an attempt (its judge call is the judge stage's)
 # ... and a first night of a model flipping 20 % of its answers there (a third of the
 # tasks' first rollouts disagree): the prior once tonight's noise is measured.
@@ -77,6 +81,7 @@ PRIOR_NOISY_PER_TASK = {"rollout": 8.5, "trial": 41.1, "union": 15.1, "attributi
                         "final": 2.6}  # fmt: skip
 PRIOR_NOISY_REFLECT = 25.0
 PRIOR_NOISY_JUDGED = 0.61
+PRIOR_NOISY_EDITS = 14.0  # three such nights proposed 12, 16 and 14
 # The stages whose answers the judge judges: its calls are counted per call of theirs.
 JUDGED = ("rollout", "trial", "union", "final", "attribution", "steady", "recheck", "test")
 PER_NIGHT = frozenset({"reflect"})
@@ -122,13 +127,14 @@ _PRIOR_SHAPE = NightShape()
 
 
 def _prior(
-    noise: float, per_task: Mapping[str, float], reflect: float, judged: float
+    noise: float, per_task: Mapping[str, float], reflect: float, judged: float, edits: float
 ) -> NightRecord:
     calls = {s: round(r * 100) for s, r in per_task.items()}
     calls["test"] = round(PRIOR_TEST_PER_TASK * 100)
     calls["reflect"] = round(reflect)
     calls["judge"] = round(judged * sum(calls.get(s, 0) for s in JUDGED))
-    return NightRecord(kind=LEARNING, tasks=100, test=100, noise=noise, calls=calls)
+    return NightRecord(kind=LEARNING, tasks=100, test=100, noise=noise, calls=calls,
+                       edits=round(edits))  # fmt: skip
 
 
 def stage_group(stage: str) -> str:
@@ -152,6 +158,7 @@ class NightRecord:
     sampling: str | None = None  # consistent | noisy: what the config said (.sampling)
     calls: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
+    edits: int | None = None  # candidate edits its reflections proposed (None: not recorded)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,6 +175,7 @@ class NightRecord:
             sampling=None if data.get("sampling") is None else str(data["sampling"]),
             calls={str(k): int(v) for k, v in dict(data.get("calls", {})).items()},
             tokens={str(k): int(v) for k, v in dict(data.get("tokens", {})).items()},
+            edits=None if data.get("edits") is None else int(data["edits"]),
         )
 
     def unit(self, stage: str) -> int:
@@ -202,10 +210,11 @@ def priors(shape: NightShape | None = None) -> tuple[NightRecord, NightRecord]:
 
     return (
         _prior(PRIOR_NOISE[CONSISTENT], per_task(PRIOR_PER_TASK),
-               PRIOR_REFLECT * at.scaled("reflect"), PRIOR_JUDGED * at.scaled("judge")),
+               PRIOR_REFLECT * at.scaled("reflect"), PRIOR_JUDGED * at.scaled("judge"),
+               PRIOR_EDITS * at.scaled("reflect")),
         _prior(PRIOR_NOISE[NOISY], per_task(PRIOR_NOISY_PER_TASK),
                PRIOR_NOISY_REFLECT * at.scaled("reflect"),
-               PRIOR_NOISY_JUDGED * at.scaled("judge")),
+               PRIOR_NOISY_JUDGED * at.scaled("judge"), PRIOR_NOISY_EDITS * at.scaled("reflect")),
     )  # fmt: skip
 
 
@@ -218,9 +227,11 @@ def night_record(
     noise: float | None,
     stages: Mapping[str, tuple[int, int]],
     sampling: str | None = None,
+    edits: int | None = None,
 ) -> NightRecord:
     """One night's record from its ledger (request stage -> (calls, tokens)); ``sampling``:
-    consistent or noisy, as the config said the target samples."""
+    consistent or noisy, as the config said the target samples; ``edits``: the candidate
+    edits its reflections proposed."""
     calls: dict[str, int] = {}
     tokens: dict[str, int] = {}
     for stage, (n, used) in stages.items():
@@ -228,7 +239,7 @@ def night_record(
         calls[group] = calls.get(group, 0) + n
         tokens[group] = tokens.get(group, 0) + used
     return NightRecord(kind=kind, tasks=tasks, test=test, sessions=sessions, noise=noise,
-                       sampling=sampling, calls=calls, tokens=tokens)  # fmt: skip
+                       sampling=sampling, calls=calls, tokens=tokens, edits=edits)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,6 +254,9 @@ class Prediction:
     # made on tonight's tasks (mining and the test split aside), with how many they are;
     # None under SPAN_NIGHTS of them
     span: tuple[int, int, int] | None = None
+    # the candidate edits a reflection call was expected to propose, what the trials and
+    # their judging were priced on (None: no night recorded how many)
+    edits_per_reflection: float | None = None
 
 
 def _weights(records: Sequence[NightRecord], noise: float | None) -> list[float]:
@@ -352,7 +366,18 @@ def predict_calls(
     rounded = {s: round(n) for s, n in calls.items() if round(n)}
     priced = {s: round(n * per_call[s]) for s, n in rounded.items() if s in per_call}
     return Prediction(calls=rounded, tokens=priced, nights=len(same), noise=noise,
-                      span=_span(same, noise, tasks))  # fmt: skip
+                      span=_span(same, noise, tasks),
+                      edits_per_reflection=_edits_per_reflection(pool, weights))  # fmt: skip
+
+
+def _edits_per_reflection(records: Sequence[NightRecord], weights: Sequence[float]) -> float | None:
+    """The candidate edits per reflection call of the weighted nights that recorded them."""
+    edits = reflect = 0.0
+    for rec, w in zip(records, weights, strict=True):
+        if rec.edits is not None and rec.calls.get("reflect"):
+            edits += w * rec.edits
+            reflect += w * rec.calls["reflect"]
+    return edits / reflect if reflect else None
 
 
 def _span(

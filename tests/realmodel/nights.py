@@ -25,6 +25,9 @@ from support.transcripts import Turn, write_claude_session, write_codex_session
 # sample and one round each; every gate setting stays the user's default.
 NIGHT_TIMEOUT = 1200
 MAX_CALLS = 80
+# The estimate's revisions said before the gate's first trial (night/estimate_revision.py):
+# once the first rollouts measured the noise, and once round 1's reflections proposed edits.
+BEFORE_THE_GATE = ("the first rollouts", "round 1's reflections")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +59,19 @@ class NightRun:
         return asked, max(0, asked - first_retried)
 
     def estimated_calls(self) -> int:
+        """The calls the night said it would make before the gate spent any: its estimate as
+        last revised before the first trial (once the first rollouts measured the noise, or
+        round 1's reflections the edits proposed: a night whose reflection proposes none
+        runs no gate), else as said before its first call (0: none said). What it said before
+        its first call is :meth:`first_estimate`."""
+        detail = self.report.get("estimate_detail") or {}
+        before_gate = [
+            int(r["calls"]) for r in detail.get("revisions") or []
+            if r.get("after") in BEFORE_THE_GATE
+        ]  # fmt: skip
+        return before_gate[-1] if before_gate else int(detail.get("calls", 0))
+
+    def first_estimate(self) -> int:
         """The calls the night said it would make before its first one (0: none said)."""
         return int((self.report.get("estimate_detail") or {}).get("calls", 0))
 

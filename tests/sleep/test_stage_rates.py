@@ -12,6 +12,7 @@ from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night.entry import run_night
 from skillopt_sleep.stage_rates import (
     LEARNING,
+    PRIOR_EDITS,
     PRIOR_PER_TASK,
     PRIOR_REFLECT,
     PRIOR_WEIGHT,
@@ -172,3 +173,19 @@ def test_the_priors_own_night_is_predicted_as_measured_and_others_scale() -> Non
     assert "judge" not in got.calls
     assert got.calls["rollout"] == round(4 * PRIOR_PER_TASK["rollout"] / 2)
     assert got.calls["reflect"] == round(PRIOR_REFLECT * 2 / 3 * 1 / (1 + 2 / 6))
+
+
+def test_the_edits_reflection_proposed_are_recorded_and_learned() -> None:
+    """What the gate's trials were priced on: the candidate edits per reflection call, the
+    prior's until a night recorded its own (older records, without them, say nothing)."""
+    prior = predict_calls([], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0)
+    assert prior.edits_per_reflection == pytest.approx(PRIOR_EDITS / PRIOR_REFLECT, rel=0.1)
+    few = dataclasses.replace(CONSISTENT, calls={**CONSISTENT.calls, "reflect": 6}, edits=0)
+    assert NightRecord.from_dict(json.loads(json.dumps(few.to_dict()))) == few
+    unrecorded = NightRecord.from_dict({k: v for k, v in few.to_dict().items() if k != "edits"})
+    assert unrecorded.edits is None
+    learned = predict_calls([few], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0)
+    assert learned.edits_per_reflection is not None
+    assert learned.edits_per_reflection < 0.1 * PRIOR_EDITS / PRIOR_REFLECT
+    again = predict_calls([unrecorded], kind=LEARNING, tasks=24, test=0, sessions=0, noise=0.0)
+    assert again.edits_per_reflection == pytest.approx(prior.edits_per_reflection)

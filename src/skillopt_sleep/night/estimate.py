@@ -4,15 +4,15 @@ Before mining, :func:`announce_mining` says what mining tonight's sessions will 
 Before the learning stages spend anything, :func:`announce_estimate` says how many calls
 each stage will make and what they will cost, learned from what the project's earlier
 nights spent per task and stage (:mod:`skillopt_sleep.stage_rates`) and priced from what
-they and earlier calls measured, and warns when the budget will cut the night short. After
-the night, :func:`learn_tokens` folds tonight's measured spend into the model.
+they and earlier calls measured, and warns when the budget will cut the night short (said
+again once the night has measured what it assumed: :mod:`.estimate_revision`). After the
+night, :func:`learn_tokens` folds tonight's measured spend into the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from skillopt.config import CLI_KINDS
 from skillopt.logging import get_logger
@@ -43,7 +43,7 @@ __all__ = [
     "announce_estimate",
     "announce_mining",
     "learn_tokens",
-    "revise_estimate",
+    "night_shape",
 ]
 
 # The order a night spends in, so the line reads the same on every run.
@@ -158,7 +158,7 @@ def announce_estimate(
     noise = tonight_noise(model.nights, known, guess.kind if guess else None)
     predicted = predict_calls(
         model.nights, kind=QUIET if recheck else LEARNING, tasks=n_learn, test=len(test),
-        sessions=0, noise=noise, shape=(shape := _shape(night.cfg, n_learn, rubric)),
+        sessions=0, noise=noise, shape=(shape := night_shape(night.cfg, n_learn, rubric)),
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
     by_skill = _by_skill(by_stage, skills or {}, n_learn)
@@ -166,8 +166,7 @@ def announce_estimate(
     priced, tokens = _priced(night, model, predicted.tokens, by_stage, tasks, docs, rubric)
     estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
                              by_skill=by_skill)  # fmt: skip
-    span = predicted.span if not recheck else None
-    learned = _learned_from(predicted.nights, span)
+    learned = _learned_from(predicted.nights, span := predicted.span if not recheck else None)
     basis, on_noise = _noise_basis(known, guess, model.nights)
     sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
     calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test), shape)
@@ -191,6 +190,7 @@ def announce_estimate(
         "noise_basis": basis,
         "if_consistent": calm,
         "tasks": {"learnable": n_learn, "test": len(test), "judged_share": round(rubric, 4)},
+        "edits_per_reflection": predicted.edits_per_reflection,
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
@@ -199,7 +199,7 @@ def announce_estimate(
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured
 
 
-def _shape(cfg: SleepConfig, learnable: int, rubric: float) -> NightShape:
+def night_shape(cfg: SleepConfig, learnable: int, rubric: float) -> NightShape:
     """What tonight will run, as the priors scale with it (:class:`NightShape`)."""
     night = cfg.night
     return NightShape(samples=night.dream_rollouts, rounds=night.rounds,
@@ -282,77 +282,6 @@ def _text_prior(tasks: list[TaskRecord], docs: Docs) -> float:
     return (len(fixed) + asked / len(tasks)) / 4 + REPLY_TOKENS
 
 
-def revise_estimate(night: Night, estimate: Estimate, noise: float) -> None:
-    """Once the first rollouts measured tonight's noise (``noise``: the share of tasks whose
-    samples disagreed): when the learning ahead is now expected to cost more than 30 % off
-    what was said, say it again (``estimate_detail.revised``), with the budget's warning."""
-    detail = estimate.detail
-    tasks = detail.get("tasks") or {}
-    model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
-    learnable = int(tasks.get("learnable", 0))
-    shape = _shape(night.cfg, learnable, float(tasks.get("judged_share", 1.0)))
-    predicted = predict_calls(model.nights, kind=LEARNING, tasks=learnable,
-                              test=int(tasks.get("test", 0)), sessions=0, noise=noise,
-                              shape=shape)  # fmt: skip
-    ahead = {s: n for s, n in predicted.calls.items() if s != "mine"}
-    said = {s: n for s, n in detail["by_stage"].items() if s != "mine"}
-    before, after = sum(said.values()), sum(ahead.values())
-    if not before or abs(after - before) <= 0.3 * before:
-        return
-    calls = night.spend.calls_by_stage.get("mine", 0) + after
-    measured = _measured_alike(model.nights, noise)
-    detail["revised"] = {
-        "calls": calls,
-        "by_stage": ahead,
-        "noise": noise,
-        "basis": "measured" if measured else "prior",
-    }
-    said_before = f"(was {detail['calls']})"
-    figure = (
-        f"about {calls} model calls in all {said_before}"
-        if measured or after < before
-        # a prior's noisy night is one world's: say the span, not a figure to plan with
-        else f"between {detail['calls']} and {calls} model calls in all: no night this noisy "
-        "was measured on this project yet, so the upper figure is a prior"
-    )
-    line = (
-        f"revised estimate after the first rollouts (answers disagreed on {noise:.0%} of the "
-        f"tasks): {figure}"
-    )
-    night.notes.append(line)
-    night.progress.note(line)
-    _replace_warning(night, detail, calls)
-
-
-def _replace_warning(night: Night, detail: dict[str, Any], calls: int) -> None:
-    """The budget's word on the revised estimate replaces the one said with the first:
-    a warning the revision no longer bears out is taken back, a new one said in its place."""
-    said = str(detail.get("budget_warning") or "")
-    if said in night.notes:
-        night.notes.remove(said)
-    budget = night.cfg.budget
-    first = int(detail.get("calls") or 0)
-    tokens = round(int(detail.get("tokens") or 0) * calls / first) if first else 0
-    warning = budget_warning(calls=calls, tokens=tokens, max_calls=budget.max_calls,
-                             max_tokens=budget.max_tokens)  # fmt: skip
-    if warning:
-        night.notes.append(warning)
-        night.progress.note(warning)
-        night.noise.budget_is_tight()
-    elif said:
-        night.progress.note("the revised estimate fits the budget: the warning no longer holds")
-    detail["budget_warning"] = warning
-
-
-def _measured_alike(records: list[NightRecord], noise: float) -> bool:
-    """Whether a measured learning night of this project had about tonight's noise."""
-    return any(
-        r.kind == LEARNING and r.tasks and r.noise is not None
-        and abs(r.noise - noise) <= NOISE_SCALE
-        for r in records
-    )  # fmt: skip
-
-
 def _as_calls(by_stage: Mapping[str, int]) -> dict[str, int]:
     """Stages as the member pricing names them (reflection apart, the rest attempts)."""
     return {("reflect" if s == "reflect" else s): n for s, n in by_stage.items()}
@@ -400,4 +329,5 @@ def _night_record(night: Night, course: Course) -> NightRecord | None:
         noise=night.noise_seen,
         stages={name: (row.calls, row.tokens) for name, row in night.spend.stages.items()},
         sampling=guess.kind if (guess := sampling_guess(night.cfg.pool)) else None,
+        edits=sum(night.findings.proposed) if night.findings.proposed else None,
     )  # fmt: skip

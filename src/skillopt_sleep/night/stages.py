@@ -26,6 +26,7 @@ night.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from pathlib import Path
 
@@ -44,12 +45,8 @@ from skillopt.types import Split, TaskRecord
 from skillopt_sleep.model_change import model_advisory, model_key
 from skillopt_sleep.night.archive_exchange import carried_edits, commit_archive, revive_for_models
 from skillopt_sleep.night.course import Course, TestScore
-from skillopt_sleep.night.estimate import (
-    announce_estimate,
-    announce_mining,
-    learn_tokens,
-    revise_estimate,
-)
+from skillopt_sleep.night.estimate import announce_estimate, announce_mining, learn_tokens
+from skillopt_sleep.night.estimate_revision import revise_on_edits, revise_on_noise
 from skillopt_sleep.night.gather_tasks import Gathered, gather_night, uses_llm_miner
 from skillopt_sleep.night.learn.decision import Decision
 from skillopt_sleep.night.learn.rounds import consolidate
@@ -232,7 +229,8 @@ async def _learn_gathered(
         return
     said = course.estimate
     assert said is not None  # a night that was not quiet said its estimate
-    night.noise.on_first_rollouts = lambda noise: revise_estimate(night, said, noise)
+    night.noise.on_first_rollouts = lambda noise: revise_on_noise(night, said, noise)
+    night.learning.on_proposed = functools.partial(revise_on_edits, night, said)
     restored = None if fan.learning() else await propose_restore(night, learn, live)
     if restored is not None:  # the adopted version does worse: its restore is staged
         course.decision, course.result = restored, NightResult.ACCEPTED

@@ -263,7 +263,9 @@ async def _propose(
                 held = tuple(t.id for t in tasks if t.id not in c.seen)
                 proposed.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
                                           carried_nights=c.carried_nights, why=c.why))  # fmt: skip
-    return merge_same(proposed, [t.id for t in tasks])
+    merged = merge_same(proposed, [t.id for t in tasks])
+    measure.proposed(round_no, len(merged))
+    return merged
 
 
 def _sort_singles(

@@ -152,6 +152,7 @@ class Findings:
     # they cancelled what other edits gained, and are not tried again tonight
     spoilers: dict[tuple[str, str, str], str] = field(default_factory=dict)
     lost_tasks: set[str] = field(default_factory=set)  # none of whose calls answered
+    proposed: list[int] = field(default_factory=list)  # candidate edits, per round
 
 
 @dataclass
@@ -214,6 +215,8 @@ class Measure:
         self._reflect = reflect
         self._draw = draw
         self._note = note
+        # hears each round's candidate edits (round, edits), before any is tried
+        self.on_proposed: Callable[[int, int], None] | None = None
 
     # -- scores ----------------------------------------------------------------------
 
@@ -241,6 +244,13 @@ class Measure:
         """Tell the user now (the progress line); the report reads ``findings``."""
         if self._note is not None:
             self._note(text)
+
+    def proposed(self, round_no: int, edits: int) -> None:
+        """A round's reflections (and the edits carried from earlier nights) proposed
+        ``edits`` candidate edits, before any was tried: the night revises its estimate."""
+        self.findings.proposed.append(edits)
+        if self.on_proposed is not None:
+            self.on_proposed(round_no, edits)
 
     async def reflect(
         self, key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]

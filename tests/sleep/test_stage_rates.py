@@ -125,8 +125,9 @@ async def test_a_revision_resting_on_a_prior_says_a_span_not_a_figure(demo: Demo
     assert isinstance(revised, dict) and revised["basis"] == "prior"
     assert outcome.run_dir is not None
     notes = json.loads((outcome.run_dir / "report.json").read_text())["notes"]
-    line = next(n for n in notes if n.startswith("revised estimate"))
-    assert f"between {detail['calls']} and {revised['calls']}" in line and "prior" in line
+    line = next(n for n in notes if n.startswith("revised estimate after the first rollouts"))
+    on_noise = next(r for r in detail["revisions"] if r["after"] == "the first rollouts")
+    assert f"between {detail['calls']} and {on_noise['calls']}" in line and "prior" in line
     # the span's lower end was the plan: within x2 of the spend on a night that rests on
     # another world's prior (issue 31's bound; +-30 % is for nights with records of their own)
     assert spent / 2 <= int(str(detail["calls"])) <= spent * 2

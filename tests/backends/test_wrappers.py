@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import anyio
 
-from skillopt.backends.base import Completion, CompletionRequest, Message, Role
+from skillopt.backends.base import Completion, CompletionRequest, Message, Role, Usage
 from skillopt.backends.cache import ResponseCache
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.wrappers import DrainingCompleter, RedactingCompleter, StageCounter
+from skillopt.errors import ReplyFormatError
 from support.trainer_fakes import ScriptedBackend, pool_of
 
 GITHUB = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123"
@@ -109,3 +110,27 @@ async def test_stage_counter_counts_cache_hits_apart_from_answered_calls() -> No
     row = counter.snapshot()["rollout"]
     assert (row["calls"], row["cache_hits"]) == (1, 2) and len(backend.requests) == 1
     assert row["prompt_tokens"] == 11  # tokens of the one answered call only
+
+
+async def test_stage_counter_counts_every_request_an_unusable_reply_was_asked_again() -> None:
+    """The pool asks again when a reply is unusable (``check_reply``): the trainer's
+    accounting counts both requests and both replies' tokens, as the server saw them."""
+    replies = iter(["not a verdict", '{"score": 1.0}'])
+    backend = ScriptedBackend(reply=lambda _r: next(replies))
+
+    def usable(text: str) -> None:
+        if not text.startswith("{"):
+            raise ReplyFormatError("no JSON object", raw=text)
+
+    async with pool_of(backend) as pool:
+        counter = StageCounter(pool)
+        await counter.complete(
+            CompletionRequest(role=Role.OPTIMIZER, prompt="x" * 40, stage="judge",
+                              check_reply=usable)
+        )  # fmt: skip
+    row = counter.snapshot()["judge"]
+    assert row["calls"] == len(backend.requests) == 2
+    assert row["completion_tokens"] == sum(
+        Usage.estimate(r.text_for_key(), t).completion_tokens
+        for r, t in zip(backend.requests, ["not a verdict", '{"score": 1.0}'], strict=True)
+    )

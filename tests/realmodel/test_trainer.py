@@ -29,9 +29,9 @@ UNSHAPED = (
     "verdicts are unusable often enough that every rollout of the trainer's baseline fails"
 )
 RETRIES_UNCOUNTED = (
-    "issue 31 item 2: the trainer's StageCounter counts one call per complete(), not per "
-    "request sent (the night's budget, ledger and report do); and while its baseline fails "
-    "the run ends before it writes timing.json"
+    "issue 31 item 2: the trainer's StageCounter counts every request the pool sent for a "
+    "reply now (tests/backends/test_wrappers.py), but while its baseline fails the run ends "
+    "before it writes timing.json, and a request that failed outright is not counted"
 )
 
 

@@ -447,8 +447,9 @@ def _error_class(exc: BaseException) -> str:
 class StageCounter:
     """Counts calls and tokens per stage (deterministic accounting for the trainer).
 
-    ``calls`` and the token counts are what a model answered; a reply the response cache
-    served costs nothing and is counted apart as ``cache_hits``."""
+    ``calls`` and the token counts are every request the pool sent for a reply, an unusable
+    reply it asked again included (``Completion.attempts``, ``Completion.spent``); a reply
+    the response cache served costs nothing and is counted apart as ``cache_hits``."""
 
     def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
         self.inner = inner
@@ -470,10 +471,11 @@ class StageCounter:
         if completion.cached:
             row["cache_hits"] += 1
         else:
-            row["calls"] += 1
-            row["prompt_tokens"] += completion.usage.prompt_tokens
-            row["completion_tokens"] += completion.usage.completion_tokens
-            row["cached_tokens"] += completion.usage.cached_tokens
+            usage = completion.spent or completion.usage
+            row["calls"] += max(1, completion.attempts)
+            row["prompt_tokens"] += usage.prompt_tokens
+            row["completion_tokens"] += usage.completion_tokens
+            row["cached_tokens"] += usage.cached_tokens
         if self._on_call is not None:
             self._on_call(request.stage)
         return completion

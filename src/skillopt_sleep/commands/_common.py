@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the config, logging and anyio load when a command runs, not
     from skillopt_sleep.config import SleepConfig
 
 __all__ = [
+    "DEFAULT_PATIENCE",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -56,6 +57,7 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 EXIT_INTERRUPTED = 130
 EXIT_WAITING = 75  # handoff mode: prompts wait for answers (= night.outcome.EXIT_WAITING)
+DEFAULT_PATIENCE = 1800.0  # ``--wait`` alone: give up after 30 minutes with no answer landing
 
 
 def emit_json(data: dict[str, Any]) -> None:

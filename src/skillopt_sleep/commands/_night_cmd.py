@@ -16,6 +16,7 @@ from skillopt.backends.open import CompleterStack, open_completer
 from skillopt.errors import AnswerPendingError, LockHeldError, RefusedError
 from skillopt.storage_errors import storage_failures
 from skillopt_sleep.commands._common import (
+    DEFAULT_PATIENCE,
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
     again,
@@ -28,7 +29,6 @@ from skillopt_sleep.commands._common import (
     self_command,
 )
 from skillopt_sleep.commands._runs import pending, recover_adoptions, say_recovered
-from skillopt_sleep.commands.once import DEFAULT_PATIENCE
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.handoff import (
     as_handoff,

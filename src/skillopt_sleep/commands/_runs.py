@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from skillopt.atomicio import read_json_object
 from skillopt.errors import SelectionRequiredError, SkillOptError
 from skillopt_sleep import rundir
 from skillopt_sleep.adopt import (
@@ -62,11 +63,7 @@ def run_summary(path: Path) -> dict[str, Any]:
 
 def _set_aside(path: Path) -> list[str]:
     """The tasks a night set aside (their calls kept failing), from its report."""
-    try:
-        report = json.loads((path / rundir.REPORT_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    rows = report.get("set_aside") if isinstance(report, dict) else None
+    rows = read_json_object(path / rundir.REPORT_JSON).get("set_aside")
     if not isinstance(rows, list):
         return []
     return [str(r.get("task")) for r in rows if isinstance(r, dict)]

@@ -6,6 +6,7 @@ import argparse
 import random
 
 from skillopt_sleep.commands._common import (
+    DEFAULT_PATIENCE,
     EXIT_INTERRUPTED,
     EXIT_WAITING,
     add_night_args,
@@ -13,12 +14,11 @@ from skillopt_sleep.commands._common import (
 )
 from skillopt_sleep.observer import NO_OBSERVER, StageObserver
 
-__all__ = ["DEFAULT_PATIENCE", "HELP", "NAME", "ORDER", "register", "run", "start_delay"]
+__all__ = ["HELP", "NAME", "ORDER", "register", "run", "start_delay"]
 
 NAME = "once"
 HELP = "Run one night now: harvest, replay, reflect, gate, stage (resumes an interrupted one)."
 ORDER = 10
-DEFAULT_PATIENCE = 1800.0  # --wait alone: give up after 30 minutes with no answer landing
 
 
 def _seconds(text: str) -> int:

@@ -103,6 +103,44 @@ async def test_a_consistent_model_draws_one_sample_per_task_and_the_probe(
     assert max(later.values()) <= 2  # later waves (other documents) are one sample each
 
 
+class SecondThoughtJudge:
+    """The world over HTTP, with a judge that scores an answer it has graded before a
+    quarter point higher (a judge asked the same again, after a fault say, need not repeat
+    itself); the model's answers are the same every time."""
+
+    def __init__(self) -> None:
+        self.graded: Counter[str] = Counter()
+
+    def reply(self, request: Any) -> str:
+        text = world_reply(request)
+        if "# What a good answer does" not in request.user_text:
+            return text
+        self.graded[request.user_text] += 1
+        if self.graded[request.user_text] == 1:
+            return text
+        verdict = json.loads(text)
+        verdict["score"] = min(1.0, float(verdict["score"]) + 0.25)
+        return json.dumps(verdict)
+
+
+async def test_the_judge_scoring_one_answer_two_ways_is_not_the_models_noise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's pairs repeat the model's answers; only the judge's second look differs.
+    The model is consistent: one sample per task, as with a judge that repeats itself."""
+    monkeypatch.setenv("SKILLOPT_TEST_FAKE_KEY", "k")
+    demo = prepare_demo(tmp_path)
+    judge = SecondThoughtJudge()
+    with FakeModelServer(reply_fn=judge.reply) as server:
+        cfg = _config(demo, server.url("m"))
+        start = _live(cfg, demo)
+        outcome = await run_night(cfg, project=demo.project)
+    assert max(judge.graded.values()) >= 2  # the judge did grade an answer twice
+    drawn = _first_wave(outcome, start)
+    n = len(drawn)
+    assert sum(drawn.values()) == n + min(n, probe_size()) < K * n
+
+
 async def test_a_noisy_model_shows_in_the_probe_and_every_task_gets_k_samples(
     tmp_path: Path,
 ) -> None:

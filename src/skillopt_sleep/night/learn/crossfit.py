@@ -79,6 +79,7 @@ __all__ = [
     "BAND",
     "FINAL",
     "FRESH",
+    "INERT_ON_KEPT",
     "MASK",
     "RETEST",
     "ROUND",
@@ -116,8 +117,9 @@ class Standing:
 
     A kept rule that cancels what later rules do (every answer made a near-miss a lenient
     judge still credits) stands under each later single and hides its gain: such a single
-    moves no task. So a single that moves no task while tonight kept edits is measured
-    again against the live documents, where its gain shows; and the step's union holds
+    moves no task (on a noisy model: shows no significant gain, :func:`_may_hide_a_gain`).
+    So such a single, while tonight kept edits, is measured again against the live
+    documents, where its gain shows; and the step's union holds
     every kept edit with the new ones, against the live documents, so it loses that gain
     and its attribution finds the rule that cancels it."""
 
@@ -193,7 +195,7 @@ async def learn_step(
     band: int = 0,
 ) -> StepResult:
     """Reflect per fold for each target (on ``base``, the rollouts under ``best``), gate each
-    edit alone on its fold on ``best`` (against the live documents where it moves nothing
+    edit alone on its fold on ``best`` (against the live documents where it shows no gain
     there, :class:`Standing`), then one union of the accepted singles and the edits kept
     so far, against the live documents. Singles draw sample ids from ``first_id``, the
     union and what follows it from ``first_id + band`` onwards (a second step of the same
@@ -396,7 +398,8 @@ async def _singles(
         if not trial.note:
             trial.note = cand.why
             trial.decision = await test(cand, held, best, docs)
-            live = _on_live(standing, cand.edit) if _inert(trial.decision) else None
+            hidden = _may_hide_a_gain(trial.decision, measure.noise.consistent_tonight)
+            live = _on_live(standing, cand.edit) if hidden else None
             if live is not None:  # a kept edit may hide its gain: against the live documents
                 trial.decision, docs = await test(cand, held, standing.start, live), live
                 trial.note = "; ".join(n for n in (trial.note, INERT_ON_KEPT) if n)
@@ -429,18 +432,25 @@ def _record_singles(
 
 
 INERT_ON_KEPT = (
-    "it moved no task on top of the edits kept tonight: measured against the live documents"
+    "it showed no gain on top of the edits kept tonight: measured against the live documents"
 )
 """A single's note when its decision is the one against the live documents."""
 
 
-def _inert(decision: GateDecision | None) -> bool:
-    """A single that moved no held-out task (none of its samples missing)."""
-    return (
-        decision is not None
-        and decision.action is GateAction.UNTESTED
-        and not decision.arithmetic.get("missing_samples")
-    )
+def _may_hide_a_gain(decision: GateDecision | None, consistent: bool | None) -> bool:
+    """Whether a single's test on the best documents may have missed a gain a kept edit
+    hides (:class:`Standing`), so that it is measured again against the live documents.
+
+    On a model the probe found consistent, a hidden gain shows as exactly nothing: no
+    held-out task moved (none of its samples missing). On a noisy model nothing is ever
+    exactly still (the noise moves some tasks either way), so the sign there is the test
+    finding no significant gain and no harm; one found significantly worse, or missing a
+    sample, is not measured again."""
+    if decision is None or decision.accepted or decision.arithmetic.get("missing_samples"):
+        return False
+    if consistent:
+        return decision.action is GateAction.UNTESTED
+    return not found_harmful(decision)
 
 
 def _on_live(standing: Standing, edit: EditRecord) -> Docs | None:

@@ -13,7 +13,8 @@ One wave (:func:`draw_rollouts`), K = ``max(night.dream_rollouts, gate.samples_p
 2. **Probe** (the night's first wave of tasks with no such record, when nothing says
    tonight is noisy): one sample of every task and a second of :func:`probe_size` of the
    unknown tasks, a seeded random subset (:func:`probe_subset`), in one wave.
-3. **Verdict.** No probed task disagreed: the model answers consistently tonight, and this
+3. **Verdict.** No probed task disagreed (its answers and their scores differ; one answer
+   scored two ways is the judge's noise): the model answers consistently tonight, and this
    wave and every later one are one sample per task (the probe's second samples, equal to
    the first, are left out of the wave, so the reflection reads every task alike; they
    are recorded for the archive). Any disagreement: the remaining K-1 samples of every
@@ -76,6 +77,19 @@ def _disagree(values: Sequence[float]) -> bool:
     return len(finite) >= 2 and max(finite) - min(finite) > 1e-9
 
 
+def _model_disagreed(wave: Measured, task_id: str) -> bool:
+    """Whether the model's answers to ``task_id`` disagreed: their scores differ, and so do
+    the answers. The same answer scored twice differently is the judge's noise, not the
+    model's: it says nothing of whether another sample of the task would repeat the first
+    (a faulted judge call asked again may come back with another verdict), and a night
+    that took it for the model's noise would draw, and decide, unlike the night that did
+    not see it."""
+    if not _disagree(wave.scores.get(task_id, ())):
+        return False
+    answers = {r.response for r in wave.results if r.task_id == task_id and not r.error}
+    return len(answers) > 1
+
+
 async def _draw(
     night: Night, tasks: Sequence[TaskRecord], docs: Docs, counts: Mapping[str, int], first: int
 ) -> Measured:
@@ -106,7 +120,7 @@ async def draw_rollouts(
     probed = set(probe_subset(unknown, seed=night.cfg.night.seed, salt=f"{docs.key}:{first}"))
     wave = await _draw(night, tasks, docs, {t.id: 1 + (t.id in probed) for t in tasks}, first)
     night.check_waiting(night.stage)  # handoff: no verdict before the probe's answers
-    night.noise.probed(not any(_disagree(wave.scores[t]) for t in probed))
+    night.noise.probed(not any(_model_disagreed(wave, t) for t in probed))
     night.progress.note(
         f"noise probe: {len(probed)} task(s) sampled twice, "
         + (

@@ -371,7 +371,6 @@ async def _singles(
         SinglesBudget(measure.budget, samples=measure.gate.samples_per_task, n_tasks=len(by_id))
         if measure.noise.tight_budget else None
     )  # fmt: skip
-
     standing, best = on
 
     async def test(cand: Candidate, held: list[Task], ref: Docs, docs: Docs) -> GateDecision:

@@ -401,3 +401,51 @@ async def test_an_edit_of_a_line_written_tonight_is_measured_on_the_documents_ho
     assert all(p["baseline"] == 1.0 for t, p in per_task.items() if t.startswith("l"))
     assert all(p["candidate"] == 1.0 for t, p in per_task.items() if t.startswith("a"))
     assert fix not in step.accepted  # it trades S's lenient credit for A's tasks: no gain
+
+
+C = EditRecord(content="Link the ticket in the first line.", target=EditTarget.SKILL)
+C_TASKS = [
+    TaskRecord(id=f"{kind}{i}", intent=f"{kind} task {i}", reference="done",
+               reference_kind=ReferenceKind.EXACT)
+    for kind, n in (("c", 8), ("n", 4)) for i in range(n)
+]  # fmt: skip
+
+
+class TicketTarget(ScriptedTarget):
+    """Tasks ``c*`` pass once rule C is in the documents; tasks ``n*`` never do."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        skill = str(request.metadata.get("skill", ""))
+        task = str(request.metadata["task"]["id"])
+        text = "done" if task.startswith("c") and C.content in skill else "not sure"
+        return Completion(text=text, usage=Usage.estimate(request.prompt, text),
+                          member=self.name, latency=0.0)  # fmt: skip
+
+
+async def _c_from_fold_0(
+    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
+) -> ReflectOutcome:
+    """Only the first fold's reflection proposes C, in every round."""
+    edits = (C,) if key.endswith(".f0") and C.content not in docs.skill else ()
+    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
+
+
+async def test_a_rule_proposed_again_is_validated_on_every_fold_it_was_held_out_from() -> None:
+    """On a model that answers the same every time each task is one observation, and the
+    two c-tasks one fold holds are too few for C alone (p = 0.25). Folds are dealt anew
+    each round: proposed again, C is validated on every task one of its reflections did
+    not see, and kept once those are enough; the round after a promising single runs
+    though the model's rollouts all agree."""
+    measure, pool = _measure(TicketTarget(), rounds=3, folds=3)
+    measure.reflect = _c_from_fold_0
+    measure.noise.probed(True)
+    async with pool:
+        decision = await consolidate(measure, tasks=C_TASKS, start=START, rotation=1)
+    singles = [t for t in measure.findings.trials if t.kind == "single"]
+    first, later = singles[0], singles[-1]
+    assert first.round == 1 and first.verdict is not Verdict.ACCEPTED
+    assert later.round > 1 and later.verdict is Verdict.ACCEPTED
+    assert len(later.decision.arithmetic["validated_on"]) > len(
+        first.decision.arithmetic["validated_on"])  # fmt: skip
+    assert not set(later.decision.arithmetic["validated_on"]) & set(later.seen)  # leak-free
+    assert decision.accepted and decision.applied == [C]

@@ -265,9 +265,33 @@ async def _propose(
                 held = tuple(t.id for t in tasks if t.id not in c.seen)
                 proposed.append(Candidate(edit=c.edit, fold=-1, seen=c.seen, held_out=held,
                                           carried_nights=c.carried_nights, why=c.why))  # fmt: skip
-    merged = merge_same(proposed, [t.id for t in tasks])
+    order = [t.id for t in tasks]
+    merged = [_widen(c, measure.findings.seen_by, order) for c in merge_same(proposed, order)]
     measure.proposed(round_no, len(merged))
     return merged
+
+
+def _widen(
+    cand: Candidate, seen_by: dict[tuple[str, str, str], frozenset[str]], order: Sequence[str]
+) -> Candidate:
+    """``cand`` validated on every task that one of tonight's reflections proposing its rule
+    did not see, in this round or an earlier one; ``seen_by`` (per rule, what all of them
+    saw) learns this proposal.
+
+    Each reflection that proposed the rule without seeing a task is a leak-free derivation
+    of it for that task (as in :func:`merge_same`). Folds are dealt anew every round, so a
+    rule proposed again in a later round carries the evidence of every fold it was held
+    out from: a rule that helps the two or three tasks of its kind a fold holds can never
+    pass a test on one fold alone when each task is one observation (a model that answers
+    the same every time), and would otherwise be proposed, and lost, round after round."""
+    key = harm_key(cand.edit)
+    seen = cand.seen & seen_by.get(key, cand.seen)
+    seen_by[key] = seen
+    if seen == cand.seen:
+        return cand
+    held = [t for t in order if t not in seen]
+    return dataclasses.replace(cand, seen=seen, held_out=tuple(held),
+                               motivated_from=cand.motivated_from or cand.seen)  # fmt: skip
 
 
 def _sort_singles(

@@ -151,6 +151,9 @@ class Findings:
     # rules an attribution or masking test dropped tonight (trials.harm_key -> the trial):
     # they cancelled what other edits gained, and are not tried again tonight
     spoilers: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # per rule (trials.harm_key), the tasks every reflection that proposed it tonight saw:
+    # a rule proposed again is validated on every task one of them did not see
+    seen_by: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
     lost_tasks: set[str] = field(default_factory=set)  # none of whose calls answered
     proposed: list[int] = field(default_factory=list)  # candidate edits, per round
 

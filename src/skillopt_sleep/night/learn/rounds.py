@@ -52,6 +52,7 @@ from skillopt_sleep.night.learn.folds import make_folds
 from skillopt_sleep.night.learn.gate_modes import GREEDY, OFF, greedy_final, ungated
 from skillopt_sleep.night.learn.measure import Budget, Findings, Measure, Tally
 from skillopt_sleep.night.learn.samples import Measured
+from skillopt_sleep.night.learn.spoilers import promising
 from skillopt_sleep.replay import Docs
 
 __all__ = ["Decision", "consolidate", "paired_check"]
@@ -71,6 +72,17 @@ def _settled(rolled: Measured) -> bool:
     empty round may have missed by chance, and the next one is an independent try (fresh
     rollouts, re-dealt folds, a new reflection)."""
     return all(task_settled(values, values) for values in rolled.scores.values())
+
+
+def _promised(measure: Measure, round_no: int) -> bool:
+    """Whether a single of round ``round_no`` measured a gain too small to keep it and found
+    no task worse (:func:`.spoilers.promising`): proposed again in the next round, on folds
+    dealt anew, its rule is validated on every fold it was held out from
+    (:func:`.crossfit.learn_step`), so that round may keep what this one could not."""
+    return any(
+        t.round == round_no and t.kind == "single" and promising(t.decision)
+        for t in measure.findings.trials
+    )
 
 
 def _disagreeing(rolled: Measured) -> float:
@@ -229,8 +241,9 @@ async def _learn_rounds(
         best, measured = learned.best, learned.measured
         untried = any(t.note == NOT_TRIED for t in measure.findings.trials)
         if round_no > 1 and (
-            untried or _all_pass(measured) or (best == round_start and _settled(rolled))
-        ):
+            untried or _all_pass(measured)
+            or (best == round_start and _settled(rolled) and not _promised(measure, round_no - 1))
+        ):  # fmt: skip
             why = (
                 "the budget left covers no more tests" if untried
                 else "every task passes" if _all_pass(measured) else "nothing changed"

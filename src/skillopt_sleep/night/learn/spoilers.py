@@ -30,7 +30,7 @@ from skillopt_sleep.replay import Docs
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.measure import Measure
 
-__all__ = ["MASK", "MAX_RIDERS", "Gains", "attribution", "riders", "unmask"]
+__all__ = ["MASK", "MAX_RIDERS", "Gains", "attribution", "promising", "riders", "unmask"]
 
 MASK = 7000
 """First sample id of the masking test (:func:`unmask`): the accepted singles left out one
@@ -45,18 +45,18 @@ Gains = dict[EditRecord, dict[str, float]]
 def riders(
     singles: Sequence[tuple[Candidate, Trial, Docs]],
 ) -> list[tuple[Candidate, Trial, Docs]]:
-    """The promising singles (:func:`_promising`), the largest measured gain first, at most
+    """The promising singles (:func:`promising`), the largest measured gain first, at most
     :data:`MAX_RIDERS`: what the masking test (:func:`unmask`) carries."""
 
     def gain(single: tuple[Candidate, Trial, Docs]) -> float:
         decision = single[1].decision
         return float(decision.arithmetic.get("mean_delta", 0.0)) if decision else 0.0
 
-    promising = [s for s in singles if _promising(s[1].decision)]
-    return sorted(promising, key=gain, reverse=True)[:MAX_RIDERS]
+    shown = [s for s in singles if promising(s[1].decision)]
+    return sorted(shown, key=gain, reverse=True)[:MAX_RIDERS]
 
 
-def _promising(decision: GateDecision | None) -> bool:
+def promising(decision: GateDecision | None) -> bool:
     """A single that was not accepted but measured a gain with no task found worse: too
     little evidence to keep it, enough to ask whether an accepted edit masks it."""
     if decision is None or decision.accepted or decision.action is GateAction.UNTESTED:

@@ -8,7 +8,9 @@ A walk through one step (:func:`learn_step`):
 2. **Reflect per fold** (concurrently): the reflection for fold ``f`` sees only the rollouts
    of the *other* folds. Each edit it proposes becomes a :class:`Candidate` that remembers
    which tasks its reflection saw (``seen``) and where it may be validated (``held_out``).
-   Edits carried from earlier nights join with their own ``seen`` sets.
+   Edits carried from earlier nights join with their own ``seen`` sets. A rule an earlier
+   round's reflection proposed too is validated on every task one of them did not see
+   (:func:`_widen`).
 3. **Singles** (concurrently): every candidate alone on top of the current best documents,
    measured on its held-out tasks and paired per task and sample with the baseline
    (:func:`compare`, adaptive sampling), decided by :func:`skillopt.gate.decide_paired`:

@@ -67,11 +67,18 @@ def _share(value: Any) -> Any:
     return value
 
 
+# A verdict's reasoning is kept to this many characters (a sentence). The schema asks for no
+# more, so a grammar-constrained server (llama.cpp, vLLM, Ollama) ends the string there: a
+# small judge's reasoning otherwise runs on until the token cap cuts the reply, its score
+# with it (issue 31). A longer one from a member that does not enforce it is read, and cut.
+REASONING_CHARS = 200
+
+
 class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     score: float = Field(ge=0.0, le=1.0)
-    reasoning: str = ""
+    reasoning: str = Field(default="", json_schema_extra={"maxLength": REASONING_CHARS})
 
     @model_validator(mode="before")
     @classmethod
@@ -95,6 +102,8 @@ class JudgeReply(BaseModel):
             out["score"] = _share(out["score"])
         if not isinstance(out.get("reasoning", ""), str):
             out["reasoning"] = json.dumps(out["reasoning"])
+        if isinstance(out.get("reasoning"), str):
+            out["reasoning"] = out["reasoning"][:REASONING_CHARS]
         return out
 
 

@@ -25,6 +25,7 @@ from skillopt.trainer.replies import (
     AnalystReply,
     EditItem,
     SourceType,
+    analyst_shape,
 )
 from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.run_context import RunContext
@@ -242,8 +243,9 @@ async def analyse(
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
         prompt = _analyst_prompt(cfg, side, batch, skill, step_buffer, meta_skill)
         schema = AnalystFullReply if full else AnalystReply
+        shape = None if full else analyst_shape(cfg.optimizer.learning_rate)
         try:
-            reply = await ask(ctx, prompt, schema, "analyst")
+            reply = await ask(ctx, prompt, schema, "analyst", shape)
         except ReplyFormatError as exc:  # kept beside where its patch would have been
             kept = path.with_suffix(".unusable.json")
             ctx.run.write_json(kept, {"error": str(exc), "problems": list(exc.problems),

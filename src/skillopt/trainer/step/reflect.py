@@ -29,6 +29,7 @@ from skillopt.trainer.replies import (
 )
 from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.run_context import RunContext
+from skillopt.trainer.scorers.base import unscored
 from skillopt.trainer.step.context import Record, StepInput, ask
 from skillopt.trainer.step.rollout import RolledOut
 from skillopt.types import GateAction
@@ -136,7 +137,9 @@ class Patch:
 def partition(
     results: Sequence[RolloutResult], *, seed: int, minibatch: int, failure_only: bool
 ) -> list[tuple[SourceType, int, list[RolloutResult]]]:
-    """Seeded minibatches: failures shuffled with ``seed``, successes with ``seed + 1``."""
+    """Seeded minibatches: failures shuffled with ``seed``, successes with ``seed + 1``. An
+    answer the judge could not score is neither: it teaches nothing."""
+    results = [r for r in results if not unscored(r)]
     fails = [r for r in results if not r.passed]
     succs = [] if failure_only else [r for r in results if r.passed]
     random.Random(seed).shuffle(fails)

@@ -104,9 +104,8 @@ def _scan(text: str) -> _Scan:
         except (json.JSONDecodeError, RecursionError) as exc:
             first_error = first_error or getattr(exc, "msg", _TOO_DEEP)
             kept = _finished_part(text, hit.start()) if failures == 0 else None
-            if kept is not None:  # the text ends inside this value: nothing follows it
+            if kept is not None:  # the text ends inside this value: what it finished
                 found.append(_Candidate(kept, fenced=False, size=len(text) - hit.start(), cut=True))
-                break
             failures += 1
             pos = hit.start() + 1
             continue

@@ -7,6 +7,11 @@ first that validates against a pydantic model or ``TypeAdapter``. Other shapes o
 content are the schema's business: a ``mode="before"`` validator on the model reshapes them
 (e.g. a bare list into ``{"tasks": [...]}``), so each schema states what it tolerates.
 
+A reply cut short by its token cap (a small model runs on until the cap ends it) leaves its
+outermost object or list open: it is read with the members (or elements) it finished, up to
+the last one followed by a comma, and closed there; what the cap cut is left out, never
+guessed at. A reply whose finished part lacks a required field is still unusable.
+
 When nothing validates, the error names the real cause: the validation problem of the
 candidate the model most plausibly meant (a fenced block, else the longest JSON value),
 then a decoding problem, then "no JSON". :func:`ask_validated` makes a call, and on an
@@ -37,6 +42,7 @@ from skillopt.backends.base import (
     ReplySchema,
 )
 from skillopt.errors import ReplyFormatError
+from skillopt.logging import get_logger
 
 __all__ = [
     "MAX_FAILED_STARTS",
@@ -60,6 +66,8 @@ _OPENER = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
 _TOO_DEEP = "JSON nested too deeply"
 
+_log = get_logger(__name__)
+
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
@@ -69,6 +77,7 @@ class _Candidate:
     value: Any
     fenced: bool
     size: int  # characters of JSON text
+    cut: bool = False  # read from a reply cut short: the members it finished
 
 
 @dataclass(slots=True)
@@ -94,6 +103,9 @@ def _scan(text: str) -> _Scan:
             value, end = _DECODER.raw_decode(text, hit.start())
         except (json.JSONDecodeError, RecursionError) as exc:
             first_error = first_error or getattr(exc, "msg", _TOO_DEEP)
+            kept = _finished_part(text, hit.start()) if failures == 0 else None
+            if kept is not None:  # the text ends inside this value: what it finished
+                found.append(_Candidate(kept, fenced=False, size=len(text) - hit.start(), cut=True))
             failures += 1
             pos = hit.start() + 1
             continue
@@ -101,6 +113,34 @@ def _scan(text: str) -> _Scan:
             found.append(_Candidate(value, fenced=False, size=end - hit.start()))
         pos = end
     return _Scan(found, first_error)
+
+
+def _finished_part(text: str, start: int) -> Any:
+    """The object or list opening at ``start`` when the text ends inside it (a reply cut
+    short): its members (or elements) up to the last comma at its own level, closed. None
+    when it closes (a malformed value, not a cut one) or finished nothing."""
+    depth, in_string, escaped, last_comma = 0, False, False, -1
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth <= 0:
+                return None
+        elif ch == "," and depth == 1:
+            last_comma = i
+    if last_comma < 0:
+        return None
+    closer = "}" if text[start] == "{" else "]"
+    try:
+        return json.loads(text[start:last_comma] + closer)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def json_values(text: str) -> list[Any]:
@@ -152,11 +192,11 @@ def strict_schema(node: Any) -> Any:
 
 
 # Bounds a grammar-constrained server enforces but strict hosted APIs may refuse.
-_BOUNDS = frozenset({"maxLength", "minLength"})
+_BOUNDS = frozenset({"maxLength", "minLength", "maxItems", "minItems"})
 
 
 def _unbounded(node: Any) -> Any:
-    """``node`` without string length bounds (the schema every member may be sent)."""
+    """``node`` without length bounds (the schema every member may be sent)."""
     if isinstance(node, list):
         return [_unbounded(item) for item in node]
     if not isinstance(node, dict):
@@ -181,6 +221,12 @@ def reply_schema(schema: type[BaseModel] | TypeAdapter[Any], name: str = "") -> 
     return ReplySchema(name=label, schema=schema, bounded=full if full != schema else None)
 
 
+def _kept_keys(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(str(k) for k in value)
+    return f"{len(value)} items" if isinstance(value, list) else type(value).__name__
+
+
 @overload
 def parse_reply(text: str, schema: type[M]) -> M: ...
 
@@ -197,10 +243,15 @@ def parse_reply(text: str, schema: type[BaseModel] | TypeAdapter[Any]) -> Any:
     for candidate in scan.candidates:
         try:
             if isinstance(schema, TypeAdapter):
-                return schema.validate_python(candidate.value)
-            return schema.model_validate(candidate.value)
+                value = schema.validate_python(candidate.value)
+            else:
+                value = schema.model_validate(candidate.value)
         except ValidationError as exc:
             problems.append((candidate, _problem(exc)))
+            continue
+        if candidate.cut:
+            _log.info("reply_cut_short", kept=_kept_keys(candidate.value), chars=len(text))
+        return value
     if problems:
         fenced = [p for p in problems if p[0].fenced]
         meant = fenced[0] if fenced else max(problems, key=lambda p: p[0].size)

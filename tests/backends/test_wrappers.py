@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import anyio
+import pytest
 
 from skillopt.backends.base import Completion, CompletionRequest, Message, Role, Usage
 from skillopt.backends.cache import ResponseCache
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.backends.wrappers import DrainingCompleter, RedactingCompleter, StageCounter
-from skillopt.errors import ReplyFormatError
-from support.trainer_fakes import ScriptedBackend, pool_of
+from skillopt.config import OpenAIChatMember, PoolConfig, RetryConfig
+from skillopt.errors import BackendRequestError, ReplyFormatError, RetryableBackendError
+from support.fake_model_server import FakeModelServer, Reply
+from support.trainer_fakes import FailingWrapper, ScriptedBackend, pool_of
 
 GITHUB = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123"
 OPENAI = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
@@ -134,3 +137,32 @@ async def test_stage_counter_counts_every_request_an_unusable_reply_was_asked_ag
         Usage.estimate(r.text_for_key(), t).completion_tokens
         for r, t in zip(backend.requests, ["not a verdict", '{"score": 1.0}'], strict=True)
     )
+
+
+async def test_stage_counter_counts_the_requests_of_a_call_that_failed_outright() -> None:
+    """Issue 31: a call whose every attempt failed (three 5xx, retried by the pool) still
+    sent three requests: the trainer's accounting counts each, as the server saw them."""
+    replies = iter([Reply(status=500), Reply(status=502), Reply(status=503)])
+    with FakeModelServer(rule=lambda _r: next(replies)) as server:
+        cfg = PoolConfig(
+            members=[OpenAIChatMember(name="m", base_url=server.url("m"), model="m", timeout=5)],
+            roles={"target": ["m"], "optimizer": ["m"]},
+            retry=RetryConfig(max_attempts=3, base_delay=0, max_delay=0),
+        )
+        async with BackendPool.from_config(cfg) as pool:
+            counter = StageCounter(pool)
+            with pytest.raises(RetryableBackendError):
+                await counter.complete(
+                    CompletionRequest(role=Role.OPTIMIZER, prompt="judge this", stage="judge")
+                )
+        sent = server.total("m")
+    row = counter.snapshot()["judge"]
+    assert row["calls"] == sent == 3
+
+
+async def test_stage_counter_over_a_bare_completer_counts_a_failed_call_once() -> None:
+    backend = FailingWrapper(ScriptedBackend(reply=lambda _r: "ok"), fail=lambda _r: True)
+    counter = StageCounter(backend)
+    with pytest.raises(BackendRequestError):
+        await counter.complete(CompletionRequest(role=Role.TARGET, prompt="x", stage="rollout"))
+    assert counter.snapshot()["rollout"]["calls"] == 1 == len(backend.calls)

@@ -95,6 +95,40 @@ def test_brackets_that_are_not_json_stop_the_scan() -> None:
     assert json_values(text) == []  # gave up before reaching the object
 
 
+@pytest.mark.parametrize(
+    ("text", "score", "reason"),
+    [
+        # the reason ran on until the token cap cut it: the score it finished stands
+        ('{"score": 0.5, "reason": "The answer names the cause, and then it goes on', 0.5, ""),
+        ('{"score": 1, "reason": "ok", "extra": {"deep": [1, 2', 1.0, "ok"),
+    ],
+)
+def test_a_reply_cut_short_keeps_the_members_it_finished(
+    text: str, score: float, reason: str
+) -> None:
+    verdict = parse_reply(text, Verdict)
+    assert (verdict.score, verdict.reason) == (score, reason)
+
+
+def test_a_list_cut_short_keeps_its_whole_elements() -> None:
+    assert parse_reply('["a", "b", "c is cut', Tasks).tasks == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # nothing finished before the cut: no member is guessed at
+        ('{"reason": "cut before the score, it', "invalid JSON"),
+        ('{"score": 0.', "invalid JSON"),
+        # what it finished lacks the score
+        ('{"reason": "short", "score', "score: Field required"),
+    ],
+)
+def test_a_reply_cut_before_its_fields_is_still_unusable(text: str, problem: str) -> None:
+    with pytest.raises(ReplyFormatError, match=problem):
+        parse_reply(text, Verdict)
+
+
 class Scripted:
     def __init__(self, *replies: str) -> None:
         self.replies = list(replies)

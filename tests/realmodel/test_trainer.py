@@ -24,15 +24,6 @@ pytestmark = [pytest.mark.realmodel, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 RUBRIC_DEMO = REPO / "configs" / "trainer" / "rubric_demo.toml"
-UNSHAPED = (
-    "issue 31 item 1: even asked with the verdict's JSON schema, the small model's rubric "
-    "verdicts are unusable often enough that every rollout of the trainer's baseline fails"
-)
-RETRIES_UNCOUNTED = (
-    "issue 31 item 2: the trainer's StageCounter counts every request the pool sent for a "
-    "reply now (tests/backends/test_wrappers.py), but while its baseline fails the run ends "
-    "before it writes timing.json, and a request that failed outright is not counted"
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +86,6 @@ def test_no_traceback(trained: TrainRun) -> None:
     assert trained.served.answered > 0
 
 
-@pytest.mark.xfail(strict=True, reason=UNSHAPED)
 def test_two_steps_exit_0(trained: TrainRun) -> None:
     assert trained.code == 0, trained.stderr[-3000:]
     steps = {record["step"] for record in trained.read("history.json")}
@@ -103,7 +93,6 @@ def test_two_steps_exit_0(trained: TrainRun) -> None:
     assert (trained.out / "best_skill.md").is_file()
 
 
-@pytest.mark.xfail(strict=True, reason=RETRIES_UNCOUNTED)
 def test_accounting_counts_every_request_and_token_the_server_saw(
     trained: TrainRun, accounting: dict[str, Any]
 ) -> None:

@@ -43,7 +43,7 @@ def place_split(src: Path, dst: Path) -> None:
         (dst / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in places))
 
 
-def world(seed: int, flip: float) -> ScriptedBackend:
+def world(seed: int, flip: float, edits: list[dict[str, str]] | None = None) -> ScriptedBackend:
     """The demo target with ``flip`` of its answers flipped (right <-> wrong), drawn from the
     request and its sample id (never from call order); an optimizer proposing ``EDITS``."""
     demo = DemoWorld()
@@ -58,15 +58,22 @@ def world(seed: int, flip: float) -> ScriptedBackend:
                 return text
             right = text.endswith(f"<answer>{gold}</answer>")
             return "<answer>not sure</answer>" if right else f"<answer>{gold}</answer>"
-        edits = [{"op": "append", "target": "", "content": c} for c in EDITS]
         if request.stage == "analyst":
             return json.dumps({"batch_size": 2, "patch": {"reasoning": "", "edits": edits}})
         return json.dumps({"reasoning": "", "edits": edits, "selected_indices": [0, 1, 2]})
 
+    edits = edits or [{"op": "append", "target": "", "content": c} for c in EDITS]
     return ScriptedBackend(reply=reply)
 
 
-async def run(tmp_path: Path, name: str, *, seed: int, flip: float) -> Path:
+async def run(
+    tmp_path: Path,
+    name: str,
+    *,
+    seed: int,
+    flip: float,
+    edits: list[dict[str, str]] | None = None,
+) -> Path:
     data = tmp_path / "data"
     if not data.exists():
         place_split(bundled_data_dir(), data)
@@ -86,7 +93,7 @@ async def run(tmp_path: Path, name: str, *, seed: int, flip: float) -> Path:
             "evaluation.eval_test=false",
         ],
     )
-    spec = MemberSpec(backend=world(seed, flip), max_concurrency=16, timeout=30.0)
+    spec = MemberSpec(backend=world(seed, flip, edits), max_concurrency=16, timeout=30.0)
     pool = BackendPool({Role.TARGET: [spec], Role.OPTIMIZER: [spec]}, cache=ResponseCache())
     async with pool:
         await Trainer(cfg, build_environment(cfg), pool).run()
@@ -112,6 +119,21 @@ async def test_a_good_rule_between_two_harmful_ones_is_kept_alone(tmp_path: Path
     best = (out / "best_skill.md").read_text()
     assert GOOD in best
     assert "restate the question" not in best.lower()
+
+
+async def test_a_step_whose_edits_build_no_skill_alone_is_rejected_whole(tmp_path: Path) -> None:
+    """Issue 31: a small model echoed its prompt's example edits; the one that applies is
+    the whole candidate, the others change nothing. No edit alone builds a skill of its
+    own, so the whole's comparison stands (it was an AssertionError that ended the run)."""
+    echoed = [
+        {"op": "append", "target": "", "content": HARMFUL_RULE},
+        {"op": "delete", "target": "<exact text or empty>", "content": ""},
+        {"op": "delete", "target": "<new text or empty>", "content": ""},
+    ]
+    out = await run(tmp_path, "run", seed=0, flip=0.0, edits=echoed)
+    first = json.loads((out / "history.json").read_text())[0]
+    assert first["action"] != "accept_new_best"
+    assert HARMFUL_RULE not in (out / "best_skill.md").read_text()
 
 
 @pytest.mark.slow

@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 
 from skillopt.errors import ReplyFormatError
-from skillopt.replies import parse_reply
+from skillopt.replies import parse_reply, reply_schema
 from skillopt.trainer.replies import (
     AnalystFullReply,
     AnalystReply,
     EditItem,
     MergeReply,
     RankReply,
+    analyst_shape,
     ask_json,
     fit_summaries,
 )
+from skillopt.trainer.scorers.rubric import REASONING_CHARS, JudgeReply, parse_judge_reply
 from support.trainer_fakes import ScriptedBackend, pool_of
 
 EDITS = [{"op": "append", "content": "Give the bare number."}]
@@ -76,3 +78,21 @@ def test_summaries_are_whole_and_the_total_is_bounded() -> None:
     assert fit_summaries(edits, 10_000) == [e.summary() for e in edits]
     fitted = fit_summaries(edits, 100)
     assert fitted == ["append: short rule", "(2 more left out to stay within 100 characters)"]
+
+
+def test_the_shapes_bound_what_a_small_model_runs_on_in() -> None:
+    """Issue 31: the bounded schemas (sent first, to a grammar that enforces them) end the
+    judge's reasoning and the analyst's strings and lists where a small model would run on
+    until its token cap cut the reply; the schema without bounds carries none of them."""
+    judge = reply_schema(JudgeReply, "verdict")
+    assert judge.bounded is not None
+    assert judge.bounded["properties"]["reasoning"]["maxLength"] == REASONING_CHARS
+    shape = analyst_shape(3)
+    assert shape.bounded is not None
+    assert list(shape.bounded["properties"])[:2] == ["batch_size", "patch"]  # the patch first
+    assert shape.bounded["$defs"]["AnalystPatch"]["properties"]["edits"]["maxItems"] == 3
+    assert shape.bounded["$defs"]["EditItem"]["properties"]["op"]["enum"][0] == "append"
+    unbounded = json.dumps(shape.schema)
+    assert "maxItems" not in unbounded and "maxLength" not in unbounded
+    long = parse_judge_reply(json.dumps({"score": 1, "reasoning": "x" * 500}))
+    assert len(long.reasoning) == REASONING_CHARS  # read, and cut

@@ -444,22 +444,51 @@ def _error_class(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- stage tally
 
 
+class _StageMeter:
+    """One call's :class:`SpendMeter` for a :class:`StageCounter`: each request the pool
+    sends is counted as it goes out, and its reply's tokens when it ends (a request that
+    failed, a reply rejected as unusable and a transport retry included)."""
+
+    __slots__ = ("metered", "row")
+
+    def __init__(self, row: dict[str, int]) -> None:
+        self.row = row
+        self.metered = False  # a pool below counts this call's requests
+
+    def opened(self) -> None:
+        self.metered = True
+
+    def check(self, request: CompletionRequest) -> None:
+        pass
+
+    def sent(self, request: CompletionRequest) -> None:
+        self.row["calls"] += 1
+
+    def settled(self, *, member: str, usage: Usage | None, error: str) -> None:
+        if usage is not None:
+            self.row["prompt_tokens"] += usage.prompt_tokens
+            self.row["completion_tokens"] += usage.completion_tokens
+            self.row["cached_tokens"] += usage.cached_tokens
+
+
 class StageCounter:
     """Counts calls and tokens per stage (deterministic accounting for the trainer).
 
-    ``calls`` and the token counts are every request the pool sent for a reply, an unusable
-    reply it asked again included (``Completion.attempts``, ``Completion.spent``); a reply
-    the response cache served costs nothing and is counted apart as ``cache_hits``."""
+    ``calls`` and the token counts are every request the pool sent, as it sent them (a
+    :class:`SpendMeter` on each call): an unusable reply asked again, a transport retry and
+    a call that failed outright included, so they equal what the server saw. A reply the
+    response cache served costs nothing and is counted apart as ``cache_hits``. Over a
+    completer that is no pool, a call counts as one request (``Completion.attempts`` and
+    ``Completion.spent`` when it reports them)."""
 
     def __init__(self, inner: Completer, *, on_call: Callable[[str], None] | None = None) -> None:
         self.inner = inner
         self.stages: dict[str, dict[str, int]] = {}
         self._on_call = on_call
 
-    async def complete(self, request: CompletionRequest) -> Completion:
-        completion = await self.inner.complete(request)
-        row = self.stages.setdefault(
-            request.stage,
+    def _row(self, stage: str) -> dict[str, int]:
+        return self.stages.setdefault(
+            stage,
             {
                 "calls": 0,
                 "cache_hits": 0,
@@ -468,9 +497,21 @@ class StageCounter:
                 "cached_tokens": 0,
             },
         )
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        row = self._row(request.stage)
+        meter = _StageMeter(row)
+        try:
+            completion = await self.inner.complete(
+                replace(request, meters=(*request.meters, meter))
+            )
+        except Exception as exc:
+            if not meter.metered and not isinstance(exc, BudgetExceededError):
+                row["calls"] += 1  # no pool below: the failed call was one request
+            raise
         if completion.cached:
             row["cache_hits"] += 1
-        else:
+        elif not meter.metered:
             usage = completion.spent or completion.usage
             row["calls"] += max(1, completion.attempts)
             row["prompt_tokens"] += usage.prompt_tokens

@@ -243,7 +243,7 @@ async def judge_step(
     verdict = await _spoilers(core, current, candidate, edits, rebuild, out_dir, whole, offset)
     if verdict.comparison.decision.accepted:
         return verdict
-    got = await _singles_and_union(core, current, candidate, edits, rebuild, out_dir, offset)
+    got = await _singles_and_union(core, current, candidate, edits, rebuild, out_dir, offset, whole)
     return dataclasses.replace(
         got if got.comparison.decision.accepted else verdict, looks=("spoilers", "singles")
     )
@@ -307,9 +307,11 @@ async def _singles_and_union(
     rebuild: Rebuild,
     out_dir: Path,
     offset: int,
+    whole: Comparison,
 ) -> StepVerdict:
     """Each edit alone on the current skill; the ones that passed together on fresh samples;
-    failing that, the strongest single once more."""
+    failing that, the strongest single once more. When no edit alone builds a skill of its
+    own (each is the current skill or the whole candidate), the whole's comparison stands."""
     singles = await _singles(core, current, candidate, edits, rebuild, out_dir, offset)
     attribution = [
         {
@@ -320,7 +322,7 @@ async def _singles_and_union(
         for e, got in zip(edits, singles, strict=True)
     ]
     passed = [i for i, got in enumerate(singles) if got is not None and got[1].decision.accepted]
-    last = next((got[1] for got in singles if got is not None), None)
+    last = next((got[1] for got in singles if got is not None), whole)
     tries: list[tuple[list[int], int]] = [(passed, SINGLES_TOGETHER)] if passed else []
     if len(passed) > 1:
         strongest = max(passed, key=lambda i: _gain(singles[i]))
@@ -349,7 +351,6 @@ async def _singles_and_union(
                     {**row, "dropped": i not in kept} for i, row in enumerate(attribution)
                 ],
             )
-    assert last is not None
     return StepVerdict(text=candidate, comparison=last, attribution=attribution)
 
 

@@ -9,6 +9,9 @@ documented fallback (merge -> concatenation, rank -> first k, ...).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from enum import StrEnum
@@ -16,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skillopt.backends.base import CompletionRequest, Role
+from skillopt.backends.base import CompletionRequest, ReplySchema, Role
 from skillopt.replies import ValidatedReply, ask_validated, parse_reply, reply_schema
 from skillopt.trainer.envs.base import Completer
 
@@ -34,6 +37,7 @@ __all__ = [
     "RewriteReply",
     "SlowUpdateReply",
     "SourceType",
+    "analyst_shape",
     "ask_json",
     "coerce_edit_count",
     "fit_summaries",
@@ -72,10 +76,22 @@ class SourceType(StrEnum):
     SUCCESS = "success"
 
 
+# Bounds on a reply's strings and lists, in its JSON schema only: a member that enforces
+# them (a grammar-constrained server: llama.cpp, vLLM, Ollama) ends a string or a list there,
+# where a small model otherwise runs on until the token cap cuts the reply and everything
+# after the cut with it (issue 31). A reply is read whatever its lengths; a member that
+# refuses the bounds is asked without them (:mod:`skillopt.backends.http.structured`).
+_SENTENCE = {"maxLength": 200}
+_LABEL = {"maxLength": 60}
+_RULE = {"maxLength": 400}  # an edit's target or content: a rule, or a line of the skill
+_FEW = {"maxItems": 4}
+_OPS = ("append", "insert_after", "replace", "delete", "rewrite")  # "add" is read as append
+
+
 class EditItem(_Reply):
-    op: str
-    target: str = ""
-    content: str = ""
+    op: str = Field(json_schema_extra={"enum": list(_OPS)})
+    target: str = Field(default="", json_schema_extra=_RULE)
+    content: str = Field(default="", json_schema_extra=_RULE)
     support_count: int = Field(default=1, ge=0)
     source_type: SourceType = SourceType.FAILURE
     merge_level: int = 0
@@ -84,7 +100,7 @@ class EditItem(_Reply):
     @classmethod
     def _known_op(cls, value: str) -> str:
         op = value.strip().lower()
-        if op not in {"append", "add", "insert_after", "replace", "delete", "rewrite"}:
+        if op not in {*_OPS, "add"}:
             raise ValueError(f"unknown op {value!r}")
         return "append" if op == "add" else op
 
@@ -113,21 +129,24 @@ def fit_summaries(edits: Sequence[EditItem], budget: int) -> list[str]:
 
 
 class Pattern(_Reply):
-    label: str
+    label: str = Field(json_schema_extra=_LABEL)
     count: int = 0
-    description: str = ""
+    description: str = Field(default="", json_schema_extra=_SENTENCE)
 
 
 class AnalystPatch(_Reply):
-    reasoning: str = ""
+    reasoning: str = Field(default="", json_schema_extra=_SENTENCE)
     edits: list[EditItem] = []
 
 
 class AnalystReply(_Reply):
+    """The patch comes first: what the step needs is written before the patterns (kept for
+    the record) and the notes, so a grammar-bound reply spends its tokens on it first."""
+
     batch_size: int = Field(default=0, ge=0)
-    patterns: list[Pattern] = []
     patch: AnalystPatch
-    appendix_notes: list[str] = []
+    patterns: list[Pattern] = Field(default=[], json_schema_extra=_FEW)
+    appendix_notes: list[str] = Field(default=[], json_schema_extra=_FEW)
 
     @model_validator(mode="before")
     @classmethod
@@ -149,6 +168,17 @@ class AnalystReply(_Reply):
             if text.strip():
                 out.append(text.strip())
         return out
+
+
+@functools.cache
+def analyst_shape(edit_budget: int) -> ReplySchema:
+    """The analyst reply's schema, its bounded form holding at most ``edit_budget`` edits
+    (what the prompt asks for): a small model that repeats an edit is stopped there, with
+    room left in its token cap to close the reply."""
+    shape = reply_schema(AnalystReply)
+    bounded = copy.deepcopy(shape.bounded or shape.schema)
+    bounded["$defs"]["AnalystPatch"]["properties"]["edits"]["maxItems"] = edit_budget
+    return dataclasses.replace(shape, bounded=bounded)
 
 
 class FullCandidate(_Reply):
@@ -293,9 +323,11 @@ async def ask_json(
     timeout_s: float,
     max_output_tokens: int,
     metadata: dict[str, Any] | None = None,
+    shape: ReplySchema | None = None,
 ) -> ValidatedReply[M]:
-    """One optimizer call validated against ``schema``; on an invalid reply, one retry that
-    quotes the problem back to the model. Raises :class:`ReplyFormatError` after two misses."""
+    """One optimizer call validated against ``schema`` (asked for in ``shape``, by default
+    ``schema``'s own); on an invalid reply, one retry that quotes the problem back to the
+    model. Raises :class:`ReplyFormatError` after two misses."""
     request = CompletionRequest(
         role=Role.OPTIMIZER,
         prompt=prompt,
@@ -303,7 +335,7 @@ async def ask_json(
         timeout=timeout_s,
         max_output_tokens=max_output_tokens,
         json_mode=True,
-        reply_schema=reply_schema(schema),
+        reply_schema=shape or reply_schema(schema),
         metadata=dict(metadata or {}),
     )
     return await ask_validated(completer.complete, request, lambda text: parse_reply(text, schema))

@@ -30,6 +30,7 @@ from skillopt.trainer.envs.base import (
 )
 from skillopt.trainer.persistence import RunDir
 from skillopt.trainer.run_context import RunContext, Sample, skill_hash
+from skillopt.trainer.scorers.base import unscored
 
 __all__ = ["failure_patterns", "mean_scores", "rollout"]
 
@@ -155,16 +156,31 @@ async def rollout(
     for (index, _), result in zip(todo, fresh, strict=True):
         results[index] = result
     final = [r for r in results if r is not None]
-    errors = sum(1 for r in final if r.error)
+    _check_batch(ctx, final, out_dir)
+    rows = [rollout_to_json(r) for r in final]
+    ctx.run.write_json(final_path, {"skill_hash": digest, "results": rows})
+    partial_path.unlink(missing_ok=True)
+    return final
+
+
+def _check_batch(ctx: RunContext, final: Sequence[RolloutResult], out_dir: Path) -> None:
+    """A batch whose calls mostly failed is refused (:class:`BackendError`). Answers the
+    judge could not score are untested samples, not failed calls: noted as a diagnostic
+    (the row keeps the judge's reply and why it was unusable) and scored as errors."""
+    errors = sum(1 for r in final if r.error and not unscored(r))
     if final and errors * 2 > len(final):
         raise BackendError(
             f"{errors}/{len(final)} rollouts failed in {ctx.run.rel(out_dir)}; "
             "refusing to score a mostly broken batch"
         )
-    rows = [rollout_to_json(r) for r in final]
-    ctx.run.write_json(final_path, {"skill_hash": digest, "results": rows})
-    partial_path.unlink(missing_ok=True)
-    return final
+    untested = [r for r in final if unscored(r)]
+    if untested:
+        ctx.note(
+            stage="judge",
+            file=ctx.run.rel(out_dir / "results.json"),
+            items=[r.task_id for r in untested],
+            error=untested[0].error,
+        )
 
 
 def mean_scores(results: Sequence[RolloutResult]) -> tuple[float, float]:

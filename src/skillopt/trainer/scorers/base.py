@@ -18,7 +18,16 @@ from skillopt.backends.base import Completer
 from skillopt.trainer.envs.base import EnvItem
 from skillopt.types import RolloutResult
 
-__all__ = ["ScoreContext", "Scorer", "Verdict", "passed"]
+__all__ = ["UNSCORED", "ScoreContext", "Scorer", "Verdict", "passed", "unscored"]
+
+#: The error kind of an attempt whose answer came back but could not be scored (a judge
+#: that gave no usable verdict): an untested sample, not a broken call.
+UNSCORED = "judge_unusable"
+
+
+def unscored(result: RolloutResult) -> bool:
+    """Whether ``result``'s answer came back but its judging gave no usable verdict."""
+    return result.error.startswith(f"{UNSCORED}:")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

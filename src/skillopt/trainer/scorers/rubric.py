@@ -21,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillopt.backends.base import CompletionRequest, Role
 from skillopt.errors import DataError, ReplyFormatError
+from skillopt.redact import sanitize
 from skillopt.replies import ask_validated, parse_reply, reply_schema
 from skillopt.trainer.envs.qa import extract_answer
-from skillopt.trainer.scorers.base import ScoreContext, Verdict, passed
+from skillopt.trainer.scorers.base import UNSCORED, ScoreContext, Verdict, passed
 
 __all__ = ["JudgeReply", "RubricScorer", "judge_prompt", "parse_judge_reply", "rubric_of"]
 
@@ -67,11 +68,18 @@ def _share(value: Any) -> Any:
     return value
 
 
+# A verdict's reasoning is kept to this many characters (a sentence). The schema asks for no
+# more, so a grammar-constrained server (llama.cpp, vLLM, Ollama) ends the string there: a
+# small judge's reasoning otherwise runs on until the token cap cuts the reply, its score
+# with it (issue 31). A longer one from a member that does not enforce it is read, and cut.
+REASONING_CHARS = 200
+
+
 class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     score: float = Field(ge=0.0, le=1.0)
-    reasoning: str = ""
+    reasoning: str = Field(default="", json_schema_extra={"maxLength": REASONING_CHARS})
 
     @model_validator(mode="before")
     @classmethod
@@ -95,6 +103,8 @@ class JudgeReply(BaseModel):
             out["score"] = _share(out["score"])
         if not isinstance(out.get("reasoning", ""), str):
             out["reasoning"] = json.dumps(out["reasoning"])
+        if isinstance(out.get("reasoning"), str):
+            out["reasoning"] = out["reasoning"][:REASONING_CHARS]
         return out
 
 
@@ -140,13 +150,14 @@ class RubricScorer:
         )
         try:
             judged = await ask_validated(ctx.completer.complete, request, parse_judge_reply)
-        except ReplyFormatError as exc:
+        except ReplyFormatError as exc:  # the reply is kept with the row, and why
             return Verdict(
                 hard=0.0,
                 soft=0.0,
-                reason=f"judge_unusable: {exc}",
+                reason=f"{UNSCORED}: {exc}",
                 check="rubric: the judge gave no usable verdict",
-                error=f"judge_unusable: {exc}",
+                extras={UNSCORED: {"problems": list(exc.problems), "reply": sanitize(exc.raw)}},
+                error=f"{UNSCORED}: {exc}",
             )
         score = judged.value.score
         hard = 1.0 if score >= self.pass_threshold else 0.0

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillopt.backends.base import ReplySchema
 from skillopt.trainer.data import BatchSpec
 from skillopt.trainer.persistence import RunState
 from skillopt.trainer.replies import ask_json
@@ -33,7 +34,9 @@ SUGGESTIONS_BUDGET = 8000
 REJECTED_EDITS_BUDGET = 2000
 
 
-async def ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:
+async def ask(
+    ctx: RunContext, prompt: str, schema: Any, stage: str, shape: ReplySchema | None = None
+) -> Any:
     backend = ctx.cfg.backend
     return await ask_json(
         ctx.completer,
@@ -42,6 +45,7 @@ async def ask(ctx: RunContext, prompt: str, schema: Any, stage: str) -> Any:
         stage=stage,
         timeout_s=backend.optimizer_timeout_s,
         max_output_tokens=backend.optimizer_max_output_tokens,
+        shape=shape,
     )
 
 

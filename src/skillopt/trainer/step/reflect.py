@@ -25,9 +25,11 @@ from skillopt.trainer.replies import (
     AnalystReply,
     EditItem,
     SourceType,
+    analyst_shape,
 )
 from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.run_context import RunContext
+from skillopt.trainer.scorers.base import unscored
 from skillopt.trainer.step.context import Record, StepInput, ask
 from skillopt.trainer.step.rollout import RolledOut
 from skillopt.types import GateAction
@@ -135,7 +137,9 @@ class Patch:
 def partition(
     results: Sequence[RolloutResult], *, seed: int, minibatch: int, failure_only: bool
 ) -> list[tuple[SourceType, int, list[RolloutResult]]]:
-    """Seeded minibatches: failures shuffled with ``seed``, successes with ``seed + 1``."""
+    """Seeded minibatches: failures shuffled with ``seed``, successes with ``seed + 1``. An
+    answer the judge could not score is neither: it teaches nothing."""
+    results = [r for r in results if not unscored(r)]
     fails = [r for r in results if not r.passed]
     succs = [] if failure_only else [r for r in results if r.passed]
     random.Random(seed).shuffle(fails)
@@ -242,8 +246,9 @@ async def analyse(
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
         prompt = _analyst_prompt(cfg, side, batch, skill, step_buffer, meta_skill)
         schema = AnalystFullReply if full else AnalystReply
+        shape = None if full else analyst_shape(cfg.optimizer.learning_rate)
         try:
-            reply = await ask(ctx, prompt, schema, "analyst")
+            reply = await ask(ctx, prompt, schema, "analyst", shape)
         except ReplyFormatError as exc:  # kept beside where its patch would have been
             kept = path.with_suffix(".unusable.json")
             ctx.run.write_json(kept, {"error": str(exc), "problems": list(exc.problems),

@@ -249,7 +249,7 @@ class Reflector:
         )
         calls, raws, errors = calls + n, raws + raw, errors + errs
         reason = ""
-        if not edits and refused and not errors:
+        if not edits and refused and len(errs) < n:  # its last reply was read, and refused
             reason = f"every edit proposed was refused before any trial: {refused[-1]}"
         elif not edits:
             reason = (

@@ -71,3 +71,27 @@ async def test_a_reflection_is_asked_for_at_most_its_edit_budget_of_bounded_edit
         assert schema["properties"]["edits"]["maxItems"] == config.night.edit_budget
         edit = schema["$defs"]["_Edit"]["properties"]
         assert edit["content"]["maxLength"] == 400 and edit["rationale"]["maxLength"] == 200
+
+
+async def test_an_echo_after_an_unusable_reply_is_said_refused_not_failed(
+    setup: DemoSetup,
+) -> None:
+    """The reflection's first reply unusable, its second the prompt's example: the edit was
+    refused, and the night says so (it said 'reflection failed: ...' of the first reply)."""
+    asked: set[str] = set()
+
+    def rule(request: Request) -> Reply:
+        if not _is_reflection(request):
+            return Reply(text=world_reply(request))
+        if "could not be used" in request.user_text:
+            return Reply(text=ECHO)
+        asked.add(request.user_text)
+        return Reply(text='{"edits": [{"op": "add", "content": "cut sh')
+
+    with FakeModelServer(rule=rule) as server:
+        config = http_config(setup, server, folds=2)
+        outcome = await run_night(config, project=setup.project)
+    assert asked
+    reasons = json.loads((outcome.run_dir / "report.json").read_text())["no_edit_reasons"]
+    learning = [r for r in reasons if "already succeeds" not in r]
+    assert learning and all("refused before any trial" in r for r in learning), learning

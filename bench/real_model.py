@@ -49,6 +49,13 @@ and 16 calls for 18, 21 and 16 requests (x1.0; first printed 134, 134 and 132: x
 Reflection proposed no edit on any night, and with no test split nothing is left after it:
 the revision is what was spent (the figure said before the first call is still the gate's).
 
+With a reflection's edits bounded in its schema (branch real37b, 2026-12-03, load 0.3-1.9):
+exit 0 3/3, usable 12/12, counts equal 3/3 (14 / 9,863, 16 / 9,894, 12 / 6,263 requests /
+tokens); estimate before the gate 12, 13, 10 calls (x0.8-x0.9; first printed 134, 134, 132:
+x8.4-x11.0); reflection replies are read at the first request now (5 reflect calls where 8
+were cut at the cap), and every edit SmolLM2 proposed was the prompt's own example
+(``<instruction>``), refused before any trial: nothing staged, no gate run; wall 178 s.
+
     .venv/bin/python bench/real_model.py [--nights demo,agents,demo-heuristic] [--json]
 """
 

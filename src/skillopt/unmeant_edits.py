@@ -46,9 +46,11 @@ def _template(name: str) -> tuple[str, frozenset[str], frozenset[str]]:
     return _norm(raw), frozenset(_SLOT.findall(raw)), frozenset(e for e in examples if e)
 
 
-def unmeant_reason(content: str, *, template: str) -> str:
+def unmeant_reason(content: str, *, template: str, instructions: str = "") -> str:
     """Why an edit's ``content`` cannot be meant, asked with prompt ``template``; "" when it
-    may be (the edit then goes to the gate like any other)."""
+    may be (the edit then goes to the gate like any other). ``instructions`` is guidance the
+    caller spliced into the template's slots (its own words, never the documents it carries):
+    repeating it is an echo too."""
     text = _norm(content)
     fixed, slots, examples = _template(template)
     if text in examples:
@@ -58,6 +60,6 @@ def unmeant_reason(content: str, *, template: str) -> str:
     slot = next((s for s in slots if s in content.lower()), "")
     if slot:
         return f"holds the prompt's template slot {slot}"
-    if len(text) >= _SHORTEST_ECHO and text in fixed:
+    if len(text) >= _SHORTEST_ECHO and (text in fixed or text in _norm(instructions)):
         return f"repeats the prompt's own instructions: {content.strip()[:80]!r}"
     return ""

@@ -12,6 +12,7 @@ truncated to the budget. Every raw reply is kept for diagnostics.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
-from skillopt.backends.base import Completer, Completion, CompletionRequest, Role
+from skillopt.backends.base import Completer, Completion, CompletionRequest, ReplySchema, Role
 from skillopt.errors import (
     AnswerPendingError,
     BackendError,
@@ -57,12 +58,20 @@ class ReflectMode(StrEnum):
     NONE = "none"
 
 
+# Bounds on a reflection's strings, in its JSON schema only (a reply is read whatever its
+# lengths): a grammar-constrained member (llama.cpp, vLLM, Ollama) ends a string there,
+# where a small model otherwise runs on ("This is a task. This is a task. ...") until the
+# token cap cuts the reply, every edit with it (issue 31, as the trainer's analyst).
+_RULE = {"maxLength": 400}
+_WHY = {"maxLength": 200}
+
+
 class _Edit(BaseModel):
     model_config = ConfigDict(extra="forbid")
     op: Literal["add", "append", "insert_after", "replace", "delete"] = "add"
-    content: str = ""
-    anchor: str = ""
-    rationale: str = ""
+    content: str = Field(default="", json_schema_extra=_RULE)
+    anchor: str = Field(default="", json_schema_extra=_RULE)
+    rationale: str = Field(default="", json_schema_extra=_WHY)
 
 
 def _edit_list(data: Any) -> Any:
@@ -84,6 +93,16 @@ class EditsReply(BaseModel):
     want); :data:`_EDITS` reads it, the bare list the prompt shows, and other wrappings."""
 
     edits: list[_Edit]
+
+
+def edits_shape(budget: int) -> ReplySchema:
+    """The reflection reply's schema, its bounded form holding at most ``budget`` edits
+    (what the prompt asks for): a small model that repeats an edit is stopped there, with
+    room left in its token cap to close the reply (a reply cut inside its list keeps none)."""
+    shape = reply_schema(EditsReply, "edits")
+    bounded = copy.deepcopy(shape.bounded or shape.schema)
+    bounded["properties"]["edits"]["maxItems"] = max(1, budget)
+    return dataclasses.replace(shape, bounded=bounded)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,7 +249,7 @@ class Reflector:
         )
         calls, raws, errors = calls + n, raws + raw, errors + errs
         reason = ""
-        if not edits and refused and not errors:
+        if not edits and refused and len(errs) < n:  # its last reply was read, and refused
             reason = f"every edit proposed was refused before any trial: {refused[-1]}"
         elif not edits:
             reason = (
@@ -311,7 +330,9 @@ class Reflector:
         try:
             reply = await ask_validated(
                 complete,
-                self._request(render_prompt(template, retry_note="", **values), metadata),
+                self._request(
+                    render_prompt(template, retry_note="", **values), metadata, budget=budget
+                ),
                 lambda text: parse_edits(
                     text, target=target, budget=budget, template=template, refused=refused
                 ),
@@ -325,14 +346,15 @@ class Reflector:
             return [], calls, raws, errors
         return reply.value, calls, raws, errors
 
-    def _request(self, prompt: str, metadata: dict[str, Any]) -> CompletionRequest:
-        """A reflection's request: its reply is edits, asked for by their schema."""
+    def _request(self, prompt: str, metadata: dict[str, Any], *, budget: int) -> CompletionRequest:
+        """A reflection's request: its reply is edits, asked for by their schema (at most
+        the reflection's edit budget of them)."""
         return CompletionRequest(
             role=Role.OPTIMIZER,
             prompt=prompt,
             stage="reflect",
             max_output_tokens=self.max_output_tokens,
-            reply_schema=reply_schema(EditsReply, "edits"),
+            reply_schema=edits_shape(budget),
             metadata=metadata,
         )
 

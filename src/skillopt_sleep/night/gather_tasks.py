@@ -223,11 +223,17 @@ def from_tasks_file(cfg: SleepConfig, *, project: Path, tasks_file: Path) -> Gat
     tasks = tasks[: cfg.night.max_tasks]
     # Splits the user chose in the file are kept; an all-train file gets the hash split.
     chosen = any(t.split is not Split.TRAIN for t in tasks)
+    # The file's n_sessions says where its tasks came from; tonight read no session (a
+    # count here would be reported as read, mined and pending: issue 31).
     return Gathered(
         tasks=tuple(tasks if chosen else split(cfg, tasks)),
-        n_sessions=int(loaded.metadata.get("n_sessions", 0)),
+        n_sessions=0,
         source="tasks_file",
-        diagnostics={"tasks_file": str(tasks_file), "warnings": list(loaded.warnings)},
+        diagnostics={
+            "tasks_file": str(tasks_file),
+            "warnings": list(loaded.warnings),
+            "sessions_behind_tasks": int(loaded.metadata.get("n_sessions", 0)),
+        },
     )
 
 

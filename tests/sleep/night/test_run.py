@@ -355,3 +355,21 @@ async def test_a_skill_from_the_reference_tool_keeps_one_learned_block(demo: Dem
     assert "SKILLOPT-SLEEP:LEARNED" not in staged
     assert len(region_spans(staged, Region.LEARNED)) == 1
     assert "Prefer small, focused commits." in staged
+
+
+async def test_a_tasks_file_night_counts_no_session_read(demo: DemoSetup) -> None:
+    """The file's ``n_sessions`` says where its tasks came from, not what tonight read: a
+    night that keeps nothing leaves no session of it pending (issue 31: its report said
+    sessions were read, and its backlog counted them)."""
+    from datetime import UTC, datetime
+
+    from skillopt.types import TaskRecord
+    from skillopt_sleep.mining.tasks_file import write_tasks_file
+
+    path = demo.root / "mined.json"
+    task = TaskRecord(id="only", intent="Where is the retry delay computed? Which file?")
+    write_tasks_file(path, [task], generated_at=datetime.now(UTC), metadata={"n_sessions": 12})
+    outcome = await run_night(demo.config, project=demo.project, tasks_file=path, dry_run=True)
+    report = json.loads((outcome.run_dir / "report.json").read_text())
+    assert report["n_sessions"] == 0 and outcome.n_sessions == 0
+    assert report["harvest"]["backlog"] == 0

@@ -53,3 +53,45 @@ async def test_the_prompts_example_is_refused_before_any_trial(setup: DemoSetup)
     trials = json.loads((outcome.run_dir / "trials.json").read_text())["trials"]
     assert trials == []
     assert not (outcome.run_dir / "proposal").exists()
+
+
+async def test_a_reflection_is_asked_for_at_most_its_edit_budget_of_bounded_edits(
+    setup: DemoSetup,
+) -> None:
+    """SmolLM2 ran on, edit after edit and "This is a task." after "This is a task.", until
+    its token cap cut the reply inside its list: none of its edits could be read (issue 31).
+    The bounded schema a grammar-constrained server enforces ends both in time."""
+    with FakeModelServer(rule=_echoing) as server:
+        config = http_config(setup, server, folds=2)
+        await run_night(config, project=setup.project)
+        reflections = [r for r in server.requests if _is_reflection(r)]
+    assert reflections
+    for request in reflections:
+        schema = request.body["response_format"]["json_schema"]["schema"]
+        assert schema["properties"]["edits"]["maxItems"] == config.night.edit_budget
+        edit = schema["$defs"]["_Edit"]["properties"]
+        assert edit["content"]["maxLength"] == 400 and edit["rationale"]["maxLength"] == 200
+
+
+async def test_an_echo_after_an_unusable_reply_is_said_refused_not_failed(
+    setup: DemoSetup,
+) -> None:
+    """The reflection's first reply unusable, its second the prompt's example: the edit was
+    refused, and the night says so (it said 'reflection failed: ...' of the first reply)."""
+    asked: set[str] = set()
+
+    def rule(request: Request) -> Reply:
+        if not _is_reflection(request):
+            return Reply(text=world_reply(request))
+        if "could not be used" in request.user_text:
+            return Reply(text=ECHO)
+        asked.add(request.user_text)
+        return Reply(text='{"edits": [{"op": "add", "content": "cut sh')
+
+    with FakeModelServer(rule=rule) as server:
+        config = http_config(setup, server, folds=2)
+        outcome = await run_night(config, project=setup.project)
+    assert asked
+    reasons = json.loads((outcome.run_dir / "report.json").read_text())["no_edit_reasons"]
+    learning = [r for r in reasons if "already succeeds" not in r]
+    assert learning and all("refused before any trial" in r for r in learning), learning

@@ -33,6 +33,7 @@ from skillopt.trainer.scorers.base import unscored
 from skillopt.trainer.step.context import Record, StepInput, ask
 from skillopt.trainer.step.rollout import RolledOut
 from skillopt.types import GateAction
+from skillopt.unmeant_edits import unmeant_reason
 
 if TYPE_CHECKING:
     from skillopt.trainer.core import TrainerCore
@@ -44,6 +45,7 @@ __all__ = [
     "UpdateFailure",
     "analyse",
     "format_step_buffer",
+    "meant_edits",
     "partition",
     "patch_counts",
     "reflect",
@@ -109,6 +111,7 @@ class Patch:
     patterns: tuple[dict[str, Any], ...]
     edits: tuple[EditItem, ...]
     notes: tuple[str, ...] = ()  # execution-lapse reminders for the appendix
+    refused: tuple[str, ...] = ()  # edits that could not be meant, and why (never tried)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +122,7 @@ class Patch:
             "patterns": list(self.patterns),
             "edits": [e.model_dump(mode="json") for e in self.edits],
             "notes": list(self.notes),
+            "refused": list(self.refused),
         }
 
     @staticmethod
@@ -131,6 +135,7 @@ class Patch:
             patterns=tuple(raw["patterns"]),
             edits=tuple(EditItem.model_validate(e) for e in raw["edits"]),
             notes=tuple(raw.get("notes", ())),
+            refused=tuple(raw.get("refused", ())),
         )
 
 
@@ -174,6 +179,28 @@ def _analyst_prompt(
     return render_prompt("analyst_full" if full else "analyst", **values)
 
 
+def meant_edits(
+    edits: Sequence[EditItem], *, template: str, instructions: str = ""
+) -> tuple[list[EditItem], list[str]]:
+    """``edits`` without the ones that cannot be meant (the prompt ``template``'s own
+    example, a placeholder such as ``<new text or empty>``, a line of its instructions:
+    :func:`~skillopt.unmeant_edits.unmeant_reason`, as the night refuses them), and why
+    each left out was. Refused here, they cost no merge, update or gate call."""
+    kept: list[EditItem] = []
+    refused: list[str] = []
+    for edit in edits:
+        why = (
+            unmeant_reason(edit.content, template=template, instructions=instructions)
+            if edit.content.strip()
+            else ""
+        )
+        if why:
+            refused.append(f"{edit.op} edit refused: {why}")
+        else:
+            kept.append(edit)
+    return kept, refused
+
+
 def _patch(
     cfg: TrainerConfig,
     side: SourceType,
@@ -186,10 +213,22 @@ def _patch(
     support = max(reply.batch_size, 1)
     notes: list[str] = []
     if isinstance(reply, AnalystFullReply):
-        proposed = [c.as_edit(side) for c in reply.patch.skill_candidates[:1]]
+        proposed, refused = meant_edits(
+            [c.as_edit(side) for c in reply.patch.skill_candidates[:1]], template="analyst_full"
+        )
     else:
-        proposed = reply.patch.edits[: cfg.optimizer.learning_rate]
-        notes = reply.appendix_notes
+        proposed, refused = meant_edits(
+            reply.patch.edits,
+            template="analyst",
+            instructions=f"{_SIDE_GUIDANCE[side]}\n{_LAPSE_GUIDANCE}",
+        )
+        proposed = proposed[: cfg.optimizer.learning_rate]
+        for note in reply.appendix_notes:
+            why = unmeant_reason(note, template="analyst") if note.strip() else "blank"
+            if why:
+                refused.append(f"appendix note refused: {why}")
+            else:
+                notes.append(note)
     edits = tuple(
         e.model_copy(update={"source_type": side, "support_count": support}) for e in proposed
     )
@@ -201,7 +240,15 @@ def _patch(
         patterns=tuple(p.model_dump(mode="json") for p in reply.patterns),
         edits=edits,
         notes=tuple(notes) if cfg.reflect.skill_aware else (),
+        refused=tuple(refused),
     )
+
+
+def _noted(ctx: RunContext, tag: str, patch: Patch) -> Patch:
+    """``patch``, its refused edits noted in the step's diagnostics (a resumed step's too)."""
+    for why in patch.refused:
+        ctx.note(stage="analyst", minibatch=f"{tag}_{patch.index:03d}", refused=why)
+    return patch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,7 +289,7 @@ async def analyse(
         path = patches_dir / f"minibatch_{tag}_{idx:03d}.json"
         saved = ctx.run.read_json_opt(path)
         if saved is not None:
-            return Patch.from_json(saved)
+            return _noted(ctx, tag, Patch.from_json(saved))
         full = cfg.optimizer.update_mode is UpdateMode.FULL_REWRITE
         prompt = _analyst_prompt(cfg, side, batch, skill, step_buffer, meta_skill)
         schema = AnalystFullReply if full else AnalystReply
@@ -261,7 +308,7 @@ async def analyse(
             return str(exc)
         patch = _patch(cfg, side, idx, batch, reply.value)
         ctx.run.write_json(path, patch.to_json())
-        return patch
+        return _noted(ctx, tag, patch)
 
     outcomes = await gather_indexed(lambda pos: one(*batches[pos]), len(batches))
     if batches and len(backend_failures) == len(batches):

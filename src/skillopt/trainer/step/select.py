@@ -30,7 +30,7 @@ from skillopt.trainer.replies import (
 from skillopt.trainer.rollouts import mean_scores
 from skillopt.trainer.run_context import RunContext
 from skillopt.trainer.step.context import Record, StepInput, ask
-from skillopt.trainer.step.reflect import Patch, Reflected
+from skillopt.trainer.step.reflect import Patch, Reflected, meant_edits
 from skillopt.trainer.step.rollout import RolledOut
 
 if TYPE_CHECKING:
@@ -79,10 +79,17 @@ async def merge_patches(
         except (ReplyFormatError, RetryableBackendError) as exc:
             ctx.note(stage="merge", level=level, error=str(exc))
             return None
-        if full:
-            source = side or SourceType.FAILURE
-            return [c.as_edit(source) for c in reply.value.skill_candidates[:1]] or None
-        edits: list[EditItem] = reply.value.edits
+        source = side or SourceType.FAILURE
+        proposed = (
+            [c.as_edit(source) for c in reply.value.skill_candidates[:1]]
+            if full
+            else list(reply.value.edits)
+        )
+        edits, refused = meant_edits(proposed, template="merge_full" if full else "merge")
+        for why in refused:
+            ctx.note(stage="merge", level=level, refused=why)
+        if not edits and (full or refused):  # nothing meant: the group is concatenated
+            return None
         return edits
 
     return await merge_sides(

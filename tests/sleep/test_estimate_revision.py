@@ -18,6 +18,7 @@ import structlog
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.demo import DemoSetup, prepare_demo
 from skillopt_sleep.night.entry import run_night
+from skillopt_sleep.night.estimate import gate_floor
 from skillopt_sleep.stage_rates import NightRecord
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenModel
@@ -103,3 +104,36 @@ async def test_the_budget_warning_said_first_is_taken_back(tmp_path: Path) -> No
     assert not any(WARNING in note for note in report["notes"]), report["notes"]
     assert detail["budget_warning"] == ""
     assert report["result"] == "no_edits"
+
+
+async def test_the_first_figure_of_a_night_whose_reflection_proposes_nothing_holds_its_spend(
+    tmp_path: Path,
+) -> None:
+    """A first night (nothing measured: the gate priced on the prior) says a range before
+    its first call, whose low end is the night without a gate. Before: one figure, the
+    prior's gate priced in (x8-x11 the spend of the small real model's nights, x5 here)."""
+    with FakeModelServer(reply_fn=world_reply, rule=no_edits) as server:
+        report = await _night(prepare_demo(tmp_path), server)
+    detail, spent = report["estimate_detail"], int(report["spend"]["calls"])
+    floor = detail.get("floor")
+    assert floor is not None and spent / 2 <= floor <= 2 * spent, (detail, spent)
+    assert f"between {floor} and {detail['calls']} model calls" in report["estimate"]
+
+
+async def test_the_first_range_holds_a_night_whose_gate_runs(tmp_path: Path) -> None:
+    """The same first night with reflection proposing edits the gate tries: the spend lies
+    within x2 of the range said before the first call (its high end: the gate priced in)."""
+    with FakeModelServer(reply_fn=world_reply) as server:
+        report = await _night(prepare_demo(tmp_path), server)
+    detail, spent = report["estimate_detail"], int(report["spend"]["calls"])
+    assert "trial" in report["spend"]["calls_by_stage"], report["spend"]
+    assert detail["floor"] < spent and spent / 2 <= detail["calls"] <= 2 * spent, (detail, spent)
+
+
+def test_the_floor_is_the_night_without_its_gate() -> None:
+    """Trials, union, attributions and final check out, judging in proportion to what it
+    judged of the stages left; the test split stays (it is scored whatever the gate did)."""
+    said = {"mine": 2, "rollout": 10, "reflect": 3, "trial": 40, "union": 20, "attribution": 5,
+            "final": 5, "test": 10, "judge": 45}  # fmt: skip
+    assert gate_floor(said) == 2 + 10 + 3 + 10 + round(45 * 20 / 90)
+    assert gate_floor({"rollout": 4, "reflect": 2}) == 6

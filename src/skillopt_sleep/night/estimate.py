@@ -25,6 +25,7 @@ from skillopt_sleep.night.outcome import NightResult
 from skillopt_sleep.replay import Docs, calls_per_sample
 from skillopt_sleep.sampling_guess import SamplingGuess, sampling_guess
 from skillopt_sleep.stage_rates import (
+    JUDGED,
     LEARNING,
     NOISE_SCALE,
     QUIET,
@@ -39,9 +40,11 @@ from skillopt_sleep.state import project_dir
 from skillopt_sleep.token_model import TokenEstimate, TokenModel, budget_warning, estimate_tokens
 
 __all__ = [
+    "GATE_STAGES",
     "SpendEstimate",
     "announce_estimate",
     "announce_mining",
+    "gate_floor",
     "learn_tokens",
     "night_shape",
 ]
@@ -64,6 +67,9 @@ class SpendEstimate:
     tokens: int
     by_stage: dict[str, int]
     by_skill: dict[str, int] = field(default_factory=dict)  # the fan-out's share, per skill
+    # the calls should reflection propose no edit the gate can try, when the gate's share
+    # rests on no measured night (said as a range: :func:`gate_floor`); None: not said
+    floor: int | None = None
 
     def describe(self) -> str:
         stages = ", ".join(
@@ -71,6 +77,13 @@ class SpendEstimate:
             if self.by_stage[k]
         )  # fmt: skip
         said = f"about {self.calls} model calls (~{self.tokens} tokens): {stages}"
+        if self.floor is not None:
+            said = (
+                f"between {self.floor} and {self.calls} model calls (~{self.tokens} tokens at "
+                f"the most): {self.floor} if reflection proposes no edit the gate can try (no "
+                f"trial, union or final check), {self.calls} if it proposes as many as a "
+                f"first night of the lift world did and every one is tried: {stages}"
+            )
         if self.by_skill:
             said += "; of which your skills: " + ", ".join(
                 f"{name} {n}" for name, n in self.by_skill.items()
@@ -79,6 +92,21 @@ class SpendEstimate:
 
 
 _log = get_logger(__name__)
+
+GATE_STAGES = frozenset({"trial", "union", "attribution", "final"})
+"""The gate's stages: run only on an edit reflection proposed that the gate can try."""
+
+
+def gate_floor(by_stage: Mapping[str, int]) -> int:
+    """The calls of ``by_stage`` made should reflection propose no edit the gate can try:
+    every stage but the gate's, and judging in proportion to the judged calls left (the
+    small real model's nights: every edit it proposed was refused before any trial)."""
+    judged = sum(n for s, n in by_stage.items() if s in JUDGED)
+    left = sum(n for s, n in by_stage.items() if s in JUDGED and s not in GATE_STAGES)
+    judge = by_stage.get("judge", 0)
+    return sum(n for s, n in by_stage.items() if s not in GATE_STAGES and s != "judge") + (
+        round(judge * left / judged) if judged else judge
+    )
 
 
 def announce_mining(night: Night, calls: int) -> None:
@@ -144,12 +172,11 @@ def announce_estimate(
     skills: Mapping[str, int] | None = None,
     recheck: int = 0,
 ) -> Estimate:
-    """The spend estimate, said before any model call of the learning stages (mining's said
-    before mining, :func:`announce_mining`): calls per stage learned from earlier nights of
-    the project (:mod:`skillopt_sleep.stage_rates`; ``learn``: the managed night's tasks,
-    ``skills``: each fanned-out skill's task count; ``recheck``: a quiet night's samples
-    still to draw; ``docs``: the live documents, whose recorded answers say how noisy
-    tonight's tasks are), priced per stage or member; whether the budget cuts it short."""
+    """The spend estimate, said before any call of the learning stages (mining's before
+    mining): calls per stage learned from the project's earlier nights (``learn``: the managed
+    night's tasks, ``skills``: each fanned-out skill's task count; ``recheck``: a quiet night's
+    samples to draw; ``docs``: the live documents, whose recorded answers say how noisy tonight's
+    tasks are), priced per stage or member; a range on the prior; whether the budget cuts it."""
     rubric = sum(calls_per_sample(t) - 1 for t in tasks) / len(tasks)  # judged by the model
     model = TokenModel.load(project_dir(night.cfg.state_path(), night.project))
     n_learn = len(learn) + sum((skills or {}).values())
@@ -161,25 +188,26 @@ def announce_estimate(
         sessions=0, noise=noise, shape=(shape := night_shape(night.cfg, n_learn, rubric)),
     )  # fmt: skip
     by_stage = _stage_calls(night, dict(predicted.calls), recheck=recheck, rubric=rubric)
-    by_skill = _by_skill(by_stage, skills or {}, n_learn)
     model.observe(night.spend.usage_by_member)  # tonight's calls so far (mining) count too
     priced, tokens = _priced(night, model, predicted.tokens, by_stage, tasks, docs, rubric)
-    estimate = SpendEstimate(calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
-                             by_skill=by_skill)  # fmt: skip
+    estimate = SpendEstimate(
+        calls=sum(by_stage.values()), tokens=tokens, by_stage=by_stage,
+        by_skill=_by_skill(by_stage, skills or {}, n_learn),
+        floor=_unmeasured_floor(by_stage, predicted.nights, recheck))  # fmt: skip
     learned = _learned_from(predicted.nights, span := predicted.span if not recheck else None)
     basis, on_noise = _noise_basis(known, guess, model.nights)
-    sure = recheck or basis == "archive"  # a quiet night's samples, or a measured noise
-    calm = None if sure else _if_consistent(model, by_stage, noise, n_learn, len(test), shape)
+    calm = None if recheck or basis == "archive" else _if_consistent(
+        model, by_stage, noise, n_learn, len(test), shape)  # fmt: skip
     on_noise += f"; about {calm} if the probe finds it answers consistently" if calm else ""
-    per_call = f"; per call: {priced.describe()}" if priced.sources else ""
-    said = f"{estimate.describe()} ({learned}; {on_noise}){per_call}"
+    said = f"{estimate.describe()} ({learned}; {on_noise})" + (
+        f"; per call: {priced.describe()}" if priced.sources else "")  # fmt: skip
     night.progress.note(f"estimated spend: {said}")
     warning = _warn_budget(night, estimate)
-    _log.info("night.estimate", calls=estimate.calls, tokens=estimate.tokens,
-              per_call=priced.per_call, sources=priced.sources, nights=predicted.nights,
-              noise=noise)  # fmt: skip
+    _log.info("night.estimate", calls=estimate.calls, floor=estimate.floor, noise=noise,
+              tokens=estimate.tokens, nights=predicted.nights, sources=priced.sources)  # fmt: skip
     detail = {
         "calls": estimate.calls,
+        "floor": estimate.floor,
         "by_stage": estimate.by_stage,
         "by_skill": estimate.by_skill,
         **priced.to_dict(),
@@ -194,6 +222,18 @@ def announce_estimate(
         "budget_warning": warning,
     }
     return Estimate(said=said, detail=detail)
+
+
+def _unmeasured_floor(by_stage: Mapping[str, int], nights: int, recheck: int) -> int | None:
+    """The low end of a learning night's range when its gate is priced on the prior alone
+    (``nights``: the measured learning nights the rates come from): the prior is a night
+    whose reflections proposed a dozen edits, all tried, and a small model's may propose
+    none the gate can try; a measured night's rates carry what its gate ran. None when
+    measured, a quiet night (``recheck``), or no gate was priced."""
+    if recheck or nights:
+        return None
+    floor = gate_floor(by_stage)
+    return floor if floor < sum(by_stage.values()) else None
 
 
 REPLY_TOKENS = 150  # a reply's tokens, before any was measured

@@ -72,8 +72,22 @@ class NightRun:
         return before_gate[-1] if before_gate else int(detail.get("calls", 0))
 
     def first_estimate(self) -> int:
-        """The calls the night said it would make before its first one (0: none said)."""
+        """The calls the night said it would make before its first one (0: none said); the
+        high end of a range, when it said one (:meth:`first_floor`)."""
         return int((self.report.get("estimate_detail") or {}).get("calls", 0))
+
+    def first_floor(self) -> int | None:
+        """The low end of the range said before the first call (the night should reflection
+        propose no edit the gate can try), None when a single figure was said."""
+        floor = (self.report.get("estimate_detail") or {}).get("floor")
+        return None if floor is None else int(floor)
+
+    def first_holds(self, spent: int) -> bool:
+        """Whether what was said before the first call holds ``spent`` within x2: a range
+        from half its low end to twice its high end, a figure within x2 of it."""
+        high = self.first_estimate()
+        low = self.first_floor() or high
+        return bool(spent and high) and low / 2 <= spent <= 2 * high
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """The night's structured log events of that name (JSON lines on stderr)."""

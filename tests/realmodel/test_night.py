@@ -94,6 +94,17 @@ def test_estimate_within_x2_of_the_spend(night: NightRun) -> None:
     )  # fmt: skip
 
 
+def test_first_estimate_holds_the_spend(night: NightRun) -> None:
+    """What was said before the first call: a first night prices the gate on the prior (a
+    dozen edits tried), so it says a range whose low end is the night without a gate, what
+    the 135M model's nights spend (reflection proposes no edit the gate can try). Before:
+    one figure, 132-134 calls, x8-x11 the requests."""
+    spent = night.served.requests
+    floor = night.first_floor()
+    assert floor is not None and 0.5 <= floor / spent <= 2, (floor, night.first_estimate(), spent)
+    assert night.first_holds(spent)
+
+
 def test_server_was_used(night: NightRun) -> None:
     """The night reached the model (a refused connection would pass everything above)."""
     assert night.served.answered > 0

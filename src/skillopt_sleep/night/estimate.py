@@ -5,8 +5,10 @@ Before the learning stages spend anything, :func:`announce_estimate` says how ma
 each stage will make and what they will cost, learned from what the project's earlier
 nights spent per task and stage (:mod:`skillopt_sleep.stage_rates`) and priced from what
 they and earlier calls measured, and warns when the budget will cut the night short (said
-again once the night has measured what it assumed: :mod:`.estimate_revision`). After the
-night, :func:`learn_tokens` folds tonight's measured spend into the model.
+again once the night has measured what it assumed: :mod:`.estimate_revision`). A night
+priced on the priors alone says a range, its low end the night should reflection propose no
+edit the gate can try (:func:`gate_floor`). After the night, :func:`learn_tokens` folds
+tonight's measured spend into the model.
 """
 
 from __future__ import annotations

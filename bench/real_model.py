@@ -21,10 +21,12 @@ and in all, against issue 31's targets:
 - judge verdicts usable at the first request (target >= 90 %): the night's judge calls less
   those the pool had to retry (its ``pool.retry`` events of stage ``judge``, attempt 1);
 - the report's calls and tokens vs the server's requests and tokens (target: equal);
-- the spend estimate vs the spend (target: within x2): as last revised before the gate's first
-  trial (once the first rollouts measured the noise, once round 1's reflections proposed
-  edits: a night whose reflection proposes none runs no gate), beside the figure printed
-  before the first call;
+- the spend estimate vs the spend (target: within x2): as printed before the first call (a
+  first night's is a range, its low end the night should reflection propose no edit the gate
+  can try, its high end the gate priced on the prior: it holds the spend when the spend lies
+  between half its low end and twice its high end; both ends' ratios are printed), and as last
+  revised before the gate's first trial (once the first rollouts measured the noise, once
+  round 1's reflections proposed edits: a night whose reflection proposes none runs no gate);
 - staged edits passed the final gate on fresh samples, and the live files are untouched;
 - wall, the night process's CPU per request, the model server's CPU per request, load average.
 
@@ -55,6 +57,12 @@ tokens); estimate before the gate 12, 13, 10 calls (x0.8-x0.9; first printed 134
 x8.4-x11.0); reflection replies are read at the first request now (5 reflect calls where 8
 were cut at the cap), and every edit SmolLM2 proposed was the prompt's own example
 (``<instruction>``), refused before any trial: nothing staged, no gate run; wall 178 s.
+
+With the first estimate said as a range on the priors alone (branch est37, 2026-12-03, load
+0.8-1.1): exit 0 3/3, usable 12/12, counts equal 3/3 (15 / 10,813, 16 / 9,894, 12 / 6,263
+requests / tokens); first printed 21-134, 21-134 and 19-132 calls (low end x1.4, x1.3, x1.6
+the requests; high end x8.9, x8.4, x11.0): holds the spend 3/3; before the gate 13, 13, 10
+calls (x0.9, x0.8, x0.8); reflection again proposed nothing the gate could try; wall 180 s.
 
     .venv/bin/python bench/real_model.py [--nights demo,agents,demo-heuristic] [--json]
 """

@@ -29,11 +29,9 @@ from skillopt.gate import GateConfig
 from skillopt.types import EditRecord, EditTarget, GateAction, ReferenceKind, TaskRecord
 from skillopt_sleep.night.learn.crossfit import (
     ATTRIBUTE,
-    BAND,
     FINAL,
     FRESH,
     INERT_ON_KEPT,
-    LOSS_AGAIN,
     RETEST,
     ROUND,
     Standing,
@@ -451,43 +449,3 @@ async def test_a_rule_proposed_again_is_validated_on_every_fold_it_was_held_out_
         first.decision.arithmetic["validated_on"])  # fmt: skip
     assert not set(later.decision.arithmetic["validated_on"]) & set(later.seen)  # leak-free
     assert decision.accepted and decision.applied == [C]
-
-
-class MisjudgedInTheUnion(ScriptedTarget):
-    """The world of A and B (no spoiler proposed), where the union's first look at ``a0``
-    comes back wrong (a judge's mistake on one sample); every other look is right."""
-
-    async def complete(self, request: CompletionRequest) -> Completion:
-        skill = str(request.metadata.get("skill", ""))
-        task = str(request.metadata["task"]["id"])
-        union = A.content in skill and B.content in skill
-        if task == "a0" and union and FRESH <= request.sample_id < FRESH + LOSS_AGAIN:
-            return Completion(text="almost", usage=Usage.estimate(request.prompt, "almost"),
-                              member=self.name, latency=0.0)  # fmt: skip
-        return await super().complete(request)
-
-
-async def _a_and_b(
-    key: str, target: EditTarget, docs: Docs, sets: Sequence[RolloutSet]
-) -> ReflectOutcome:
-    edits = tuple(e for e in (A, B) if e.content not in docs.skill)
-    return ReflectOutcome(edits=edits, mode=ReflectMode.CONTRASTIVE, calls=1)
-
-
-async def test_on_a_consistent_model_a_loss_the_judge_made_up_does_not_stand() -> None:
-    """The union of A and B lost ``a0`` (A's single improved it) on its one sample, and no
-    edit is to blame. On a model that answers the same every time a lost task is sampled
-    once more: there ``a0`` passes, so the loss was the judge's, and the union is kept."""
-    target = MisjudgedInTheUnion()
-    measure, pool = _measure(target)
-    measure.reflect = _a_and_b
-    measure.noise.probed(True)
-    tasks = [t for t in TASKS if not t.id.startswith("l")]
-    async with pool:
-        decision = await consolidate(measure, tasks=tasks, start=START, rotation=1)
-    union = next(t for t in measure.findings.trials if t.kind == "union")
-    assert union.note.startswith("lost 1 task(s)") and "a judge's error" in union.note
-    assert decision.accepted and set(decision.applied) == {A, B}
-    asked = sorted(k[2] for k in target.asked if k[0] == "a0")
-    assert FRESH + LOSS_AGAIN in asked, asked  # within the union's own range
-    assert FRESH + LOSS_AGAIN < FRESH + BAND <= RETEST

@@ -43,7 +43,6 @@ was chosen by.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -61,7 +60,7 @@ from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.budget_plan import NOT_TRIED, SinglesBudget, by_value
 from skillopt_sleep.night.learn.candidate import Candidate
 from skillopt_sleep.night.learn.pairs import apply_to, clear_pass, compare
-from skillopt_sleep.night.learn.samples import Measured, finite_mean, sample_all
+from skillopt_sleep.night.learn.samples import Measured, finite_mean
 from skillopt_sleep.night.learn.spoilers import MASK, Gains, attribution, riders, unmask
 from skillopt_sleep.night.learn.trials import (
     HARMFUL_EARLIER,
@@ -83,7 +82,6 @@ __all__ = [
     "FINAL",
     "FRESH",
     "INERT_ON_KEPT",
-    "LOSS_AGAIN",
     "MASK",
     "RETEST",
     "ROUND",
@@ -634,9 +632,10 @@ async def _settle(
             if rest is not None:
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
-        if decision.accepted and not await _loss_stands(
-            measure, (tasks, docs, offset), b, c, (conflicts, promised), trial
-        ):
+        certain = _loss_certain(b, c, conflicts, bool(measure.noise.consistent_tonight))
+        if decision.accepted and conflicts and certain:
+            trial.note += "; not kept as a whole: the loss is certain, and no edit was to blame"
+        elif decision.accepted:
             return list(app.applied), c, kind
         attempts.append(("strongest_single", [*kept, *new[:1]], first_id + SINGLE_AGAIN))
     if kept and unmasked:
@@ -697,45 +696,6 @@ def _step_trial(
         decision=decision,
         note=lost if conflicts else "",
     )
-
-
-LOSS_AGAIN = 400
-"""Where, within a step's own sample ids, a task the step lost is sampled once more on a
-model that answers the same every time (:func:`_loss_stands`)."""
-
-
-async def _loss_stands(
-    measure: Measure,
-    on: tuple[Sequence[Task], Docs, int],
-    b: Measured,
-    c: Measured,
-    lost: tuple[Sequence[str], Mapping[str, float]],
-    trial: Trial,
-) -> bool:
-    """Whether several edits together certainly lost a task a single improved
-    (:func:`_loss_certain`), so that they are not kept as a whole (noted on ``trial``).
-
-    On a model that answers the same every time each task has one sample, and a judge can
-    err on it. So there a lost task is sampled once more under the step's documents
-    (``on``: the tasks, the documents, the step's first sample id; :data:`LOSS_AGAIN`
-    into that range): the model gives the same answer, the judge a second verdict. The
-    loss stands when a task is lost again; when every one of them comes back, the first
-    verdicts were the judge's mistakes, not the edits' doing."""
-    conflicts, promised = lost
-    consistent = bool(measure.noise.consistent_tonight)
-    if not conflicts or not _loss_certain(b, c, conflicts, consistent):
-        return False
-    if consistent:
-        tasks, docs, offset = on
-        again = await sample_all(measure, [t for t in tasks if t.id in conflicts], docs,
-                                 samples=1, phase="union", first=offset + LOSS_AGAIN)  # fmt: skip
-        answered = all(math.isfinite(finite_mean(again.scores.get(t, ()))) for t in conflicts)
-        if answered and not lost_gains(b.scores, again.scores,
-                                       {t: promised[t] for t in conflicts}):  # fmt: skip
-            trial.note += "; on another sample each lost task kept its gain: a judge's error"
-            return False
-    trial.note += "; not kept as a whole: the loss is certain, and no edit was to blame"
-    return True
 
 
 def _loss_certain(b: Measured, c: Measured, conflicts: Sequence[str], consistent: bool) -> bool:

@@ -24,12 +24,11 @@ from skillopt.backends.base import CompletionRequest, Message, Role
 from skillopt.backends.open import open_completer
 from skillopt.config import PoolConfig
 from skillopt.redact import redact_text
-from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt_sleep.demo import DemoSetup, prepare_demo
+from support.demo_world_http import demo_reply_fn
 from support.fake_cli import write_fake_cli
 from support.fake_model_server import FakeModelServer, Request
 from support.sleep_setup import write_config
-from support.trainer_fakes import demo_reply_fn
 from support.transcripts import append_to_first_prompts
 from support.world_http import world_reply
 
@@ -109,7 +108,7 @@ Run = Callable[[DemoSetup, FakeModelServer], None]
 ENTRY_POINTS: dict[str, tuple[Run, Callable[[Request], str], int]] = {
     "night": (night, world_reply, 8),
     "harvest": (harvest, world_reply, 2),  # the demo's 16 sessions share 2 mining calls
-    "train": (train, demo_reply_fn(QAEnvironment()), 8),
+    "train": (train, demo_reply_fn(), 8),
 }
 
 

@@ -5,17 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from skillopt.backends.base import Backend, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.pool import BackendPool, MemberSpec
 from skillopt.errors import BackendRequestError
-from skillopt.trainer.demo import DemoWorld, infer_stage
-from skillopt.trainer.envs.qa import QAEnvironment
-from skillopt.types import Split
-from support.fake_model_server import Request
 
 
 @dataclass
@@ -88,28 +83,3 @@ class Jitter:
 
     async def aclose(self) -> None:
         return None
-
-
-def demo_reply_fn(env: QAEnvironment, *, broken_first_analyst: bool = False) -> Any:
-    """The demo world model answering over HTTP (the fake model server's ``reply_fn``);
-    ``broken_first_analyst`` makes the first analyst reply unusable, forcing a retry."""
-    world = DemoWorld()
-    items = {
-        QAEnvironment.user_prompt(item): dict(item.data)
-        for split in Split
-        for item in env.items(split)
-    }
-    state = {"broken": broken_first_analyst}
-
-    def reply(request: Request) -> str:
-        messages = request.body.get("messages", [])
-        system = "".join(
-            str(m["content"]) for m in messages if m["role"] in ("system", "developer")
-        )
-        user = request.user_text
-        if state["broken"] and infer_stage(user) == "analyst" and len(messages) == 1:
-            state["broken"] = False
-            return "I think the skill should mention numbers."  # not JSON: forces the retry
-        return world.chat_reply(system=system, user=user, items=items)
-
-    return reply

@@ -5,44 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from skillopt.trainer.demo import DemoWorld, infer_stage
-from skillopt.trainer.envs.qa import QAEnvironment
-from skillopt.types import Split
+from support.demo_world_http import demo_reply_fn
 from support.fake_model_server import FakeModelServer, Request
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs/trainer/qa_demo.toml"
-
-AnalystReply = Callable[[str, Request], str]
-
-
-def world_reply(analyst: AnalystReply) -> Callable[[Request], str]:
-    """The demo world over HTTP, with the analyst's replies passed through ``analyst``."""
-    world = DemoWorld()
-    env = QAEnvironment()
-    items = {
-        QAEnvironment.user_prompt(item): dict(item.data)
-        for split in Split
-        for item in env.items(split)
-    }
-
-    def reply(request: Request) -> str:
-        messages = request.body.get("messages", [])
-        system = "".join(
-            str(m["content"]) for m in messages if m["role"] in ("system", "developer")
-        )
-        text = world.chat_reply(system=system, user=request.user_text, items=items)
-        first_user = next((m["content"] for m in messages if m["role"] == "user"), "")
-        if request.user_text not in items and infer_stage(str(first_user)) == "analyst":
-            return analyst(text, request)
-        return text
-
-    return reply
 
 
 def train(tmp_path: Path, server: FakeModelServer) -> subprocess.CompletedProcess[str]:
@@ -84,7 +55,7 @@ def test_edits_without_the_patch_wrapper_are_learned(tmp_path: Path) -> None:
         data = json.loads(text)
         return json.dumps({"reasoning": "r", "edits": data["patch"]["edits"]})
 
-    with FakeModelServer(reply_fn=world_reply(unwrapped)) as server:
+    with FakeModelServer(reply_fn=demo_reply_fn(unwrapped)) as server:
         done = train(tmp_path, server)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "run/summary.json").read_text())
@@ -99,7 +70,7 @@ def test_a_run_whose_every_update_failed_exits_1_naming_the_stage(tmp_path: Path
             return "Sorry, I cannot produce that."
         return json.dumps({"suggestions": ["Give the bare number."]})
 
-    with FakeModelServer(reply_fn=world_reply(unusable)) as server:
+    with FakeModelServer(reply_fn=demo_reply_fn(unusable)) as server:
         done = train(tmp_path, server)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "the run failed during analyst" in done.stderr

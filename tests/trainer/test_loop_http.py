@@ -12,10 +12,23 @@ from skillopt.config import PoolConfig
 from skillopt.trainer.config import load_trainer_config
 from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.loop import Trainer
-from support.fake_model_server import FakeModelServer
-from support.trainer_fakes import demo_reply_fn
+from support.demo_world_http import Reshape, demo_items, demo_reply_fn
+from support.fake_model_server import FakeModelServer, Request
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _broken_first() -> Reshape:
+    """An analyst whose first reply is unusable (not JSON), forcing a retry."""
+    broken = [True]
+
+    def reshape(text: str, request: Request) -> str:
+        if broken[0] and len(request.body.get("messages", [])) == 1:
+            broken[0] = False
+            return "I think the skill should mention numbers."
+        return text
+
+    return reshape
 
 
 @pytest.mark.slow
@@ -30,7 +43,7 @@ async def test_training_over_http_with_a_schema_retry(tmp_path: Path) -> None:
         ],
     )
     env = QAEnvironment()
-    with FakeModelServer(reply_fn=demo_reply_fn(env, broken_first_analyst=True)) as server:
+    with FakeModelServer(reply_fn=demo_reply_fn(_broken_first(), items=demo_items(env))) as server:
         names = ["m0", "m1"]
         pool_cfg = PoolConfig.model_validate(
             {

@@ -5,7 +5,6 @@ before any trial, with why in the step's diagnostics; the QA demo over loopback 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +12,9 @@ from skillopt.backends.pool import BackendPool
 from skillopt.config import PoolConfig
 from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import load_trainer_config
-from skillopt.trainer.demo import DemoWorld, infer_stage
-from skillopt.trainer.envs.qa import QAEnvironment
 from skillopt.trainer.loop import Trainer
 from skillopt.trainer.replies import EditItem, SourceType
-from skillopt.types import Split
+from support.demo_world_http import Reshape, demo_items, demo_reply_fn, stage_of
 from support.fake_model_server import FakeModelServer, Request
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,34 +25,18 @@ ECHOES = [
 ]
 
 
-def _reply_fn(env: Any, *, keep_real: bool, stages: list[str]) -> Callable[[Request], str]:
-    """The demo world over HTTP; its analyst's edits lead with echoes of the prompt (and
-    are only those unless ``keep_real``). Each request's stage is appended to ``stages``."""
-    world = DemoWorld()
-    items = {
-        QAEnvironment.user_prompt(item): dict(item.data)
-        for split in Split
-        for item in env.items(split)
-    }
+def _echoes_first(*, keep_real: bool) -> Reshape:
+    """An analyst whose edits lead with echoes of the prompt (and are only those unless
+    ``keep_real``)."""
 
-    def reply(request: Request) -> str:
-        messages = request.body.get("messages", [])
-        system = "".join(
-            str(m["content"]) for m in messages if m["role"] in ("system", "developer")
-        )
-        first_user = str(next((m["content"] for m in messages if m["role"] == "user"), ""))
-        stage = "target" if request.user_text in items else infer_stage(first_user)
-        stages.append(stage)
-        text = world.chat_reply(system=system, user=request.user_text, items=items)
-        if stage != "analyst":
-            return text
+    def reshape(text: str, _request: Request) -> str:
         data = json.loads(text)
         real = data["patch"]["edits"] if keep_real else []
         data["patch"]["edits"] = [*ECHOES, *real]
         data["appendix_notes"] = ["<reminder>"]
         return json.dumps(data)
 
-    return reply
+    return reshape
 
 
 async def _train(tmp_path: Path, *, keep_real: bool) -> tuple[dict[str, Any], list[str]]:
@@ -69,8 +50,9 @@ async def _train(tmp_path: Path, *, keep_real: bool) -> tuple[dict[str, Any], li
         ],
     )
     env = build_environment(cfg)
-    stages: list[str] = []
-    with FakeModelServer(reply_fn=_reply_fn(env, keep_real=keep_real, stages=stages)) as server:
+    items = demo_items(env)
+    reply = demo_reply_fn(_echoes_first(keep_real=keep_real), items=items)
+    with FakeModelServer(reply_fn=reply) as server:
         pool_cfg = PoolConfig.model_validate({
             "members": [{"kind": "openai", "name": "m", "base_url": server.url("m"),
                          "model": "fake", "timeout": 10}],
@@ -79,6 +61,7 @@ async def _train(tmp_path: Path, *, keep_real: bool) -> tuple[dict[str, Any], li
         })  # fmt: skip
         async with BackendPool.from_config(pool_cfg) as pool:
             summary = await Trainer(cfg, env, pool, pool_accounting=pool.accounting).run()
+        stages = [stage_of(request, items) for request in server.requests]
     return summary, stages
 
 

@@ -13,37 +13,24 @@ from skillopt.backends.pool import BackendPool
 from skillopt.config import PoolConfig
 from skillopt.trainer.build import build_environment
 from skillopt.trainer.config import load_trainer_config
-from skillopt.trainer.demo import DemoWorld, infer_stage
-from skillopt.trainer.envs.qa import QAEnvironment
+from skillopt.trainer.envs.base import EnvItem
 from skillopt.trainer.loop import Trainer
-from skillopt.types import Split
-from support.fake_model_server import FakeModelServer, Request
+from support.demo_world_http import Reshape, demo_items, demo_reply_fn, first_user
+from support.fake_model_server import FakeModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "configs/trainer/rubric_demo.toml"
 GARBAGE = "I would rate this answer as quite good overall."
 
 
-def _reply_fn(env: Any, *, unusable: Callable[[str], bool]) -> Callable[[Request], str]:
-    """The demo world over HTTP; the judge of the answers ``unusable`` picks answers prose."""
-    world = DemoWorld()
-    items = {
-        QAEnvironment.user_prompt(item): {
-            "id": item.id, "task_type": item.task_type, "answers": [item.data["reference"]]
-        }
-        for split in Split
-        for item in env.items(split)
-    }  # fmt: skip
+def _rubric_item(item: EnvItem) -> dict[str, Any]:
+    """A rubric item as the demo world reads a QA one: its reference is the answer."""
+    return {"id": item.id, "task_type": item.task_type, "answers": [item.data["reference"]]}
 
-    def reply(request: Request) -> str:
-        messages = request.body.get("messages", [])
-        system = "".join(str(m["content"]) for m in messages if m["role"] == "system")
-        user = messages[0]["content"] if messages else ""
-        if infer_stage(user) == "judge" and unusable(user):
-            return GARBAGE
-        return world.chat_reply(system=system, user=request.user_text, items=items)
 
-    return reply
+def _prose_verdicts(unusable: Callable[[str], bool]) -> Reshape:
+    """A judge answering prose to the prompts ``unusable`` picks."""
+    return lambda text, request: GARBAGE if unusable(first_user(request)) else text
 
 
 async def _train(tmp_path: Path, unusable: Callable[[str], bool]) -> tuple[Any, Any, int]:
@@ -52,7 +39,9 @@ async def _train(tmp_path: Path, unusable: Callable[[str], bool]) -> tuple[Any, 
         DEMO, overrides=[f"out_root={json.dumps(str(out))}", "train.num_epochs=1"]
     )
     env = build_environment(cfg)
-    with FakeModelServer(reply_fn=_reply_fn(env, unusable=unusable)) as server:
+    items = demo_items(env, as_item=_rubric_item)
+    reply = demo_reply_fn(_prose_verdicts(unusable), stage="judge", items=items)
+    with FakeModelServer(reply_fn=reply) as server:
         pool_cfg = PoolConfig.model_validate({
             "members": [{"kind": "openai", "name": "m", "base_url": server.url("m"),
                          "model": "fake", "timeout": 10}],

@@ -26,11 +26,12 @@ A walk through one step (:func:`learn_step`):
    singles improved and regress none; when it fails the gate or lost such a task (on any
    model, noisy or not), its edits are attributed on the tasks the singles improved
    (where a spoiler shows: leave-one-out for a few edits, by halves for many), the edits
-   whose removal makes those tasks significantly better are dropped and the rest is
-   measured again on unseen samples, and failing that only the strongest single edit is
-   kept. This is what stops a harmful generalisation that only shows once good edits are
-   in place (it passes alone by luck where nothing passes yet, then breaks the union, or
-   breaks nothing and cancels what the others fixed).
+   whose removal makes those tasks significantly better are dropped (on a model not found
+   consistent, when none is, the likeliest one: :func:`.spoilers.attribution`'s
+   ``suspect``) and the rest is measured again on unseen samples, and failing that only
+   the strongest single edit is kept. This is what stops a harmful generalisation that
+   only shows once good edits are in place (it passes alone by luck where nothing passes
+   yet, then breaks the union, or breaks nothing and cancels what the others fixed).
 
 The union's all-task measurement is the next step's baseline. No edit is ever accepted on
 a task its reflection saw: the leak check is part of every single decision. Every decision
@@ -65,6 +66,7 @@ from skillopt_sleep.night.learn.spoilers import MASK, Gains, attribution, riders
 from skillopt_sleep.night.learn.trials import (
     HARMFUL_EARLIER,
     SPOILED_EARLIER,
+    SUSPECTED_EARLIER,
     Trial,
     Verdict,
     harm_key,
@@ -73,7 +75,7 @@ from skillopt_sleep.reflect import ReflectOutcome
 from skillopt_sleep.replay import Docs
 
 if TYPE_CHECKING:
-    from skillopt_sleep.night.learn.measure import Measure
+    from skillopt_sleep.night.learn.measure import Findings, Measure
 
 __all__ = [
     "ADOPT",
@@ -416,7 +418,7 @@ async def _singles(
         trial = _single_trial(name, round_no, target, cand, app, motivated[i])
         held = [by_id[t] for t in cand.held_out if t in by_id]
         found = measure.findings
-        trial.note = _untried(found.harmful_edits, found.spoilers, cand, held, budget) if (
+        trial.note = _untried(found, round_no, cand, held, budget) if (
             app.applied) else (
             "the edit did not change the document"
         )  # fmt: skip
@@ -508,21 +510,25 @@ def _single_trial(
 
 
 def _untried(
-    harmful: Mapping[tuple[str, str, str], Sequence[str]],
-    spoilers: Mapping[tuple[str, str, str], str],
+    found: Findings,
+    round_no: int,
     cand: Candidate,
     held: Sequence[Task],
     budget: SinglesBudget | None,
 ) -> str:
-    """Why a single that changes the document is not tested tonight ("" when it is);
-    ``harmful``: the rules found significantly worse tonight, with their trials;
-    ``spoilers``: the rules dropped tonight for cancelling other edits' gains."""
+    """Why a single of round ``round_no`` that changes the document is not tested ("" when
+    it is); ``found``: the rules found significantly worse tonight (``harmful_edits``),
+    dropped for cancelling other edits' gains (``spoilers``) or suspected of it
+    (``suspects``, by round)."""
+    key = harm_key(cand.edit)
     if not held:
         return "no task tonight is held out from this edit's reflection"
-    if len(harmful.get(harm_key(cand.edit), ())) >= HARMFUL_TWICE:
+    if len(found.harmful_edits.get(key, ())) >= HARMFUL_TWICE:
         return HARMFUL_EARLIER
-    if harm_key(cand.edit) in spoilers:
+    if key in found.spoilers:
         return SPOILED_EARLIER
+    if round_no in found.suspects.get(key, ()):
+        return SUSPECTED_EARLIER
     if budget is not None and not budget.affords(len(held)):
         return NOT_TRIED
     return ""
@@ -626,8 +632,8 @@ async def _settle(
         assert decision is not None
         if kind == "union" and len(chosen) > 1 and _attribute(decision, conflicts):
             rest = await _without_spoilers(
-                measure, tasks, docs, chosen, (start, label), promised, conflicts, gains,
-                first_id,
+                measure, tasks, docs, chosen, (start, label, round_no), promised, conflicts,
+                gains, first_id,
             )  # fmt: skip
             if rest is not None:
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
@@ -648,7 +654,7 @@ async def _without_spoilers(
     tasks: Sequence[Task],
     docs: Docs,
     chosen: list[EditRecord],
-    on: tuple[Docs, str],
+    on: tuple[Docs, str, int],
     promised: Mapping[str, float],
     conflicts: list[str],
     gains: Gains,
@@ -656,12 +662,13 @@ async def _without_spoilers(
 ) -> list[EditRecord] | None:
     """``chosen`` without the edits its attribution drops (None: it drops none), judged
     where the union lost what a single gained, or else on every task a single gained;
-    ``on``: (the documents the union stands on, the step's label)."""
+    ``on``: (the documents the union stands on, the step's label, the round)."""
     where = conflicts or sorted(promised) or [t.id for t in tasks]
     by = [gains.get(e, {}) for e in chosen] if conflicts else None
-    start, label = on
+    start, label, round_no = on
+    suspect = round_no if conflicts and not measure.noise.consistent_tonight else None
     drop = await attribution(measure, tasks, docs, chosen, start, label, where,
-                             first_id + ATTRIBUTE, promised_by=by)  # fmt: skip
+                             first_id + ATTRIBUTE, promised_by=by, suspect=suspect)  # fmt: skip
     return [e for e in chosen if e not in drop] if drop else None
 
 

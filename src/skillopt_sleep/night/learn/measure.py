@@ -151,6 +151,10 @@ class Findings:
     # rules an attribution or masking test dropped tonight (trials.harm_key -> the trial):
     # they cancelled what other edits gained, and are not tried again tonight
     spoilers: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # rules dropped from a union tonight as its likeliest spoiler without a significant
+    # test (spoilers._suspect), with the rounds that did: not tried again in such a round,
+    # and a second time makes it a spoiler
+    suspects: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     # per rule (trials.harm_key), the tasks every reflection that proposed it tonight saw:
     # a rule proposed again is validated on every task one of them did not see
     seen_by: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)

@@ -60,6 +60,11 @@ __all__ = ["Decision", "consolidate", "paired_check"]
 
 FINAL_RESERVE = 3
 """The final check's budget, held back once a step kept an edit, in rollouts' worth."""
+FINAL_RESERVE_NOISY = 6
+"""The same on a model the noise probe did not find consistent: the final check samples
+every task whose pairs disagree again, wave after wave, and a noisy model's disagree
+often (three rollouts' worth left nights of 23 tasks at 20 % flips stopped during the
+final check with nothing decided, every call before it spent for nothing)."""
 
 
 def _all_pass(measured: Measured) -> bool:
@@ -122,12 +127,7 @@ async def consolidate(
         return await ungated(measure, tasks, start)
     before = measure.spend.calls, measure.spend.tokens
     base = await _rollouts(measure, "rollouts", tasks, start)
-    # held back through the rounds for the final check: both of its arms are drawn anew (two
-    # baselines' worth), and a noisy task draws more pairs (half as much again)
-    reserve = (
-        FINAL_RESERVE * (measure.spend.calls - before[0]),
-        FINAL_RESERVE * (measure.spend.tokens - before[1]),
-    )
+    reserve = _final_reserve(measure, before)
     folds = make_folds(
         tasks, n_folds=measure.settings.folds, seed=measure.settings.seed, rotation=rotation
     )
@@ -168,6 +168,18 @@ async def consolidate(
             rejected_all.action = GateAction.UNTESTED
         return rejected_all
     return await _final(measure, tasks, start, learned.best, applied, rejected_all)
+
+
+def _final_reserve(measure: Measure, before: tuple[int, int]) -> tuple[int, int]:
+    """The (calls, tokens) held back through the rounds for the final check, from what the
+    first rollouts cost since ``before``: both of its arms are drawn anew (two baselines'
+    worth), and a noisy task draws more pairs (half as much again; twice all that on a
+    model not found consistent, :data:`FINAL_RESERVE_NOISY`)."""
+    times = FINAL_RESERVE if measure.noise.consistent_tonight else FINAL_RESERVE_NOISY
+    return (
+        times * (measure.spend.calls - before[0]),
+        times * (measure.spend.tokens - before[1]),
+    )
 
 
 def _nothing_to_learn(tasks: Sequence[TaskRecord], base: Measured) -> str:

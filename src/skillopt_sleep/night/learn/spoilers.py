@@ -134,6 +134,7 @@ async def attribution(
     promised_by: Sequence[Mapping[str, float]] | None = None,
     riders: Sequence[EditRecord] = (),
     label: str = "leave_one_out",
+    suspect: int | None = None,
 ) -> set[EditRecord]:
     """The edits whose removal makes ``task_ids`` significantly better
     (:func:`skillopt.gate.attribute`: one by one, or by halves when there are many), on
@@ -142,7 +143,8 @@ async def attribution(
     improved; given when ``task_ids`` are the union's lost tasks): each removal is judged
     on the lost tasks the edits still in the union promised
     (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
-    ``riders``: edits in ``union`` that are never left out (:func:`unmask`)."""
+    ``riders``: edits in ``union`` that are never left out (:func:`unmask`). ``suspect``
+    (the round): when no removal is significant, drop the likeliest spoiler (:func:`_drop`)."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -174,11 +176,73 @@ async def attribution(
         return d
 
     found = await attribute(union, chosen, build=without, compare=better, config=measure.gate)
-    _record_attribution(measure, target, chosen, found.tests, label=label, riders=len(riders))
-    dropped = {chosen[i] for i in found.dropped}
+    alpha = 1.0 - measure.gate.confidence
+    suspected = _suspect(found.tests, alpha) if suspect is not None and not found.dropped else None
+    _record_attribution(measure, target, chosen, found.tests, label=label, riders=len(riders),
+                        suspected=suspected)  # fmt: skip
+    return _drop(measure, f"{label}.{target}", chosen, found.dropped, (suspected, suspect))
+
+
+def _drop(
+    measure: Measure,
+    trial: str,
+    chosen: Sequence[EditRecord],
+    significant: Sequence[int],
+    suspected: tuple[int | None, int | None],
+) -> set[EditRecord]:
+    """What an attribution (``trial``: its name) drops: the edits whose removal was
+    significant, not tried again tonight; and the likeliest spoiler when none was
+    (``suspected``: its index in ``chosen`` and the round), not tried again that round
+    and, suspected a second time tonight, not at all."""
+    dropped = {chosen[i] for i in significant}
     for edit in dropped:  # not tried again tonight: its single would pass as it did
-        measure.findings.spoilers.setdefault(harm_key(edit), f"{label}.{target}")
+        measure.findings.spoilers.setdefault(harm_key(edit), trial)
+    index, round_no = suspected
+    if index is not None:
+        dropped.add(chosen[index])
+        key = harm_key(chosen[index])
+        rounds = measure.findings.suspects.setdefault(key, [])
+        rounds.append(round_no or 0)
+        if len(rounds) >= SUSPECTED_TWICE:  # once may be chance: a later round tries it again
+            measure.findings.spoilers.setdefault(key, trial)
     return dropped
+
+
+SUSPECTED = (
+    "dropped as the likeliest spoiler: no removal was significantly better, and without it "
+    "the lost tasks gained most"
+)
+"""The note of the removal :func:`_suspect` chose."""
+SUSPECTED_TWICE = 2
+"""Times a rule is dropped as the likeliest spoiler before it is not tried again tonight
+(as a rule an attribution found significant is after once): a good rule suspected once by
+chance keeps its later chances."""
+
+
+def _suspect(tests: Sequence[tuple[tuple[int, ...], GateDecision]], alpha: float) -> int | None:
+    """The edit to drop from a union that lost tasks its singles improved when no removal
+    was significantly better (a noisy model; few pairs per lost task): the one whose
+    removal gained most on those tasks, if that gain would pass at twice the gate's
+    ``alpha`` uncorrected (``p_improve <= 2 * alpha``: a removal that gained by chance
+    as often as not is no suspect), with every sample answered.
+
+    A union is kept only if it keeps what its edits gained alone. Left as a whole, a rule
+    that cancels the others' gains (its own gain a lenient judge's credit) stays in for
+    want of power, and the final check, on the same lenient credit, passes it. Dropping
+    the likeliest culprit never adds a rule; what is left is measured again on samples of
+    its own before anything is kept, and a good rule dropped by chance is tried again when
+    a later round proposes it (until :data:`SUSPECTED_TWICE`)."""
+    best: tuple[float, int] | None = None
+    for group, d in tests:
+        a = d.arithmetic
+        if len(group) != 1 or a.get("missing_samples"):
+            continue
+        gain, p = float(a.get("mean_delta", 0.0)), a.get("p_improve")
+        if gain <= 0 or p is None or float(p) > 2 * alpha:
+            continue
+        if best is None or gain > best[0]:
+            best = (gain, group[0])
+    return None if best is None else best[1]
 
 
 def _record_attribution(
@@ -189,6 +253,7 @@ def _record_attribution(
     *,
     label: str,
     riders: int,
+    suspected: int | None = None,
 ) -> None:
     """One trial per removal an attribution tested, with what it decided."""
     for group, d in tests:
@@ -201,6 +266,8 @@ def _record_attribution(
             )  # fmt: skip
         elif d.accepted:
             note = "without it the tasks the singles improved are significantly better: dropped"
+        elif group == (suspected,):
+            note = SUSPECTED
         else:
             note = "kept: removing it does not make the tasks the singles improved better"
         if riders:

@@ -9,7 +9,14 @@ from typing import Any
 
 from skillopt.types import EditRecord, GateAction, GateDecision
 
-__all__ = ["HARMFUL_EARLIER", "SPOILED_EARLIER", "Trial", "Verdict", "harm_key"]
+__all__ = [
+    "HARMFUL_EARLIER",
+    "SPOILED_EARLIER",
+    "SUSPECTED_EARLIER",
+    "Trial",
+    "Verdict",
+    "harm_key",
+]
 
 # the note of a single not run because earlier singles found its rule significantly worse
 # tonight (see :mod:`.crossfit`): a rejection, not an untested edit
@@ -17,6 +24,8 @@ HARMFUL_EARLIER = "rejected without a test: two singles found it significantly w
 # ... and of one an attribution or masking test dropped tonight for cancelling what other
 # edits gained (see :mod:`.spoilers`)
 SPOILED_EARLIER = "rejected without a test: earlier tonight it cancelled what other edits gained"
+# ... and of one dropped this round as a union's likeliest spoiler (see :mod:`.spoilers`)
+SUSPECTED_EARLIER = "rejected without a test: dropped this round as a union's likeliest spoiler"
 
 
 def harm_key(edit: EditRecord) -> tuple[str, str, str]:
@@ -56,7 +65,7 @@ class Trial:
     @property
     def verdict(self) -> Verdict:
         if self.decision is None:
-            if self.note in (HARMFUL_EARLIER, SPOILED_EARLIER):
+            if self.note in (HARMFUL_EARLIER, SPOILED_EARLIER, SUSPECTED_EARLIER):
                 return Verdict.REJECTED
             return Verdict.UNMATCHED if not self.applied else Verdict.NOT_RUN
         action = self.decision.action

@@ -144,7 +144,7 @@ async def attribution(
     on the lost tasks the edits still in the union promised
     (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
     ``riders``: edits in ``union`` that are never left out (:func:`unmask`). ``suspect``
-    (the round): when no removal is significant, drop the likeliest spoiler (:func:`_drop`)."""
+    (the round): when no removal is significant, drop the likeliest spoiler (:func:`_suspect`)."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -176,35 +176,33 @@ async def attribution(
         return d
 
     found = await attribute(union, chosen, build=without, compare=better, config=measure.gate)
-    alpha = 1.0 - measure.gate.confidence
-    suspected = _suspect(found.tests, alpha) if suspect is not None and not found.dropped else None
+    suspected = None if suspect is None or found.dropped else _suspect(found.tests, measure.gate)
     _record_attribution(measure, target, chosen, found.tests, label=label, riders=len(riders),
                         suspected=suspected)  # fmt: skip
-    return _drop(measure, f"{label}.{target}", chosen, found.dropped, (suspected, suspect))
+    caught = None if suspected is None else (chosen[suspected], suspect or 0)
+    return _drop(measure, f"{label}.{target}", [chosen[i] for i in found.dropped], caught)
 
 
 def _drop(
     measure: Measure,
     trial: str,
-    chosen: Sequence[EditRecord],
-    significant: Sequence[int],
-    suspected: tuple[int | None, int | None],
+    significant: Sequence[EditRecord],
+    suspected: tuple[EditRecord, int] | None,
 ) -> set[EditRecord]:
     """What an attribution (``trial``: its name) drops: the edits whose removal was
     significant, not tried again tonight; and the likeliest spoiler when none was
-    (``suspected``: its index in ``chosen`` and the round), not tried again that round
-    and, suspected a second time tonight, not at all."""
-    dropped = {chosen[i] for i in significant}
+    (``suspected``: it and the round), not tried again that round and, suspected a second
+    time tonight, not at all."""
+    dropped = set(significant)
     for edit in dropped:  # not tried again tonight: its single would pass as it did
         measure.findings.spoilers.setdefault(harm_key(edit), trial)
-    index, round_no = suspected
-    if index is not None:
-        dropped.add(chosen[index])
-        key = harm_key(chosen[index])
-        rounds = measure.findings.suspects.setdefault(key, [])
-        rounds.append(round_no or 0)
+    if suspected is not None:
+        edit, round_no = suspected
+        dropped.add(edit)
+        rounds = measure.findings.suspects.setdefault(harm_key(edit), [])
+        rounds.append(round_no)
         if len(rounds) >= SUSPECTED_TWICE:  # once may be chance: a later round tries it again
-            measure.findings.spoilers.setdefault(key, trial)
+            measure.findings.spoilers.setdefault(harm_key(edit), trial)
     return dropped
 
 
@@ -219,12 +217,12 @@ SUSPECTED_TWICE = 2
 chance keeps its later chances."""
 
 
-def _suspect(tests: Sequence[tuple[tuple[int, ...], GateDecision]], alpha: float) -> int | None:
+def _suspect(tests: Sequence[tuple[tuple[int, ...], GateDecision]], gate: GateConfig) -> int | None:
     """The edit to drop from a union that lost tasks its singles improved when no removal
     was significantly better (a noisy model; few pairs per lost task): the one whose
-    removal gained most on those tasks, if that gain would pass at twice the gate's
-    ``alpha`` uncorrected (``p_improve <= 2 * alpha``: a removal that gained by chance
-    as often as not is no suspect), with every sample answered.
+    removal gained most on those tasks, if that gain would pass at twice ``gate``'s alpha
+    uncorrected (``p_improve <= 2 * alpha``: a removal that gained by chance as often as
+    not is no suspect), with every sample answered.
 
     A union is kept only if it keeps what its edits gained alone. Left as a whole, a rule
     that cancels the others' gains (its own gain a lenient judge's credit) stays in for
@@ -232,6 +230,7 @@ def _suspect(tests: Sequence[tuple[tuple[int, ...], GateDecision]], alpha: float
     the likeliest culprit never adds a rule; what is left is measured again on samples of
     its own before anything is kept, and a good rule dropped by chance is tried again when
     a later round proposes it (until :data:`SUSPECTED_TWICE`)."""
+    alpha = 1.0 - gate.confidence
     best: tuple[float, int] | None = None
     for group, d in tests:
         a = d.arithmetic

@@ -571,16 +571,18 @@ class Replayer:
         failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
         """Remember ``result`` and what it cost; ``failure`` is (stage, error) when a call
-        failed. A transient failure of the attempt (a retryable error after the pool's
-        retries, every member open) is not remembered as the sample's result: asked again,
-        the sample is drawn again. A failed judging is remembered: the judge could not read
-        this answer, and asking it again would most likely fail again."""
-        transient = (
-            failure is not None
-            and isinstance(failure[1], RetryableBackendError | NoHealthyMemberError)
-            and not result.error.startswith(JUDGE_ERROR)
+        failed. A transient failure (a retryable error after the pool's retries, every
+        member open) is not remembered as the sample's result: asked again, the sample is
+        drawn again, and when it was the judging that failed, only the judge is asked again
+        of the answer already paid for. A judging whose replies could not be read is
+        remembered: asking again would most likely fail again."""
+        retryable = failure is not None and isinstance(
+            failure[1], RetryableBackendError | NoHealthyMemberError
         )
-        if not transient:
+        judging = result.error.startswith(JUDGE_ERROR)
+        if judging and retryable and result.response and not _unreadable(failure):
+            self.answers[job.key] = result
+        elif judging or not retryable:
             self.done[job.key] = result
         self.costs.append(
             SampleCost(
@@ -624,6 +626,13 @@ class Replayer:
         if len(self._rows) >= self.flush_every or len(self._evidence) >= 2 * self.flush_every:
             self.flush()
         return result
+
+
+def _unreadable(failure: tuple[str, BaseException] | None) -> bool:
+    """The failure was replies that could not be read (``bad_reply``), not the moment's
+    trouble (a timeout, a server error, a rate limit, every member open)."""
+    exc = failure[1] if failure is not None else None
+    return isinstance(exc, RetryableBackendError) and exc.kind == "bad_reply"
 
 
 # What the judge reads when a task has no rubric of its own: the request is already in the

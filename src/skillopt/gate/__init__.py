@@ -24,7 +24,10 @@ the same path from 3 on, its candidate being the step's edits against the skill 
 6. **Decide** (:func:`decide_paired`, :mod:`.decide`): ``accept_new_best`` on a significant
    gain with no regressed task; ``untested`` when no paired sample moved (carried to a later
    night, not a tie); ``reject_unverified`` when a task the reflection saw was used;
-   otherwise ``reject``. The arithmetic is kept in ``GateDecision.arithmetic``.
+   otherwise ``reject``. A sample whose call failed even when drawn again makes it
+   ``untested``, unless the decision is terminal (the final check, a restore, the trainer's
+   step) and every value the sample could have had gives the same action (:mod:`.missing`).
+   The arithmetic is kept in ``GateDecision.arithmetic``.
 7. **Together.** Accepted edits are measured together; a bundle that fails is attributed
    (:func:`attribute`, :mod:`.attribution`: edit by edit, or by halves when there are many):
    an edit whose removal makes the documents significantly better, at a Bonferroni-corrected

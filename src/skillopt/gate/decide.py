@@ -24,6 +24,7 @@ from typing import Any
 
 from skillopt.errors import ConfigError
 from skillopt.gate.config import GateConfig
+from skillopt.gate.missing import Bounds, bounds
 from skillopt.gate.paired import PairedTest, missing_pairs, paired_test, unreachable
 from skillopt.types import DeltaStatus, GateAction, GateDecision, RolloutResult, TaskDelta
 
@@ -134,6 +135,7 @@ def decide_paired(
     task_ids: Collection[str],
     seen: Collection[str] = (),
     confirm_from: Mapping[str, int] | None = None,
+    terminal: bool = False,
 ) -> GateDecision:
     """The night's gate over per-sample scores (metric space) of two paired arms.
 
@@ -144,34 +146,36 @@ def decide_paired(
     exercised is ``untested`` (carried to a later night), not rejected as a tie.
 
     A sample still missing after it was drawn again (:mod:`.sampling`) leaves the decision
-    ``untested`` too, whatever the other samples say: its absence must not move a verdict
-    either way. A task whose every sample under both documents is missing (no call reaches
-    it) is left out instead, by name (``arithmetic["unreachable"]``).
+    ``untested`` too: its absence must not move a verdict either way. A ``terminal``
+    decision (nothing later reads it task by task: the final check, ``adopt --edit``, a
+    restore, the trainer's step) stands instead when every value the missing samples could
+    have had gives the same action (:mod:`.missing`). A task whose every sample under both
+    documents is missing (no call reaches it) is left out, by name
+    (``arithmetic["unreachable"]``).
     """
     gone = unreachable(baseline, candidate, task_ids)
     if gone:
         task_ids = [t for t in task_ids if t not in set(gone)]
     missing = missing_pairs(baseline, candidate, task_ids)
-    test = paired_test(
-        baseline,
-        candidate,
-        confidence=config.confidence,
-        min_delta=config.min_delta,
-        task_ids=task_ids,
-        confirm_from=confirm_from,
-    )
+    confidence, min_delta = config.confidence, config.min_delta
+    test = paired_test(baseline, candidate, confidence=confidence, min_delta=min_delta,
+                       task_ids=task_ids, confirm_from=confirm_from)  # fmt: skip
     leaks = sorted(set(task_ids) & set(seen))
     reasons = _paired_reasons(test, leaks, empty=not task_ids)
+    settled = None
+    if missing and terminal:
+        found = bounds(baseline, candidate, confidence=confidence, min_delta=min_delta,
+                       task_ids=task_ids, confirm_from=confirm_from)  # fmt: skip
+        settled = _settled_despite(found, config, leaks)
     if missing:
-        reasons.append(
-            f"untested: {sum(missing.values())} sample(s) on {len(missing)} task(s) could not "
-            f"be drawn, even again: {sorted(missing)[:5]}"
-        )
+        reasons.append(_missing_reason(missing, settled))
     worse = [t.task_id for t in test.tasks if t.mean_delta < 0]
     strict_block = config.no_regression and bool(worse) and test.passed
     if strict_block:
         reasons.append(f"no_regression: {len(worse)} held-out task(s) scored lower: {worse[:5]}")
-    action = _paired_action(test, missing=bool(missing), strict_block=strict_block, leaks=leaks)
+    action = settled or _paired_action(
+        test, missing=bool(missing), strict_block=strict_block, leaks=leaks
+    )
     accepted = action is GateAction.ACCEPT_NEW_BEST
     deltas = _task_deltas(test)
     arithmetic: dict[str, Any] = {
@@ -194,7 +198,8 @@ def decide_paired(
         candidate=test.candidate,
         delta=test.mean_delta,
         task_deltas=deltas,
-        blocked_by_regression=not missing and (bool(test.regressed) or strict_block),
+        blocked_by_regression=(not missing or settled is GateAction.REJECT)
+        and (bool(test.regressed) or strict_block),
         leaked=bool(leaks),
         arithmetic=arithmetic,
     )
@@ -215,6 +220,36 @@ def _task_deltas(test: PairedTest) -> tuple[TaskDelta, ...]:
         )
         for t in test.tasks
     )
+
+
+def _missing_reason(missing: Mapping[str, int], settled: GateAction | None) -> str:
+    lost = (
+        f"{sum(missing.values())} sample(s) on {len(missing)} task(s) could not be drawn, "
+        f"even again: {sorted(missing)[:5]}"
+    )
+    if settled is None:
+        return f"untested: {lost}"
+    return f"{lost}; the verdict is {settled.value} whatever they would have scored"
+
+
+def _settled_despite(
+    found: Bounds | None, config: GateConfig, leaks: Sequence[str]
+) -> GateAction | None:
+    """The action both bounds of a decision with missing samples agree on (None: they
+    differ, or no bound is known). A rejection stands only when a pair with both samples
+    drawn differs: otherwise a fill that changes nothing would make it ``untested``."""
+    if found is None:
+        return None
+
+    def action(test: PairedTest) -> GateAction:
+        lower = any(t.mean_delta < 0 for t in test.tasks)
+        strict = config.no_regression and lower and test.passed
+        return _paired_action(test, missing=False, strict_block=strict, leaks=leaks)
+
+    worst, best = action(found.worst), action(found.best)
+    if worst is not best or (worst is GateAction.UNTESTED) or not found.changed:
+        return None
+    return worst
 
 
 def _paired_action(

@@ -29,7 +29,8 @@ Inside :func:`paired_test`, a candidate sample that is missing or not finite cou
 pair whose baseline sample is missing is left out. The decision (:func:`skillopt.gate.
 decide_paired`) never gets that far on a missing sample: a sample whose call failed is drawn
 again (:mod:`.sampling`), and one still missing leaves the decision ``untested``
-(:func:`missing_pairs`), so no verdict is moved by a sample's absence.
+(:func:`missing_pairs`), or, for a terminal decision, stands only where every value it could
+have had gives the same verdict (:mod:`.missing`): no verdict is moved by a sample's absence.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "TaskPairs",
     "missing_pairs",
     "paired_test",
+    "regressed_tasks",
     "sign_flip_p",
     "task_settled",
     "unreachable",
@@ -312,17 +314,20 @@ def paired_test(
         candidate=math.fsum(t.candidate for t in tasks) / n,
         p_improve=sign_flip_p(shifted) if tasks else 1.0,
         p_regress=sign_flip_p([-d for d in raw]) if tasks else 1.0,
-        regressed=_regressed(tasks, alpha),
+        regressed=regressed_tasks(tasks, alpha),
     )
 
 
-def _regressed(tasks: Sequence[TaskPairs], alpha: float) -> tuple[str, ...]:
+def regressed_tasks(
+    tasks: Sequence[TaskPairs], alpha: float, *, lower: int | None = None
+) -> tuple[str, ...]:
     """The tasks significantly worse on their own pairs.
 
-    Each task that went down is its own test: Bonferroni over them, so twenty-four noisy
-    tasks do not produce a "significant" regression by chance alone. A confirmed task is
-    judged on its confirmation pairs only, Bonferroni over the tasks confirmed."""
-    lower = [t for t in tasks if t.mean_delta < 0]
+    Each task that went down is its own test: Bonferroni over them (``lower`` of them; by
+    default those of ``tasks``), so twenty-four noisy tasks do not produce a "significant"
+    regression by chance alone. A confirmed task is judged on its confirmation pairs only,
+    Bonferroni over the tasks confirmed."""
+    n_lower = sum(t.mean_delta < 0 for t in tasks) if lower is None else lower
     confirmed = [t for t in tasks if t.confirmed]
     out: list[str] = []
     for t in tasks:
@@ -330,6 +335,6 @@ def _regressed(tasks: Sequence[TaskPairs], alpha: float) -> tuple[str, ...]:
             worse = math.fsum(t.confirm_deltas) < 0
             if worse and t.p_confirm <= alpha / len(confirmed):
                 out.append(t.task_id)
-        elif t.mean_delta < 0 and t.p_regress <= alpha / len(lower):
+        elif t.mean_delta < 0 and t.p_regress <= alpha / max(n_lower, 1):
             out.append(t.task_id)
     return tuple(out)

@@ -176,8 +176,9 @@ async def compare_skills(
     plan = functools.partial(next_samples, config=config)
     got = await compare_adaptive(measure, list(items), config=config, plan=plan, offset=offset)
     decision = decide_paired(
-        got.base, got.cand, config=config, task_ids=list(items), confirm_from=got.confirm_from
-    )
+        got.base, got.cand, config=config, task_ids=list(items), confirm_from=got.confirm_from,
+        terminal=True,
+    )  # fmt: skip
     return Comparison(decision=decision, samples=got)
 
 

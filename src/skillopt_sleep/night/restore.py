@@ -207,7 +207,7 @@ async def propose_restore(night: Night, tasks: Sequence[TaskRecord], live: Live)
 
     paired = await compare_adaptive(arm, ids, config=night.gate, plan=clear_pass(night.gate))
     decision = decide_paired(paired.base, paired.cand, config=night.gate, task_ids=ids,
-                             confirm_from=paired.confirm_from)  # fmt: skip
+                             confirm_from=paired.confirm_from, terminal=True)  # fmt: skip
     return _conclude(night, replaced, ids, name, decision, paired, drawn, served[0])
 
 

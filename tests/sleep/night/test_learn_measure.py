@@ -166,6 +166,23 @@ async def test_a_lost_sample_is_drawn_again_and_moves_no_verdict() -> None:
     assert any(n > 1 for n in flaky.asked.values())  # some samples were drawn again
 
 
+async def test_a_final_check_sample_that_never_comes_moves_no_verdict() -> None:
+    """The final check is terminal: with a candidate sample lost for good it stands when no
+    score the sample could have had would move it (a night that lost one call there used
+    to adopt nothing)."""
+
+    def final_a0_under_a(task: str, skill: str, sample: int, before: int) -> bool:
+        return task == "a0" and FINAL <= sample < FINAL + ROUND and A.content in skill
+
+    measure, pool = _measure(ScriptedTarget(final_a0_under_a))
+    async with pool:
+        got = await consolidate(measure, tasks=TASKS, start=START, rotation=1)
+    assert set(got.applied) == {A, B}
+    final = next(t for t in measure.findings.trials if t.kind == "final")
+    assert final.decision is not None and final.decision.accepted
+    assert "a0" in final.decision.arithmetic["missing_samples"]
+
+
 async def test_a_sample_that_never_comes_leaves_its_single_untested() -> None:
     def a0_under_a(task: str, skill: str, sample: int, before: int) -> bool:
         return task == "a0" and A.content in skill and S.content not in skill

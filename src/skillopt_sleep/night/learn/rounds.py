@@ -301,7 +301,7 @@ async def paired_check(
     plan = functools.partial(next_samples, config=measure.gate, thin_tasks=True)
     b, c = await compare(measure, tasks, start, best, phase="final", plan=plan, offset=offset)
     measure.check_degenerate("final", c.results, candidate=True)
-    return decide_paired(b.scores, c.scores, config=measure.gate,
+    return decide_paired(b.scores, c.scores, config=measure.gate, terminal=True,
                          task_ids=[t.id for t in tasks], confirm_from=c.confirm_from)  # fmt: skip
 
 

@@ -526,3 +526,41 @@ async def test_a_rule_suspected_twice_is_not_tried_again_tonight() -> None:
                 assert harm_key(S) not in measure.findings.spoilers
     assert measure.findings.suspects[harm_key(S)] == [1, 2]
     assert harm_key(S) in measure.findings.spoilers
+
+
+class PullsApart(ScriptedTarget):
+    """The world above, where A and B together lose ``a0`` and ``b0`` (each alone wins
+    its own): a union of the good rules loses a task for certain with no one edit to
+    blame."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        done = await super().complete(request)
+        skill = str(request.metadata.get("skill", ""))
+        task = str(request.metadata["task"]["id"])
+        both = A.content in skill and B.content in skill and S.content not in skill
+        return dataclasses.replace(done, text="not sure") if both and task in {"a0", "b0"} else done
+
+
+async def test_a_kept_rule_attribution_blamed_does_not_come_back_as_the_fallback() -> None:
+    """S was kept by an earlier step. The union of S, A and B loses what A and B won alone,
+    and attribution drops S; A and B together then lose a task for certain. The fallback is
+    the strongest single that attribution did not blame, and S does not stand either."""
+    measure, pool = _measure(PullsApart())
+    measure.noise.probed(True)
+    tasks = [t for t in TASKS if t.id[0] in "abl"]
+    async with pool:
+        best = apply_to(START, [S])[0]
+        base = await measure.draw_rollouts(tasks, best, ROUND)
+        step = await learn_step(
+            measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=best, base=base,
+            folds=[tasks[::2], tasks[1::2]], first_id=ROUND,
+            standing=Standing(start=START, kept=(S,)),
+        )  # fmt: skip
+    trials = measure.findings.trials
+    removal = next(t for t in trials if t.kind == "leave_one_out" and t.edits == [S])
+    assert removal.decision is not None and removal.decision.accepted  # S is to blame
+    retest = next(t for t in trials if t.kind == "without_conflicting")
+    assert "the loss is certain" in retest.note
+    fallback = next(t for t in trials if t.kind == "strongest_single")
+    assert S not in fallback.edits and len(fallback.edits) == 1
+    assert S not in step.accepted and step.accepted == fallback.edits

@@ -605,7 +605,8 @@ async def _settle(
     (``kept``) with the strongest new single; each on fresh samples of every task paired
     with fresh baseline samples, and each must pass the paired gate. When nothing passes,
     the kept edits stand as an earlier union measured them (``unmasked``: the masking test
-    dropped none of them), else nothing is kept.
+    dropped none of them, and attribution blamed none), else nothing is kept. An edit
+    attribution dropped is in no later attempt (:func:`_unblamed`).
 
     A union of several edits that fails the gate or lost a task a single improved
     (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on the tasks it lost
@@ -615,6 +616,7 @@ async def _settle(
     single on others again (:data:`SINGLE_AGAIN`)."""
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     new, tried = [e for e in edits if e not in kept], list[list[EditRecord]]()
+    blamed: list[EditRecord] = []  # what attribution dropped: it does not come back here
     while attempts:
         kind, chosen, offset = attempts.pop(0)
         if chosen in tried or not chosen:
@@ -636,6 +638,7 @@ async def _settle(
                 gains, first_id,
             )  # fmt: skip
             if rest is not None:
+                blamed.extend(e for e in chosen if e not in rest)
                 attempts.insert(0, ("without_conflicting", rest, first_id + RETEST))
                 continue
         certain = _loss_certain(b, c, conflicts, bool(measure.noise.consistent_tonight))
@@ -643,8 +646,23 @@ async def _settle(
             trial.note += "; not kept as a whole: the loss is certain, and no edit was to blame"
         elif decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", [*kept, *new[:1]], first_id + SINGLE_AGAIN))
-    if kept and unmasked:
+        attempts.append(("strongest_single", _unblamed(kept, new, blamed), first_id + SINGLE_AGAIN))
+    return _nothing_passed(kept, unmasked and not any(e in blamed for e in kept))
+
+
+def _unblamed(
+    kept: Sequence[EditRecord], new: Sequence[EditRecord], blamed: Sequence[EditRecord]
+) -> list[EditRecord]:
+    """The kept edits and the strongest new single, none of them one attribution blamed: a
+    spoiler's own single wins on the lenient credit it games, and taking it back as the
+    fallback would keep exactly what was found to spoil."""
+    return [*(e for e in kept if e not in blamed), *[e for e in new if e not in blamed][:1]]
+
+
+def _nothing_passed(
+    kept: Sequence[EditRecord], stand: bool
+) -> tuple[list[EditRecord], Measured | None, str]:
+    if kept and stand:
         return list(kept), None, "nothing new passed the paired gate: the kept edits stand"
     return [], None, "no combination passed the paired gate on every task"
 

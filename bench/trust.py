@@ -18,7 +18,10 @@ spoiler that breaks them is): never from the night's report.
 Conditions per world: ``consistent`` (no flips, no faults), ``flips10/20/30`` (that share
 of target answers flipped, seeded per night), ``faults20/40`` (that share of requests
 answered by a 500, 503, 429 or a timeout past the member's 5 s, seeded; retried by the
-pool). ``--quick``: 3 seeds, consistent / flips20 / faults20.
+pool). ``--quick``: 3 seeds, consistent / flips20 / faults20. Every draw of a world (a
+flip, a judge's error, a fault) hashes the world seed, the condition and the request
+itself (``worlds.model``): the same product on the same seed and condition meets the same
+draws whatever the concurrency, the load or the other conditions run alongside.
 
 stdout holds verdict lines only: per condition one row (nights, harmful adoptions, mean
 true score and its share of the same worlds' consistent nights, calls per task mean/max,
@@ -169,14 +172,17 @@ def run_world(
             now=datetime(2026, 3, 1, 12, tzinfo=UTC),
         )
         _short_timeouts(lab.home)
+        model.home = str(lab.home)  # a temporary path: the world's draws leave it out
         lab.shape = dataclasses.replace(shape, world=world)  # scored on the true world
         for i, condition in enumerate(conditions):
             flips, faults = CONDITIONS[condition]
             lab.reset()
             model.faults = faults
+            model.condition = condition  # the world's draws: (seed, condition, request)
             t0 = time.perf_counter()
             c0 = _cpu_children()
-            night = run_night(lab, condition, i + 1, noise=flips, seed=seed * 100 + i)
+            night_seed = seed * 100 + list(CONDITIONS).index(condition)  # not its place in line
+            night = run_night(lab, condition, i + 1, noise=flips, seed=night_seed)
             rec = _night_record(lab, world, night, condition, seed)
             rec["cpu"] = _cpu_children() - c0
             rec["wall"] = time.perf_counter() - t0

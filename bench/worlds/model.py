@@ -5,8 +5,7 @@ differs is the world's behaviour:
 
 - **attempt**: follows the conventions in the documents; a spoiler in them changes the
   answers of the tasks it breaks (bare / near-miss / a question) and adds its tell line.
-  A share ``noise`` of attempts flips (right -> one convention dropped, wrong -> right),
-  decided by a hash of (night seed, task, documents, n-th such call).
+  A share ``noise`` of attempts flips (right -> one convention dropped, wrong -> right).
 - **judge**: strict partial credit (a near-miss earns half a convention), wrong on a
   share ``judge_error`` of verdicts, and biased towards some spoilers' tells on the tasks
   they fool.
@@ -18,6 +17,22 @@ differs is the world's behaviour:
 
 :meth:`TrustModel.fault` is the server's rule: transient faults (5xx, 429, a timeout) on a
 share ``faults`` of requests, and every target call of the doomed task failing.
+
+Every random draw (a flip, a judge's error, a fault and its kind) is common random numbers:
+a hash of (world seed, condition, night seed, the kind of draw, the request's identity,
+the n-th occurrence of that identical request), never a shared stream or a count of
+calls of another shape. The request's identity is its content: the whole prompt (an
+attempt's task and documents, a judge's request, rubric and answer), with the world's
+HOME (a temporary path of the run's own, in mining prompts) read as ``~``. The requests carry
+no sample id (the product sends model, messages, token cap and reply format only; its
+``sample_id`` and metadata stay in the process), so repeats of one identical prompt (K
+samples, a judge asked again about the same answer, a retry after a fault) are told
+apart by the occurrence counter of that exact prompt alone: the n-th attempt of a
+request faults (or flips) on a draw of its own, so a retry can succeed. The same product
+on the same seed meets the same draws under any concurrency and load; identical
+concurrent requests may swap their draws among themselves, nothing else does (the
+product pairs sample k of two arms, so such a swap can still change how many samples a
+noisy comparison draws: only a sample id in the request could pin that down).
 """
 
 from __future__ import annotations
@@ -39,18 +54,40 @@ class TrustModel(WorldModel):
         super().__init__(world_seed=world.seed, world=world)  # type: ignore[arg-type]
         self.gw = world
         self.faults = 0.0
+        self.condition = ""  # the night's condition (trust.py sets it), part of every draw
+        self.home = ""  # the world's HOME (trust.py sets it): no part of a request's identity
         self.faulted: Counter[str] = Counter()
-        self._fault_seen: Counter[int] = Counter()
-        self._judge_seen: Counter[tuple[Any, ...]] = Counter()
+        self._occurrences: Counter[tuple[str, int]] = Counter()
 
     def configure(
         self, *, world_seed: int, noise: float, seed: int, noisy_tasks: frozenset[str] | None = None
     ) -> None:
         super().configure(world_seed=world_seed, noise=noise, seed=seed, noisy_tasks=noisy_tasks)
         with self._lock:
-            self._fault_seen.clear()
-            self._judge_seen.clear()
+            self._occurrences.clear()
             self.faulted = Counter()
+
+    # -- the draws (common random numbers) -----------------------------------------------
+    def _base(self) -> tuple[object, ...]:
+        return (self.gw.seed, self.condition, self.seed)
+
+    def _identity(self, text: str) -> int:
+        """A request's identity: its text, the run's own HOME path left out."""
+        return stable(text.replace(self.home, "~") if self.home else text)
+
+    def _occurrence(self, kind: str, key: int) -> int:
+        """Which occurrence of request ``key`` this is, counted per kind of draw."""
+        with self._lock:
+            self._occurrences[(kind, key)] += 1
+            return self._occurrences[(kind, key)]
+
+    def _draw(self, kind: str, key: int, n: int) -> float:
+        """A uniform in [0, 1) for the ``n``-th occurrence of request ``key``."""
+        return unit(*self._base(), kind, key, n)
+
+    def _request_key(self, parts: list[Any]) -> int:
+        """A parsed prompt's identity: every section's heading and body."""
+        return self._identity("\x1f".join(f"{s.kind}\x1e{s.title}\x1e{s.body}" for s in parts))
 
     # -- faults (the server's rule) ------------------------------------------------------
     def fault(self, request: Any) -> Reply | None:
@@ -62,13 +99,11 @@ class TrustModel(WorldModel):
             return Reply(status=400, error_code="content_filter")
         if self.faults <= 0:
             return None
-        h = stable(text)
-        with self._lock:
-            self._fault_seen[h] += 1
-            n = self._fault_seen[h]
-        if unit(self.seed, "fault", h, n) >= self.faults:
+        key = self._identity(text)
+        n = self._occurrence("fault", key)  # the n-th attempt of this request
+        if self._draw("fault", key, n) >= self.faults:
             return None
-        kind = stable(self.seed, "kind", h, n) % 4
+        kind = stable(*self._base(), "fault-kind", key, n) % 4
         with self._lock:
             self.faulted[("500", "503", "429", "timeout")[kind]] += 1
         if kind == 0:
@@ -99,9 +134,9 @@ class TrustModel(WorldModel):
         present, spoilers = w.conventions_in(docs), w.spoilers_in(docs)
         right = w.solves(task, present, spoilers)
         tells = sorted(spoilers)
-        if self._flip(task, present, bool(spoilers)) and task.needs:
+        if self._flips(task, parts) and task.needs:
             if right:
-                drop = task.needs[stable(self.seed, task.id, "drop") % len(task.needs)]
+                drop = task.needs[stable(*self._base(), "drop", task.id) % len(task.needs)]
                 return w.render_answer(task, set(task.needs) - {drop}, tells=tells)
             return w.render_answer(task, task.needs, tells=tells)
         by = {s.key: s for s in w.spoilers}
@@ -123,6 +158,17 @@ class TrustModel(WorldModel):
             return w.render_answer(task, present, mode="bare")
         return w.render_answer(task, (), tells=tells)  # lucky: the steps left to others
 
+    def _flips(self, task: Task, parts: list[Any]) -> bool:
+        """Whether this attempt flips: a share ``noise`` of the occurrences of each prompt."""
+        if self.noise <= 0 or (self.noisy_tasks is not None and task.id not in self.noisy_tasks):
+            return False
+        key = self._request_key(parts)
+        if self._draw("flip", key, self._occurrence("flip", key)) >= self.noise:
+            return False
+        with self._lock:
+            self.flips += 1
+        return True
+
     # -- judge ---------------------------------------------------------------------------
     def _judge(self, parts: list[Any]) -> dict[str, Any]:
         w = self.gw
@@ -137,15 +183,17 @@ class TrustModel(WorldModel):
             tell = {"every": 0.4, "lucky": 1.0}.get(s.key, 0.0)
             if task.id in s.fooled and tell and self._tell(s.key) in answer:
                 score, missing = min(1.0, score + tell), []
-        key = (task.id, stable(answer))
-        with self._lock:
-            self._judge_seen[key] += 1
-            n = self._judge_seen[key]
-        if w.judge_error and unit(self.seed, "judge", *key, n) < w.judge_error:
+        if w.judge_error and self._judge_errs(parts):
             score = 1.0 - score  # the judge errs
             missing = [] if score >= 0.99 else missing or ["it misses the point"]
         reason = "meets every house convention" if not missing else "; ".join(missing)
         return {"score": round(score, 3), "reason": reason}
+
+    def _judge_errs(self, parts: list[Any]) -> bool:
+        """Whether this verdict errs: a share ``judge_error`` of the occurrences of each
+        judge request (the same answer to the same request, asked again, draws anew)."""
+        key = self._request_key(parts)
+        return self._draw("judge", key, self._occurrence("judge", key)) < self.gw.judge_error
 
     @staticmethod
     def _tell(kind: str) -> str:

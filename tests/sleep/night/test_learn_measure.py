@@ -564,3 +564,15 @@ async def test_a_kept_rule_attribution_blamed_does_not_come_back_as_the_fallback
     fallback = next(t for t in trials if t.kind == "strongest_single")
     assert S not in fallback.edits and len(fallback.edits) == 1
     assert S not in step.accepted and step.accepted == fallback.edits
+
+
+def test_the_fallback_keeps_the_single_the_combination_cost_most() -> None:
+    """S's single gained most (lenient credit), A's less; together they lost what A gained
+    alone: the fallback is A, with the kept edits attribution did not blame."""
+    from skillopt_sleep.night.learn.crossfit import _fallback
+
+    gains = {S: {f"l{i}": 1.0 for i in range(5)}, A: {f"a{i}": 1.0 for i in range(4)}}
+    lost = {"a0", "a1"}
+    assert _fallback([B], [S, A], [], lost, gains) == [B, A]
+    assert _fallback([B], [S, A], [B], set(), gains) == [S]  # nothing lost: the larger gain
+    assert _fallback([], [S, A], [A], lost, gains) == [S]  # never what attribution blamed

@@ -601,24 +601,20 @@ async def _settle(
     kept: Sequence[EditRecord] = (),
     unmasked: bool = True,
 ) -> tuple[list[EditRecord], Measured | None, str]:
-    """The union, else the union without the edits that spoil it, else the kept edits
-    (``kept``) with the strongest new single; each on fresh samples of every task paired
-    with fresh baseline samples, and each must pass the paired gate. When nothing passes,
-    the kept edits stand as an earlier union measured them (``unmasked``: the masking test
-    dropped none of them, and attribution blamed none), else nothing is kept. An edit
-    attribution dropped is in no later attempt (:func:`_unblamed`).
-
-    A union of several edits that fails the gate or lost a task a single improved
-    (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on the tasks it lost
-    (else on every task the singles improved), on samples of its own (:data:`ATTRIBUTE`:
-    the union's samples chose to attribute, so they cannot also decide what to drop); the
-    rest is measured on samples nobody has looked at (:data:`RETEST`), the strongest
-    single on others again (:data:`SINGLE_AGAIN`)."""
+    """The union, else the union without the edits that spoil it (:func:`_without_spoilers`,
+    measured on :data:`RETEST` samples), else the kept edits (``kept``) with one new single
+    (:func:`_fallback`, on :data:`SINGLE_AGAIN` samples); each on fresh samples of every
+    task paired with fresh baseline samples, and each must pass the paired gate. When
+    nothing passes, the kept edits stand as an earlier union measured them (``unmasked``:
+    the masking test dropped none of them, and attribution blamed none), else nothing."""
     attempts: list[tuple[str, list[EditRecord], int]] = [("union", edits, first_id + FRESH)]
     new, tried = [e for e in edits if e not in kept], list[list[EditRecord]]()
     blamed: list[EditRecord] = []  # what attribution dropped: it does not come back here
+    lost: set[str] = set()  # the tasks a single improved that a combination lost
     while attempts:
         kind, chosen, offset = attempts.pop(0)
+        if kind == "strongest_single":  # chosen when it is measured, on all that was lost
+            chosen = _fallback(kept, new, blamed, lost, gains)
         if chosen in tried or not chosen:
             continue
         tried.append(chosen)
@@ -627,6 +623,7 @@ async def _settle(
                              plan=clear_pass(measure.gate), offset=offset)  # fmt: skip
         promised = _promised_by(chosen, gains)
         conflicts = lost_gains(b.scores, c.scores, promised) if len(chosen) > 1 else []
+        lost.update(conflicts)
         trial = _step_trial(measure.gate, round_no, label, tasks, kind, chosen, app, b, c,
                            conflicts)  # fmt: skip
         measure.findings.trials.append(trial)
@@ -646,17 +643,29 @@ async def _settle(
             trial.note += "; not kept as a whole: the loss is certain, and no edit was to blame"
         elif decision.accepted:
             return list(app.applied), c, kind
-        attempts.append(("strongest_single", _unblamed(kept, new, blamed), first_id + SINGLE_AGAIN))
+        if kind != "strongest_single" and not any(k == "strongest_single" for k, *_ in attempts):
+            attempts.append(("strongest_single", [], first_id + SINGLE_AGAIN))
     return _nothing_passed(kept, unmasked and not any(e in blamed for e in kept))
 
 
-def _unblamed(
-    kept: Sequence[EditRecord], new: Sequence[EditRecord], blamed: Sequence[EditRecord]
+def _fallback(
+    kept: Sequence[EditRecord],
+    new: Sequence[EditRecord],
+    blamed: Sequence[EditRecord],
+    lost: set[str],
+    gains: Gains,
 ) -> list[EditRecord]:
-    """The kept edits and the strongest new single, none of them one attribution blamed: a
-    spoiler's own single wins on the lenient credit it games, and taking it back as the
-    fallback would keep exactly what was found to spoil."""
-    return [*(e for e in kept if e not in blamed), *[e for e in new if e not in blamed][:1]]
+    """The kept edits and one new single, none of them one attribution blamed, first the
+    single whose own gains the combinations lost most (then the larger gain alone).
+
+    A spoiler's own single wins on the lenient credit it games, so the largest single
+    gain is often the spoiler's, and taking it back as the fallback would keep exactly what
+    was found to spoil, or what no removal could pin down. When edits together lose what
+    one of them gained alone, that one's gains were real where it stood alone; the edit
+    whose gains survive the combination is the likelier cause of the loss."""
+    clean = [e for e in new if e not in blamed]
+    clean.sort(key=lambda e: -len(lost & set(gains.get(e, {}))))  # stable: gain order on ties
+    return [*(e for e in kept if e not in blamed), *clean[:1]]
 
 
 def _nothing_passed(
@@ -680,7 +689,12 @@ async def _without_spoilers(
 ) -> list[EditRecord] | None:
     """``chosen`` without the edits its attribution drops (None: it drops none), judged
     where the union lost what a single gained, or else on every task a single gained;
-    ``on``: (the documents the union stands on, the step's label, the round)."""
+    ``on``: (the documents the union stands on, the step's label, the round).
+
+    A union of several edits that fails the gate or lost a task a single improved
+    (:func:`_attribute`) is attributed (:func:`.spoilers.attribution`) on samples of its own
+    (:data:`ATTRIBUTE`: the union's samples chose to attribute, so they cannot also decide
+    what to drop); an edit it drops is in none of the step's later attempts."""
     where = conflicts or sorted(promised) or [t.id for t in tasks]
     by = [gains.get(e, {}) for e in chosen] if conflicts else None
     start, label, round_no = on

@@ -35,6 +35,7 @@ from skillopt_sleep.night.learn.crossfit import (
     RETEST,
     ROUND,
     Standing,
+    StepResult,
     learn_step,
 )
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
@@ -121,6 +122,17 @@ def _measure(target: ScriptedTarget, **settings: Any) -> tuple[Measure, BackendP
 
 
 START = Docs(skill="# Skill\n", memory="")
+
+
+async def _step_with_s_kept(measure: Measure, tasks: Sequence[TaskRecord]) -> StepResult:
+    """Round 2's skill step on documents holding S, which an earlier step kept."""
+    best = apply_to(START, [S])[0]
+    base = await measure.draw_rollouts(tasks, best, ROUND)
+    return await learn_step(
+        measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=best, base=base,
+        folds=[tasks[::2], tasks[1::2]], first_id=ROUND,
+        standing=Standing(start=START, kept=(S,)),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("consistent", [True, None])
@@ -405,13 +417,7 @@ async def test_an_edit_of_a_line_written_tonight_is_measured_on_the_documents_ho
     measure.noise.probed(True)
     tasks = [t for t in TASKS if t.id[0] in "al"]
     async with pool:
-        best = apply_to(START, [S])[0]
-        base = await measure.draw_rollouts(tasks, best, ROUND)
-        step = await learn_step(
-            measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=best, base=base,
-            folds=[tasks[::2], tasks[1::2]], first_id=ROUND,
-            standing=Standing(start=START, kept=(S,)),
-        )  # fmt: skip
+        step = await _step_with_s_kept(measure, tasks)
     single = next(t for t in measure.findings.trials if t.kind == "single")
     assert single.decision is not None and single.applied == [fix]
     per_task = {p["task_id"]: p for p in single.decision.arithmetic["per_task"]}
@@ -549,13 +555,7 @@ async def test_a_kept_rule_attribution_blamed_does_not_come_back_as_the_fallback
     measure.noise.probed(True)
     tasks = [t for t in TASKS if t.id[0] in "abl"]
     async with pool:
-        best = apply_to(START, [S])[0]
-        base = await measure.draw_rollouts(tasks, best, ROUND)
-        step = await learn_step(
-            measure, round_no=2, targets=(EditTarget.SKILL,), tasks=tasks, best=best, base=base,
-            folds=[tasks[::2], tasks[1::2]], first_id=ROUND,
-            standing=Standing(start=START, kept=(S,)),
-        )  # fmt: skip
+        step = await _step_with_s_kept(measure, tasks)
     trials = measure.findings.trials
     removal = next(t for t in trials if t.kind == "leave_one_out" and t.edits == [S])
     assert removal.decision is not None and removal.decision.accepted  # S is to blame

@@ -13,6 +13,11 @@ budget decides as the night's one run would. A job whose key is already in fligh
 concurrent batch asked for the same sample a moment earlier: the baseline arm every
 candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
+Every model-judge verdict is noted by answer: one answer scored two ways tonight sets
+``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's moved pairs on
+a consistent night once the judge contradicted itself) reads back the answer its
+one-verdict record holds and asks the judge again, the middle verdict scoring it.
+
 A task whose own calls keep failing while the other tasks' calls answer (a request the
 endpoint cannot serve, whatever the documents) is *set aside* when none of its calls has
 answered tonight and its last :data:`SET_ASIDE_AFTER` failed (each after the pool's own
@@ -24,6 +29,7 @@ rest. The gate leaves a task with no sample out by name (``unreachable``); the r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections import Counter
@@ -133,19 +139,24 @@ class Job:
     sample_id: int = 0
     phase: str = "rollout"  # baseline | rollout | trial | final | test (accounting stage)
     fresh: bool = False  # bypass the response cache (the gate's final check)
+    opinions: int = 1  # the judge's verdicts on the answer; the middle one scores it
 
     @property
     def key(self) -> str:
-        raw = "\x1f".join(
-            [
-                self.task.id,
-                self.docs.skill_hash,
-                self.docs.memory_hash,
-                str(self.sample_id),
-                "fresh" if self.fresh else "cached",
-            ]
-        )
-        return hashlib.sha256(raw.encode()).hexdigest()[:24]
+        parts = [
+            self.task.id,
+            self.docs.skill_hash,
+            self.docs.memory_hash,
+            str(self.sample_id),
+            "fresh" if self.fresh else "cached",
+        ]
+        if self.opinions > 1:  # another record than the sample's one-verdict result
+            parts.append(f"opinions={self.opinions}")
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+
+    def one_verdict(self) -> Job:
+        """The same sample judged once: the record whose answer more opinions are on."""
+        return dataclasses.replace(self, opinions=1)
 
 
 # A verdict's reason is kept to this many characters (a sentence); the schema asks for no
@@ -177,6 +188,10 @@ def _unusable(problem: str, text: str) -> ReplyFormatError:
 
 
 JUDGE_ERROR = "judge: "
+OPINION = 1_000_000
+"""Stride between the judge sample ids of one answer's verdicts (:attr:`Job.opinions`):
+the k-th further verdict on sample ``s`` is asked as sample ``s + k * OPINION``, beyond every
+sample id a night draws, so it is another draw of the judge, never a verdict read back."""
 """Prefix of a rollout's ``error`` when its answer came back but judging it failed."""
 
 
@@ -260,6 +275,8 @@ class Replayer:
     # what earlier runs of the night spent on a preloaded result, counted once read back:
     # a judged rollout (attempt and judge), an answer whose judging failed (the attempt)
     _spent_before: dict[str, tuple[int, int]] = field(default_factory=dict)
+    judge_noise: bool = False  # the model judge scored one answer two ways tonight
+    _verdicts: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -391,29 +408,10 @@ class Replayer:
         task, docs = job.task, job.docs
         if task.id in self.set_aside:
             return self._aside(job)
-        prompt = render_prompt(
-            "attempt",
-            marker=self.marker,
-            skill=clean(docs.skill) or "(none)",
-            memory=clean(docs.memory) or "(none)",
-            intent=clean(task.intent),
-            context=clean(task.context),
-        )
-        request = CompletionRequest(
-            role=Role.TARGET,
-            prompt=prompt,
-            system=clean(task.system_contract),
-            sample_id=job.sample_id,
-            stage=job.phase,
-            use_cache=not job.fresh,
-            max_output_tokens=self.attempt_tokens,
-            metadata={
-                "stage": "attempt",
-                "task": task_hint(task),
-                "skill": clean(docs.skill),
-                "memory": clean(docs.memory),
-            },
-        )
+        judged = self._judged_answer(job)
+        if judged is not None:
+            return await self._more_opinions(job, judged)
+        prompt, request = self._attempt_request(job)
         base: dict[str, Any] = {
             "task_id": task.id,
             "sample_id": job.sample_id,
@@ -442,6 +440,7 @@ class Replayer:
                 task, response, done.tools_called, evidence, spent, key=job.key,
                 sample_id=job.sample_id,
             )  # fmt: skip
+            verdict = await self._middle(job, response, done.tools_called, evidence, spent, verdict)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             result = RolloutResult(
                 **base,
@@ -465,6 +464,89 @@ class Replayer:
             tokens=tokens,
         )
         return self._finish(job, result, evidence, spent)
+
+    def _attempt_request(self, job: Job) -> tuple[str, CompletionRequest]:
+        """The attempt's prompt, and the request that asks it."""
+        task, docs = job.task, job.docs
+        prompt = render_prompt(
+            "attempt",
+            marker=self.marker,
+            skill=clean(docs.skill) or "(none)",
+            memory=clean(docs.memory) or "(none)",
+            intent=clean(task.intent),
+            context=clean(task.context),
+        )
+        request = CompletionRequest(
+            role=Role.TARGET,
+            prompt=prompt,
+            system=clean(task.system_contract),
+            sample_id=job.sample_id,
+            stage=job.phase,
+            use_cache=not job.fresh,
+            max_output_tokens=self.attempt_tokens,
+            metadata={
+                "stage": "attempt",
+                "task": task_hint(task),
+                "skill": clean(docs.skill),
+                "memory": clean(docs.memory),
+            },
+        )
+        return prompt, request
+
+    def _judged_answer(self, job: Job) -> RolloutResult | None:
+        """For a sample asked with more opinions, its one-verdict record when that holds a
+        judged answer: the answer is not asked again, only the judge is."""
+        if job.opinions <= 1:
+            return None
+        first = self.done.get(job.one_verdict().key)
+        return first if first is not None and first.response and not first.error else None
+
+    async def _more_opinions(self, job: Job, first: RolloutResult) -> RolloutResult:
+        """``first``'s answer with the middle of ``job.opinions`` verdicts, its own the first."""
+        spent, evidence = _Spent(), list[dict[str, Any]]()
+        own = JudgeResult(hard=first.hard, soft=first.soft, reason=first.reason,
+                          failed=first.failed_criteria)  # fmt: skip
+        verdict = await self._middle(job, first.response, first.tools_called, evidence, spent, own)
+        result = dataclasses.replace(
+            first, hard=verdict.hard, soft=verdict.soft, reason=verdict.reason,
+            failed_criteria=verdict.failed,
+        )  # fmt: skip
+        return self._finish(job, result, evidence, spent)
+
+    async def _middle(
+        self,
+        job: Job,
+        response: str,
+        tools: tuple[str, ...],
+        evidence: list[dict[str, Any]],
+        spent: _Spent,
+        first: JudgeResult,
+    ) -> JudgeResult:
+        """The middle of ``job.opinions`` verdicts on one answer (``first`` and further
+        draws of the judge, :data:`OPINION`), ordered by score: one mistaken verdict among
+        three does not decide. When a further verdict cannot be had (a failed call, the
+        budget), ``first`` stands, as the sample's one verdict would have."""
+        verdicts = [first]
+        for k in range(1, job.opinions):
+            try:
+                again = job.sample_id + k * OPINION
+                verdicts.append(
+                    await self._judge(
+                        job.task, response, tools, evidence, spent, key=job.key, sample_id=again
+                    )
+                )
+            except (BackendError, NoHealthyMemberError, BudgetExceededError):
+                return first
+        ranked = sorted(verdicts, key=lambda v: (float(v.hard), float(v.soft)))
+        return ranked[len(ranked) // 2]
+
+    def _heard(self, task_id: str, response: str, verdict: JudgeResult) -> None:
+        """Note a model judge's verdict: one answer scored two ways tonight is the judge's
+        noise (:attr:`judge_noise`)."""
+        answer = hashlib.sha256(response.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        score = (float(verdict.hard), float(verdict.soft))
+        if self._verdicts.setdefault((task_id, answer), score) != score:
+            self.judge_noise = True
 
     def _aside(self, job: Job) -> RolloutResult:
         """The result of a sample of a task set aside: failed, no call made, not kept (a
@@ -545,7 +627,7 @@ class Replayer:
         try:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
-            spent.judge = 1
+            spent.judge += 1
             self._tick(False)
             self._failed_call(task.id, exc)
             self.judging.judged(key, _cause(exc))
@@ -559,7 +641,9 @@ class Replayer:
         self.judging.judged(key)
         spent.count(done, judge=True)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
-        return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
+        verdict = parse_judge_reply(done.text)  # the pool's check_reply already accepted it
+        self._heard(task.id, response, verdict)
+        return verdict
 
     def _finish(
         self,

@@ -15,11 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
-from skillopt.backends.breaker import BreakerPolicy
-from skillopt.backends.cache import ResponseCache
-from skillopt.backends.pool import BackendPool, MemberSpec
-from skillopt.backends.retry import RetryPolicy
+from skillopt.backends.base import Completion, CompletionRequest, Usage
+from skillopt.backends.pool import BackendPool
 from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import RetryableBackendError
 from skillopt.gate import GateConfig
@@ -28,6 +25,7 @@ from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.pairs import compare
 from skillopt_sleep.reflect import ReflectOutcome
 from skillopt_sleep.replay import OPINION, Docs, Job, Replayer
+from support.pools import scripted_pool
 
 RULE = "Name the function and the file it lives in."
 TASKS = [
@@ -79,13 +77,7 @@ class World:
 
 
 def _pool(world: World) -> BackendPool:
-    spec = MemberSpec(backend=world, max_concurrency=4, timeout=30.0)
-    return BackendPool(
-        {Role.TARGET: [spec], Role.OPTIMIZER: [spec]},
-        retry=RetryPolicy(max_attempts=1),
-        breaker=BreakerPolicy(failure_threshold=1_000_000),
-        cache=ResponseCache(),
-    )
+    return scripted_pool(world, cache=True, concurrency=4)  # a night's pool has the cache
 
 
 async def _no_reflection(*_: Any) -> ReflectOutcome:

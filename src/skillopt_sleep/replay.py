@@ -32,13 +32,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.wrappers import forget_redactions
@@ -47,18 +45,25 @@ from skillopt.errors import (
     BackendError,
     BudgetExceededError,
     NoHealthyMemberError,
-    ReplyFormatError,
     RetryableBackendError,
 )
-from skillopt.judges import judge_local, rubric_result, score_rule_checks
+from skillopt.judges import judge_local, score_rule_checks
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import parse_reply, reply_schema
+from skillopt.replies import reply_schema
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
 from skillopt_sleep.ledger import SampleCost
+from skillopt_sleep.verdicts import (
+    RUBRIC_PASS,
+    JudgeReply,
+    JudgeTally,
+    majority,
+    parse_judge_reply,
+    verdict_score,
+)
 
 __all__ = [
     "ATTEMPT_TOKENS",
@@ -71,12 +76,10 @@ __all__ = [
     "calls_per_sample",
     "clean",
     "forget_night_memos",
-    "parse_judge_reply",
     "spent_pair",
     "task_hint",
 ]
 
-RUBRIC_PASS = 0.8
 ATTEMPT_TOKENS = 1024  # an attempt's reply limit
 SET_ASIDE_AFTER = 4
 """Failed calls in a row (each after the pool's own retries) after which a task none of
@@ -159,70 +162,12 @@ class Job:
         return dataclasses.replace(self, opinions=1)
 
 
-# A verdict's reason is kept to this many characters (a sentence); the schema asks for no
-# more, so a grammar-constrained server ends it there (a small judge's reason otherwise runs
-# on until the token cap cuts the reply, its score with it; 200 characters of digits fit a
-# 256-token cap, 300 do not). A longer one is still read, and cut.
-REASON_CHARS = 200
-
-
-class _JudgeReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    score: float = Field(ge=0.0, le=1.0)
-    reason: str = Field(default="", json_schema_extra={"maxLength": REASON_CHARS})
-
-
-def parse_judge_reply(text: str) -> JudgeResult:
-    """The verdict in a judge reply; :class:`ReplyFormatError` (quoting the reply) if none."""
-    try:
-        reply = parse_reply(text, _JudgeReply)
-    except ReplyFormatError as exc:
-        raise _unusable(str(exc), text) from exc
-    reason = sanitize(reply.reason)[:REASON_CHARS]
-    return rubric_result(reply.score, reason, pass_threshold=RUBRIC_PASS)
-
-
-def _unusable(problem: str, text: str) -> ReplyFormatError:
-    quoted = " ".join(text.split())[:120]
-    return ReplyFormatError(f"judge reply unusable ({problem}): {quoted!r}", raw=text)
-
-
 JUDGE_ERROR = "judge: "
+"""Prefix of a rollout's ``error`` when its answer came back but judging it failed."""
 OPINION = 1_000_000
 """Stride between the judge sample ids of one answer's verdicts (:attr:`Job.opinions`):
 the k-th further verdict on sample ``s`` is asked as sample ``s + k * OPINION``, beyond every
 sample id a night draws, so it is another draw of the judge, never a verdict read back."""
-"""Prefix of a rollout's ``error`` when its answer came back but judging it failed."""
-
-
-@dataclass(slots=True)
-class JudgeTally:
-    """The answers that needed the model judge since the last :meth:`take` (one stage's
-    worth), and whether their judging failed. An answer judged again (its sample drawn
-    again after the judging failed) counts once, by its last verdict."""
-
-    answers: dict[str, bool] = field(default_factory=dict)  # answer key -> judging failed
-    causes: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def calls(self) -> int:
-        return len(self.answers)
-
-    @property
-    def failed(self) -> int:
-        return sum(self.answers.values())
-
-    def judged(self, key: str, cause: str = "") -> None:
-        """One judging of the answer ``key``: failed with ``cause``, or usable."""
-        self.answers[key] = bool(cause)
-        if cause:
-            self.causes[cause] += 1
-
-    def take(self) -> JudgeTally:
-        """The counts so far; the tally starts over."""
-        taken = JudgeTally(answers=self.answers, causes=self.causes)
-        self.answers, self.causes = {}, Counter()
-        return taken
 
 
 def mined_checks(task: TaskRecord) -> bool:
@@ -524,10 +469,14 @@ class Replayer:
     ) -> JudgeResult:
         """The middle of ``job.opinions`` verdicts on one answer (``first`` and further
         draws of the judge, :data:`OPINION`), ordered by score: one mistaken verdict among
-        three does not decide. When a further verdict cannot be had (a failed call, the
-        budget), ``first`` stands, as the sample's one verdict would have."""
+        three does not decide. The judge is asked only until one score holds a majority
+        (that score is the middle whatever the rest would say): two agreeing verdicts of
+        three end it. When a further verdict cannot be had (a failed call, the budget),
+        ``first`` stands, as the sample's one verdict would have."""
         verdicts = [first]
         for k in range(1, job.opinions):
+            if majority(verdicts, job.opinions) is not None:
+                break
             try:
                 again = job.sample_id + k * OPINION
                 verdicts.append(
@@ -537,14 +486,17 @@ class Replayer:
                 )
             except (BackendError, NoHealthyMemberError, BudgetExceededError):
                 return first
-        ranked = sorted(verdicts, key=lambda v: (float(v.hard), float(v.soft)))
+        settled = majority(verdicts, job.opinions)
+        if settled is not None:
+            return settled
+        ranked = sorted(verdicts, key=verdict_score)
         return ranked[len(ranked) // 2]
 
     def _heard(self, task_id: str, response: str, verdict: JudgeResult) -> None:
         """Note a model judge's verdict: one answer scored two ways tonight is the judge's
         noise (:attr:`judge_noise`)."""
         answer = hashlib.sha256(response.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-        score = (float(verdict.hard), float(verdict.soft))
+        score = verdict_score(verdict)
         if self._verdicts.setdefault((task_id, answer), score) != score:
             self.judge_noise = True
 
@@ -620,7 +572,7 @@ class Replayer:
             stage="judge",
             max_output_tokens=300,
             json_mode=True,
-            reply_schema=reply_schema(_JudgeReply, "verdict"),
+            reply_schema=reply_schema(JudgeReply, "verdict"),
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
             check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )

@@ -136,7 +136,9 @@ async def test_a_mistaken_verdict_does_not_move_a_task_once_the_judge_contradict
         assert measure.replayer.judge_noise
         judged = world.calls["judge"]
         base, cand = await compare(measure, TASKS, START, WITH_RULE, phase="trial", offset=200)
-    assert world.calls["judge"] - judged == 12 + 4 * 2 * 2  # a0-a2 and c1 moved at first
+    # a0-a2 and c1 moved at first: each answer judged again until two verdicts agree
+    # (one more, and for c1's misjudged baseline answer two more)
+    assert world.calls["judge"] - judged == 12 + 4 * 2 + 1
     assert base.scores["c1"] == cand.scores["c1"] == (0.0,)
     assert all(base.scores[t] == (0.0,) and cand.scores[t] == (1.0,) for t in ("a0", "a1", "a2"))
     assert world.calls["attempt"] == 12 + 3 + 12  # no answer asked again

@@ -42,6 +42,7 @@ from skillopt.backends.base import Completer, Completion, CompletionRequest, Rol
 from skillopt.backends.wrappers import forget_redactions
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
+    AnswerPendingError,
     BackendError,
     BudgetExceededError,
     NoHealthyMemberError,
@@ -451,7 +452,13 @@ class Replayer:
         spent, evidence = _Spent(), list[dict[str, Any]]()
         own = JudgeResult(hard=first.hard, soft=first.soft, reason=first.reason,
                           failed=first.failed_criteria)  # fmt: skip
-        verdict = await self._middle(job, first.response, first.tools_called, evidence, spent, own)
+        try:
+            verdict = await self._middle(
+                job, first.response, first.tools_called, evidence, spent, own
+            )
+        except AnswerPendingError as exc:  # judged again once the answer is there
+            failed = dataclasses.replace(first, error=f"{JUDGE_ERROR}{_cause(exc)}")
+            return self._finish(job, failed, evidence, spent, failure=("judge", exc))
         result = dataclasses.replace(
             first, hard=verdict.hard, soft=verdict.soft, reason=verdict.reason,
             failed_criteria=verdict.failed,
@@ -484,6 +491,8 @@ class Replayer:
                         job.task, response, tools, evidence, spent, key=job.key, sample_id=again
                     )
                 )
+            except AnswerPendingError:
+                raise  # handoff: this verdict waits for its answer, as any call does
             except (BackendError, NoHealthyMemberError, BudgetExceededError):
                 return first
         settled = majority(verdicts, job.opinions)

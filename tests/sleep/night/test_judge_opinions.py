@@ -18,13 +18,13 @@ from typing import Any
 from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.backends.pool import BackendPool
 from skillopt.backends.wrappers import BudgetCompleter
-from skillopt.errors import RetryableBackendError
+from skillopt.errors import AnswerPendingError, RetryableBackendError
 from skillopt.gate import GateConfig
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.pairs import compare
 from skillopt_sleep.reflect import ReflectOutcome
-from skillopt_sleep.replay import OPINION, Docs, Job, Replayer
+from skillopt_sleep.replay import JUDGE_ERROR, OPINION, Docs, Job, Replayer
 from support.pools import scripted_pool
 
 RULE = "Name the function and the file it lives in."
@@ -48,8 +48,8 @@ class World:
     name = "scripted"
     model = "scripted-world"
 
-    def __init__(self, errs: Errs, *, judge_down: bool = False) -> None:
-        self.errs, self.judge_down = errs, judge_down
+    def __init__(self, errs: Errs, *, judge_down: bool = False, pending: bool = False) -> None:
+        self.errs, self.judge_down, self.pending = errs, judge_down, pending
         self.calls: Counter[str] = Counter()
 
     async def aclose(self) -> None:
@@ -62,6 +62,8 @@ class World:
         if stage == "judge":
             if self.judge_down and request.sample_id >= OPINION:
                 raise RetryableBackendError("scripted 503", kind="server", member=self.name)
+            if self.pending and request.sample_id >= OPINION:
+                raise AnswerPendingError(prompt_id="p-judge", member=self.name)
             answer = str(meta["response"])
             right = 1.0 if answer.startswith("done") else 0.0
             score = 1.0 - right if self.errs(task, answer, request.sample_id) else right
@@ -122,6 +124,19 @@ async def test_when_a_further_verdict_cannot_be_had_the_first_stands() -> None:
         (again,) = await replayer.run([_with_opinions(job, 3)])
     assert again.hard == once.hard == 1.0 and not again.error
     assert world.calls == {"attempt": 1, "judge": 2}  # the second verdict failed: no third
+
+
+async def test_a_further_verdict_that_waits_for_its_answer_leaves_the_sample_waiting() -> None:
+    """Handoff: the verdict is asked of the agent like any call; the sample is not scored by
+    its first verdict meanwhile (a handoff night decides as the model's night would)."""
+    world = World(_c1_misjudged, pending=True)
+    job = Job(task=TASKS[4], docs=START, sample_id=0, phase="trial", fresh=True)
+    async with _pool(world) as pool:
+        replayer = Replayer(pool=pool, marker="[skillopt]")
+        (once,) = await replayer.run([job])
+        (waiting,) = await replayer.run([_with_opinions(job, 3)])
+    assert waiting.error.startswith(JUDGE_ERROR) and waiting.response == once.response
+    assert world.calls == {"attempt": 1, "judge": 2}
 
 
 async def test_a_mistaken_verdict_does_not_move_a_task_once_the_judge_contradicted_itself() -> None:

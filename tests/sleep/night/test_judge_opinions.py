@@ -20,7 +20,7 @@ from skillopt.backends.pool import BackendPool
 from skillopt.backends.wrappers import BudgetCompleter
 from skillopt.errors import AnswerPendingError, RetryableBackendError
 from skillopt.gate import GateConfig
-from skillopt.types import ReferenceKind, TaskRecord
+from skillopt.types import ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.night.learn.measure import LearnSettings, Measure
 from skillopt_sleep.night.learn.pairs import compare
 from skillopt_sleep.reflect import ReflectOutcome
@@ -101,27 +101,39 @@ def _c1_misjudged(task: str, answer: str, sample_id: int) -> bool:
     return task == "c1" and "about" in answer and sample_id in (0, 200)
 
 
+async def _once_then_three(world: World) -> tuple[RolloutResult, RolloutResult]:
+    """c1's answer without the rule judged once, then with three opinions."""
+    job = Job(task=TASKS[4], docs=START, sample_id=0, phase="trial", fresh=True)
+    async with _pool(world) as pool:
+        replayer = Replayer(pool=pool, marker="[skillopt]")
+        (once,) = await replayer.run([job])
+        (thrice,) = await replayer.run([_with_opinions(job, 3)])
+    assert thrice.response == once.response  # the answer is read back, never asked again
+    return once, thrice
+
+
 async def test_more_opinions_read_the_answer_back_and_take_the_middle_verdict() -> None:
+    world = World(_c1_misjudged)
+    once, thrice = await _once_then_three(world)
+    assert once.hard == 1.0  # the judge's mistake
+    assert thrice.hard == 0.0 and not thrice.error
+    assert world.calls == {"attempt": 1, "judge": 3}
+
+
+async def test_the_judge_is_heard_contradicting_itself_only_once_it_has() -> None:
     world = World(_c1_misjudged)
     job = Job(task=TASKS[4], docs=START, sample_id=0, phase="trial", fresh=True)
     async with _pool(world) as pool:
         replayer = Replayer(pool=pool, marker="[skillopt]")
-        (once,) = await replayer.run([job])
-        assert not replayer.judge_noise  # one verdict on one answer: nothing contradicted
-        (thrice,) = await replayer.run([_with_opinions(job, 3)])
-    assert once.hard == 1.0  # the judge's mistake
-    assert thrice.hard == 0.0 and thrice.response == once.response
-    assert world.calls == {"attempt": 1, "judge": 3}
-    assert replayer.judge_noise
+        await replayer.run([job, Job(task=TASKS[5], docs=START, sample_id=0, fresh=True)])
+        assert not replayer.judge_noise  # one verdict an answer: nothing contradicted
+        await replayer.run([Job(task=TASKS[4], docs=START, sample_id=1, fresh=True)])
+    assert replayer.judge_noise  # c1's answer judged 1.0 at sample 0, 0.0 at sample 1
 
 
 async def test_when_a_further_verdict_cannot_be_had_the_first_stands() -> None:
     world = World(_c1_misjudged, judge_down=True)
-    job = Job(task=TASKS[4], docs=START, sample_id=0, phase="trial", fresh=True)
-    async with _pool(world) as pool:
-        replayer = Replayer(pool=pool, marker="[skillopt]")
-        (once,) = await replayer.run([job])
-        (again,) = await replayer.run([_with_opinions(job, 3)])
+    once, again = await _once_then_three(world)
     assert again.hard == once.hard == 1.0 and not again.error
     assert world.calls == {"attempt": 1, "judge": 2}  # the second verdict failed: no third
 
@@ -130,12 +142,8 @@ async def test_a_further_verdict_that_waits_for_its_answer_leaves_the_sample_wai
     """Handoff: the verdict is asked of the agent like any call; the sample is not scored by
     its first verdict meanwhile (a handoff night decides as the model's night would)."""
     world = World(_c1_misjudged, pending=True)
-    job = Job(task=TASKS[4], docs=START, sample_id=0, phase="trial", fresh=True)
-    async with _pool(world) as pool:
-        replayer = Replayer(pool=pool, marker="[skillopt]")
-        (once,) = await replayer.run([job])
-        (waiting,) = await replayer.run([_with_opinions(job, 3)])
-    assert waiting.error.startswith(JUDGE_ERROR) and waiting.response == once.response
+    _, waiting = await _once_then_three(world)
+    assert waiting.error.startswith(JUDGE_ERROR)
     assert world.calls == {"attempt": 1, "judge": 2}
 
 

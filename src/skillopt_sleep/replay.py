@@ -13,6 +13,11 @@ budget decides as the night's one run would. A job whose key is already in fligh
 concurrent batch asked for the same sample a moment earlier: the baseline arm every
 candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
+Every model-judge verdict is noted by answer: one answer scored two ways tonight sets
+``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's moved pairs on
+a consistent night once the judge contradicted itself) reads back the answer its
+one-verdict record holds and asks the judge again, the middle verdict scoring it.
+
 A task whose own calls keep failing while the other tasks' calls answer (a request the
 endpoint cannot serve, whatever the documents) is *set aside* when none of its calls has
 answered tonight and its last :data:`SET_ASIDE_AFTER` failed (each after the pool's own
@@ -24,35 +29,42 @@ rest. The gate leaves a task with no sample out by name (``unreachable``); the r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.backends.base import Completer, Completion, CompletionRequest, Role, Usage
 from skillopt.backends.wrappers import forget_redactions
 from skillopt.concurrency import gather_indexed
 from skillopt.errors import (
+    AnswerPendingError,
     BackendError,
     BudgetExceededError,
     NoHealthyMemberError,
-    ReplyFormatError,
     RetryableBackendError,
 )
-from skillopt.judges import judge_local, rubric_result, score_rule_checks
+from skillopt.judges import judge_local, score_rule_checks
 from skillopt.progress import Progress
 from skillopt.prompts import render_prompt
 from skillopt.redact import sanitize
-from skillopt.replies import parse_reply, reply_schema
+from skillopt.replies import reply_schema
 from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
 from skillopt_sleep.ledger import SampleCost
+from skillopt_sleep.verdicts import (
+    RUBRIC_PASS,
+    JudgeReply,
+    JudgeTally,
+    majority,
+    parse_judge_reply,
+    verdict_score,
+)
 
 __all__ = [
     "ATTEMPT_TOKENS",
@@ -65,12 +77,10 @@ __all__ = [
     "calls_per_sample",
     "clean",
     "forget_night_memos",
-    "parse_judge_reply",
     "spent_pair",
     "task_hint",
 ]
 
-RUBRIC_PASS = 0.8
 ATTEMPT_TOKENS = 1024  # an attempt's reply limit
 SET_ASIDE_AFTER = 4
 """Failed calls in a row (each after the pool's own retries) after which a task none of
@@ -133,81 +143,32 @@ class Job:
     sample_id: int = 0
     phase: str = "rollout"  # baseline | rollout | trial | final | test (accounting stage)
     fresh: bool = False  # bypass the response cache (the gate's final check)
+    opinions: int = 1  # the judge's verdicts on the answer; the middle one scores it
 
     @property
     def key(self) -> str:
-        raw = "\x1f".join(
-            [
-                self.task.id,
-                self.docs.skill_hash,
-                self.docs.memory_hash,
-                str(self.sample_id),
-                "fresh" if self.fresh else "cached",
-            ]
-        )
-        return hashlib.sha256(raw.encode()).hexdigest()[:24]
+        parts = [
+            self.task.id,
+            self.docs.skill_hash,
+            self.docs.memory_hash,
+            str(self.sample_id),
+            "fresh" if self.fresh else "cached",
+        ]
+        if self.opinions > 1:  # another record than the sample's one-verdict result
+            parts.append(f"opinions={self.opinions}")
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
 
-
-# A verdict's reason is kept to this many characters (a sentence); the schema asks for no
-# more, so a grammar-constrained server ends it there (a small judge's reason otherwise runs
-# on until the token cap cuts the reply, its score with it; 200 characters of digits fit a
-# 256-token cap, 300 do not). A longer one is still read, and cut.
-REASON_CHARS = 200
-
-
-class _JudgeReply(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    score: float = Field(ge=0.0, le=1.0)
-    reason: str = Field(default="", json_schema_extra={"maxLength": REASON_CHARS})
-
-
-def parse_judge_reply(text: str) -> JudgeResult:
-    """The verdict in a judge reply; :class:`ReplyFormatError` (quoting the reply) if none."""
-    try:
-        reply = parse_reply(text, _JudgeReply)
-    except ReplyFormatError as exc:
-        raise _unusable(str(exc), text) from exc
-    reason = sanitize(reply.reason)[:REASON_CHARS]
-    return rubric_result(reply.score, reason, pass_threshold=RUBRIC_PASS)
-
-
-def _unusable(problem: str, text: str) -> ReplyFormatError:
-    quoted = " ".join(text.split())[:120]
-    return ReplyFormatError(f"judge reply unusable ({problem}): {quoted!r}", raw=text)
+    def one_verdict(self) -> Job:
+        """The same sample judged once: the record whose answer more opinions are on."""
+        return dataclasses.replace(self, opinions=1)
 
 
 JUDGE_ERROR = "judge: "
 """Prefix of a rollout's ``error`` when its answer came back but judging it failed."""
-
-
-@dataclass(slots=True)
-class JudgeTally:
-    """The answers that needed the model judge since the last :meth:`take` (one stage's
-    worth), and whether their judging failed. An answer judged again (its sample drawn
-    again after the judging failed) counts once, by its last verdict."""
-
-    answers: dict[str, bool] = field(default_factory=dict)  # answer key -> judging failed
-    causes: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def calls(self) -> int:
-        return len(self.answers)
-
-    @property
-    def failed(self) -> int:
-        return sum(self.answers.values())
-
-    def judged(self, key: str, cause: str = "") -> None:
-        """One judging of the answer ``key``: failed with ``cause``, or usable."""
-        self.answers[key] = bool(cause)
-        if cause:
-            self.causes[cause] += 1
-
-    def take(self) -> JudgeTally:
-        """The counts so far; the tally starts over."""
-        taken = JudgeTally(answers=self.answers, causes=self.causes)
-        self.answers, self.causes = {}, Counter()
-        return taken
+OPINION = 1_000_000
+"""Stride between the judge sample ids of one answer's verdicts (:attr:`Job.opinions`):
+the k-th further verdict on sample ``s`` is asked as sample ``s + k * OPINION``, beyond every
+sample id a night draws, so it is another draw of the judge, never a verdict read back."""
 
 
 def mined_checks(task: TaskRecord) -> bool:
@@ -260,6 +221,8 @@ class Replayer:
     # what earlier runs of the night spent on a preloaded result, counted once read back:
     # a judged rollout (attempt and judge), an answer whose judging failed (the attempt)
     _spent_before: dict[str, tuple[int, int]] = field(default_factory=dict)
+    judge_noise: bool = False  # the model judge scored one answer two ways tonight
+    _verdicts: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Remember rollouts from an earlier (killed or failed) run of this night.
@@ -391,29 +354,10 @@ class Replayer:
         task, docs = job.task, job.docs
         if task.id in self.set_aside:
             return self._aside(job)
-        prompt = render_prompt(
-            "attempt",
-            marker=self.marker,
-            skill=clean(docs.skill) or "(none)",
-            memory=clean(docs.memory) or "(none)",
-            intent=clean(task.intent),
-            context=clean(task.context),
-        )
-        request = CompletionRequest(
-            role=Role.TARGET,
-            prompt=prompt,
-            system=clean(task.system_contract),
-            sample_id=job.sample_id,
-            stage=job.phase,
-            use_cache=not job.fresh,
-            max_output_tokens=self.attempt_tokens,
-            metadata={
-                "stage": "attempt",
-                "task": task_hint(task),
-                "skill": clean(docs.skill),
-                "memory": clean(docs.memory),
-            },
-        )
+        judged = self._judged_answer(job)
+        if judged is not None:
+            return await self._more_opinions(job, judged)
+        prompt, request = self._attempt_request(job)
         base: dict[str, Any] = {
             "task_id": task.id,
             "sample_id": job.sample_id,
@@ -442,6 +386,7 @@ class Replayer:
                 task, response, done.tools_called, evidence, spent, key=job.key,
                 sample_id=job.sample_id,
             )  # fmt: skip
+            verdict = await self._middle(job, response, done.tools_called, evidence, spent, verdict)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
             result = RolloutResult(
                 **base,
@@ -465,6 +410,104 @@ class Replayer:
             tokens=tokens,
         )
         return self._finish(job, result, evidence, spent)
+
+    def _attempt_request(self, job: Job) -> tuple[str, CompletionRequest]:
+        """The attempt's prompt, and the request that asks it."""
+        task, docs = job.task, job.docs
+        prompt = render_prompt(
+            "attempt",
+            marker=self.marker,
+            skill=clean(docs.skill) or "(none)",
+            memory=clean(docs.memory) or "(none)",
+            intent=clean(task.intent),
+            context=clean(task.context),
+        )
+        request = CompletionRequest(
+            role=Role.TARGET,
+            prompt=prompt,
+            system=clean(task.system_contract),
+            sample_id=job.sample_id,
+            stage=job.phase,
+            use_cache=not job.fresh,
+            max_output_tokens=self.attempt_tokens,
+            metadata={
+                "stage": "attempt",
+                "task": task_hint(task),
+                "skill": clean(docs.skill),
+                "memory": clean(docs.memory),
+            },
+        )
+        return prompt, request
+
+    def _judged_answer(self, job: Job) -> RolloutResult | None:
+        """For a sample asked with more opinions, its one-verdict record when that holds a
+        judged answer: the answer is not asked again, only the judge is."""
+        if job.opinions <= 1:
+            return None
+        first = self.done.get(job.one_verdict().key)
+        return first if first is not None and first.response and not first.error else None
+
+    async def _more_opinions(self, job: Job, first: RolloutResult) -> RolloutResult:
+        """``first``'s answer with the middle of ``job.opinions`` verdicts, its own the first."""
+        spent, evidence = _Spent(), list[dict[str, Any]]()
+        own = JudgeResult(hard=first.hard, soft=first.soft, reason=first.reason,
+                          failed=first.failed_criteria)  # fmt: skip
+        try:
+            verdict = await self._middle(
+                job, first.response, first.tools_called, evidence, spent, own
+            )
+        except AnswerPendingError as exc:  # judged again once the answer is there
+            failed = dataclasses.replace(first, error=f"{JUDGE_ERROR}{_cause(exc)}")
+            return self._finish(job, failed, evidence, spent, failure=("judge", exc))
+        result = dataclasses.replace(
+            first, hard=verdict.hard, soft=verdict.soft, reason=verdict.reason,
+            failed_criteria=verdict.failed,
+        )  # fmt: skip
+        return self._finish(job, result, evidence, spent)
+
+    async def _middle(
+        self,
+        job: Job,
+        response: str,
+        tools: tuple[str, ...],
+        evidence: list[dict[str, Any]],
+        spent: _Spent,
+        first: JudgeResult,
+    ) -> JudgeResult:
+        """The middle of ``job.opinions`` verdicts on one answer (``first`` and further
+        draws of the judge, :data:`OPINION`), ordered by score: one mistaken verdict among
+        three does not decide. The judge is asked only until one score holds a majority
+        (that score is the middle whatever the rest would say): two agreeing verdicts of
+        three end it. When a further verdict cannot be had (a failed call, the budget),
+        ``first`` stands, as the sample's one verdict would have."""
+        verdicts = [first]
+        for k in range(1, job.opinions):
+            if majority(verdicts, job.opinions) is not None:
+                break
+            try:
+                again = job.sample_id + k * OPINION
+                verdicts.append(
+                    await self._judge(
+                        job.task, response, tools, evidence, spent, key=job.key, sample_id=again
+                    )
+                )
+            except AnswerPendingError:
+                raise  # handoff: this verdict waits for its answer, as any call does
+            except (BackendError, NoHealthyMemberError, BudgetExceededError):
+                return first
+        settled = majority(verdicts, job.opinions)
+        if settled is not None:
+            return settled
+        ranked = sorted(verdicts, key=verdict_score)
+        return ranked[len(ranked) // 2]
+
+    def _heard(self, task_id: str, response: str, verdict: JudgeResult) -> None:
+        """Note a model judge's verdict: one answer scored two ways tonight is the judge's
+        noise (:attr:`judge_noise`)."""
+        answer = hashlib.sha256(response.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        score = verdict_score(verdict)
+        if self._verdicts.setdefault((task_id, answer), score) != score:
+            self.judge_noise = True
 
     def _aside(self, job: Job) -> RolloutResult:
         """The result of a sample of a task set aside: failed, no call made, not kept (a
@@ -538,14 +581,14 @@ class Replayer:
             stage="judge",
             max_output_tokens=300,
             json_mode=True,
-            reply_schema=reply_schema(_JudgeReply, "verdict"),
+            reply_schema=reply_schema(JudgeReply, "verdict"),
             metadata={"stage": "judge", "task": task_hint(task), "response": response},
             check_reply=parse_judge_reply,  # an unusable verdict is a failed, retried call
         )
         try:
             done = await self.pool.complete(request)
         except (BackendError, NoHealthyMemberError) as exc:
-            spent.judge = 1
+            spent.judge += 1
             self._tick(False)
             self._failed_call(task.id, exc)
             self.judging.judged(key, _cause(exc))
@@ -559,7 +602,9 @@ class Replayer:
         self.judging.judged(key)
         spent.count(done, judge=True)
         evidence.append({"kind": "judge", "prompt": prompt, "reply": sanitize(done.text)})
-        return parse_judge_reply(done.text)  # the pool's check_reply already accepted it
+        verdict = parse_judge_reply(done.text)  # the pool's check_reply already accepted it
+        self._heard(task.id, response, verdict)
+        return verdict
 
     def _finish(
         self,

@@ -25,7 +25,7 @@ from skillopt.trainer.replies import AnalystReply, ask_json
 from skillopt.types import EditTarget
 from skillopt_sleep.mining.joint import JointReply
 from skillopt_sleep.reflect import EditsReply, parse_edits
-from skillopt_sleep.replay import _JudgeReply, parse_judge_reply
+from skillopt_sleep.verdicts import JudgeReply, parse_judge_reply
 from support.fake_model_server import FakeModelServer, Reply, Request
 
 VERDICT = json.dumps({"score": 1.0, "reason": "meets the rubric"})
@@ -59,7 +59,7 @@ def _judge_request() -> CompletionRequest:
         prompt="Judge the answer. Reply with one JSON object.",
         stage="judge",
         json_mode=True,
-        reply_schema=reply_schema(_JudgeReply, "verdict"),
+        reply_schema=reply_schema(JudgeReply, "verdict"),
         check_reply=parse_judge_reply,
     )
 
@@ -215,7 +215,7 @@ def test_each_shape_is_derived_from_the_model_that_reads_it() -> None:
             for value in node:
                 yield from objects(value)
 
-    for model in (_JudgeReply, EditsReply, JointReply, AnalystReply):
+    for model in (JudgeReply, EditsReply, JointReply, AnalystReply):
         schema = reply_schema(model).schema
         assert schema["type"] == "object"  # structured outputs want a root object
         for node in objects(schema):

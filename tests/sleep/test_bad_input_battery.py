@@ -36,9 +36,9 @@ from skillopt_sleep.mining.joint import read_reply
 from skillopt_sleep.mining.llm import MAX_TASKS_PER_SESSION, MiningTally, tasks_from_reply
 from skillopt_sleep.mining.tasks_file import load_tasks_file
 from skillopt_sleep.reflect import parse_edits
-from skillopt_sleep.replay import parse_judge_reply
 from skillopt_sleep.state import project_dir
 from skillopt_sleep.tasks.archive import archive_path, open_archive
+from skillopt_sleep.verdicts import parse_judge_reply
 from support.fake_model_server import FakeModelServer
 from support.sleep_setup import openai_members, write_config
 from support.transcripts import Turn, write_claude_session, write_codex_session

@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from skillopt.backends.base import Completion, CompletionRequest, Role, Usage
-from skillopt.backends.breaker import BreakerPolicy
-from skillopt.backends.pool import BackendPool, MemberSpec
-from skillopt.backends.retry import RetryPolicy
+from skillopt.backends.base import Completion, CompletionRequest, Usage
 from skillopt.errors import RetryableBackendError
 from skillopt.types import ReferenceKind, TaskRecord
 from skillopt_sleep.replay import JUDGE_ERROR, Docs, Job, Replayer
+from support.pools import scripted_pool
 
 TASK = TaskRecord(id="t1", intent="Fix the login redirect.", reference="names the file",
                   reference_kind=ReferenceKind.RUBRIC)  # fmt: skip
@@ -53,18 +51,9 @@ class Scripted:
                           member=self.name, latency=0.0)  # fmt: skip
 
 
-def _pool(model: Scripted) -> BackendPool:
-    spec = MemberSpec(backend=model, max_concurrency=2, timeout=10.0)
-    return BackendPool(
-        {Role.TARGET: [spec], Role.OPTIMIZER: [spec]},
-        retry=RetryPolicy(max_attempts=1),  # every scripted failure is a lost call
-        breaker=BreakerPolicy(failure_threshold=1_000_000),
-    )
-
-
 async def test_a_judge_outage_is_judged_again_without_a_new_attempt() -> None:
     model = Scripted(judge_failures=1)
-    async with _pool(model) as pool:
+    async with scripted_pool(model) as pool:
         replayer = Replayer(pool=pool, marker="[skillopt]")
         (first,) = await replayer.run([JOB])
         assert first.error.startswith(JUDGE_ERROR) and first.response
@@ -76,7 +65,7 @@ async def test_a_judge_outage_is_judged_again_without_a_new_attempt() -> None:
 
 async def test_a_judge_whose_replies_cannot_be_read_is_not_asked_again() -> None:
     model = Scripted(judge_failures=0, garbled=True)
-    async with _pool(model) as pool:
+    async with scripted_pool(model) as pool:
         replayer = Replayer(pool=pool, marker="[skillopt]")
         (first,) = await replayer.run([JOB])
         (again,) = await replayer.run([JOB])

@@ -19,7 +19,8 @@ from skillopt.replies import json_values
 from skillopt.types import EditTarget, RolloutResult, TaskRecord
 from skillopt_sleep.night.report_markdown import cell, render_markdown, score_chart
 from skillopt_sleep.reflect import Reflector, RolloutSet, parse_edits
-from skillopt_sleep.replay import Docs, parse_judge_reply
+from skillopt_sleep.replay import Docs
+from skillopt_sleep.verdicts import parse_judge_reply
 
 
 def test_parse_edits_validates_and_caps_at_the_budget() -> None:

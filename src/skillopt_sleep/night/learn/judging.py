@@ -9,7 +9,7 @@ calls) the night fails instead, naming the stage and the commonest cause.
 from __future__ import annotations
 
 from skillopt.errors import RunFailedError
-from skillopt_sleep.replay import JudgeTally
+from skillopt_sleep.verdicts import JudgeTally
 
 __all__ = ["MIN_FAILURES", "check_judging"]
 

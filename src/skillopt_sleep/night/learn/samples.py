@@ -65,18 +65,21 @@ async def draw_scores(
     measure: Sampler,
     tasks: Sequence[TaskRecord],
     docs: Docs,
-    samples: range | Mapping[str, range],
+    samples: range | Mapping[str, Sequence[int]],
     phase: str,
     *,
     redraw: bool = False,
+    opinions: int = 1,
 ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
     """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave;
     ``redraw``: a sample whose call failed is asked again, up to :data:`REDRAWS` times (the
-    gate's comparisons do this themselves, :mod:`skillopt.gate.sampling`)."""
+    gate's comparisons do this themselves, :mod:`skillopt.gate.sampling`); ``opinions``:
+    the judge's verdicts on each answer, the middle one scoring it
+    (:attr:`~skillopt_sleep.replay.Job.opinions`)."""
     each = samples if isinstance(samples, Mapping) else {t.id: samples for t in tasks}
     jobs = [
-        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True) for t in tasks
-        for k in each[t.id]
+        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True, opinions=opinions)
+        for t in tasks for k in each[t.id]
     ]  # fmt: skip
     results = await measure.replayer.run(jobs)
     for _ in range(REDRAWS if redraw else 0):

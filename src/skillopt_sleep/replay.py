@@ -14,7 +14,7 @@ concurrent batch asked for the same sample a moment earlier: the baseline arm ev
 candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
 Every model-judge verdict is noted by answer: one answer scored two ways tonight sets
-``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's moved pairs on
+``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's changed pairs on
 a consistent night once the judge contradicted itself) reads back the answer its
 one-verdict record holds and asks the judge again, the middle verdict scoring it.
 

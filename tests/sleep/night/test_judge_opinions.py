@@ -1,10 +1,11 @@
-"""A judge seen to contradict itself is asked twice more about the pairs that moved.
+"""A judge seen to contradict itself is asked again about the pairs the candidate changed.
 
 On a night whose model answers the same every time, a comparison is one pair per task and
 each answer is judged once. A judge that errs now and then (the same answer scored two
-ways) then moves a task by one mistaken verdict. Once the replayer has heard the judge
-contradict itself, both answers of every moved pair get two more verdicts and the middle
-one scores each; the answers are not asked again. Driven through the real pool with a
+ways) then moves a task by one mistaken verdict, or hides a move. Once the replayer has
+heard the judge contradict itself, both answers of every pair whose answers differ are
+judged until two verdicts of three agree, and that verdict scores each; the answers are
+not asked again. Driven through the real pool with a
 scripted member that is the target and the judge.
 """
 
@@ -159,9 +160,9 @@ async def test_a_mistaken_verdict_does_not_move_a_task_once_the_judge_contradict
         assert measure.replayer.judge_noise
         judged = world.calls["judge"]
         base, cand = await compare(measure, TASKS, START, WITH_RULE, phase="trial", offset=200)
-    # a0-a2 and c1 moved at first: each answer judged again until two verdicts agree
-    # (one more, and for c1's misjudged baseline answer two more)
-    assert world.calls["judge"] - judged == 12 + 4 * 2 + 1
+    # every answer the rule changed (all six tasks') judged again until two verdicts
+    # agree: one more each, two more for c1's misjudged baseline answer
+    assert world.calls["judge"] - judged == 12 + 6 * 2 + 1
     assert base.scores["c1"] == cand.scores["c1"] == (0.0,)
     assert all(base.scores[t] == (0.0,) and cand.scores[t] == (1.0,) for t in ("a0", "a1", "a2"))
     assert world.calls["attempt"] == 12 + 3 + 12  # no answer asked again

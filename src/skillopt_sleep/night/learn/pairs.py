@@ -48,7 +48,8 @@ async def compare(
     samples of a task would repeat its answers (and the judge's verdicts on them), and a
     test counting the repeats as new pairs would find certainty in one task. The first
     wave decides, with no confirmation pairs; once the judge has contradicted itself
-    tonight, the moved pairs' answers are judged twice more (:func:`_judge_moved_again`).
+    tonight, the answers of every pair the candidate changed are judged again
+    (:func:`_judge_changed_again`).
     """
     by_id = {t.id: t for t in tasks}
     if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
@@ -72,7 +73,8 @@ async def compare(
     drawn = (_drawn(got.base_records), _drawn(got.cand_records))
     scores = (_tuples(got.base), _tuples(got.cand))
     if measure.noise.consistent_tonight and measure.replayer.judge_noise:
-        drawn, scores = await _judge_moved_again(measure, by_id, (base, cand), drawn, scores, phase)
+        arms = (base, cand)
+        drawn, scores = await _judge_changed_again(measure, by_id, arms, drawn, scores, phase)
     return (
         Measured(docs=base, scores=scores[0], results=drawn[0], confirm_from=got.confirm_from),
         Measured(docs=cand, scores=scores[1], results=drawn[1], confirm_from=got.confirm_from),
@@ -80,14 +82,14 @@ async def compare(
 
 
 OPINIONS = 3
-"""The judge's verdicts on each answer of a moved pair once the judge was seen to
-contradict itself on a consistent night (:func:`_judge_moved_again`)."""
+"""The judge's verdicts on each answer of a changed pair once the judge was seen to
+contradict itself on a consistent night (:func:`_judge_changed_again`)."""
 
 Arms = tuple[tuple[RolloutResult, ...], tuple[RolloutResult, ...]]
 ArmScores = tuple[dict[str, tuple[float, ...]], dict[str, tuple[float, ...]]]
 
 
-async def _judge_moved_again(
+async def _judge_changed_again(
     measure: Measure,
     by_id: Mapping[str, Task],
     docs: tuple[Docs, Docs],
@@ -95,34 +97,37 @@ async def _judge_moved_again(
     scores: ArmScores,
     phase: str,
 ) -> tuple[Arms, ArmScores]:
-    """Both arms of every moved pair (a sample scored differently in the two arms) scored by
-    the middle of :data:`OPINIONS` verdicts of the judge, the answers not asked again.
+    """Both arms of every changed pair (a sample whose answers differ in the two arms)
+    scored by the middle of :data:`OPINIONS` verdicts of the judge, the answers not asked
+    again.
 
     On a night whose model answers consistently a comparison is one pair per task, each
     answer judged once: when the judge scores one answer two ways (seen tonight:
-    ``Replayer.judge_noise``), one mistaken verdict moves a task, and where the mistake
-    falls (which sample, which night) decides. Only a moved pair can move a decision, so
-    only its answers are judged again: two more verdicts each, the middle one counting."""
+    ``Replayer.judge_noise``), one mistaken verdict moves a task that did not change, or
+    hides one that did, and where the mistake falls (which sample, which night) decides.
+    A pair whose answers are the same cannot move (both arms read one verdict: the same
+    request), so only the changed pairs' answers are judged again, until two verdicts of
+    three agree."""
     score = measure.gate.score
     by_sample = [{(r.task_id, r.sample_id): r for r in arm} for arm in drawn]
-    moved: dict[str, list[int]] = {}
+    changed: dict[str, list[int]] = {}
     for (task_id, sample_id), b in by_sample[0].items():
         c = by_sample[1].get((task_id, sample_id))
         if c is None or b.error or c.error:
             continue
-        if score(b.hard, b.soft) != score(c.hard, c.soft):
-            moved.setdefault(task_id, []).append(sample_id)
-    if not moved:
+        if b.response != c.response:
+            changed.setdefault(task_id, []).append(sample_id)
+    if not changed:
         return drawn, scores
-    tasks = [by_id[t] for t in moved]
+    tasks = [by_id[t] for t in changed]
     new_scores: list[dict[str, tuple[float, ...]]] = []
     new_drawn: list[tuple[RolloutResult, ...]] = []
     for i in (0, 1):
-        _, again = await draw_scores(measure, tasks, docs[i], moved, phase, opinions=OPINIONS)
+        _, again = await draw_scores(measure, tasks, docs[i], changed, phase, opinions=OPINIONS)
         merged = {**by_sample[i], **{(r.task_id, r.sample_id): r for r in again}}
         new_drawn.append(tuple(merged.values()))
         per_task = dict(scores[i])
-        for t in moved:  # the task's samples in sample order, as the arms pair them
+        for t in changed:  # the task's samples in sample order, as the arms pair them
             ordered = sorted((k, r) for (task_id, k), r in merged.items() if task_id == t)
             per_task[t] = tuple(_gate_score(score, r) for _, r in ordered)
         new_scores.append(per_task)

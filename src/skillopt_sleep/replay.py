@@ -61,8 +61,9 @@ from skillopt_sleep.verdicts import (
     RUBRIC_PASS,
     JudgeReply,
     JudgeTally,
-    majority,
+    middle,
     parse_judge_reply,
+    settled,
     verdict_score,
 )
 
@@ -482,7 +483,7 @@ class Replayer:
         ``first`` stands, as the sample's one verdict would have."""
         verdicts = [first]
         for k in range(1, job.opinions):
-            if majority(verdicts, job.opinions) is not None:
+            if settled(verdicts, job.opinions):
                 break
             try:
                 again = job.sample_id + k * OPINION
@@ -495,11 +496,7 @@ class Replayer:
                 raise  # handoff: this verdict waits for its answer, as any call does
             except (BackendError, NoHealthyMemberError, BudgetExceededError):
                 return first
-        settled = majority(verdicts, job.opinions)
-        if settled is not None:
-            return settled
-        ranked = sorted(verdicts, key=verdict_score)
-        return ranked[len(ranked) // 2]
+        return middle(verdicts)
 
     def _heard(self, task_id: str, response: str, verdict: JudgeResult) -> None:
         """Note a model judge's verdict: one answer scored two ways tonight is the judge's

@@ -4,8 +4,8 @@ of several.
 The night's replayer (:mod:`skillopt_sleep.replay`) asks the model judge; this module holds
 what a verdict is once the reply is in: :func:`parse_judge_reply` reads it (or says why it
 cannot), :class:`JudgeTally` counts one stage's judgings and their failures, and
-:func:`majority` / :func:`verdict_score` decide the middle verdict of an answer judged
-several times (``Job.opinions``).
+:func:`settled` / :func:`middle` decide the middle verdict of an answer judged several
+times (``Job.opinions``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.errors import ReplyFormatError
-from skillopt.judges import rubric_result
+from skillopt.judges import RUBRIC_PASS, rubric_result
 from skillopt.redact import sanitize
 from skillopt.replies import parse_reply
 from skillopt.types import JudgeResult
@@ -27,12 +27,11 @@ __all__ = [
     "RUBRIC_PASS",
     "JudgeReply",
     "JudgeTally",
-    "majority",
+    "middle",
     "parse_judge_reply",
+    "settled",
     "verdict_score",
 ]
-
-RUBRIC_PASS = 0.8
 
 # A verdict's reason is kept to this many characters (a sentence); the schema asks for no
 # more, so a grammar-constrained server ends it there (a small judge's reason otherwise runs
@@ -96,11 +95,12 @@ def verdict_score(verdict: JudgeResult) -> tuple[float, float]:
     return float(verdict.hard), float(verdict.soft)
 
 
-def majority(verdicts: Sequence[JudgeResult], of: int) -> JudgeResult | None:
-    """The verdict whose score more than half of ``of`` verdicts already hold (the middle
-    one, whatever the others say), or None."""
-    held = Counter(verdict_score(v) for v in verdicts)
-    score, votes = held.most_common(1)[0]
-    if votes <= of // 2:
-        return None
-    return next(v for v in verdicts if verdict_score(v) == score)
+def settled(verdicts: Sequence[JudgeResult], of: int) -> bool:
+    """Whether one score already holds more than half of ``of`` verdicts: it is then the
+    middle one, whatever the verdicts not yet asked would say."""
+    return Counter(verdict_score(v) for v in verdicts).most_common(1)[0][1] > of // 2
+
+
+def middle(verdicts: Sequence[JudgeResult]) -> JudgeResult:
+    """The middle verdict by score (of two that agree, either)."""
+    return sorted(verdicts, key=verdict_score)[len(verdicts) // 2]

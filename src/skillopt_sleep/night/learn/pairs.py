@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from skillopt.concurrency import gather_indexed
 from skillopt.gate import GateConfig, Plan, compare_adaptive, next_samples, unsettled
 from skillopt.types import EditRecord, EditTarget, RolloutResult
 from skillopt.types import TaskRecord as Task
@@ -120,16 +121,23 @@ async def _judge_changed_again(
     if not changed:
         return drawn, scores
     tasks = [by_id[t] for t in changed]
-    new_scores: list[dict[str, tuple[float, ...]]] = []
+
+    async def again(i: int) -> list[RolloutResult]:  # both arms at once
+        return (await draw_scores(measure, tasks, docs[i], changed, phase, opinions=OPINIONS))[1]
+
+    judged = await gather_indexed(again, 2)
     new_drawn: list[tuple[RolloutResult, ...]] = []
+    new_scores: list[dict[str, tuple[float, ...]]] = []
     for i in (0, 1):
-        _, again = await draw_scores(measure, tasks, docs[i], changed, phase, opinions=OPINIONS)
-        merged = {**by_sample[i], **{(r.task_id, r.sample_id): r for r in again}}
+        merged = {**by_sample[i], **{(r.task_id, r.sample_id): r for r in judged[i]}}
         new_drawn.append(tuple(merged.values()))
         per_task = dict(scores[i])
-        for t in changed:  # the task's samples in sample order, as the arms pair them
-            ordered = sorted((k, r) for (task_id, k), r in merged.items() if task_id == t)
-            per_task[t] = tuple(_gate_score(score, r) for _, r in ordered)
+        ordered: dict[str, list[tuple[int, float]]] = {t: [] for t in changed}
+        for (task_id, k), r in merged.items():
+            if task_id in ordered:
+                ordered[task_id].append((k, _gate_score(score, r)))
+        for t, pairs in ordered.items():  # in sample order, as the arms pair them
+            per_task[t] = tuple(v for _, v in sorted(pairs))
         new_scores.append(per_task)
     return (new_drawn[0], new_drawn[1]), (new_scores[0], new_scores[1])
 

@@ -9,6 +9,13 @@ their own:
   holds the promising singles (a gain too small to keep them alone), on the tasks those
   improved: a rule that wins its own test by lenient credit while cancelling what the
   others do would otherwise be kept alone and hide them from every later test.
+
+Both judge a removal by what passes (:func:`passes`), not by the gate's metric: a rule
+that makes every answer a near-miss keeps most of an answer's partial credit while it
+stops the answer from passing, so on a noisy model taking it out of a bundle of good rules
+gains too little partial credit to be significant, though it gains whole tasks. Singles,
+unions and the final check keep the gate's metric: partial credit is what lets one rule
+of a task's several show its gain alone.
 """
 
 from __future__ import annotations
@@ -30,7 +37,16 @@ from skillopt_sleep.replay import Docs
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.measure import Measure
 
-__all__ = ["MASK", "MAX_RIDERS", "Gains", "attribution", "promising", "riders", "unmask"]
+__all__ = [
+    "MASK",
+    "MAX_RIDERS",
+    "Gains",
+    "attribution",
+    "passes",
+    "promising",
+    "riders",
+    "unmask",
+]
 
 MASK = 7000
 """First sample id of the masking test (:func:`unmask`): the accepted singles left out one
@@ -144,7 +160,8 @@ async def attribution(
     on the lost tasks the edits still in the union promised
     (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
     ``riders``: edits in ``union`` that are never left out (:func:`unmask`). ``suspect``
-    (the round): when no removal is significant, drop the likeliest spoiler (:func:`_suspect`)."""
+    (the round): when no removal is significant, drop the likeliest spoiler (:func:`_suspect`).
+    Each removal is decided on :func:`passes` of both arms."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -162,9 +179,10 @@ async def attribution(
             return None
         u, w = await compare(measure, on_tasks, whole, docs, phase="attribution", offset=union_from)
         d = decide_paired(
-            u.scores, w.scores, config=cfg, task_ids=[t.id for t in on_tasks],
+            passes(u), passes(w), config=cfg, task_ids=[t.id for t in on_tasks],
             confirm_from=w.confirm_from,
         )  # fmt: skip
+        d = dataclasses.replace(d, arithmetic={**d.arithmetic, "scored_on": "passes"})
         if not d.accepted and measure.noise.consistent_tonight and _certainly_better(u, w):
             # a model that answers the same every time: one pair is the answer, and a
             # test over repeats of it would only count the same answer again
@@ -276,3 +294,19 @@ def _record_attribution(
                   target=target, edits=edits, applied=edits, unmatched=[], decision=d,
                   note=note)
         )  # fmt: skip
+
+
+def passes(measured: Measured) -> dict[str, tuple[float, ...]]:
+    """Per task, 1.0 for each sample that passed, 0.0 for one that did not (NaN: its call
+    failed), in the order of ``measured.scores``: whether an edit's presence stops answers
+    from passing, not how much partial credit they keep."""
+    by_task: dict[str, list[tuple[int, float]]] = {}
+    for r in measured.results:
+        by_task.setdefault(r.task_id, []).append(
+            (r.sample_id, math.nan if r.error else (1.0 if r.hard >= 1.0 else 0.0))
+        )
+    out: dict[str, tuple[float, ...]] = {}
+    for task, scores in measured.scores.items():
+        got = sorted(by_task.get(task, ()))
+        out[task] = tuple(v for _, v in got) if len(got) == len(scores) else tuple(scores)
+    return out

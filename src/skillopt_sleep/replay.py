@@ -13,6 +13,13 @@ budget decides as the night's one run would. A job whose key is already in fligh
 concurrent batch asked for the same sample a moment earlier: the baseline arm every
 candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
+Read back, do not re-ask (:mod:`.stand_in`): a job drawn as ``Arm.READ_BACK`` (the caller
+says so only on a night the probe judged consistent) whose (task, documents) has a real
+answer tonight takes that answer, no attempt made, judged in its own sample and not
+journalled; one whose pair is being asked right now waits for that answer. A candidate arm
+(``Arm.CANDIDATE``) or a noise check (``Arm.ASKED``) is always asked, even when a
+read-back holds its key. Two real answers of one pair that differ turn read-back off.
+
 Every model-judge verdict is noted by answer: one answer scored two ways tonight sets
 ``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's changed pairs on
 a consistent night once the judge contradicted itself) reads back the answer its

@@ -247,13 +247,14 @@ def ledger_lines(m: Measured) -> list[str]:
         return [f"  (no ledger in report.json) calls by stage: {stages(m)}"]
     out = [
         f"  {'stage':<12} {'calls':>6} {'cache hits':>10} {'tokens':>9} {'cached':>8} "
-        f"{'no decision':>11} {'repeats':>7}"
+        f"{'no decision':>11} {'repeats':>7} {'saved':>5}"
     ]
     for name, row in rows.items():
         out.append(
             f"  {name:<12} {row.get('calls', 0):>6} {row.get('cache_hits', 0):>10} "
             f"{row.get('tokens', 0):>9} {row.get('cached_tokens', 0):>8} "
-            f"{row.get('no_decision', '-'):>11} {row.get('repeats', '-'):>7}"
+            f"{row.get('no_decision', '-'):>11} {row.get('repeats', '-'):>7} "
+            f"{row.get('saved', '-'):>5}"
         )
     return out
 
@@ -312,7 +313,9 @@ def report(
         f"{first.cached_tokens}); prefix share {pct(cached.prefix_tokens, cached.prompt_tokens)}",
         f"  stages: {stages(first)}  (today: {TODAY['consistent_stages']})",
         f"  calls that changed no decision: {no_decision([first])}; that could not change "
-        f"one (repeats on a consistent model): {first.ledger.get('repeats', '-')}; ledger:",
+        f"one (repeats on a consistent model): {first.ledger.get('repeats', '-')}; saved by "
+        f"reading back: {first.ledger.get('saved', '-')} ({first.ledger.get('read_backs', '-')} "
+        "samples); ledger:",
         *ledger_lines(first),
     ]
     noisy = nights["noisy"]

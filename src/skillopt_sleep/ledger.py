@@ -32,6 +32,12 @@ decision (the gate counts it as an independent pair all the same). Their model c
 attempt and its judge call) are counted per stage, the judge calls under ``judge``. The
 ``steady`` top-up is exempt (it is drawn for the nights after, which read it), and on a
 night not judged consistent nothing is counted: a repeat there may answer otherwise.
+
+**Calls saved** (``saved``, issue 30 lever 1): on such a night a sample that is no
+decision's candidate takes the answer the night already has for its (task, documents)
+(:mod:`skillopt_sleep.stand_in`): its attempt is not made (one saved call each, per stage),
+and the sample is no repeat; its own judge call, when it makes one, counts under
+``judge``. ``read_backs`` counts the samples.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from typing import Any
 
 from skillopt.gate import task_settled
 
-__all__ = ["SampleCost", "build_ledger", "no_decision_calls", "repeat_calls"]
+__all__ = ["SampleCost", "build_ledger", "no_decision_calls", "repeat_calls", "saved_calls"]
 
 JUDGE_STAGE = "judge"
 # Stages that measure documents without pairing them against others: a task settles per
@@ -68,6 +74,8 @@ class SampleCost:
     tokens: int = 0  # of those calls
     cached_tokens: int = 0  # part of their prompts the provider served from its cache
     failed: bool = False
+    read_back: bool = False  # a known answer stood in: no call made (:mod:`.stand_in`)
+    saved_calls: int = 0  # a read-back's: the calls the answer it read back cost
 
     @property
     def calls(self) -> int:
@@ -125,13 +133,22 @@ def repeat_calls(samples: Iterable[SampleCost], *, consistent: bool) -> Counter[
         return out
     answered: set[tuple[str, str]] = set()
     for s in samples:
-        if s.failed or s.stage in FOR_LATER:
+        if s.failed or s.stage in FOR_LATER or s.read_back:
             continue
         pair = (s.task_id, s.docs)
         if pair in answered:
             out[s.stage] += s.attempt_calls
             out[JUDGE_STAGE] += s.judge_calls
         answered.add(pair)
+    return +out
+
+
+def saved_calls(samples: Iterable[SampleCost]) -> Counter[str]:
+    """Per stage, the calls read-backs saved (see the module docstring)."""
+    out: Counter[str] = Counter()
+    for s in samples:
+        if s.read_back:
+            out[s.stage] += s.saved_calls
     return +out
 
 
@@ -155,10 +172,11 @@ def build_ledger(
     decided = no_decision_calls(drawn)
     by_stage = decided.pop("by_stage")
     repeats = repeat_calls(drawn, consistent=consistent)
+    saved = saved_calls(drawn)
     stages: dict[str, Any] = {}
     for name, row in (spend.get("stages") or {}).items():
         stages[name] = {**row, "no_decision": by_stage.get(name, 0),
-                        "repeats": repeats.get(name, 0)}  # fmt: skip
+                        "repeats": repeats.get(name, 0), "saved": saved.get(name, 0)}  # fmt: skip
     prompt = sum(int(r.get("prompt_tokens") or 0) for r in stages.values())
     cached = sum(int(r.get("cached_tokens") or 0) for r in stages.values())
     return {
@@ -170,6 +188,8 @@ def build_ledger(
         "cached_share": round(cached / prompt, 4) if prompt else None,
         "no_decision": sum(by_stage.values()),
         "repeats": sum(repeats.values()),
+        "saved": sum(saved.values()),
+        "read_backs": sum(1 for s in drawn if s.read_back),
         "stages": stages,
         "decisions": {
             name: {k: int(row.get(k, 0)) for k in _DECISION_KEYS}

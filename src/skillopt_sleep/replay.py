@@ -13,6 +13,13 @@ budget decides as the night's one run would. A job whose key is already in fligh
 concurrent batch asked for the same sample a moment earlier: the baseline arm every
 candidate of a fold shares) waits for that rollout instead of paying for it twice.
 
+Read back, do not re-ask (:mod:`.stand_in`): a job drawn as ``Arm.READ_BACK`` (the caller
+says so only on a night the probe judged consistent) whose (task, documents) has a real
+answer tonight takes that answer, no attempt made, judged in its own sample and not
+journalled; one whose pair is being asked right now waits for that answer. A candidate arm
+(``Arm.CANDIDATE``) or a noise check (``Arm.ASKED``) is always asked, even when a
+read-back holds its key. Two real answers of one pair that differ turn read-back off.
+
 Every model-judge verdict is noted by answer: one answer scored two ways tonight sets
 ``judge_noise``. A job asked with more opinions (``Job.opinions``: the gate's changed pairs on
 a consistent night once the judge contradicted itself) reads back the answer its
@@ -57,6 +64,8 @@ from skillopt.skilldoc import content_hash
 from skillopt.types import JudgeResult, Origin, ReferenceKind, RolloutResult, TaskRecord
 from skillopt_sleep.error_groups import ErrorGroups, error_class
 from skillopt_sleep.ledger import SampleCost
+from skillopt_sleep.replay_spent import Spent, spent_pair, spent_parts
+from skillopt_sleep.stand_in import Arm, Known, Pair, StandIns, pair_of
 from skillopt_sleep.verdicts import (
     RUBRIC_PASS,
     JudgeReply,
@@ -72,6 +81,7 @@ __all__ = [
     "RUBRIC_PASS",
     "SET_ASIDE",
     "SET_ASIDE_AFTER",
+    "Arm",
     "Docs",
     "Job",
     "Replayer",
@@ -145,6 +155,14 @@ class Job:
     phase: str = "rollout"  # baseline | rollout | trial | final | test (accounting stage)
     fresh: bool = False  # bypass the response cache (the gate's final check)
     opinions: int = 1  # the judge's verdicts on the answer; the middle one scores it
+    # what the sample is for: a candidate arm and a noise check are always asked; a
+    # READ_BACK sample may be served from its pair's known answer (:mod:`.stand_in`)
+    arm: Arm = Arm.ASKED
+
+    @property
+    def pair(self) -> Pair:
+        """(task, documents): the samples one known answer may stand in for."""
+        return pair_of(self.task.id, self.docs.skill_hash, self.docs.memory_hash)
 
     @property
     def key(self) -> str:
@@ -223,6 +241,8 @@ class Replayer:
     # a judged rollout (attempt and judge), an answer whose judging failed (the attempt)
     _spent_before: dict[str, tuple[int, int]] = field(default_factory=dict)
     judge_noise: bool = False  # the model judge scored one answer two ways tonight
+    # answers judged tonight per (task, documents), read back for READ_BACK samples
+    stand_ins: StandIns = field(default_factory=StandIns)
     _verdicts: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     def preload(self, rows: Sequence[Mapping[str, Any]]) -> int:
@@ -237,9 +257,10 @@ class Replayer:
             if not key:
                 continue
             result = RolloutResult.from_dict({k: v for k, v in row.items() if k in allowed})
-            attempt, judge = _spent_parts(row.get("spent"))
+            attempt, judge = spent_parts(row.get("spent"))
             if not result.error:
                 self.done[str(key)] = result
+                self.stand_ins.heard_row(row, result)
                 self.answers.pop(str(key), None)
                 self._spent_before[str(key)] = (attempt[0] + judge[0], attempt[1] + judge[1])
             elif result.error.startswith("judge: ") and result.response:
@@ -261,11 +282,12 @@ class Replayer:
         """Results in the order of ``jobs``. Failures become results with ``error`` set.
 
         A job already done is read back; one already in flight (asked for by a concurrent
-        batch, e.g. the baseline arm two candidates share) waits for that rollout."""
+        batch, e.g. the baseline arm two candidates share) waits for that rollout; a
+        READ_BACK job whose pair has a known answer is served from it (:mod:`.stand_in`)."""
         results: list[RolloutResult | None] = [None] * len(jobs)
         todo: list[tuple[int, anyio.Event, bool]] = []  # (index, its flight, leads it)
         for i, job in enumerate(jobs):
-            if job.key in self.done:
+            if job.key in self.done and self._serves(job):
                 results[i] = self.done[job.key]
                 self.reused += 1
                 self._read_back(job.key)
@@ -300,17 +322,76 @@ class Replayer:
         again only when that call ended without a result, e.g. cancelled)."""
         if lead:
             try:
-                return await self._one(job)
+                return await self._asked(job)
             finally:
                 if self._flying.get(job.key) is flight:
                     del self._flying[job.key]
                 flight.set()
         await flight.wait()
         kept = self.done.get(job.key)
-        if kept is None:
+        if kept is None or not self._serves(job):
             return await self._one(job)
         self.reused += 1
         return kept
+
+    def was_read_back(self, task: TaskRecord, docs: Docs, sample_id: int) -> bool:
+        """Whether the sample a comparison drew (fresh, one verdict) is a read-back."""
+        job = Job(task=task, docs=docs, sample_id=sample_id, fresh=True)
+        return job.key in self.stand_ins.stood_in
+
+    def _serves(self, job: Job) -> bool:
+        """Whether the result kept for ``job.key`` answers ``job``: a read-back answers
+        only another READ_BACK sample; a candidate or a noise check is asked for real."""
+        return job.arm is Arm.READ_BACK or job.key not in self.stand_ins.stood_in
+
+    def _known(self, job: Job) -> Known | None:
+        """The answer that stands in for a READ_BACK sample (None: it is asked)."""
+        if job.arm is not Arm.READ_BACK or job.opinions > 1:
+            return None
+        return self.stand_ins.answer(job.pair, job.sample_id)
+
+    async def _asked(self, job: Job) -> RolloutResult:
+        """The rollout of a job leading its key: a READ_BACK sample whose pair has a known
+        answer, or will once the call of the pair under way ends, reads it back (a
+        consistent model would repeat it); any other is asked, its pair marked in flight."""
+        known = self._known(job)
+        flight = self.stand_ins.in_flight(job.pair) if job.arm is Arm.READ_BACK else None
+        if known is None and flight is not None:
+            await flight.wait()
+            known = self._known(job)
+        if known is not None:
+            return await self._read_back_judged(job, known)
+        with self.stand_ins.asking(job.pair):
+            return await self._one(job)
+
+    async def _read_back_judged(self, job: Job, known: Known) -> RolloutResult:
+        """``known``'s answer as this sample's, no attempt made, judged in this sample as
+        any answer is (its own verdict: a verdict read back would carry one mistaken
+        verdict into every sample of the pair, and the gate would count it once each).
+        Remembered, counted as a read-back, not journalled (the journal holds what the
+        model answered); a judging that fails leaves the sample to be drawn again."""
+        if self.progress is not None:  # its attempt was planned as a call: none is made
+            self.progress.calls_planned(-1)
+        spent, evidence, answer = Spent(), list[dict[str, Any]](), known.result
+        try:
+            verdict = await self._judge(job.task, answer.response, answer.tools_called, evidence,
+                                        spent, key=job.key, sample_id=job.sample_id)  # fmt: skip
+        except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
+            return dataclasses.replace(answer, error=f"{JUDGE_ERROR}{_cause(exc)}")
+        result = dataclasses.replace(answer, hard=verdict.hard, soft=verdict.soft,
+                                     reason=verdict.reason,
+                                     failed_criteria=verdict.failed)  # fmt: skip
+        self.done[job.key] = result
+        self.stand_ins.stood_in.add(job.key)
+        self.stand_ins.count += 1
+        self.costs.append(
+            SampleCost(stage=job.phase, task_id=job.task.id, docs=job.docs.skill_hash + ":"
+                       + job.docs.memory_hash, sample_id=job.sample_id,
+                       score=(float(result.hard), float(result.soft)), attempt_calls=0,
+                       judge_calls=spent.judge, tokens=spent.tokens, read_back=True,
+                       saved_calls=1)
+        )  # fmt: skip
+        return result
 
     def flush(self) -> None:
         """Persist buffered rollouts and evidence (line-complete appends)."""
@@ -366,7 +447,7 @@ class Replayer:
             "memory_hash": docs.memory_hash,
         }
         evidence: list[dict[str, Any]] = []
-        spent = _Spent()
+        spent = Spent()
         try:
             done = await self._attempt(job, request, spent)
         except (BackendError, NoHealthyMemberError, BudgetExceededError) as exc:
@@ -450,7 +531,7 @@ class Replayer:
 
     async def _more_opinions(self, job: Job, first: RolloutResult) -> RolloutResult:
         """``first``'s answer with the middle of ``job.opinions`` verdicts, its own the first."""
-        spent, evidence = _Spent(), list[dict[str, Any]]()
+        spent, evidence = Spent(), list[dict[str, Any]]()
         own = JudgeResult(hard=first.hard, soft=first.soft, reason=first.reason,
                           failed=first.failed_criteria)  # fmt: skip
         try:
@@ -472,7 +553,7 @@ class Replayer:
         response: str,
         tools: tuple[str, ...],
         evidence: list[dict[str, Any]],
-        spent: _Spent,
+        spent: Spent,
         first: JudgeResult,
     ) -> JudgeResult:
         """The middle of ``job.opinions`` verdicts on one answer (``first`` and further
@@ -524,7 +605,7 @@ class Replayer:
         )  # fmt: skip
         return result
 
-    async def _attempt(self, job: Job, request: CompletionRequest, spent: _Spent) -> Completion:
+    async def _attempt(self, job: Job, request: CompletionRequest, spent: Spent) -> Completion:
         """The attempt's reply: a model call, or the answer an earlier run of this night
         already paid for (its judging failed, so only the judge is asked again)."""
         kept = self.answers.pop(job.key, None)
@@ -547,7 +628,7 @@ class Replayer:
         response: str,
         tools: tuple[str, ...],
         evidence: list[dict[str, Any]],
-        spent: _Spent,
+        spent: Spent,
         *,
         key: str,
         sample_id: int,
@@ -608,7 +689,7 @@ class Replayer:
         job: Job,
         result: RolloutResult,
         evidence: list[dict[str, Any]],
-        spent: _Spent,
+        spent: Spent,
         *,
         failure: tuple[str, BaseException] | None = None,
     ) -> RolloutResult:
@@ -626,6 +707,9 @@ class Replayer:
             self.answers[job.key] = result
         elif judging or not retryable:
             self.done[job.key] = result
+            self.stand_ins.stood_in.discard(job.key)
+        if job.opinions == 1:  # a real answer (more opinions re-judge one already heard)
+            self.stand_ins.heard(job.pair, result, phase=job.phase)
         self.costs.append(
             SampleCost(
                 stage=job.phase,
@@ -659,6 +743,8 @@ class Replayer:
             row.update(key=job.key, phase=job.phase, fresh=job.fresh, split=job.task.split.value,
                        spent=spent.parts())  # fmt: skip
             row.update(grouped)
+            if job.opinions > 1:  # a middle verdict, not an answer of its own (.stand_in)
+                row["opinions"] = job.opinions
             self._rows.append(row)
         if self.evidence is not None:
             self._evidence.extend(
@@ -685,59 +771,6 @@ NO_RUBRIC = "Everything the request above asks for, done fully and correctly."
 def _rubric(task: TaskRecord) -> str:
     reference = clean(task.reference).strip()
     return reference if reference and reference != clean(task.intent).strip() else NO_RUBRIC
-
-
-@dataclass
-class _Spent:
-    """Model calls one sample made (a reply the response cache served is none), and their
-    tokens."""
-
-    attempt: int = 0
-    judge: int = 0
-    tokens: int = 0
-    cached_tokens: int = 0
-    judge_tokens: int = 0  # part of ``tokens``
-    earlier: tuple[int, int] = (0, 0)  # (calls, tokens) an earlier run spent on the attempt
-
-    def count(self, done: Completion, *, judge: bool = False) -> None:
-        if done.cached:
-            return
-        requests = max(1, done.attempts)  # an unusable reply the pool asked again included
-        usage = done.spent or done.usage
-        if judge:
-            self.judge += requests
-            self.judge_tokens += usage.total_tokens
-        else:
-            self.attempt += requests
-        self.tokens += usage.total_tokens
-        self.cached_tokens += usage.cached_tokens
-
-    def parts(self) -> dict[str, list[int]]:
-        """What the sample cost the night, as its row records it: the attempt's calls and
-        tokens (an earlier run's, when it read the answer back) and the judge's."""
-        attempt_tokens = self.tokens - self.judge_tokens
-        return {
-            "attempt": [self.attempt + self.earlier[0], attempt_tokens + self.earlier[1]],
-            "judge": [self.judge, self.judge_tokens],
-        }
-
-
-def spent_pair(value: object) -> tuple[int, int]:
-    """(calls, tokens) as a journal records them (``[calls, tokens]``); anything else (an
-    older journal, a damaged value) counts as (0, 0)."""
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
-    ):
-        return value[0], value[1]
-    return 0, 0
-
-
-def _spent_parts(raw: object) -> tuple[tuple[int, int], tuple[int, int]]:
-    """A row's ``spent`` as ((attempt calls, tokens), (judge calls, tokens))."""
-    parts = raw if isinstance(raw, dict) else {}
-    return spent_pair(parts.get("attempt")), spent_pair(parts.get("judge"))
 
 
 def _cause(exc: BaseException) -> str:

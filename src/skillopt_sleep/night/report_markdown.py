@@ -430,6 +430,12 @@ def _ledger(ledger: Mapping[str, Any]) -> list[str]:
         "noise probe judged consistent, a task asked again under documents the night already "
         "had its answer for)",
     ]
+    if ledger.get("read_backs"):  # only a consistent night reads back (skillopt_sleep.stand_in)
+        out.append(
+            f"- calls saved by reading back: {ledger.get('saved', 0)} ({ledger['read_backs']} "
+            "samples that were no decision's candidate took the answer the night already had "
+            "for their task and documents, each judged in its own sample)"
+        )
     stages = ledger.get("stages") or {}
     if stages:
         out += [

@@ -44,7 +44,7 @@ from skillopt_sleep.night.learn.judging import check_judging
 from skillopt_sleep.night.learn.samples import Measured, sample_all
 from skillopt_sleep.night.learn.trials import Trial
 from skillopt_sleep.reflect import ReflectOutcome, RolloutSet
-from skillopt_sleep.replay import JUDGE_ERROR, Docs, Replayer
+from skillopt_sleep.replay import JUDGE_ERROR, Arm, Docs, Replayer
 
 __all__ = [
     "MAX_ERROR_SHARE",
@@ -224,6 +224,7 @@ class Measure:
         self._note = note
         # hears each round's candidate edits (round, edits), before any is tried
         self.on_proposed: Callable[[int, int], None] | None = None
+        self._read_back_noted = False  # the note that read-back turned off was written
 
     # -- scores ----------------------------------------------------------------------
 
@@ -244,8 +245,34 @@ class Measure:
         self.journal.stage_began(name)
 
     def end(self, name: str, **extra: Any) -> None:
+        self.note_read_back_off()
         self.check_waiting(name)
         self.journal.stage_ended(name, **extra)
+
+    # -- read back, do not re-ask (:mod:`skillopt_sleep.stand_in`) ---------------------
+
+    def baseline_arm(self) -> Arm:
+        """How a sample that is no decision's candidate is drawn: on a night the probe
+        judged consistent, read back from its (task, documents)' known answer (the model
+        would repeat it); otherwise asked, as on a noisy or unprobed night."""
+        self.note_read_back_off()
+        return Arm.READ_BACK if self.noise.consistent_tonight is True else Arm.ASKED
+
+    def note_read_back_off(self) -> None:
+        """Once, on a consistent night: say that two real answers of one pair disagreed,
+        where, and that read-back is off for the rest of the night (the replayer turned it
+        off as it saw them; a noisy night never had it on, and says nothing)."""
+        off = self.replayer.stand_ins.off
+        if not off or self._read_back_noted or self.noise.consistent_tonight is not True:
+            return
+        self._read_back_noted = True
+        note = (
+            f"read-back turned off for the rest of the night in stage {self.stage or '-'}: "
+            f"two answers of one task under the same documents disagreed ({off}), so the "
+            "model is not as consistent as the noise probe found"
+        )
+        self.findings.notes.append(note)
+        self.note(note)
 
     def note(self, text: str) -> None:
         """Tell the user now (the progress line); the report reads ``findings``."""

@@ -18,7 +18,7 @@ from skillopt.types import EditRecord, EditTarget, RolloutResult
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.agree import apply_learned
 from skillopt_sleep.night.learn.samples import Measured, draw_scores
-from skillopt_sleep.replay import Docs
+from skillopt_sleep.replay import Arm, Docs
 
 if TYPE_CHECKING:
     from skillopt_sleep.night.learn.measure import Measure
@@ -46,11 +46,13 @@ async def compare(
     measurement on samples no earlier decision saw).
 
     On a night the noise probe found consistent, one pair per task is all there is: more
-    samples of a task would repeat its answers (and the judge's verdicts on them), and a
-    test counting the repeats as new pairs would find certainty in one task. The first
-    wave decides, with no confirmation pairs; once the judge has contradicted itself
-    tonight, the answers of every pair the candidate changed are judged again
-    (:func:`_judge_changed_again`).
+    samples would repeat its answers (and verdicts), and a test counting them would find
+    certainty in one task. The first wave decides, with no confirmation pairs. Its
+    candidate arm is always asked (:attr:`Arm.CANDIDATE`); its baseline arm is read back
+    (:attr:`Arm.READ_BACK`: the pair's known answer, no attempt, its own verdict; see
+    :mod:`skillopt_sleep.stand_in`), but a read-back that moves is asked for real and, once
+    the judge contradicted itself, every changed pair is judged again (:func:`_settle_pairs`).
+    On any other night both arms are asked.
     """
     by_id = {t.id: t for t in tasks}
     if measure.waiting():  # handoff: nothing is chosen from a comparison missing answers
@@ -62,8 +64,10 @@ async def compare(
     ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
         if samples.start != offset and measure.waiting():
             return {t: [] for t in ids}, []  # handoff: no wave chosen before the answers
-        docs = cand if i else base
-        return await draw_scores(measure, [by_id[t] for t in ids], docs, samples, phase)
+        docs, drawn_as = (cand, Arm.CANDIDATE) if i else (base, measure.baseline_arm())
+        return await draw_scores(
+            measure, [by_id[t] for t in ids], docs, samples, phase, arm=drawn_as
+        )
 
     config = measure.gate
     if measure.noise.consistent_tonight:  # another sample of a task repeats the first
@@ -73,9 +77,8 @@ async def compare(
     )
     drawn = (_drawn(got.base_records), _drawn(got.cand_records))
     scores = (_tuples(got.base), _tuples(got.cand))
-    if measure.noise.consistent_tonight and measure.replayer.judge_noise:
-        arms = (base, cand)
-        drawn, scores = await _judge_changed_again(measure, by_id, arms, drawn, scores, phase)
+    if measure.noise.consistent_tonight:
+        drawn, scores = await _settle_pairs(measure, by_id, (base, cand), drawn, scores, phase)
     return (
         Measured(docs=base, scores=scores[0], results=drawn[0], confirm_from=got.confirm_from),
         Measured(docs=cand, scores=scores[1], results=drawn[1], confirm_from=got.confirm_from),
@@ -140,6 +143,63 @@ async def _judge_changed_again(
             per_task[t] = tuple(v for _, v in sorted(pairs))
         new_scores.append(per_task)
     return (new_drawn[0], new_drawn[1]), (new_scores[0], new_scores[1])
+
+
+async def _settle_pairs(
+    measure: Measure,
+    by_id: Mapping[str, Task],
+    docs: tuple[Docs, Docs],
+    drawn: Arms,
+    scores: ArmScores,
+    phase: str,
+) -> tuple[Arms, ArmScores]:
+    """A consistent night's one pair per task made sure of: a read-back that moves asked
+    for real, then (once the judge contradicted itself) every changed pair judged again."""
+    drawn, scores = await _ask_deciding_read_backs(measure, by_id, docs[0], drawn, scores, phase)
+    if measure.replayer.judge_noise:
+        drawn, scores = await _judge_changed_again(measure, by_id, docs, drawn, scores, phase)
+    return drawn, scores
+
+
+async def _ask_deciding_read_backs(
+    measure: Measure,
+    by_id: Mapping[str, Task],
+    base: Docs,
+    drawn: Arms,
+    scores: ArmScores,
+    phase: str,
+) -> tuple[Arms, ArmScores]:
+    """The baseline arm's read-backs of every pair that moves (its score differs from the
+    candidate's) asked for real, at the same sample ids.
+
+    A read-back stands in for an answer the model would repeat; a pair that moves is what
+    the decision turns on, and one answer read back from another decision's sample would
+    carry that sample's mistake (a near-miss, a judge's wrong verdict) into this one. Asked
+    again, the pair is two real answers; one that differs from the answer read back turns
+    read-back off for the night (:mod:`skillopt_sleep.stand_in`). The pairs that do not
+    move, most of them, stay read back: they could not change the decision."""
+    score, replayer = measure.gate.score, measure.replayer
+    cand = {(r.task_id, r.sample_id): r for r in drawn[1]}
+    moved: dict[str, list[int]] = {}
+    for r in drawn[0]:
+        c = cand.get((r.task_id, r.sample_id))
+        if c is None or r.error or c.error:
+            continue
+        if _gate_score(score, r) != _gate_score(score, c) and replayer.was_read_back(
+            by_id[r.task_id], base, r.sample_id
+        ):
+            moved.setdefault(r.task_id, []).append(r.sample_id)
+    if not moved:
+        return drawn, scores
+    _, asked = await draw_scores(measure, [by_id[t] for t in moved], base, moved, phase)
+    merged = {(r.task_id, r.sample_id): r for r in drawn[0]}
+    merged.update({(r.task_id, r.sample_id): r for r in asked if not r.error})
+    per_task = dict(scores[0])
+    for t in moved:  # in sample order, as the arms pair them
+        per_task[t] = tuple(
+            _gate_score(score, r) for (tid, _), r in sorted(merged.items()) if tid == t
+        )
+    return (tuple(merged.values()), drawn[1]), (per_task, scores[1])
 
 
 def _tuples(scores: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:

@@ -16,7 +16,7 @@ from typing import Protocol
 from skillopt.gate import REDRAWS, GateConfig
 from skillopt.types import RolloutResult, TaskRecord
 from skillopt_sleep.reflect import RolloutSet
-from skillopt_sleep.replay import Docs, Job, Replayer
+from skillopt_sleep.replay import Arm, Docs, Job, Replayer
 
 __all__ = ["Measured", "Sampler", "draw_scores", "finite_mean", "sample_all"]
 
@@ -70,15 +70,17 @@ async def draw_scores(
     *,
     redraw: bool = False,
     opinions: int = 1,
+    arm: Arm = Arm.ASKED,
 ) -> tuple[dict[str, list[float]], list[RolloutResult]]:
     """Fresh samples of each task (``samples``, or ``samples[task id]``), one wave;
     ``redraw``: a sample whose call failed is asked again, up to :data:`REDRAWS` times (the
     gate's comparisons do this themselves, :mod:`skillopt.gate.sampling`); ``opinions``:
     the judge's verdicts on each answer, the middle one scoring it
-    (:attr:`~skillopt_sleep.replay.Job.opinions`)."""
+    (:attr:`~skillopt_sleep.replay.Job.opinions`); ``arm``: what the samples are for, whether
+    a known answer may stand in for them (:mod:`skillopt_sleep.stand_in`)."""
     each = samples if isinstance(samples, Mapping) else {t.id: samples for t in tasks}
     jobs = [
-        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True, opinions=opinions)
+        Job(task=t, docs=docs, sample_id=k, phase=phase, fresh=True, opinions=opinions, arm=arm)
         for t in tasks for k in each[t.id]
     ]  # fmt: skip
     results = await measure.replayer.run(jobs)
@@ -97,15 +99,15 @@ async def draw_scores(
 
 async def sample_all(
     measure: Sampler, tasks: Sequence[TaskRecord], docs: Docs, *, samples: int | Mapping[str, int],
-    phase: str, first: int = 0,
+    phase: str, first: int = 0, arm: Arm = Arm.ASKED,
 ) -> Measured:  # fmt: skip
     """``samples`` fresh samples of every task under ``docs`` (or ``samples[task id]`` of
-    each; one concurrent wave), sample ids from ``first``."""
+    each; one concurrent wave), sample ids from ``first``; ``arm`` as :func:`draw_scores`'s."""
     ids = (
         {t: range(first, first + n) for t, n in samples.items()}
         if isinstance(samples, Mapping) else range(first, first + samples)
     )  # fmt: skip
-    scores, results = await draw_scores(measure, tasks, docs, ids, phase, redraw=True)
+    scores, results = await draw_scores(measure, tasks, docs, ids, phase, redraw=True, arm=arm)
     return Measured(
         docs=docs, scores={k: tuple(v) for k, v in scores.items()}, results=tuple(results)
     )

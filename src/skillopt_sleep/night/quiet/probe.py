@@ -93,9 +93,12 @@ def _model_disagreed(wave: Measured, task_id: str) -> bool:
 async def _draw(
     night: Night, tasks: Sequence[TaskRecord], docs: Docs, counts: Mapping[str, int], first: int
 ) -> Measured:
-    """``counts[task]`` samples of each task (samples drawn earlier tonight are read back)."""
+    """``counts[task]`` samples of each task (samples drawn earlier tonight are read back;
+    once the probe found the model consistent, so is a task's known answer under ``docs``:
+    a later wave repeats it, :mod:`skillopt_sleep.stand_in`)."""
+    arm = night.learning.baseline_arm()
     return await sample_all(
-        night.learning, tasks, docs, samples=counts, phase="rollout", first=first
+        night.learning, tasks, docs, samples=counts, phase="rollout", first=first, arm=arm
     )
 
 

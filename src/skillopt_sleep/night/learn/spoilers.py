@@ -161,7 +161,7 @@ async def attribution(
     (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
     ``riders``: edits in ``union`` that are never left out (:func:`unmask`). ``suspect``
     (the round): when no removal is significant, drop the likeliest spoiler (:func:`_suspect`).
-    Each removal is decided on :func:`passes` of both arms."""
+    A removal is decided on what passes (:func:`passes`; the module docstring says why)."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -178,11 +178,7 @@ async def attribution(
         if not on_tasks:  # it cancelled nothing another edit promised
             return None
         u, w = await compare(measure, on_tasks, whole, docs, phase="attribution", offset=union_from)
-        d = decide_paired(
-            passes(u), passes(w), config=cfg, task_ids=[t.id for t in on_tasks],
-            confirm_from=w.confirm_from,
-        )  # fmt: skip
-        d = dataclasses.replace(d, arithmetic={**d.arithmetic, "scored_on": "passes"})
+        d = _on_passes(u, w, cfg, [t.id for t in on_tasks])
         if not d.accepted and measure.noise.consistent_tonight and _certainly_better(u, w):
             # a model that answers the same every time: one pair is the answer, and a
             # test over repeats of it would only count the same answer again
@@ -294,6 +290,13 @@ def _record_attribution(
                   target=target, edits=edits, applied=edits, unmatched=[], decision=d,
                   note=note)
         )  # fmt: skip
+
+
+def _on_passes(whole: Measured, without: Measured, cfg: GateConfig, ids: list[str]) -> GateDecision:
+    """Is ``without`` significantly better than ``whole`` on ``ids``, counting passes?"""
+    d = decide_paired(passes(whole), passes(without), config=cfg, task_ids=ids,
+                      confirm_from=without.confirm_from)  # fmt: skip
+    return dataclasses.replace(d, arithmetic={**d.arithmetic, "scored_on": "passes"})
 
 
 def passes(measured: Measured) -> dict[str, tuple[float, ...]]:

@@ -69,6 +69,10 @@ async def test_two_epoch_demo_run_gates_and_schedules(tmp_path: Path) -> None:
     # so each edit was attributed; the harmful one was dropped and the fixes went in
     assert hist[0]["dropped_edits"] == [f"append: {HARMFUL_RULE}"]
     assert [a["dropped"] for a in hist[0]["attribution"]].count(True) == 1
+    # each removal judged on what passes, as the night judges one
+    assert {a["decision"]["scored_on"] for a in hist[0]["attribution"] if a["decision"]} == {
+        "passes"
+    }
     assert hist[0]["candidate_gate_score"] > summary["baseline_gate_score"]
     assert hist[1]["candidate_gate_score"] > hist[0]["candidate_gate_score"]
     # alone, the harmful edit is rejected outright

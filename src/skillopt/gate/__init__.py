@@ -32,6 +32,7 @@ the same path from 3 on, its candidate being the step's edits against the skill 
    (:func:`attribute`, :mod:`.attribution`: edit by edit, or by halves when there are many):
    an edit whose removal makes the documents significantly better, at a Bonferroni-corrected
    confidence, is dropped and the rest is measured again on samples no earlier look saw.
+   A removal is judged on what passes (:func:`pass_scores`), not on partial credit.
    The night's final check is step 6 once more: the best documents against the live ones,
    on every task.
 
@@ -47,6 +48,7 @@ from skillopt.gate.attribution import (
     cancelled_tasks,
     leave_one_out,
     lost_gains,
+    pass_scores,
     planned_tests,
     promised_gains,
 )
@@ -95,6 +97,7 @@ __all__ = [
     "next_samples",
     "paired_outcome",
     "paired_test",
+    "pass_scores",
     "planned_tests",
     "promised_gains",
     "sign_flip_p",

@@ -42,7 +42,7 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from skillopt.concurrency import gather_indexed
 from skillopt.gate.config import GateConfig
@@ -59,6 +59,7 @@ __all__ = [
     "leave_one_out",
     "lost_gains",
     "on_the_whole",
+    "pass_scores",
     "planned_tests",
     "promised_gains",
 ]
@@ -127,6 +128,44 @@ def cancelled_tasks(
         )
 
     return [t for t in lost if best(t, keep=True) > best(t, keep=False)]
+
+
+class Scored(Protocol):
+    """What :func:`pass_scores` reads of a judged sample (a rollout result)."""
+
+    task_id: str
+    sample_id: int
+    hard: float
+    error: str
+
+
+def pass_scores(
+    scores: Mapping[str, Sequence[float]], records: Iterable[Scored]
+) -> dict[str, tuple[float, ...]]:
+    """``scores`` (per task, one arm's samples in sample order) read as passes: 1.0 for a
+    sample that passed (``hard`` 1), 0.0 for one that did not, NaN for a failed call. A
+    task whose records do not match its scores one to one (a sample drawn again, a batch
+    that failed whole) keeps its scores.
+
+    A removal is judged this way (the night's attribution and masking test, the trainer's
+    attribution): a rule that makes every answer a near-miss keeps most of an answer's
+    partial credit while it stops the answer from passing, so on a noisy model taking it
+    out of a bundle of good rules gains too little partial credit to be significant,
+    though it gains whole tasks. Singles, bundles and final checks keep the gate's metric:
+    partial credit is what lets one rule of a task's several show its gain alone."""
+    by_task: dict[str, list[tuple[int, float]]] = {}
+    for r in records:
+        value = math.nan if r.error else (1.0 if r.hard >= 1.0 else 0.0)
+        by_task.setdefault(r.task_id, []).append((r.sample_id, value))
+    out: dict[str, tuple[float, ...]] = {}
+    for task, values in scores.items():
+        got = sorted(by_task.get(task, ()), key=lambda sample: sample[0])
+        read = tuple(v for _, v in got)
+        matches = len({k for k, _ in got}) == len(got) == len(values) and all(
+            math.isnan(a) == math.isnan(b) for a, b in zip(values, read, strict=True)
+        )
+        out[task] = read if matches else tuple(values)
+    return out
 
 
 def on_the_whole(decision: GateDecision | None) -> GateDecision | None:

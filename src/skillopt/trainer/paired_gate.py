@@ -63,6 +63,7 @@ from skillopt.gate import (
     decide_paired,
     lost_gains,
     next_samples,
+    pass_scores,
     promised_gains,
 )
 from skillopt.trainer.core import TrainerCore
@@ -272,7 +273,7 @@ async def _spoilers(
         got = await compare_skills(
             core, whole_text, text, out_dir, offset=offset + ATTRIBUTION, config=config
         )
-        return got.decision
+        return _on_passes(got.samples, config)
 
     found = await attribute(candidate, edits, build=without, compare=better, config=core.cfg.gate)
     drop = set(found.dropped)
@@ -391,7 +392,7 @@ async def _together_spoilers(
             core, whole_text, other, out_dir, offset=offset + TOGETHER_ATTRIBUTION,
             config=cfg, items=items,
         )  # fmt: skip
-        return got.decision
+        return _on_passes(got.samples, cfg)
 
     found = await attribute(text, kept_edits, build=without, compare=better, config=config)
     if not found.dropped or not found.kept:
@@ -404,6 +405,18 @@ async def _together_spoilers(
         return kept, text, _rejected(together, "the edits without their spoilers build no skill")
     again = await compare_skills(core, current, rest_text, out_dir, offset=offset + TOGETHER_RETEST)
     return rest, rest_text, again
+
+
+def _on_passes(samples: PairedSamples[RolloutResult], cfg: GateConfig) -> GateDecision:
+    """A removal decided on what passes (:func:`skillopt.gate.pass_scores`), as the
+    night decides one."""
+    decision = decide_paired(
+        pass_scores(samples.base, samples.base_records),
+        pass_scores(samples.cand, samples.cand_records),
+        config=cfg, task_ids=list(samples.base), confirm_from=samples.confirm_from,
+        terminal=True,
+    )  # fmt: skip
+    return dataclasses.replace(decision, arithmetic={**decision.arithmetic, "scored_on": "passes"})
 
 
 def _rejected(comparison: Comparison, why: str) -> Comparison:

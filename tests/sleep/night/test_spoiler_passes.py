@@ -6,6 +6,7 @@ of good rules gains little on a noisy model, judged on passes it gains a whole t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from skillopt.gate import GateConfig, decide_paired
@@ -59,3 +60,16 @@ def test_a_near_miss_spoiler_hidden_by_partial_credit_shows_on_passes() -> None:
     on_passes = decide_paired(passes(u), passes(w), config=config, task_ids=ids)
     assert not on_mixed.accepted
     assert on_passes.accepted
+
+
+def test_records_that_do_not_line_up_with_the_scores_leave_the_scores() -> None:
+    """Sample 6 failed, and its error row came back without its sample id (0): sorted by
+    sample id it would stand first and shift every pass along, so the scores stand."""
+    arm = _arm([("t", 5, 1.0, 1.0, ""), ("t", 7, 0.0, 0.2, "")])
+    five, seven = arm.scores["t"]
+    failed = RolloutResult(task_id="t", sample_id=0, error="timeout")
+    shifted = dataclasses.replace(
+        arm, scores={"t": (five, math.nan, seven)}, results=(*arm.results, failed)
+    )
+    got = passes(shifted)["t"]
+    assert got[0] == five and math.isnan(got[1]) and got[2] == seven

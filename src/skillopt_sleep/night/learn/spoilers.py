@@ -10,12 +10,8 @@ their own:
   improved: a rule that wins its own test by lenient credit while cancelling what the
   others do would otherwise be kept alone and hide them from every later test.
 
-Both judge a removal by what passes (:func:`passes`), not by the gate's metric: a rule
-that makes every answer a near-miss keeps most of an answer's partial credit while it
-stops the answer from passing, so on a noisy model taking it out of a bundle of good rules
-gains too little partial credit to be significant, though it gains whole tasks. Singles,
-unions and the final check keep the gate's metric: partial credit is what lets one rule
-of a task's several show its gain alone.
+Both judge a removal by what passes (:func:`passes`; :func:`skillopt.gate.pass_scores`
+says why), not by the gate's metric.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from skillopt.gate import GateConfig, attribute, cancelled_tasks, decide_paired
+from skillopt.gate import GateConfig, attribute, cancelled_tasks, decide_paired, pass_scores
 from skillopt.types import EditRecord, GateAction, GateDecision
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.candidate import Candidate
@@ -300,16 +296,5 @@ def _on_passes(whole: Measured, without: Measured, cfg: GateConfig, ids: list[st
 
 
 def passes(measured: Measured) -> dict[str, tuple[float, ...]]:
-    """Per task, 1.0 for each sample that passed, 0.0 for one that did not (NaN: its call
-    failed), in the order of ``measured.scores``: whether an edit's presence stops answers
-    from passing, not how much partial credit they keep."""
-    by_task: dict[str, list[tuple[int, float]]] = {}
-    for r in measured.results:
-        by_task.setdefault(r.task_id, []).append(
-            (r.sample_id, math.nan if r.error else (1.0 if r.hard >= 1.0 else 0.0))
-        )
-    out: dict[str, tuple[float, ...]] = {}
-    for task, scores in measured.scores.items():
-        got = sorted(by_task.get(task, ()))
-        out[task] = tuple(v for _, v in got) if len(got) == len(scores) else tuple(scores)
-    return out
+    """``measured``'s scores read as passes (:func:`skillopt.gate.pass_scores`)."""
+    return pass_scores(measured.scores, measured.results)

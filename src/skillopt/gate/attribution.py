@@ -46,6 +46,7 @@ from typing import Generic, Protocol, TypeVar
 
 from skillopt.concurrency import gather_indexed
 from skillopt.gate.config import GateConfig
+from skillopt.gate.decide import decide_paired
 from skillopt.types import GateAction, GateDecision
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "attribute",
     "bonferroni",
     "cancelled_tasks",
+    "decide_on_passes",
     "leave_one_out",
     "lost_gains",
     "on_the_whole",
@@ -166,6 +168,26 @@ def pass_scores(
         )
         out[task] = read if matches else tuple(values)
     return out
+
+
+def decide_on_passes(
+    base: Mapping[str, Sequence[float]],
+    base_records: Iterable[Scored],
+    cand: Mapping[str, Sequence[float]],
+    cand_records: Iterable[Scored],
+    *,
+    config: GateConfig,
+    task_ids: Collection[str],
+    confirm_from: Mapping[str, int] | None = None,
+    terminal: bool = False,
+) -> GateDecision:
+    """:func:`~skillopt.gate.decide.decide_paired` on both arms read as passes
+    (:func:`pass_scores`), noted ``scored_on: passes``: how a removal is decided."""
+    decision = decide_paired(
+        pass_scores(base, base_records), pass_scores(cand, cand_records), config=config,
+        task_ids=task_ids, confirm_from=confirm_from, terminal=terminal,
+    )  # fmt: skip
+    return dataclasses.replace(decision, arithmetic={**decision.arithmetic, "scored_on": "passes"})
 
 
 def on_the_whole(decision: GateDecision | None) -> GateDecision | None:

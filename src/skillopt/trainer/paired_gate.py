@@ -60,10 +60,10 @@ from skillopt.gate import (
     attribute,
     cancelled_tasks,
     compare_adaptive,
+    decide_on_passes,
     decide_paired,
     lost_gains,
     next_samples,
-    pass_scores,
     promised_gains,
 )
 from skillopt.trainer.core import TrainerCore
@@ -408,15 +408,11 @@ async def _together_spoilers(
 
 
 def _on_passes(samples: PairedSamples[RolloutResult], cfg: GateConfig) -> GateDecision:
-    """A removal decided on what passes (:func:`skillopt.gate.pass_scores`), as the
-    night decides one."""
-    decision = decide_paired(
-        pass_scores(samples.base, samples.base_records),
-        pass_scores(samples.cand, samples.cand_records),
-        config=cfg, task_ids=list(samples.base), confirm_from=samples.confirm_from,
-        terminal=True,
+    """A removal decided on what passes, as the night decides one."""
+    return decide_on_passes(
+        samples.base, samples.base_records, samples.cand, samples.cand_records, config=cfg,
+        task_ids=list(samples.base), confirm_from=samples.confirm_from, terminal=True,
     )  # fmt: skip
-    return dataclasses.replace(decision, arithmetic={**decision.arithmetic, "scored_on": "passes"})
 
 
 def _rejected(comparison: Comparison, why: str) -> Comparison:

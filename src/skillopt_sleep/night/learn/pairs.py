@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skillopt.concurrency import gather_indexed
@@ -134,14 +134,7 @@ async def _judge_changed_again(
     for i in (0, 1):
         merged = {**by_sample[i], **{(r.task_id, r.sample_id): r for r in judged[i]}}
         new_drawn.append(tuple(merged.values()))
-        per_task = dict(scores[i])
-        ordered: dict[str, list[tuple[int, float]]] = {t: [] for t in changed}
-        for (task_id, k), r in merged.items():
-            if task_id in ordered:
-                ordered[task_id].append((k, _gate_score(score, r)))
-        for t, pairs in ordered.items():  # in sample order, as the arms pair them
-            per_task[t] = tuple(v for _, v in sorted(pairs))
-        new_scores.append(per_task)
+        new_scores.append(_rescored(score, merged, scores[i], changed))
     return (new_drawn[0], new_drawn[1]), (new_scores[0], new_scores[1])
 
 
@@ -194,12 +187,26 @@ async def _ask_deciding_read_backs(
     _, asked = await draw_scores(measure, [by_id[t] for t in moved], base, moved, phase)
     merged = {(r.task_id, r.sample_id): r for r in drawn[0]}
     merged.update({(r.task_id, r.sample_id): r for r in asked if not r.error})
-    per_task = dict(scores[0])
-    for t in moved:  # in sample order, as the arms pair them
-        per_task[t] = tuple(
-            _gate_score(score, r) for (tid, _), r in sorted(merged.items()) if tid == t
-        )
+    per_task = _rescored(score, merged, scores[0], moved)
     return (tuple(merged.values()), drawn[1]), (per_task, scores[1])
+
+
+def _rescored(
+    score: Callable[[float, float], float],
+    merged: Mapping[tuple[str, int], RolloutResult],
+    scores: Mapping[str, tuple[float, ...]],
+    tasks: Collection[str],
+) -> dict[str, tuple[float, ...]]:
+    """``scores`` with each of ``tasks`` scored again from ``merged`` (by (task, sample
+    id)), in sample order, as the arms pair them."""
+    per_task = dict(scores)
+    ordered: dict[str, list[tuple[int, float]]] = {t: [] for t in tasks}
+    for (task_id, k), r in merged.items():
+        if task_id in ordered:
+            ordered[task_id].append((k, _gate_score(score, r)))
+    for t, pairs in ordered.items():
+        per_task[t] = tuple(v for _, v in sorted(pairs))
+    return per_task
 
 
 def _tuples(scores: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:

@@ -21,7 +21,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from skillopt.gate import GateConfig, attribute, cancelled_tasks, decide_paired, pass_scores
+from skillopt.gate import (
+    GateConfig,
+    attribute,
+    cancelled_tasks,
+    decide_on_passes,
+    pass_scores,
+)
 from skillopt.types import EditRecord, GateAction, GateDecision
 from skillopt.types import TaskRecord as Task
 from skillopt_sleep.night.learn.candidate import Candidate
@@ -290,9 +296,10 @@ def _record_attribution(
 
 def _on_passes(whole: Measured, without: Measured, cfg: GateConfig, ids: list[str]) -> GateDecision:
     """Is ``without`` significantly better than ``whole`` on ``ids``, counting passes?"""
-    d = decide_paired(passes(whole), passes(without), config=cfg, task_ids=ids,
-                      confirm_from=without.confirm_from)  # fmt: skip
-    return dataclasses.replace(d, arithmetic={**d.arithmetic, "scored_on": "passes"})
+    return decide_on_passes(
+        whole.scores, whole.results, without.scores, without.results, config=cfg,
+        task_ids=ids, confirm_from=without.confirm_from,
+    )  # fmt: skip
 
 
 def passes(measured: Measured) -> dict[str, tuple[float, ...]]:

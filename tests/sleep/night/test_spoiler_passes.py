@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from skillopt.gate import GateConfig, decide_paired
+from skillopt.gate import GateConfig, decide_paired, pass_scores
 from skillopt.types import RolloutResult
 from skillopt_sleep.night.learn.samples import Measured
-from skillopt_sleep.night.learn.spoilers import passes
 from skillopt_sleep.replay import Docs
 
 DOCS = Docs(skill="# Skill\n", memory="")
@@ -29,6 +28,11 @@ def _arm(rows: list[tuple[str, int, float, float, str]]) -> Measured:
         value = math.nan if r.error else gate.score(r.hard, r.soft)
         scores.setdefault(r.task_id, []).append(value)
     return Measured(docs=DOCS, scores={t: tuple(v) for t, v in scores.items()}, results=results)
+
+
+def passes(measured: Measured) -> dict[str, tuple[float, ...]]:
+    """One arm read as passes, as a removal's test reads it."""
+    return pass_scores(measured.scores, measured.results)
 
 
 def test_passes_reads_each_sample_as_passed_or_not_in_sample_order() -> None:

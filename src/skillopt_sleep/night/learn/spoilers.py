@@ -10,8 +10,8 @@ their own:
   improved: a rule that wins its own test by lenient credit while cancelling what the
   others do would otherwise be kept alone and hide them from every later test.
 
-Both judge a removal by what passes (:func:`passes`; :func:`skillopt.gate.pass_scores`
-says why), not by the gate's metric.
+Both judge a removal by what passes (:func:`skillopt.gate.decide_on_passes`; its
+:func:`~skillopt.gate.pass_scores` says why), not by the gate's metric.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from skillopt.gate import (
     attribute,
     cancelled_tasks,
     decide_on_passes,
-    pass_scores,
 )
 from skillopt.types import EditRecord, GateAction, GateDecision
 from skillopt.types import TaskRecord as Task
@@ -44,7 +43,6 @@ __all__ = [
     "MAX_RIDERS",
     "Gains",
     "attribution",
-    "passes",
     "promising",
     "riders",
     "unmask",
@@ -163,7 +161,7 @@ async def attribution(
     (:func:`skillopt.gate.cancelled_tasks`), not on the removed edit's own gains.
     ``riders``: edits in ``union`` that are never left out (:func:`unmask`). ``suspect``
     (the round): when no removal is significant, drop the likeliest spoiler (:func:`_suspect`).
-    A removal is decided on what passes (:func:`passes`; the module docstring says why)."""
+    A removal is decided on what passes (:func:`_on_passes`; the module docstring says why)."""
 
     def on(left_out: tuple[int, ...]) -> list[Task]:
         ids = set(task_ids if promised_by is None else
@@ -300,8 +298,3 @@ def _on_passes(whole: Measured, without: Measured, cfg: GateConfig, ids: list[st
         whole.scores, whole.results, without.scores, without.results, config=cfg,
         task_ids=ids, confirm_from=without.confirm_from,
     )  # fmt: skip
-
-
-def passes(measured: Measured) -> dict[str, tuple[float, ...]]:
-    """``measured``'s scores read as passes (:func:`skillopt.gate.pass_scores`)."""
-    return pass_scores(measured.scores, measured.results)

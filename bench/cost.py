@@ -23,8 +23,11 @@ before the first call can tell them apart.
 - **noisy**: ``--noisy-nights`` first nights with 20 % of answers flipped (default 3; the
   issue's target is over 20): harmful adoptions, mean true score, calls per task.
 - **estimate**: the spend printed before the night vs what it spent, on the three kinds.
-- **budget**: a first night capped at ``--budget-share`` (30 %) of the consistent night's
-  calls: exit code, result and lift (tasks solved above the seed) vs the uncapped lift.
+- **budget**: first nights capped at the consistent night's *floor* (mining, rollouts with
+  their judging and the noise probe, reflections: what any learning night spends) plus a
+  share of its *testing* spend (everything else), issue 30's definition: at
+  ``--budget-share`` (30 %) the night must exit 0 with at least half the uncapped lift, and
+  over the sweep ``--budget-sweep`` (15, 30, 60 %) the lift must never fall as the cap rises.
 - **variant**: the consistent first night on the held-out world.
 
 Then wall, load average and CPU per call (the CLI processes' CPU over their model calls).
@@ -63,13 +66,21 @@ consistent 24/24 in 439 calls = 18.3/task, 162,788 tokens (88 %); quiet 2 (estim
 noisy x8 0 harmful, mean 100 %, 1,785 calls mean (1,204-2,150) = 74/task, estimate within
 +-30 % on 6 of 8; budget 132: exit 0 budget_reached, lift 0; wide 40/40 in 716 calls.
 
+At stop 45 (main at 246f908, --quick, load 3.3, wall 48 s), with issue 30's targets and its
+budget: consistent 24/24 in 929 calls = 38.7/task; quiet 2; noisy 0 harmful, 141.9/task;
+floor 121 of 929, so the 15/30/60 % caps are 242/363/606 calls: lift 0, 6, 6 against 24
+uncapped (the 606-call night stopped at 440: the reserve held for its final check is three
+rollouts' worth, and the final spent one).
+
     .venv/bin/python bench/cost.py [--quick] [--noisy-nights 3] [--variant wide]
-                                   [--seed 7] [--latency 0.02] [--budget-share 0.3] [--json]
+                                   [--seed 7] [--latency 0.02] [--budget-share 0.3]
+                                   [--budget-sweep 0.15,0.3,0.6] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -184,6 +195,17 @@ class Measured:
     ledger: dict[str, Any] = field(default_factory=dict)
     endpoint: Meter = field(default_factory=Meter)
     cap: int = 0  # the night's --max-calls (0: none)
+    share: float = 0.0  # the share of the uncapped testing spend its cap allows
+
+    @property
+    def floor_calls(self) -> int:
+        """What any learning night spends before it tests an edit: mining, the rollouts
+        (their judging and the noise probe included) and reflections, from the ledger."""
+        stages = self.ledger.get("stages") or {}
+        decisions = self.ledger.get("decisions") or {}
+        return sum(
+            int((stages.get(name) or {}).get("calls") or 0) for name in ("mine", "reflect")
+        ) + int((decisions.get("rollout") or {}).get("calls") or 0)
 
     @property
     def calls(self) -> int:
@@ -301,10 +323,10 @@ def report(
     cached = first.endpoint
     lines += [
         "consistent first night (today: 532 calls, 22/task, 186k tokens; target >= 92% solved "
-        "in <= 8 calls/task, tokens <= 45% of today's):",
+        "in <= 12 calls/task (issue 30), tokens <= 45% of today's):",
         f"  solved {n.solved}/{n.total} ({n.score:.0%}) [>= 92%: {verdict(n.score >= 0.92)}]; "
         f"{n.calls} calls = {first.per_task:.1f}/task "
-        f"[<= 8: {verdict((first.per_task or 99) <= 8)}]",
+        f"[<= 12: {verdict((first.per_task or 99) <= 12)}]",
         f"  tokens {first.tokens} = {first.tokens / TODAY['consistent_tokens']:.0%} of today's "
         f"[<= 45%: {verdict(first.tokens <= 0.45 * TODAY['consistent_tokens'])}] (endpoint: "
         f"{cached.prompt_tokens} prompt + "
@@ -326,10 +348,10 @@ def report(
         calls = [m.calls for m in noisy]
         lines += [
             f"20% flips, {len(noisy)} night(s) (today: 2,349 calls mean, ~98/task; target 0 "
-            "harmful in 20, mean >= 90%, <= 30 calls/task):",
+            "harmful in 20, mean >= 90%, <= 60 calls/task (issue 30)):",
             f"  harmful adopted {harmful}/{len(noisy)} [{verdict(harmful == 0)}]; mean true "
             f"score {mean:.0%} [{verdict(mean >= 0.9)}]; calls mean {sum(calls) / len(calls):.0f} "
-            f"({min(calls)}-{max(calls)}) = {per_task:.1f}/task [{verdict(per_task <= 30)}]",
+            f"({min(calls)}-{max(calls)}) = {per_task:.1f}/task [{verdict(per_task <= 60)}]",
             f"  stages (first): {stages(noisy[0])}",
             f"  calls that changed no decision: {no_decision(noisy)} of {sum(calls)}; the "
             "first night's ledger:",
@@ -344,14 +366,30 @@ def report(
     ]
     budget = nights["budget"]
     if budget:
-        b = budget[0]
         lift_uncapped = n.solved - seed_solved
-        lift_capped = b.night.solved - seed_solved
-        ok = b.night.exit_code == 0 and lift_capped * 2 >= lift_uncapped
+        floor = first.floor_calls
         lines.append(
-            f"budget night, --max-calls {b.cap} (today: --max-calls 150 ends failed, exit 1): exit "
-            f"{b.night.exit_code}, result {b.night.result}, {b.calls} calls; lift "
-            f"{lift_capped} vs uncapped {lift_uncapped} tasks [exit 0 and >= half: {verdict(ok)}]"
+            f"budget nights (issue 30: cap = floor {floor} + share of the uncapped night's "
+            f"testing {first.calls - floor}; today: --max-calls 279 = 30 % of all calls bought "
+            "lift 0):"
+        )
+        lifts: list[int] = []
+        for b in sorted(budget, key=lambda m: m.share):
+            lift_capped = b.night.solved - seed_solved
+            lifts.append(lift_capped)
+            aim = ""
+            if abs(b.share - 0.3) < 1e-9:
+                ok = b.night.exit_code == 0 and lift_capped * 2 >= lift_uncapped
+                aim = f" [exit 0 and >= half: {verdict(ok)}]"
+            lines.append(
+                f"  share {b.share:.0%}: --max-calls {b.cap}: exit {b.night.exit_code}, result "
+                f"{b.night.result}, {b.calls} calls; lift {lift_capped} vs uncapped "
+                f"{lift_uncapped} tasks{aim}"
+            )
+        lifts.append(lift_uncapped)  # no cap at all ends the sweep
+        rising = all(a <= b for a, b in itertools.pairwise(lifts))
+        lines.append(
+            f"  lift never falls as the cap rises (uncapped last): {verdict(rising)} {lifts}"
         )
     for m in nights["variant"]:
         v = m.night
@@ -383,7 +421,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--variant", default="wide", help=f"held-out world ({', '.join(SHAPES)})")
     parser.add_argument("--seed", type=int, default=7, help="world seed (history and noise)")
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per model reply")
-    parser.add_argument("--budget-share", type=float, default=0.3, help="cap / uncapped calls")
+    parser.add_argument(
+        "--budget-share", type=float, default=0.3, help="the target's share of testing spend"
+    )
+    parser.add_argument(
+        "--budget-sweep", default="0.15,0.3,0.6", help="shares of testing spend to cap at"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document instead")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
@@ -435,16 +478,22 @@ def main(argv: list[str] | None = None) -> int:
             )
             nights["noisy"].append(m)
             say(f"noisy {i}: {brief(m)}, harmful adopted {m.night.harmful_adopted}")
-        cap = max(1, round(first.calls * args.budget_share))
-        reset_keeping_spend_model(lab)
-        lab.env[BUDGET_ENV] = str(cap)
-        try:
-            b = night(lab, lift, "budget", 1, noise=0.0, seed=args.seed, args=args)
-        finally:
-            lab.env.pop(BUDGET_ENV, None)
-        b.cap = cap
-        nights["budget"].append(b)
-        say(f"budget {cap}: exit {b.night.exit_code}, {b.night.result}, {brief(b)}")
+        floor = first.floor_calls
+        shares = sorted({float(x) for x in args.budget_sweep.split(",") if x} | {args.budget_share})
+        for i, share in enumerate(shares, start=1):
+            cap = max(1, floor + round((first.calls - floor) * share))
+            reset_keeping_spend_model(lab)
+            lab.env[BUDGET_ENV] = str(cap)
+            try:
+                b = night(lab, lift, "budget", i, noise=0.0, seed=args.seed, args=args)
+            finally:
+                lab.env.pop(BUDGET_ENV, None)
+            b.cap, b.share = cap, share
+            nights["budget"].append(b)
+            say(
+                f"budget {cap} ({share:.0%}): exit {b.night.exit_code}, {b.night.result}, "
+                f"{brief(b)}"
+            )
         vshape = SHAPES[args.variant]
         held = serve(vshape, args.latency)
         endpoints.append(held)
